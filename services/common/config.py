@@ -1,0 +1,85 @@
+"""Settings for every service, from one place: flags, then BENCHFLEET_* variables, then defaults."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, fields
+from typing import Mapping
+from urllib.parse import quote, urlsplit, urlunsplit
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Connection settings shared by scheduler, worker and collector."""
+
+    #: AMQP URL of the broker; the password in it is never logged (see ``redacted_amqp_url``).
+    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    #: Results DB (MariaDB) where campaigns, runs and results are kept.
+    db_host: str = "127.0.0.1"
+    db_port: int = 3306
+    db_user: str = "root"
+    db_password: str = ""
+    db_name: str = "benchfleet"
+    db_socket: str = ""
+    #: Seconds between AMQP heartbeats; runs go on off the I/O thread so heartbeats keep flowing.
+    heartbeat: int = 30
+    log_level: str = "info"
+
+    def redacted_amqp_url(self) -> str:
+        return redact_url(self.amqp_url)
+
+    def db_params(self) -> dict[str, object]:
+        params: dict[str, object] = {"host": self.db_host, "port": self.db_port, "user": self.db_user,
+                                     "password": self.db_password, "database": self.db_name}
+        if self.db_socket:
+            params["unix_socket"] = self.db_socket
+        return params
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{quote(parts.username or '')}:***@{parts.hostname or ''}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _env_name(field: str) -> str:
+    return f"BENCHFLEET_{field.upper()}"
+
+
+def add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per setting (``--amqp-url``, ``--db-host`` ...); each also reads its env var."""
+    group = parser.add_argument_group("connections (flags, else BENCHFLEET_* environment variables)")
+    for f in fields(Settings):
+        if f.name == "db_password":
+            # A password on the command line shows in `ps`; only the environment or a file.
+            group.add_argument("--db-password-file", dest="db_password_file", default=None,
+                               help="file holding the results DB password (else BENCHFLEET_DB_PASSWORD)")
+            continue
+        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
+                           type=int if f.type in (int, "int") else str,
+                           help=f"env {_env_name(f.name)}, default {f.default!r}" if f.name != "amqp_url"
+                           else f"env {_env_name(f.name)}")
+
+
+def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Resolve settings: a flag wins over its environment variable, which wins over the default."""
+    env = os.environ if env is None else env
+    values: dict[str, object] = {}
+    for f in fields(Settings):
+        flag = getattr(args, f.name, None) if args is not None else None
+        raw = flag if flag is not None else env.get(_env_name(f.name))
+        if raw is None:
+            continue
+        values[f.name] = int(raw) if f.type in (int, "int") else raw
+    pw_file = getattr(args, "db_password_file", None) if args is not None else None
+    pw_file = pw_file or env.get("BENCHFLEET_DB_PASSWORD_FILE")
+    if pw_file:
+        with open(pw_file) as fh:
+            values["db_password"] = fh.read().strip()
+    return Settings(**values)  # type: ignore[arg-type]

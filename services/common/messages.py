@@ -1,0 +1,189 @@
+"""Messages on the bus: versioned JSON, defined once, decoded with errors that name the field.
+
+Schema history (the ``schema`` field of each message):
+  benchfleet.run/1         a run spec the scheduler publishes for a worker
+  benchfleet.run-event/1   a worker's "started"/"progress" note about a run
+  benchfleet.result/1      what a run measured (or why it failed)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from .spec import DataShape, Target, WorkloadSpec
+
+RUN_SCHEMA = "benchfleet.run/1"
+EVENT_SCHEMA = "benchfleet.run-event/1"
+RESULT_SCHEMA = "benchfleet.result/1"
+
+
+class DecodeError(Exception):
+    """A message body that is not a message we understand; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+class Cell(_Message):
+    """(target, workload, threads): the unit a comparison table compares."""
+
+    target: str
+    workload: str
+    threads: int
+
+
+class RunSpec(_Message):
+    """One run for a worker: everything it needs, so workers share no state with the scheduler."""
+
+    schema_: Literal["benchfleet.run/1"] = Field(RUN_SCHEMA, alias="schema")
+    run_id: str
+    campaign_id: str
+    campaign_name: str
+    seq: int
+    total_runs: int
+    cell: Cell
+    repetition: int
+    target: Target
+    workload: WorkloadSpec
+    data: DataShape
+    driver: str = "native"
+    duration: float
+    warmup: float
+    seed: int
+    published_at: float
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+class RunEvent(_Message):
+    """A worker's note that a run started (or how far it got), for progress and status."""
+
+    schema_: Literal["benchfleet.run-event/1"] = Field(EVENT_SCHEMA, alias="schema")
+    run_id: str
+    campaign_id: str
+    state: Literal["running"]
+    worker: str
+    attempt: int = 1
+    at: float
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+class Totals(_Message):
+    """Counts over the measured interval only (warm-up never counted)."""
+
+    transactions: int = 0
+    reads: int = 0
+    writes: int = 0
+    other: int = 0
+    errors: int = 0
+    ignored_errors: int = 0
+    reconnects: int = 0
+
+    @property
+    def queries(self) -> int:
+        return self.reads + self.writes + self.other
+
+
+class Series(_Message):
+    """Per-second counts over the measured interval; index i is second i after warm-up."""
+
+    transactions: list[int] = Field(default_factory=list)
+    queries: list[int] = Field(default_factory=list)
+    errors: list[int] = Field(default_factory=list)
+
+
+class Latency(_Message):
+    """Transaction latency in milliseconds, from the merged histogram."""
+
+    p50_ms: float = 0.0
+    p95_ms: float = 0.0
+    p99_ms: float = 0.0
+    max_ms: float = 0.0
+    histogram: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunResult(_Message):
+    """What one run measured. ``status`` is ok, failed (with ``error``) or cancelled."""
+
+    schema_: Literal["benchfleet.result/1"] = Field(RESULT_SCHEMA, alias="schema")
+    run_id: str
+    campaign_id: str
+    cell: Cell
+    repetition: int
+    status: Literal["ok", "failed", "cancelled"]
+    error: str | None = None
+    error_code: int | None = None
+    worker: str
+    host: str
+    attempt: int = 1
+    started_at: float
+    ended_at: float
+    warmup_s: float = 0.0
+    measured_s: float = 0.0
+    totals: Totals = Totals()
+    errors_by_code: dict[str, int] = Field(default_factory=dict)
+    series: Series = Series()
+    latency: Latency = Latency()
+    server: dict[str, Any] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+    @property
+    def qps(self) -> float:
+        return self.totals.queries / self.measured_s if self.measured_s > 0 else 0.0
+
+    @property
+    def tps(self) -> float:
+        return self.totals.transactions / self.measured_s if self.measured_s > 0 else 0.0
+
+
+Message = Union[RunSpec, RunEvent, RunResult]
+_BY_SCHEMA: dict[str, type[BaseModel]] = {RUN_SCHEMA: RunSpec, EVENT_SCHEMA: RunEvent, RESULT_SCHEMA: RunResult}
+_ADAPTERS = {k: TypeAdapter(v) for k, v in _BY_SCHEMA.items()}
+
+
+def decode(body: bytes | str, expect: tuple[type[BaseModel], ...] | None = None) -> Any:
+    """Decode a message by its ``schema``; raise DecodeError naming the wrong field."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DecodeError("", f"not JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise DecodeError("", "not a JSON object")
+    schema = data.get("schema")
+    if schema not in _BY_SCHEMA:
+        known = ", ".join(sorted(_BY_SCHEMA))
+        raise DecodeError("schema", f"unknown or missing schema {schema!r} (known: {known})")
+    cls = _BY_SCHEMA[schema]
+    if expect is not None and cls not in expect:
+        raise DecodeError("schema", f"{schema} is not expected on this queue")
+    try:
+        return _ADAPTERS[schema].validate_python(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise DecodeError(field, err["msg"]) from e
+

@@ -1,0 +1,228 @@
+"""The campaign spec: what a user writes in spec.yaml, validated before anything runs.
+
+Version history of the spec format (``spec_version``):
+  1: dsn targets, data shape, workloads with options, threads, duration/warmup/repeat/seed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PlainSerializer,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from .catalogue import NATIVE_IMPLEMENTED, RAND_TYPES, WORKLOADS, canonical_name
+from .durations import format_duration, parse_duration
+
+SPEC_VERSION = 1
+
+#: Names that end up in SQL identifiers, queue names and metric labels: strict on purpose,
+#: so no SQL or routing key is ever built from arbitrary text.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+IDENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Identifier = Annotated[str, Field(pattern=IDENT_PATTERN)]
+Seconds = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str),
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DsnTarget(_Frozen):
+    """An existing server reached over TCP (or a socket); benchfleet never starts or stops it."""
+
+    kind: Literal["dsn"] = "dsn"
+    name: Name
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)] = 3306
+    socket: str | None = None
+    user: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.@-]{1,80}$")] = "root"
+    #: Only the empty password may be written in a spec: run messages travel through the
+    #: broker and are logged, so a real password is named by password_env/password_file and
+    #: read by the worker from its own environment.
+    password: Literal[""] | None = None
+    password_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    password_file: str | None = None
+    database: Identifier = "sbtest"
+    ssl_ca: str | None = None
+    ssl_disabled: bool = False
+
+    @field_validator("password", mode="before")
+    @classmethod
+    def _no_literal_password(cls, v: Any) -> Any:
+        if v not in (None, ""):
+            raise ValueError(
+                "a password may not be written in the spec; put it in an environment "
+                "variable on the workers and name it with password_env (or use password_file)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _one_password_source(self) -> "DsnTarget":
+        given = [f for f in ("password", "password_env", "password_file") if getattr(self, f) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give only one of {', '.join(given)}")
+        return self
+
+
+def _target_kind(v: Any) -> str:
+    if isinstance(v, dict):
+        return str(v.get("kind", "dsn"))
+    return getattr(v, "kind", "dsn")
+
+
+#: Managed targets (a mariadbd the worker starts) join this union with their own tag.
+Target = Annotated[Union[Annotated[DsnTarget, Tag("dsn")]], Discriminator(_target_kind)]
+
+
+class DataShape(_Frozen):
+    """The sbtest tables a workload runs on (sysbench's --tables, --table-size, engine)."""
+
+    tables: Annotated[int, Field(ge=1, le=1024)] = 1
+    table_size: Annotated[int, Field(ge=1, le=2_000_000_000)] = 10_000
+    engine: Literal["InnoDB", "MyISAM", "Aria"] = "InnoDB"
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine_case(cls, v: Any) -> Any:
+        known = {"innodb": "InnoDB", "myisam": "MyISAM", "aria": "Aria"}
+        return known.get(str(v).lower(), v) if isinstance(v, str) else v
+
+    def marker(self) -> str:
+        """A short string that identifies the shape, stored beside prepared tables."""
+        return f"{self.tables}x{self.table_size}:{self.engine}"
+
+
+class WorkloadSpec(_Frozen):
+    """One test of the campaign, with sysbench option overrides and a row label for tables."""
+
+    name: str
+    label: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
+    options: dict[str, int | float | bool | str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, v: Any) -> Any:
+        return {"name": v} if isinstance(v, str) else v
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if canonical_name(v) not in WORKLOADS:
+            raise ValueError(f"unknown workload {v!r}; known: {', '.join(sorted(WORKLOADS))}")
+        return v
+
+    @model_validator(mode="after")
+    def _options_known(self) -> "WorkloadSpec":
+        accepted = WORKLOADS[canonical_name(self.name)]
+        for key, value in self.options.items():
+            if key not in accepted:
+                raise ValueError(f"options.{key}: not an option of {self.name} (accepted: {', '.join(sorted(accepted))})")
+            default = accepted[key]
+            if isinstance(default, bool) and not isinstance(value, bool):
+                raise ValueError(f"options.{key}: must be true or false")
+            if isinstance(default, int) and not isinstance(default, bool):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"options.{key}: must be a whole number >= 0")
+            if key == "rand_type" and value not in RAND_TYPES:
+                raise ValueError(f"options.rand_type: must be one of {', '.join(RAND_TYPES)}")
+        return self
+
+    @property
+    def canonical(self) -> str:
+        return canonical_name(self.name)
+
+    @property
+    def key(self) -> str:
+        """The row name in tables and the workload part of run ids."""
+        return self.label or self.name
+
+    def option(self, key: str) -> Any:
+        """The effective value of a sysbench option: the override, else sysbench's default."""
+        return self.options.get(key, WORKLOADS[self.canonical][key])
+
+
+class CampaignSpec(_Frozen):
+    """A whole campaign: targets x workloads x threads x repetitions, compared to a baseline."""
+
+    spec_version: Literal[1] = SPEC_VERSION
+    name: Name
+    description: str = ""
+    pool: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] = "default"
+    driver: Literal["native"] = "native"
+    targets: Annotated[list[Target], Field(min_length=1)]
+    baseline: str | None = None
+    workloads: Annotated[list[WorkloadSpec], Field(min_length=1)]
+    data: DataShape = DataShape()
+    threads: Annotated[list[Annotated[int, Field(gt=0, le=65535)]], Field(min_length=1)]
+    duration: Seconds
+    warmup: Seconds = 0.0
+    repeat: Annotated[int, Field(ge=1, le=1000)] = 1
+    seed: Annotated[int, Field(ge=0)] = 0
+
+    @field_validator("duration")
+    @classmethod
+    def _positive_duration(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be > 0")
+        return v
+
+    @field_validator("threads")
+    @classmethod
+    def _distinct_threads(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("thread counts must be distinct")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "CampaignSpec":
+        names = [t.name for t in self.targets]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"targets: names must be distinct, repeated: {', '.join(dup)}")
+        if self.baseline is not None and self.baseline not in names:
+            raise ValueError(f"baseline: {self.baseline!r} is not a target (targets: {', '.join(names)})")
+        keys = [w.key for w in self.workloads]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"workloads: repeated {', '.join(dup)}; give each a distinct label")
+        if self.driver == "native":
+            missing = sorted({w.name for w in self.workloads if w.canonical not in NATIVE_IMPLEMENTED})
+            if missing:
+                raise ValueError(
+                    f"workloads: {', '.join(missing)} not supported by the native driver yet "
+                    f"(supported: {', '.join(sorted(NATIVE_IMPLEMENTED))})"
+                )
+        return self
+
+    @property
+    def baseline_name(self) -> str:
+        return self.baseline or self.targets[0].name
+
+    def target(self, name: str) -> DsnTarget:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def workload(self, key: str) -> WorkloadSpec:
+        for w in self.workloads:
+            if w.key == key:
+                return w
+        raise KeyError(key)

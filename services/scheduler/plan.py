@@ -1,0 +1,96 @@
+"""Expanding a campaign spec into its runs, in the order they should be measured."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+
+from services.common.messages import Cell, RunSpec
+from services.common.spec import CampaignSpec
+
+#: Seconds a run costs beyond warm-up and measurement (connect, spawn load processes,
+#: publish), used only for the wall-time estimate.
+RUN_OVERHEAD_S = 2.0
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    run_id: str
+    seq: int
+    cell: Cell
+    repetition: int
+    seed: int
+
+
+def new_campaign_id(spec: CampaignSpec, now: float | None = None) -> str:
+    """A readable, unique campaign id: name, UTC time, and a short random suffix."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now if now is not None else time.time()))
+    return f"{spec.name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def run_id(campaign_id: str, cell: Cell, repetition: int) -> str:
+    """Deterministic, so a redelivered run replaces its result instead of adding one."""
+    return f"{campaign_id}.{cell.target}.{cell.workload}.t{cell.threads}.r{repetition}"
+
+
+def run_seed(spec_seed: int, workload: str, threads: int, repetition: int) -> int:
+    """The random seed of a run: the same for every target of a cell and repetition, so all
+    targets answer the same query stream; different across repetitions."""
+    digest = hashlib.sha256(f"{spec_seed}/{workload}/{threads}/{repetition}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def expand(spec: CampaignSpec, campaign_id: str) -> list[PlannedRun]:
+    """All runs of a campaign, ordered repetition by repetition (every cell of repetition 1
+    before repetition 2), targets innermost (A1 B1 A2 B2), so drift hits all targets alike."""
+    runs: list[PlannedRun] = []
+    for rep in range(1, spec.repeat + 1):
+        for workload in spec.workloads:
+            for threads in spec.threads:
+                for target in spec.targets:
+                    cell = Cell(target=target.name, workload=workload.key, threads=threads)
+                    runs.append(
+                        PlannedRun(
+                            run_id=run_id(campaign_id, cell, rep),
+                            seq=len(runs),
+                            cell=cell,
+                            repetition=rep,
+                            seed=run_seed(spec.seed, workload.key, threads, rep),
+                        )
+                    )
+    return runs
+
+
+def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) -> list[RunSpec]:
+    """The messages to publish for a campaign, one per planned run."""
+    planned = expand(spec, campaign_id)
+    at = now if now is not None else time.time()
+    return [
+        RunSpec(
+            run_id=p.run_id,
+            campaign_id=campaign_id,
+            campaign_name=spec.name,
+            seq=p.seq,
+            total_runs=len(planned),
+            cell=p.cell,
+            repetition=p.repetition,
+            target=spec.target(p.cell.target),
+            workload=spec.workload(p.cell.workload),
+            data=spec.data,
+            driver=spec.driver,
+            duration=spec.duration,
+            warmup=spec.warmup,
+            seed=p.seed,
+            published_at=at,
+        )
+        for p in planned
+    ]
+
+
+def estimated_seconds(spec: CampaignSpec, workers: int = 1) -> float:
+    """Wall time of the whole campaign with ``workers`` workers, preparation excluded."""
+    runs = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
+    per_run = spec.warmup + spec.duration + RUN_OVERHEAD_S
+    return runs * per_run / max(1, workers)
