@@ -1,0 +1,33 @@
+# The two commands: `make demo` (a small campaign end to end) and `make test` (the whole suite).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ENV := set -a; . var/local.env; set +a;
+
+.PHONY: demo test venv services up down clean
+
+$(BIN)/scheduler: pyproject.toml
+	$(PY) -m venv $(VENV) || (deploy/ensure-services python && $(PY) -m venv $(VENV))
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(BIN)/scheduler
+
+services:
+	deploy/ensure-services rabbitmq mariadb
+
+up: venv
+	deploy/local/up
+
+down:
+	deploy/local/down
+
+demo: venv up
+	$(ENV) $(BIN)/scheduler submit examples/quickstart.yaml --wait
+	@echo "The fleet is still running: 'make down' stops it; logs are in var/log/."
+
+test: venv services
+	$(ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean: down
+	rm -rf var

@@ -1,0 +1,72 @@
+"""The collector's consumer: results and run events from the bus into the results DB.
+
+A message is acked only after it is stored, so a collector that stops or loses its DB leaves
+the rest waiting in the durable queue; storing is an upsert by run id, so redeliveries are
+harmless.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from services.common import logs
+from services.common.bus import CONNECTION_ERRORS, RESULTS_QUEUE, Bus, BusError, Delivery
+from services.common.config import Settings
+from services.common.messages import DecodeError, RunEvent, RunResult, decode
+from services.common.store import Store, StoreError
+
+log = logs.get(__name__)
+
+#: Results in flight per collector; they are small and storing is quick.
+PREFETCH = 32
+
+
+class Collector:
+    """Stores what arrives on the results queue until stopped."""
+
+    def __init__(self, settings: Settings, *, pools: tuple[str, ...] = ()):
+        self.settings = settings
+        self.pools = pools
+        self.stopping = threading.Event()
+        self.stored = 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run_forever(self) -> None:
+        delay = 1.0
+        while not self.stopping.is_set():
+            bus = Bus(self.settings, name="benchfleet collector")
+            store = Store(self.settings)
+            try:
+                store.open()
+                bus.connect()
+                bus.declare(self.pools)
+                delay = 1.0
+                log.info("collector_consuming", queue=RESULTS_QUEUE)
+                bus.consume(RESULTS_QUEUE, PREFETCH, lambda d: self._on_message(bus, store, d), self.stopping.is_set)
+            except (BusError, StoreError, *CONNECTION_ERRORS) as e:
+                log.warning("collector_connection_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
+            finally:
+                bus.close()
+                store.close()
+
+    def _on_message(self, bus: Bus, store: Store, d: Delivery) -> None:
+        try:
+            msg = decode(d.body, expect=(RunResult, RunEvent))
+        except DecodeError as e:
+            log.error("result_message_undecodable", reason=str(e))
+            bus.dead_letter(d.body, f"undecodable result message: {e}", RESULTS_QUEUE)
+            bus.ack(d.delivery_tag)
+            return
+        if isinstance(msg, RunEvent):
+            store.mark_running(msg)
+        else:
+            store.store_result(msg)
+            self.stored += 1
+            log.info("result_stored", campaign_id=msg.campaign_id, run_id=msg.run_id, status=msg.status,
+                     qps=round(msg.qps, 1))
+        bus.ack(d.delivery_tag)

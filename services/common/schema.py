@@ -1,0 +1,75 @@
+"""The results DB schema as ordered migrations; version N is applied once, in order, at start.
+
+History:
+  1: campaigns, runs (plan and state), results (one row per run id, whole result as JSON).
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            """CREATE TABLE IF NOT EXISTS campaigns (
+                campaign_id VARCHAR(128) NOT NULL PRIMARY KEY,
+                name VARCHAR(64) NOT NULL,
+                spec_json LONGTEXT NOT NULL,
+                spec_hash CHAR(64) NOT NULL,
+                pool VARCHAR(64) NOT NULL,
+                baseline VARCHAR(64) NOT NULL,
+                total_runs INT NOT NULL,
+                state VARCHAR(16) NOT NULL DEFAULT 'submitted',
+                created_at DOUBLE NOT NULL,
+                KEY campaigns_name (name, created_at),
+                KEY campaigns_hash (spec_hash)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE TABLE IF NOT EXISTS runs (
+                run_id VARCHAR(255) NOT NULL PRIMARY KEY,
+                campaign_id VARCHAR(128) NOT NULL,
+                seq INT NOT NULL,
+                target VARCHAR(64) NOT NULL,
+                workload VARCHAR(64) NOT NULL,
+                threads INT NOT NULL,
+                repetition INT NOT NULL,
+                state VARCHAR(16) NOT NULL DEFAULT 'pending',
+                attempts INT NOT NULL DEFAULT 0,
+                worker VARCHAR(128) NULL,
+                started_at DOUBLE NULL,
+                ended_at DOUBLE NULL,
+                error TEXT NULL,
+                updated_at DOUBLE NOT NULL,
+                KEY runs_campaign (campaign_id, seq),
+                KEY runs_state (campaign_id, state)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE TABLE IF NOT EXISTS results (
+                run_id VARCHAR(255) NOT NULL PRIMARY KEY,
+                campaign_id VARCHAR(128) NOT NULL,
+                target VARCHAR(64) NOT NULL,
+                workload VARCHAR(64) NOT NULL,
+                threads INT NOT NULL,
+                repetition INT NOT NULL,
+                status VARCHAR(16) NOT NULL,
+                measured_s DOUBLE NOT NULL,
+                transactions BIGINT NOT NULL,
+                queries BIGINT NOT NULL,
+                errors BIGINT NOT NULL,
+                qps DOUBLE NOT NULL,
+                tps DOUBLE NOT NULL,
+                p50_ms DOUBLE NOT NULL,
+                p95_ms DOUBLE NOT NULL,
+                p99_ms DOUBLE NOT NULL,
+                max_ms DOUBLE NOT NULL,
+                worker VARCHAR(128) NOT NULL,
+                host VARCHAR(255) NOT NULL,
+                started_at DOUBLE NOT NULL,
+                ended_at DOUBLE NOT NULL,
+                error TEXT NULL,
+                result_json LONGTEXT NOT NULL,
+                stored_at DOUBLE NOT NULL,
+                KEY results_campaign (campaign_id, workload, target, threads)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+]
+
+LATEST = MIGRATIONS[-1][0]

@@ -1,0 +1,105 @@
+"""`worker`: consume runs of a pool and measure them; `worker prepare|cleanup SPEC` for users who
+manage their data themselves."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+
+from services.common import logs
+from services.common.bus import BusError
+from services.common.config import add_settings_flags, settings_from
+from services.common.specfile import SpecError, load_spec
+
+EXIT_OK, EXIT_USAGE, EXIT_CONNECT, EXIT_FAILED = 0, 2, 3, 1
+
+
+def parse_cpus(text: str) -> list[int]:
+    """``0,2-3`` -> [0, 2, 3]; raise ValueError naming the bad part."""
+    cpus: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"--client-cpus: {part!r} is not a CPU number or range like 2-3")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    if not cpus:
+        raise ValueError("--client-cpus: no CPU given")
+    return sorted(set(cpus))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="worker", description=__doc__)
+    p.add_argument("--pool", default=os.environ.get("BENCHFLEET_POOL", "default"), help="worker pool to take runs from (env BENCHFLEET_POOL)")
+    p.add_argument("--id", dest="worker_id", default=os.environ.get("BENCHFLEET_WORKER_ID"),
+                   help="worker id in results and logs (env BENCHFLEET_WORKER_ID; default host-pid)")
+    p.add_argument("--client-cpus", default=os.environ.get("BENCHFLEET_CLIENT_CPUS"),
+                   help="CPUs for load processes, e.g. 1 or 2-3 (env BENCHFLEET_CLIENT_CPUS; default all)")
+    p.add_argument("--max-runs", type=int, default=None, help="exit after this many runs (tests, one-shot hosts)")
+    add_settings_flags(p)
+    return p
+
+
+def cmd_data(action: str, argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog=f"worker {action}", description=f"{action} the sbtest tables of every target of a spec")
+    p.add_argument("spec")
+    args = p.parse_args(argv)
+    from . import prepare, target
+
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    for t in spec.targets:
+        try:
+            params = target.connect_params(t)
+            if action == "prepare":
+                made = prepare.ensure_tables(params, spec.data)
+                print(f"{t.name}: {'created' if made else 'already prepared'} {spec.data.marker()} in {t.database}")
+            else:
+                prepare.cleanup(params, spec.data)
+                print(f"{t.name}: dropped sbtest tables in {t.database}")
+        except target.TargetError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except Exception as e:  # a server error: say which target, never a traceback
+            print(f"error: target {t.name}: {e}", file=sys.stderr)
+            return EXIT_CONNECT
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("prepare", "cleanup"):
+        return cmd_data(argv[0], argv[1:])
+    args = _parser().parse_args(argv)
+    settings = settings_from(args)
+    logs.configure("worker", settings.log_level)
+    try:
+        cpus = parse_cpus(args.client_cpus) if args.client_cpus else None
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    from .consumer import Worker
+    from .runner import WorkerIdentity
+
+    worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
+    w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), client_cpus=cpus, max_runs=args.max_runs)
+    signal.signal(signal.SIGTERM, lambda *_: w.stop())
+    signal.signal(signal.SIGINT, lambda *_: w.stop())
+    try:
+        w.run_forever()
+    except BusError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_CONNECT
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The worker's consumer: one run at a time from its pool's queue, measured off the I/O thread.
+
+The run executes in its own thread while this thread keeps serving the connection, so AMQP
+heartbeats flow during 15-minute runs; the ack is handed back with add_callback_threadsafe,
+after the result has been published with a confirm (never before: a crash in between means
+a redelivery and a replaced result, never a lost one).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Callable
+
+from services.common import logs
+from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery, runs_queue
+from services.common.config import Settings
+from services.common.messages import DecodeError, RunEvent, RunResult, RunSpec, decode
+
+from .runner import WorkerIdentity, execute
+
+log = logs.get(__name__)
+
+#: How many finished run ids to remember, so a run redelivered after a broker hiccup (its
+#: result already published) is acked instead of measured again.
+RECENT_RUNS = 256
+
+
+class Worker:
+    """Consumes run specs of one pool until stopped."""
+
+    def __init__(self, settings: Settings, *, pool: str, identity: WorkerIdentity,
+                 client_cpus: list[int] | None = None, max_runs: int | None = None,
+                 run_executor: Callable[..., RunResult] = execute):
+        self.settings = settings
+        self.pool = pool
+        self.identity = identity
+        self.client_cpus = client_cpus
+        self.max_runs = max_runs
+        self.execute = run_executor
+        self.stopping = threading.Event()
+        self.runs_done = 0
+        self._active: threading.Thread | None = None
+        self._run_stop = threading.Event()
+        self._recent: collections.OrderedDict[str, None] = collections.OrderedDict()
+
+    def stop(self) -> None:
+        """Stop taking runs; an active run is cancelled and handed back to the queue."""
+        self.stopping.set()
+        self._run_stop.set()
+
+    def _should_stop(self) -> bool:
+        idle = self._active is None or not self._active.is_alive()
+        if self.max_runs is not None and self.runs_done >= self.max_runs and idle:
+            return True
+        return self.stopping.is_set() and idle
+
+    def run_forever(self) -> None:
+        """Consume until stopped, reconnecting with backoff when the broker goes away."""
+        delay = 1.0
+        while not self._should_stop():
+            bus = Bus(self.settings, name=f"benchfleet worker {self.identity.worker_id}")
+            try:
+                bus.connect()
+                bus.declare((self.pool,))
+                delay = 1.0
+                log.info("worker_consuming", pool=self.pool, worker=self.identity.worker_id)
+                bus.consume(runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop)
+            except (BusError, *CONNECTION_ERRORS) as e:
+                log.warning("worker_bus_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
+                # Never take a new run while the previous one is still measuring.
+                if self._active is not None:
+                    self._active.join()
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
+            finally:
+                bus.close()
+
+    def _on_message(self, bus: Bus, d: Delivery) -> None:
+        try:
+            run = decode(d.body, expect=(RunSpec,))
+        except DecodeError as e:
+            log.error("run_message_undecodable", reason=str(e))
+            bus.dead_letter(d.body, f"undecodable run message: {e}", runs_queue(self.pool))
+            bus.ack(d.delivery_tag)
+            return
+        if run.run_id in self._recent:
+            log.info("run_already_done", run_id=run.run_id)
+            bus.ack(d.delivery_tag)
+            return
+        attempt = int(d.headers.get("x-delivery-count", 0) or 0) + 1  # quorum queues count redeliveries
+        bus.publish_result(RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="running",
+                                    worker=self.identity.worker_id, attempt=attempt, at=time.time()).encode())
+        self._run_stop = threading.Event()
+        self._active = threading.Thread(target=self._run, args=(bus, d.delivery_tag, run, attempt),
+                                        name=f"run-{run.run_id}", daemon=True)
+        self._active.start()
+
+    def _run(self, bus: Bus, tag: int, run: RunSpec, attempt: int) -> None:
+        rlog = log.bind(campaign_id=run.campaign_id, run_id=run.run_id, target=run.cell.target)
+        rlog.info("run_started", workload=run.cell.workload, threads=run.cell.threads, attempt=attempt)
+        result = self.execute(run, self.identity, attempt=attempt, client_cpus=self.client_cpus, stop=self._run_stop)
+        if self.stopping.is_set() and result.status == "cancelled":
+            # Shutting down: give the run back to the queue for another worker, unmeasured.
+            rlog.info("run_requeued_on_shutdown")
+            self._hand_back(bus, lambda: bus.ch.basic_nack(tag, requeue=True))
+            return
+        self._publish(result, rlog)
+        self._recent[run.run_id] = None
+        while len(self._recent) > RECENT_RUNS:
+            self._recent.popitem(last=False)
+        rlog.info("run_finished", status=result.status, qps=round(result.qps, 1), error=result.error)
+        self.runs_done += 1
+        self._hand_back(bus, lambda: bus.ack(tag))
+
+    def _publish(self, result: RunResult, rlog: object) -> None:
+        """Publish with confirms on a connection of this thread's own, retrying until it lands."""
+        delay = 1.0
+        while True:
+            try:
+                with Bus(self.settings, name=f"benchfleet worker {self.identity.worker_id} results") as pub:
+                    pub.declare((self.pool,))
+                    pub.publish_result(result.encode())
+                return
+            except (BusError, *CONNECTION_ERRORS) as e:
+                log.warning("result_publish_retry", run_id=result.run_id, error=str(e), retry_in_s=delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
+    @staticmethod
+    def _hand_back(bus: Bus, fn: Callable[[], None]) -> None:
+        def safe() -> None:
+            try:
+                fn()
+            except CONNECTION_ERRORS:
+                # The delivery died with its connection; the broker redelivers it and the
+                # recent-runs memory acks it without measuring again.
+                pass
+
+        try:
+            bus.call_threadsafe(safe)
+        except Exception:
+            pass

@@ -1,0 +1,74 @@
+"""Executing one run spec: reach the target, prepare its tables, drive the load, build the result."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import mysql.connector
+
+from services.common import logs
+from services.common.messages import RunResult, RunSpec
+
+from . import loadgen, prepare, target
+
+log = logs.get(__name__)
+
+
+@dataclass
+class WorkerIdentity:
+    """Who ran a run: stored with every result so a report can say where numbers came from."""
+
+    worker_id: str
+    host: str = field(default_factory=socket.gethostname)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("benchfleet", "mysql-connector-python"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus: list[int] | None = None,
+            stop: threading.Event | None = None, on_second: Callable[[dict], None] | None = None) -> RunResult:
+    """Run ``run`` to the end and return its result; failures become a failed result, never
+    an exception, so the caller always has something to publish before it acks."""
+    started = time.time()
+    base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
+                worker=who.worker_id, host=who.host, attempt=attempt, versions=_versions())
+    try:
+        params = target.connect_params(run.target)
+        prepare.ensure_tables(params, run.data, seed=0)
+        outcome = loadgen.run_load(
+            params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
+            client_cpus=client_cpus, stop=stop, on_second=on_second,
+        )
+    except target.TargetError as e:
+        return RunResult(status="failed", error=str(e), started_at=started, ended_at=time.time(), **base)
+    except loadgen.LoadError as e:
+        return RunResult(status="failed", error=str(e), error_code=e.code, started_at=started, ended_at=time.time(), **base)
+    except mysql.connector.Error as e:
+        return RunResult(status="failed", error=f"MySQL error {e.errno}: {e.msg}", error_code=e.errno,
+                         started_at=started, ended_at=time.time(), **base)
+    status = "cancelled" if stop is not None and stop.is_set() else "ok"
+    return RunResult(
+        status=status,
+        started_at=outcome.started_at,
+        ended_at=outcome.ended_at,
+        warmup_s=outcome.warmup_s,
+        measured_s=outcome.measured_s,
+        totals=outcome.totals,
+        errors_by_code=outcome.errors_by_code,
+        series=outcome.series,
+        latency=outcome.latency,
+        **base,
+    )
