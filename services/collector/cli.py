@@ -1,0 +1,72 @@
+"""`collector`: store results from the bus (`serve`) and print comparison tables (`report`)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from services.common import logs
+from services.common.bus import BusError
+from services.common.config import Settings, add_settings_flags, settings_from
+from services.common.store import Store, StoreError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from .consumer import Collector
+
+    c = Collector(settings)
+    signal.signal(signal.SIGTERM, lambda *_: c.stop())
+    signal.signal(signal.SIGINT, lambda *_: c.stop())
+    c.run_forever()
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
+    from .report import ReportOptions, render_report
+
+    mode = "delta" if args.delta else "absolute" if args.absolute else "ratio"
+    opts = ReportOptions(mode=mode, metric=args.metric, fmt=args.format, high_cv=args.mark_high_cv)
+    with Store(settings) as store:
+        if store.campaign(args.campaign) is None:
+            print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
+            return EXIT_USAGE
+        for line in render_report(store, args.campaign, opts):
+            print(line)
+    return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="collector", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="consume results and store them in the results DB")
+    add_settings_flags(s)
+    s.set_defaults(fn=cmd_serve)
+    s = sub.add_parser("report", help="print the comparison table of a campaign")
+    s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--delta", action="store_true", help="cells (target/baseline*100)-100")
+    g.add_argument("--absolute", action="store_true", help="mean value per target instead of ratios")
+    s.add_argument("--metric", choices=("qps", "tps", "p95_ms", "p99_ms"), default="qps")
+    s.add_argument("--format", choices=("text", "markdown", "csv"), default="text")
+    s.add_argument("--mark-high-cv", action="store_true", help="mark cells with unusually high CV by * as the seeds did")
+    add_settings_flags(s)
+    s.set_defaults(fn=cmd_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = settings_from(args)
+    logs.configure("collector", settings.log_level)
+    try:
+        return int(args.fn(args, settings))
+    except (BusError, StoreError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_CONNECT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Settings: flags over environment over defaults, and no secret in what gets logged."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+from services.common import logs
+from services.common.config import add_settings_flags, redact_url, settings_from
+
+
+def test_flag_beats_environment_beats_default(tmp_path):
+    """One place decides each setting, in the documented order."""
+    p = argparse.ArgumentParser()
+    add_settings_flags(p)
+    env = {"BENCHFLEET_DB_HOST": "db.env", "BENCHFLEET_DB_PORT": "3307", "BENCHFLEET_DB_NAME": "bf"}
+    s = settings_from(p.parse_args(["--db-host", "db.flag"]), env)
+    assert (s.db_host, s.db_port, s.db_name, s.db_user) == ("db.flag", 3307, "bf", "root")
+
+
+def test_password_from_file(tmp_path):
+    """The results-DB password can come from a file, never from a flag."""
+    f = tmp_path / "pw"
+    f.write_text("s3cret\n")
+    s = settings_from(None, {"BENCHFLEET_DB_PASSWORD_FILE": str(f)})
+    assert s.db_password == "s3cret"
+
+
+def test_amqp_password_redacted():
+    """URLs are shown with the password replaced."""
+    assert redact_url("amqp://bench:s3cret@mq:5672/%2F") == "amqp://bench:***@mq:5672/%2F"
+
+
+def test_logs_never_show_passwords():
+    """Secret-looking keys and passwords inside URLs are scrubbed from every log line."""
+    out = io.StringIO()
+    logs.configure("test", stream=out)
+    logs.get().info("connecting", url="amqp://bench:s3cret@mq/", db_password="s3cret", campaign_id="c1")
+    line = json.loads(out.getvalue())
+    assert "s3cret" not in out.getvalue()
+    assert line["campaign_id"] == "c1" and line["service"] == "test"
