@@ -11,7 +11,7 @@ import threading
 import time
 
 from services.common import logs
-from services.common.bus import CONNECTION_ERRORS, RESULTS_QUEUE, Bus, BusError, Delivery
+from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery
 from services.common.config import Settings
 from services.common.messages import DecodeError, RunEvent, RunResult, decode
 from services.common.store import Store, StoreError
@@ -44,8 +44,8 @@ class Collector:
                 bus.connect()
                 bus.declare(self.pools)
                 delay = 1.0
-                log.info("collector_consuming", queue=RESULTS_QUEUE)
-                bus.consume(RESULTS_QUEUE, PREFETCH, lambda d: self._on_message(bus, store, d), self.stopping.is_set)
+                log.info("collector_consuming", queue=bus.names.results)
+                bus.consume(bus.names.results, PREFETCH, lambda d: self._on_message(bus, store, d), self.stopping.is_set)
             except (BusError, StoreError, *CONNECTION_ERRORS) as e:
                 log.warning("collector_connection_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
                 time.sleep(delay)
@@ -59,7 +59,7 @@ class Collector:
             msg = decode(d.body, expect=(RunResult, RunEvent))
         except DecodeError as e:
             log.error("result_message_undecodable", reason=str(e))
-            bus.dead_letter(d.body, f"undecodable result message: {e}", RESULTS_QUEUE)
+            bus.dead_letter(d.body, f"undecodable result message: {e}", bus.names.results)
             bus.ack(d.delivery_tag)
             return
         if isinstance(msg, RunEvent):

@@ -16,13 +16,27 @@ import pika.exceptions as px
 from . import logs
 from .config import Settings
 
-#: Exchange and queue names. Runs are routed by worker pool so a campaign can be sent to the
-#: workers of one host or rack; results and the dead letters have one queue each.
-RUNS_EXCHANGE = "benchfleet.runs"
-RESULTS_EXCHANGE = "benchfleet.results"
-RESULTS_QUEUE = "benchfleet.results"
-DEAD_EXCHANGE = "benchfleet.dead"
-DEAD_QUEUE = "benchfleet.dead"
+#: Exchange and queue names, under the settings' namespace (default "benchfleet"; tests use
+#: their own). Runs are routed by worker pool so a campaign can be sent to the workers of one
+#: host or rack; results and the dead letters have one queue each.
+@dataclass(frozen=True)
+class Names:
+    namespace: str = "benchfleet"
+
+    @property
+    def runs_exchange(self) -> str:
+        return f"{self.namespace}.runs"
+
+    @property
+    def results(self) -> str:
+        return f"{self.namespace}.results"
+
+    @property
+    def dead(self) -> str:
+        return f"{self.namespace}.dead"
+
+    def runs_queue(self, pool: str) -> str:
+        return f"{self.namespace}.runs.{pool}"
 
 #: A message redelivered this many times (a consumer crashing on it) is dead-lettered by the
 #: quorum queue itself instead of looping forever.
@@ -39,12 +53,8 @@ class BusError(Exception):
     """The broker cannot be reached or refused a publish; the message says which."""
 
 
-def runs_queue(pool: str) -> str:
-    return f"benchfleet.runs.{pool}"
-
-
-def _quorum_args() -> dict[str, object]:
-    return {"x-queue-type": "quorum", "x-dead-letter-exchange": DEAD_EXCHANGE, "x-delivery-limit": DELIVERY_LIMIT}
+def _quorum_args(dead_exchange: str) -> dict[str, object]:
+    return {"x-queue-type": "quorum", "x-dead-letter-exchange": dead_exchange, "x-delivery-limit": DELIVERY_LIMIT}
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,7 @@ class Bus:
     def __init__(self, settings: Settings, *, name: str = "benchfleet"):
         self.settings = settings
         self.name = name
+        self.names = Names(settings.namespace)
         self.connection: pika.BlockingConnection | None = None
         self.channel: pika.adapters.blocking_connection.BlockingChannel | None = None
 
@@ -115,17 +126,17 @@ class Bus:
     # -- topology ---------------------------------------------------------------------------
     def declare(self, pools: tuple[str, ...] = ("default",)) -> None:
         """Declare exchanges and durable quorum queues; safe to repeat from every service."""
-        ch = self.ch
-        ch.exchange_declare(DEAD_EXCHANGE, exchange_type="fanout", durable=True)
-        ch.queue_declare(DEAD_QUEUE, durable=True, arguments={"x-queue-type": "quorum"})
-        ch.queue_bind(DEAD_QUEUE, DEAD_EXCHANGE)
-        ch.exchange_declare(RESULTS_EXCHANGE, exchange_type="fanout", durable=True)
-        ch.queue_declare(RESULTS_QUEUE, durable=True, arguments=_quorum_args())
-        ch.queue_bind(RESULTS_QUEUE, RESULTS_EXCHANGE)
-        ch.exchange_declare(RUNS_EXCHANGE, exchange_type="direct", durable=True)
+        ch, n = self.ch, self.names
+        ch.exchange_declare(n.dead, exchange_type="fanout", durable=True)
+        ch.queue_declare(n.dead, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_bind(n.dead, n.dead)
+        ch.exchange_declare(n.results, exchange_type="fanout", durable=True)
+        ch.queue_declare(n.results, durable=True, arguments=_quorum_args(n.dead))
+        ch.queue_bind(n.results, n.results)
+        ch.exchange_declare(n.runs_exchange, exchange_type="direct", durable=True)
         for pool in pools:
-            ch.queue_declare(runs_queue(pool), durable=True, arguments=_quorum_args())
-            ch.queue_bind(runs_queue(pool), RUNS_EXCHANGE, routing_key=pool)
+            ch.queue_declare(n.runs_queue(pool), durable=True, arguments=_quorum_args(n.dead))
+            ch.queue_bind(n.runs_queue(pool), n.runs_exchange, routing_key=pool)
 
     # -- publishing -------------------------------------------------------------------------
     def publish(self, exchange: str, routing_key: str, body: bytes, headers: dict[str, object] | None = None) -> None:
@@ -150,7 +161,7 @@ class Bus:
         try:
             ch.tx_select()
             for body in bodies:
-                ch.basic_publish(RUNS_EXCHANGE, pool, body, properties=props)
+                ch.basic_publish(self.names.runs_exchange, pool, body, properties=props)
             ch.tx_commit()
         except Exception as e:
             try:
@@ -165,11 +176,11 @@ class Bus:
                 pass
 
     def publish_result(self, body: bytes) -> None:
-        self.publish(RESULTS_EXCHANGE, "", body)
+        self.publish(self.names.results, "", body)
 
     def dead_letter(self, body: bytes, reason: str, queue: str) -> None:
         """Park a message we cannot handle in the dead-letter queue, with the reason."""
-        self.publish(DEAD_EXCHANGE, "", body, headers={"x-benchfleet-reason": reason[:1000], "x-benchfleet-queue": queue})
+        self.publish(self.names.dead, "", body, headers={"x-benchfleet-reason": reason[:1000], "x-benchfleet-queue": queue})
 
     # -- consuming --------------------------------------------------------------------------
     def queue_depth(self, queue: str) -> int:

@@ -24,6 +24,8 @@ class Settings:
     db_socket: str = ""
     #: Seconds between AMQP heartbeats; runs go on off the I/O thread so heartbeats keep flowing.
     heartbeat: int = 30
+    #: Prefix of every exchange and queue, so separate fleets (or test runs) share one broker.
+    namespace: str = "benchfleet"
     log_level: str = "info"
 
     def redacted_amqp_url(self) -> str:

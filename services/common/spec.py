@@ -31,7 +31,12 @@ SPEC_VERSION = 1
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 IDENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
-Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+def _number_as_name(v: Any) -> Any:
+    # The seeds name targets "8" and "32"; unquoted in YAML those are numbers.
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+Name = Annotated[str, BeforeValidator(_number_as_name), Field(pattern=NAME_PATTERN)]
 Identifier = Annotated[str, Field(pattern=IDENT_PATTERN)]
 Seconds = Annotated[
     float,
@@ -167,7 +172,7 @@ class CampaignSpec(_Frozen):
     pool: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] = "default"
     driver: Literal["native"] = "native"
     targets: Annotated[list[Target], Field(min_length=1)]
-    baseline: str | None = None
+    baseline: Annotated[str, BeforeValidator(_number_as_name)] | None = None
     workloads: Annotated[list[WorkloadSpec], Field(min_length=1)]
     data: DataShape = DataShape()
     threads: Annotated[list[Annotated[int, Field(gt=0, le=65535)]], Field(min_length=1)]

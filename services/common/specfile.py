@@ -105,11 +105,25 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2 booleans: only true/false. The seeds name targets `off`, `on`, `8`; YAML 1.1
+    would silently turn `off` into False."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
 def _line_index(text: str) -> dict[tuple[Any, ...], int]:
     """Map every YAML node path to its 1-based line."""
     lines: dict[tuple[Any, ...], int] = {}
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError:
         return lines
 
@@ -161,7 +175,7 @@ def errors_from_validation(exc: ValidationError, data: Any, text: str = "") -> l
 def parse_spec(text: str, source: str = "spec") -> CampaignSpec:
     """Validate spec text; raise SpecError naming each wrong field."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 from services.common import logs
-from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery, runs_queue
+from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery
 from services.common.config import Settings
 from services.common.messages import DecodeError, RunEvent, RunResult, RunSpec, decode
 
@@ -66,7 +66,7 @@ class Worker:
                 bus.declare((self.pool,))
                 delay = 1.0
                 log.info("worker_consuming", pool=self.pool, worker=self.identity.worker_id)
-                bus.consume(runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop)
+                bus.consume(bus.names.runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop)
             except (BusError, *CONNECTION_ERRORS) as e:
                 log.warning("worker_bus_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
                 # Never take a new run while the previous one is still measuring.
@@ -82,7 +82,7 @@ class Worker:
             run = decode(d.body, expect=(RunSpec,))
         except DecodeError as e:
             log.error("run_message_undecodable", reason=str(e))
-            bus.dead_letter(d.body, f"undecodable run message: {e}", runs_queue(self.pool))
+            bus.dead_letter(d.body, f"undecodable run message: {e}", bus.names.runs_queue(self.pool))
             bus.ack(d.delivery_tag)
             return
         if run.run_id in self._recent:

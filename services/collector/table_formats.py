@@ -1,0 +1,145 @@
+"""The same comparison table as Markdown and CSV, and the settings block printed above it.
+
+Everything takes plain data (a ``Table``, a dict), so it depends on neither the store nor the bus.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any, Mapping
+
+from services.common.durations import parse_duration
+
+from .tables import NO_DATA, Table, failed_lines, format_value, formula_lines, legend_lines
+
+CSV_COLUMNS = (
+    "workload", "target", "baseline", "threads", "mode", "value", "mark", "verdict",
+    "n", "mean", "stdev", "cv", "baseline_n", "baseline_mean",
+    "ratio", "ratio_low", "ratio_high", "t", "df", "p", "failed_runs",
+)  # fmt: skip
+
+
+def _md_escape(text: str) -> str:
+    # A bare `*` or `|` would start emphasis or split a cell in GitHub's Markdown.
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
+
+
+def render_markdown(table: Table) -> list[str]:
+    """The table as a GitHub Markdown table with the same numbers and marks, then notes."""
+    spec = table.spec
+    head = ["sysbench test"] + (["target"] if spec.grouped else []) + [str(t) for t in table.threads]
+    align = [":---"] * (len(head) - len(table.threads)) + ["---:"] * len(table.threads)
+    lines = ["Columns: number of threads.", "", "| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    for row in table.rows:
+        label = [row.workload] + ([row.label] if spec.grouped else [])
+        cells = [format_value(c, table.places) + c.mark for c in row.cells]
+        lines.append("| " + " | ".join(_md_escape(x) for x in label + cells) + " |")
+    lines.append("")
+    lines.extend(f"`{f}`  " for f in formula_lines(spec))
+    lines.append("")
+    for mark, text in legend_lines(table):
+        lines.append(f"- `{mark}` {_md_escape(text)}" if mark else f"- {_md_escape(text)}")
+    if table.failed:
+        lines.append("")
+        note = failed_lines(table)
+        lines.append(_md_escape(note[0]))
+        lines.extend(f"- {_md_escape(x.strip())}" for x in note[1:])
+    return lines
+
+
+def _num(x: float | None) -> str:
+    if x is None or math.isnan(x):
+        return ""
+    return f"{x:.10g}"
+
+
+def render_csv(table: Table) -> list[str]:
+    """One CSV line per cell (long format, for spreadsheets and pivots) with value, mark and statistics."""
+    spec = table.spec
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in table.rows:
+        for threads, cell in zip(table.threads, row.cells):
+            own, comp = cell.stats, cell.comparison
+            base = comp.baseline if comp else None
+            test = comp.test if comp else None
+            writer.writerow([
+                row.workload, row.target, spec.baseline, threads, spec.mode,
+                "" if cell.value is None else format_value(cell, table.places), cell.mark,
+                comp.verdict if comp else ("" if cell.value is not None else NO_DATA),
+                own.n if own else 0, _num(own.mean if own else None), _num(own.stdev if own else None),
+                _num(own.cv if own else None), base.n if base else "", _num(base.mean if base else None),
+                _num(comp.ratio if comp else None), _num(comp.ratio_low if comp else None),
+                _num(comp.ratio_high if comp else None), _num(test.t if test else None),
+                _num(test.df if test else None), _num(test.p if test else None), cell.failed,
+            ])  # fmt: skip
+    return out.getvalue().splitlines()
+
+
+def _duration(seconds: float) -> str:
+    """Seconds in the seeds' words: ``15 minutes``, ``90 seconds``, ``1 hour``."""
+    for size, unit in ((3600, "hour"), (60, "minute"), (1, "second")):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds:g} seconds"
+
+
+def _is_secret(key: str) -> bool:
+    # Reports are shared; a password (or where to find one) never belongs in them.
+    k = key.lower()
+    return "password" in k or "secret" in k or "token" in k
+
+
+def _setting_items(target: Mapping[str, Any]) -> list[str]:
+    items = []
+    for key, value in target.items():
+        if key == "name" or value is None or _is_secret(key):
+            continue
+        if isinstance(value, Mapping):
+            # Server options ({"key_buffer_size": "400M"}) read best without a prefix.
+            items.extend(f"{k}={v}" for k, v in value.items() if v is not None and not _is_secret(k))
+        elif isinstance(value, (list, tuple)):
+            items.append(f"{key}={','.join(str(v) for v in value)}")
+        else:
+            items.append(f"{key}={value}")
+    return items
+
+
+def render_settings(settings: Mapping[str, Any]) -> list[str]:
+    """The settings block printed above a table: targets with their settings, data shape, timing.
+
+    ``settings`` is plain data, e.g. ``CampaignSpec.model_dump(mode="json")``: keys ``name``,
+    ``description``, ``targets`` (dicts with ``name``), ``baseline``, ``data``, ``duration``,
+    ``warmup``, ``repeat`` (durations in seconds or as ``15m``); missing keys are left out.
+    """
+    lines = []
+    if settings.get("name"):
+        lines.append(f"Campaign: {settings['name']}")
+    if settings.get("description"):
+        lines.append(str(settings["description"]))
+    targets = list(settings.get("targets") or [])
+    baseline = settings.get("baseline") or (targets[0].get("name") if targets else None)
+    if targets:
+        lines.append(f"Targets (baseline: {baseline}):")
+        width = max(len(str(t.get("name", ""))) for t in targets)
+        for t in targets:
+            lines.append(f"  {str(t.get('name', '')).ljust(width)}  {' '.join(_setting_items(t))}".rstrip())
+    data = settings.get("data")
+    if data:
+        tables, size = data.get("tables", 1), data.get("table_size")
+        shape = f"{tables} table{'s' if tables != 1 else ''}"
+        if size is not None:
+            shape += f" x {size} rows"
+        lines.append(f"Table shape: {shape}" + (f", {data['engine']}" if data.get("engine") else ""))
+    if "duration" in settings:
+        repeat = int(settings.get("repeat", 1))
+        times = "once" if repeat == 1 else f"{repeat} times"
+        text = f"Each test was run {times} for {_duration(parse_duration(settings['duration']))}"
+        warmup = parse_duration(settings.get("warmup", 0) or 0)
+        text += f" with {_duration(warmup)} warm-up." if warmup else " without warm-up."
+        lines.append(text)
+    return lines

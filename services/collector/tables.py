@@ -1,0 +1,301 @@
+"""Comparison tables in the 2010 MariaDB sysbench pages' layout, with significance marks.
+
+``build_table`` turns measurements into a ``Table`` (numbers, marks, statistics per cell);
+``render_text`` prints it like the seeds. Renderers return lines; callers print them.
+Markdown, CSV and the settings block live in ``table_formats``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Literal
+
+from .stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_CV_THRESHOLD,
+    DEFAULT_MIN_EFFECT,
+    CellStats,
+    Comparison,
+    compare_stats,
+    describe,
+)
+
+Mode = Literal["ratio", "delta", "absolute"]
+MODES: tuple[Mode, ...] = ("ratio", "delta", "absolute")
+
+MARK_FASTER, MARK_SLOWER, MARK_UNTESTED, MARK_HIGH_CV = "+", "-", "?", "*"
+NO_DATA = "n/a"
+_VERDICT_MARK = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "same": "", "n/a": MARK_UNTESTED}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One run's number for a cell (e.g. q/s); a failed run is kept only to be counted."""
+
+    target: str
+    workload: str
+    threads: int
+    repetition: int
+    value: float | None
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """What to show and how: order of targets, workloads and threads, mode and test settings."""
+
+    targets: tuple[str, ...]
+    baseline: str
+    workloads: tuple[str, ...]
+    #: Empty: every thread count found in the measurements, ascending.
+    threads: tuple[int, ...] = ()
+    mode: Mode = "ratio"
+    unit: str = "q/s"
+    alpha: float = DEFAULT_ALPHA
+    min_effect: float = DEFAULT_MIN_EFFECT
+    cv_threshold: float = DEFAULT_CV_THRESHOLD
+    #: Add the seeds' ``*`` to cells where either side's CV exceeds cv_threshold.
+    mark_high_cv: bool = False
+    higher_is_better: bool = True
+    #: None: two decimals for ratio/delta (as the seeds); absolute values get whole numbers
+    #: when they reach the thousands (q/s) and two decimals below (latency in ms).
+    decimals: int | None = None
+
+    def __post_init__(self) -> None:
+        # Lists are accepted for convenience; tuples keep the spec hashable and immutable.
+        for name in ("targets", "workloads", "threads"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.baseline not in self.targets:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the targets {list(self.targets)}")
+        if self.mode != "absolute" and len(self.targets) < 2:
+            raise ValueError(f"a {self.mode} table needs a target besides the baseline")
+
+    @property
+    def grouped(self) -> bool:
+        """Workload headings with a row per target (seed 000) instead of one row per workload (seed 003)."""
+        return self.mode == "absolute" or len(self.targets) > 2
+
+    @property
+    def row_targets(self) -> tuple[str, ...]:
+        if self.mode == "absolute":
+            return self.targets
+        return tuple(t for t in self.targets if t != self.baseline)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: the number shown (None: no data), its marks, and the statistics behind it."""
+
+    value: float | None
+    mark: str
+    stats: CellStats | None = None
+    comparison: Comparison | None = None
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One printed row: a target's cells for one workload, under its label."""
+
+    workload: str
+    target: str
+    label: str
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class FailedRuns:
+    """How many runs of one cell failed and were left out, for the note below the table."""
+
+    target: str
+    workload: str
+    threads: int
+    failed: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Table:
+    """A computed comparison table, ready for any renderer."""
+
+    spec: TableSpec
+    threads: tuple[int, ...]
+    rows: tuple[Row, ...]
+    failed: tuple[FailedRuns, ...] = field(default=())
+    places: int = 2
+
+    def marks_used(self) -> set[str]:
+        return {ch for row in self.rows for cell in row.cells for ch in cell.mark}
+
+    def has_missing(self) -> bool:
+        return any(cell.value is None for row in self.rows for cell in row.cells)
+
+
+def build_table(measurements: Iterable[Measurement], spec: TableSpec) -> Table:
+    """Group measurements into cells, compare each target with the baseline and lay out rows."""
+    # Keyed by repetition so a redelivered result replaces, never doubles, its run.
+    runs: dict[tuple[str, str, int, int], Measurement] = {}
+    for m in measurements:
+        if m.target in spec.targets and m.workload in spec.workloads:
+            runs[(m.target, m.workload, m.threads, m.repetition)] = m
+    values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    failures: dict[tuple[str, str, int], int] = defaultdict(int)
+    totals: dict[tuple[str, str, int], int] = defaultdict(int)
+    for (target, workload, threads, _), m in sorted(runs.items()):
+        key = (target, workload, threads)
+        totals[key] += 1
+        if m.failed or m.value is None or math.isnan(m.value):
+            failures[key] += 1
+        else:
+            values[key].append(m.value)
+    threads = spec.threads or tuple(sorted({k[2] for k in totals}))
+    summaries = {key: describe(vals) for key, vals in values.items()}
+
+    rows = []
+    for workload in spec.workloads:
+        for target in spec.row_targets:
+            cells = tuple(_cell(spec, summaries, failures, target, workload, t) for t in threads)
+            rows.append(Row(workload, target, _row_label(spec, workload, target), cells))
+    failed = tuple(
+        FailedRuns(*key, n, totals[key])
+        for key, n in sorted(
+            failures.items(),
+            key=lambda kv: (spec.workloads.index(kv[0][1]), spec.targets.index(kv[0][0]), kv[0][2]),
+        )
+    )
+    return Table(spec, tuple(threads), tuple(rows), failed, _places(spec, rows))
+
+
+def _places(spec: TableSpec, rows: list[Row]) -> int:
+    if spec.decimals is not None:
+        return spec.decimals
+    if spec.mode != "absolute":
+        return 2
+    shown = [abs(c.value) for r in rows for c in r.cells if c.value is not None]
+    return 0 if shown and max(shown) >= 1000 else 2
+
+
+def _cell(spec: TableSpec, summaries, failures, target: str, workload: str, threads: int) -> Cell:
+    own = summaries.get((target, workload, threads))
+    base = summaries.get((spec.baseline, workload, threads))
+    failed = failures.get((target, workload, threads), 0)
+    if own is None:
+        return Cell(None, "", failed=failed)
+    if target == spec.baseline:  # only in absolute tables: nothing to test against
+        high = spec.mark_high_cv and own.high_cv(spec.cv_threshold)
+        return Cell(own.mean, MARK_HIGH_CV if high else "", own, None, failed)
+    if base is None:
+        if spec.mode == "absolute":
+            return Cell(own.mean, MARK_UNTESTED, own, None, failed)
+        return Cell(None, "", own, None, failed)
+    comp = compare_stats(
+        own, base, alpha=spec.alpha, min_effect=spec.min_effect, higher_is_better=spec.higher_is_better
+    )
+    mark = _VERDICT_MARK[comp.verdict]
+    if spec.mark_high_cv and comp.high_cv(spec.cv_threshold):
+        mark += MARK_HIGH_CV
+    if math.isnan(comp.ratio) and spec.mode != "absolute":
+        return Cell(None, "", own, comp, failed)
+    value = {"ratio": comp.ratio * 100, "delta": comp.ratio * 100 - 100, "absolute": own.mean}[spec.mode]
+    return Cell(value, mark, own, comp, failed)
+
+
+def _row_label(spec: TableSpec, workload: str, target: str) -> str:
+    if not spec.grouped:
+        return workload
+    if spec.mode == "absolute":
+        return target
+    width = max(len(t) for t in spec.row_targets)
+    return f"{target.rjust(width)} / {spec.baseline}"
+
+
+def format_value(cell: Cell, places: int) -> str:
+    """The cell's number as printed, without marks; ``n/a`` when there is no data."""
+    return NO_DATA if cell.value is None else f"{cell.value:.{places}f}"
+
+
+def formula_lines(spec: TableSpec) -> list[str]:
+    """What the numbers are, in the seeds' words: ``( 8/off*100)-100`` or ``(A q/s / B q/s * 100)``."""
+    base, unit = spec.baseline, spec.unit
+    if spec.mode == "absolute":
+        return [f"mean {unit} over the successful repetitions; marks compare each target with {base}"]
+    width = max(len(t) for t in spec.row_targets)
+    if spec.mode == "delta":
+        return [f"({t.rjust(width)}/{base}*100)-100" for t in spec.row_targets]
+    return [f"({t.rjust(width)} {unit} / {base} {unit} * 100)" for t in spec.row_targets]
+
+
+def legend_lines(table: Table) -> list[tuple[str, str]]:
+    """(mark, meaning) pairs for the marks a reader can meet in this table."""
+    spec = table.spec
+    test = f"Welch t test, p < {spec.alpha:g}, difference of at least {spec.min_effect * 100:g}%"
+    entries = [
+        (MARK_FASTER, f"significantly faster than {spec.baseline} ({test})"),
+        (MARK_SLOWER, f"significantly slower than {spec.baseline} ({test})"),
+        ("", "no mark: no significant difference"),
+    ]
+    used = table.marks_used()
+    if MARK_UNTESTED in used:
+        entries.append((MARK_UNTESTED, "not enough repetitions to test (fewer than 2 successful runs on a side)"))
+    if spec.mark_high_cv:
+        entries.append((MARK_HIGH_CV, f"unusually high STDEV: coefficient of variation above {spec.cv_threshold * 100:g}%"))
+    if table.has_missing():
+        entries.append((NO_DATA, "no successful run to compare"))
+    return entries
+
+
+def failed_lines(table: Table) -> list[str]:
+    """A note naming the cells whose failed runs were left out of the numbers."""
+    if not table.failed:
+        return []
+    count = sum(f.failed for f in table.failed)
+    lines = [f"{count} failed run{'s' if count != 1 else ''} excluded:"]
+    for f in table.failed:
+        threads = f"{f.threads} thread{'s' if f.threads != 1 else ''}"
+        lines.append(f"  {f.target} / {f.workload} / {threads}: {f.failed} of {f.total} runs failed")
+    return lines
+
+
+def render_text(table: Table) -> list[str]:
+    """The table as aligned text, like the seeds, followed by formulas, legend and failures."""
+    spec = table.spec
+    places = table.places
+    # The seeds indent "8 / off" one deeper than a plain name so the slashes line up under
+    # the workload heading.
+    indent = "    " if spec.mode == "absolute" else "     "
+    label_rows = [(f"  {r.workload}" if not spec.grouped else indent + r.label, r) for r in table.rows]
+    label_width = max(
+        [len(" sysbench test")] + [len(f"  {w}") for w in spec.workloads] + [len(lbl) for lbl, _ in label_rows]
+    )
+    cells = [c for r in table.rows for c in r.cells]
+    # One pitch for every column, as in the seeds, sized by the widest number anywhere so
+    # wide absolute values (172083 q/s) never push a column out of line.
+    num_width = max([len(format_value(c, places)) for c in cells] + [len(str(t)) for t in table.threads] + [1])
+    mark_width = max([len(c.mark) for c in cells] + [1])
+    pitch = num_width + mark_width + 2
+    start = label_width + 4
+
+    lines = [" " * (start - 2) + "Number of threads"]
+    lines.append((" " * start + "".join(str(t).ljust(pitch) for t in table.threads)).rstrip())
+    lines.append(" sysbench test")
+    current = None
+    for label, row in label_rows:
+        if spec.grouped and row.workload != current:
+            lines.append(f"  {row.workload}")
+            current = row.workload
+        body = "".join(format_value(c, places).rjust(num_width) + c.mark.ljust(mark_width) + "  " for c in row.cells)
+        lines.append((label.ljust(start) + body).rstrip())
+    lines.append("")
+    lines.extend(" " + f for f in formula_lines(spec))
+    lines.append("")
+    legend = legend_lines(table)
+    key_width = max(len(mark) for mark, _ in legend)
+    lines.extend((f" {mark.ljust(key_width)}  {text}").rstrip() for mark, text in legend)
+    if table.failed:
+        lines.append("")
+        lines.extend(" " + f for f in failed_lines(table))
+    return lines

@@ -1,0 +1,112 @@
+"""A fleet of real processes for integration tests: collector and workers on an isolated
+namespace (own exchanges and queues) and an own results DB, removed afterwards."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import mysql.connector
+
+from services.common.bus import Bus
+from services.common.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Fleet:
+    settings: Settings
+    pool: str
+    workdir: Path
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, base: Settings, workdir: Path) -> "Fleet":
+        tag = secrets.token_hex(3)
+        s = replace(base, namespace=f"bftest-{tag}", db_name=f"benchfleet_test_{tag}")
+        return cls(settings=s, pool="itest", workdir=workdir)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        s = self.settings
+        env.update({
+            "BENCHFLEET_NAMESPACE": s.namespace, "BENCHFLEET_DB_NAME": s.db_name, "BENCHFLEET_DB_HOST": s.db_host,
+            "BENCHFLEET_DB_PORT": str(s.db_port), "BENCHFLEET_DB_USER": s.db_user, "BENCHFLEET_AMQP_URL": s.amqp_url,
+            "PYTHONPATH": str(ROOT),
+        })
+        if s.db_password and "BENCHFLEET_DB_PASSWORD_FILE" not in env:
+            env["BENCHFLEET_DB_PASSWORD"] = s.db_password
+        return env
+
+    def start(self, service: str, *args: str) -> subprocess.Popen:
+        log = open(self.workdir / f"{service}-{len(self.procs)}.log", "ab")
+        p = subprocess.Popen([sys.executable, "-m", f"services.{service}.cli", *args], env=self.env(), cwd=ROOT,
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def start_worker(self, worker_id: str = "w1", *extra: str) -> subprocess.Popen:
+        return self.start("worker", "--pool", self.pool, "--id", worker_id, *extra)
+
+    def start_collector(self) -> subprocess.Popen:
+        return self.start("collector", "serve")
+
+    def cli(self, service: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", f"services.{service}.cli", *args], env=self.env(), cwd=ROOT,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in sorted(self.workdir.glob("*.log")))
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.time() + 15
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+    def teardown(self) -> None:
+        self.stop()
+        bus = Bus(self.settings).connect(attempts=2)
+        n = bus.names
+        for q in (n.runs_queue(self.pool), n.results, n.dead):
+            bus.ch.queue_delete(q)
+        for ex in (n.runs_exchange, n.results, n.dead):
+            bus.ch.exchange_delete(ex)
+        bus.close()
+        conn = mysql.connector.connect(**{k: v for k, v in self.settings.db_params().items() if k != "database"})
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{self.settings.db_name}`")
+        conn.close()
+
+
+def target_yaml(settings: Settings, name: str, database: str) -> str:
+    """A dsn target on the local server with the test's own credentials (never a literal password)."""
+    lines = [f"  - name: {name}", f"    host: {settings.db_host}", f"    port: {settings.db_port}",
+             f"    user: {settings.db_user}", f"    database: {database}"]
+    pw_file = os.environ.get("BENCHFLEET_DB_PASSWORD_FILE")
+    if pw_file:
+        lines.append(f"    password_file: {pw_file}")
+    elif settings.db_password:
+        lines.append("    password_env: BENCHFLEET_DB_PASSWORD")
+    return "\n".join(lines) + "\n"
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.5) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

@@ -1,0 +1,114 @@
+"""One campaign end to end through real RabbitMQ, MariaDB, worker and collector processes."""
+
+from __future__ import annotations
+
+import json
+
+import mysql.connector
+import pytest
+
+from services.common.bus import Bus
+from services.common.store import Store
+
+from .fleet import Fleet, target_yaml, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fleet(rabbitmq, mariadb_params, settings, tmp_path):
+    f = Fleet.create(settings, tmp_path)
+    yield f
+    f.teardown()
+
+
+def spec_text(fleet: Fleet) -> str:
+    s = fleet.settings
+    return (
+        "name: itest\n"
+        f"pool: {fleet.pool}\n"
+        "targets:\n" + target_yaml(s, "A", "bf_it_a") + target_yaml(s, "B", "bf_it_b") +
+        "workloads: [oltp_point_select, oltp_read_only]\n"
+        "data: {tables: 2, table_size: 2000}\n"
+        "threads: [1, 4]\n"
+        "duration: 3s\n"
+        "warmup: 0.5s\n"
+        "repeat: 2\n"
+        "seed: 7\n"
+    )
+
+
+def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
+    """Every run of a 2-target campaign is stored exactly once and the report has the seeds'
+    shape; a poison message before it is dead-lettered and the worker keeps consuming."""
+    with Bus(fleet.settings) as bus:
+        bus.declare((fleet.pool,))
+        bus.publish(bus.names.runs_exchange, fleet.pool, b'{"schema": "benchfleet.run/1", "run_id": 42}')
+    fleet.start_collector()
+    fleet.start_worker("w1")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text(fleet))
+
+    done = fleet.cli("scheduler", "submit", str(spec), "--wait", "--poll", "0.5", timeout=400)
+    assert done.returncode == 0, done.stderr + fleet.logs()
+    out = done.stdout
+    assert "campaign itest-" in out
+    lines = out.splitlines()
+    header = next(l for l in lines if l.split() == ["1", "4"])
+    assert header
+    assert any(l.split()[0] == "oltp_point_select" and len(l.split()) >= 3 for l in lines), out
+    assert any(l.split()[0] == "oltp_read_only" and len(l.split()) >= 3 for l in lines), out
+
+    campaign_id = next(l.split()[1].rstrip(":") for l in lines if l.startswith("campaign "))
+    with Store(fleet.settings) as store:
+        results = store.results(campaign_id)
+        assert len(results) == 2 * 2 * 2 * 2
+        assert len({r.run_id for r in results}) == len(results)
+        assert all(r.status == "ok" and r.qps > 0 for r in results), [(r.run_id, r.error) for r in results]
+        counts = store.run_counts(campaign_id)
+        assert counts["done"] == 16 and counts["pending"] == counts["running"] == 0
+        detail = store.result_json(results[0].run_id)
+        assert detail["latency"]["p95_ms"] > 0 and detail["series"]["queries"]
+
+    with Bus(fleet.settings) as bus:
+        dead = bus.get(bus.names.dead)
+        assert dead is not None, "the poison message was not dead-lettered"
+        assert "undecodable run message" in str(dead.headers.get("x-benchfleet-reason"))
+        assert json.loads(dead.body)["run_id"] == 42
+
+    report = fleet.cli("collector", "report", campaign_id, "--delta")
+    assert report.returncode == 0, report.stderr
+    assert "B" in report.stdout and "-100" in report.stdout
+
+
+def test_redelivered_result_replaces_not_duplicates(fleet, tmp_path):
+    """Storing the same run's result twice leaves one row with the newer numbers."""
+    from services.common.messages import RunResult
+    from services.common.specfile import parse_spec
+    from services.scheduler import plan
+
+    spec = parse_spec(spec_text(fleet))
+    runs = plan.run_specs(spec, "c-dup")
+    with Store(fleet.settings) as store:
+        store.record_campaign("c-dup", spec, runs)
+        r = runs[0]
+        for qps_tx in (100, 200):
+            store.store_result(RunResult(run_id=r.run_id, campaign_id="c-dup", cell=r.cell, repetition=1, status="ok",
+                                         worker="w", host="h", started_at=0, ended_at=1, measured_s=1,
+                                         totals={"transactions": qps_tx, "reads": qps_tx}))
+        assert store.result_count(r.run_id) == 1
+        assert store.results("c-dup")[0].qps == 200
+        assert store.run_counts("c-dup")["done"] == 1
+
+
+def test_validate_cli_names_the_field(tmp_path, fleet):
+    """`scheduler validate` on threads: [0] exits 2 naming threads[0], and nothing is published."""
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(spec_text(fleet).replace("threads: [1, 4]", "threads: [0]"))
+    for cmd in ("validate", "submit"):
+        r = fleet.cli("scheduler", cmd, str(spec))
+        assert r.returncode == 2
+        assert "threads[0]: must be > 0" in r.stderr
+        assert "Traceback" not in r.stderr
+    with pytest.raises(mysql.connector.Error):
+        mysql.connector.connect(**fleet.settings.db_params())  # the results DB was never created
