@@ -64,7 +64,7 @@ ALIASES_2010: Mapping[str, str] = MappingProxyType(
 )
 
 #: Workloads the native driver can run in this version; the rest are refused at validation.
-NATIVE_IMPLEMENTED: frozenset[str] = frozenset({"oltp_point_select", "oltp_read_only"})
+NATIVE_IMPLEMENTED: frozenset[str] = frozenset(WORKLOADS)
 
 RAND_TYPES = ("uniform", "gaussian", "special", "pareto", "zipfian")
 

@@ -100,7 +100,14 @@ class Worker:
     def _run(self, bus: Bus, tag: int, run: RunSpec, attempt: int) -> None:
         rlog = log.bind(campaign_id=run.campaign_id, run_id=run.run_id, target=run.cell.target)
         rlog.info("run_started", workload=run.cell.workload, threads=run.cell.threads, attempt=attempt)
-        result = self.execute(run, self.identity, attempt=attempt, client_cpus=self.client_cpus, stop=self._run_stop)
+        try:
+            result = self.execute(run, self.identity, attempt=attempt, client_cpus=self.client_cpus, stop=self._run_stop)
+        except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
+            rlog.exception("run_crashed")
+            now = time.time()
+            result = RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
+                               status="failed", error=f"worker error: {type(e).__name__}: {e}", worker=self.identity.worker_id,
+                               host=self.identity.host, attempt=attempt, started_at=now, ended_at=now)
         if self.stopping.is_set() and result.status == "cancelled":
             # Shutting down: give the run back to the queue for another worker, unmeasured.
             rlog.info("run_requeued_on_shutdown")

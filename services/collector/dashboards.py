@@ -1,0 +1,288 @@
+"""Grafana dashboards as plain dicts, generated from the metric names the fleet exports.
+
+Plain JSON on purpose: grafana-foundation-sdk (11.6.0) does emit valid ``timeseries``
+panels, but it is a 5 MB dependency for what a few small builders below do. Every board is
+checked against Grafana's JSON schemas and every Prometheus query is run against a real
+Prometheus in the test suite. Pure: ``write_dashboards`` is the only I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+#: Datasource uids; deploy/grafana/provisioning/datasources/benchfleet.yml creates them.
+PROMETHEUS = {"type": "prometheus", "uid": "benchfleet-prometheus"}
+MYSQL = {"type": "mysql", "uid": "benchfleet-mysql"}
+SCHEMA_VERSION = 39
+RUN_SELECTOR = 'campaign=~"$campaign",target=~"$target",workload=~"$workload"'
+
+Panel = dict[str, Any]
+
+
+class _Layout:
+    """Hands out panel ids and grid positions left to right, top to bottom (24 columns)."""
+
+    def __init__(self) -> None:
+        self.next_id, self.x, self.y, self.row_h = 1, 0, 0, 0
+
+    def place(self, panel: Panel, w: int, h: int) -> Panel:
+        if self.x + w > 24:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        panel["id"], panel["gridPos"] = self.next_id, {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.next_id += 1
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        return panel
+
+
+def _prom(expr: str, legend: str = "__auto", ref: str = "A", *, instant: bool = False) -> dict[str, Any]:
+    target: dict[str, Any] = {"refId": ref, "datasource": PROMETHEUS, "expr": expr, "legendFormat": legend,
+                              "editorMode": "code", "range": not instant, "instant": instant}
+    if instant:
+        target["format"] = "table"
+    return target
+
+
+def _sql(sql: str, ref: str = "A") -> dict[str, Any]:
+    return {"refId": ref, "datasource": MYSQL, "format": "table", "rawQuery": True, "editorMode": "code",
+            "rawSql": " ".join(sql.split())}
+
+
+def timeseries(title: str, targets: list[dict[str, Any]], unit: str, description: str = "") -> Panel:
+    return {
+        "type": "timeseries", "title": title, "description": description, "datasource": PROMETHEUS,
+        "targets": targets,
+        "fieldConfig": {"defaults": {"unit": unit, "min": 0,
+                                     "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10,
+                                                "showPoints": "never", "spanNulls": False}},
+                        "overrides": []},
+        "options": {"legend": {"displayMode": "table", "placement": "bottom", "showLegend": True,
+                               "calcs": ["mean", "lastNotNull"]},
+                    "tooltip": {"mode": "multi", "sort": "desc"}},
+    }
+
+
+def stat(title: str, targets: list[dict[str, Any]], unit: str, description: str = "") -> Panel:
+    return {
+        "type": "stat", "title": title, "description": description, "datasource": PROMETHEUS,
+        "targets": targets,
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {"graphMode": "none", "colorMode": "value", "justifyMode": "auto", "textMode": "value_and_name",
+                    "wideLayout": True, "showPercentChange": False, "percentChangeColorMode": "standard",
+                    "orientation": "auto", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}},
+    }
+
+
+def table(title: str, targets: list[dict[str, Any]], datasource: dict[str, str], description: str = "",
+          transformations: list[dict[str, Any]] | None = None) -> Panel:
+    return {
+        "type": "table", "title": title, "description": description, "datasource": datasource,
+        "targets": targets, "transformations": transformations or [],
+        "fieldConfig": {"defaults": {}, "overrides": []},
+        "options": {"frameIndex": 0, "showHeader": True, "cellHeight": "sm",
+                    "footer": {"show": False, "reducer": ["sum"]}},
+    }
+
+
+def barchart(title: str, targets: list[dict[str, Any]], x_field: str, unit: str, description: str = "",
+             transformations: list[dict[str, Any]] | None = None) -> Panel:
+    return {
+        "type": "barchart", "title": title, "description": description, "datasource": PROMETHEUS,
+        "targets": targets, "transformations": transformations or [],
+        "fieldConfig": {"defaults": {"unit": unit, "custom": {"fillOpacity": 80, "lineWidth": 1}}, "overrides": []},
+        "options": {"xField": x_field, "orientation": "vertical", "xTickLabelRotation": 0, "xTickLabelMaxLength": 0,
+                    "stacking": "none", "showValue": "never", "barWidth": 0.9, "groupWidth": 0.8,
+                    "fullHighlight": False,
+                    "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []},
+                    "tooltip": {"mode": "multi", "sort": "none"}},
+    }
+
+
+def _query_var(name: str, query: str, datasource: dict[str, str], *, multi: bool) -> dict[str, Any]:
+    var: dict[str, Any] = {"type": "query", "name": name, "label": name, "datasource": datasource,
+                           "query": query, "definition": query, "refresh": 2, "sort": 7,
+                           "multi": multi, "includeAll": multi}
+    if multi:
+        # Regex-matched, so "All" must be a regex rather than Grafana's list of every value.
+        var["allValue"] = ".*"
+        var["current"] = {"text": "All", "value": "$__all"}
+    return var
+
+
+def _dashboard(uid: str, title: str, panels: list[Panel], variables: list[dict[str, Any]], *,
+               refresh: str, time_from: str, description: str) -> dict[str, Any]:
+    return {
+        "uid": uid, "title": title, "description": description, "tags": ["benchfleet"],
+        "timezone": "browser", "editable": True, "graphTooltip": 1, "schemaVersion": SCHEMA_VERSION,
+        "time": {"from": time_from, "to": "now"}, "refresh": refresh, "links": [],
+        "templating": {"list": variables},
+        "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                                  "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+                                  "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "panels": panels,
+    }
+
+
+def _alerts_table(layout: _Layout, match: str) -> Panel:
+    expr = f'sum by (alertname, alertstate, campaign, target, workload, instance) (ALERTS{{alertname=~"Benchfleet.*"{match}}})'
+    return layout.place(table("Alert state", [_prom(expr, instant=True)], PROMETHEUS,
+                              "Benchfleet alerts pending or firing in Prometheus (deploy/prometheus/rules.yml).",
+                              [{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True}}}]), 24, 6)
+
+
+def campaign_live() -> dict[str, Any]:
+    """Runs as they happen: throughput, latency, errors and progress per target."""
+    lay, sel = _Layout(), RUN_SELECTOR
+    by = "target, threads"
+    lat = lambda q, ref: _prom(  # noqa: E731
+        f"histogram_quantile({q}, sum by (target, threads, le) "
+        f"(rate(benchfleet_worker_transaction_latency_seconds_bucket{{{sel}}}[$__rate_interval])))",
+        f"p{round(q * 100)} {{{{target}}}} {{{{threads}}}}", ref)
+    panels = [
+        lay.place(stat("Run progress", [_prom(f"benchfleet_worker_run_progress_ratio{{{sel}}}",
+                                              "{{target}} {{workload}} {{threads}}")], "percentunit",
+                       "Share of warm-up plus measurement done, per active run."), 12, 5),
+        lay.place(stat("Workers", [_prom('sum(up{job="benchfleet-worker"})', "up"),
+                                   _prom("sum(benchfleet_worker_busy)", "busy", "B")], "none"), 6, 5),
+        lay.place(stat("Threads", [_prom(f"max by (target) (benchfleet_worker_run_threads{{{sel}}})",
+                                         "{{target}}")], "none", "Client connections of the active runs."), 6, 5),
+        lay.place(timeseries("Queries per second", [_prom(
+            f"sum by ({by}) (benchfleet_worker_queries_per_second{{{sel}}})", "{{target}} {{threads}}")],
+            "reqps", "As the load engine measured each second."), 12, 9),
+        lay.place(timeseries("Transactions per second", [_prom(
+            f"sum by ({by}) (benchfleet_worker_transactions_per_second{{{sel}}})", "{{target}} {{threads}}")],
+            "reqps"), 12, 9),
+        lay.place(timeseries("Transaction latency", [lat(0.5, "A"), lat(0.95, "B"), lat(0.99, "C")], "s",
+                             "Percentiles from the workers' latency histogram."), 12, 9),
+        lay.place(timeseries("Errors per second", [_prom(
+            f"sum by (target, code) (rate(benchfleet_worker_errors_total{{{sel}}}[$__rate_interval]))",
+            "{{target}} {{code}}")], "reqps", "Failed statements by server error code."), 12, 9),
+        lay.place(timeseries("Reconnects per second", [_prom(
+            f"sum by (target) (rate(benchfleet_worker_reconnects_total{{{sel}}}[$__rate_interval]))",
+            "{{target}}")], "reqps"), 12, 7),
+        lay.place(timeseries("Queries per second by kind", [_prom(
+            f"sum by (target, kind) (rate(benchfleet_worker_queries_total{{{sel}}}[$__rate_interval]))",
+            "{{target}} {{kind}}")], "reqps"), 12, 7),
+    ]
+    panels.append(_alerts_table(lay, ""))
+    variables = [
+        _query_var("campaign", "label_values(benchfleet_worker_queries_total, campaign)", PROMETHEUS, multi=False),
+        _query_var("target", 'label_values(benchfleet_worker_queries_total{campaign=~"$campaign"}, target)',
+                   PROMETHEUS, multi=True),
+        _query_var("workload", 'label_values(benchfleet_worker_queries_total{campaign=~"$campaign"}, workload)',
+                   PROMETHEUS, multi=True),
+    ]
+    return _dashboard("benchfleet-campaign-live", "Benchfleet: campaign live", panels, variables,
+                      refresh="5s", time_from="now-30m", description="Live view of the runs of a campaign.")
+
+
+def throughput_vs_threads() -> dict[str, Any]:
+    """Finished cells from the collector: q/s against thread count, one series per target."""
+    lay = _Layout()
+    cell = 'campaign="$campaign",workload=~"$workload"'
+    # Instant table rows (threads, target, value) pivoted to one column per target, x = threads.
+    pivot = [
+        {"id": "groupingToMatrix", "options": {"rowField": "threads", "columnField": "target", "valueField": "Value"}},
+        {"id": "convertFieldType", "options": {"conversions": [{"targetField": "threads\\target", "destinationType": "number"}]}},
+        {"id": "sortBy", "options": {"sort": [{"field": "threads\\target"}]}},
+    ]
+    panels = [
+        lay.place(barchart("Queries per second vs threads ($workload)",
+                           [_prom(f"benchfleet_cell_queries_per_second{{{cell}}}", instant=True)],
+                           "threads\\target", "reqps", "Mean over repetitions of each finished cell.", pivot), 24, 10),
+        lay.place(barchart("Transactions per second vs threads ($workload)",
+                           [_prom(f"benchfleet_cell_transactions_per_second{{{cell}}}", instant=True)],
+                           "threads\\target", "reqps", transformations=pivot), 24, 10),
+        lay.place(table("Collapse ratio", [_prom(
+            f'benchfleet_collapse_ratio{{campaign="$campaign",workload=~"$workload"}}', instant=True)], PROMETHEUS,
+            "q/s at the highest thread count over the peak at lower counts; below "
+            "benchfleet:collapse_fraction the collapse alert fires.",
+            [{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}]), 24, 7),
+    ]
+    for p in panels[:2]:
+        p["repeat"], p["repeatDirection"] = "workload", "v"
+    panels.append(_alerts_table(lay, ', campaign=~"$campaign"'))
+    variables = [
+        _query_var("campaign", "label_values(benchfleet_cell_queries_per_second, campaign)", PROMETHEUS, multi=False),
+        _query_var("workload", 'label_values(benchfleet_cell_queries_per_second{campaign="$campaign"}, workload)',
+                   PROMETHEUS, multi=True),
+    ]
+    return _dashboard("benchfleet-throughput-threads", "Benchfleet: throughput vs threads", panels, variables,
+                      refresh="1m", time_from="now-24h", description="Finished cells of a campaign, per target.")
+
+
+#: Mean q/s per cell and its ratio to the campaign's baseline target (tables in common/schema.py).
+RESULTS_SQL = """
+SELECT m.workload, m.threads, m.target, m.qps, m.tps, m.repetitions, m.qps / b.qps AS ratio_to_baseline
+FROM (SELECT campaign_id, workload, threads, target, AVG(qps) AS qps, AVG(tps) AS tps, COUNT(*) AS repetitions
+      FROM results WHERE campaign_id = '$campaign' AND status = 'ok'
+      GROUP BY campaign_id, workload, threads, target) m
+JOIN campaigns c ON c.campaign_id = m.campaign_id
+LEFT JOIN (SELECT workload, threads, target, AVG(qps) AS qps
+           FROM results WHERE campaign_id = '$campaign' AND status = 'ok'
+           GROUP BY workload, threads, target) b
+  ON b.workload = m.workload AND b.threads = m.threads AND b.target = c.baseline
+ORDER BY m.workload, m.threads, m.target
+"""
+CAMPAIGNS_SQL = """
+SELECT c.name, c.campaign_id, c.state, c.baseline, c.total_runs,
+       (SELECT COUNT(*) FROM results r WHERE r.campaign_id = c.campaign_id) AS results,
+       FROM_UNIXTIME(c.created_at) AS created
+FROM campaigns c ORDER BY c.created_at DESC LIMIT 50
+"""
+CAMPAIGN_VAR_SQL = "SELECT campaign_id FROM campaigns ORDER BY created_at DESC LIMIT 200"
+
+
+def results() -> dict[str, Any]:
+    """The comparison table from the results DB (MySQL datasource)."""
+    lay = _Layout()
+    panels = [
+        lay.place(table("Comparison: mean q/s and ratio to the baseline", [_sql(RESULTS_SQL)], MYSQL,
+                        "One row per cell and target; ratio_to_baseline is mean q/s over the baseline's."), 24, 14),
+        lay.place(table("Campaigns", [_sql(CAMPAIGNS_SQL)], MYSQL), 24, 8),
+    ]
+    variables = [_query_var("campaign", CAMPAIGN_VAR_SQL, MYSQL, multi=False)]
+    return _dashboard("benchfleet-results", "Benchfleet: results", panels, variables,
+                      refresh="", time_from="now-7d", description="Stored results of a campaign.")
+
+
+def all_dashboards() -> dict[str, dict[str, Any]]:
+    """File name -> dashboard."""
+    return {"campaign-live.json": campaign_live(), "throughput-vs-threads.json": throughput_vs_threads(),
+            "results.json": results()}
+
+
+def iter_panels(board: dict[str, Any]) -> Iterator[Panel]:
+    for p in board.get("panels", []):
+        yield p
+        yield from p.get("panels", [])
+
+
+def prometheus_queries(board: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, PromQL) for every Prometheus query of a board: variables first, then panels."""
+    out = []
+    for v in board["templating"]["list"]:
+        if v.get("datasource") == PROMETHEUS:
+            m = re.fullmatch(r"label_values\((.+),\s*\w+\)", v["query"])
+            # label_values() is Grafana's, not PromQL; its selector is what must match series.
+            out.append((f"variable {v['name']}", m.group(1) if m else v["query"]))
+    for p in iter_panels(board):
+        for t in p.get("targets", []):
+            if t.get("datasource", p.get("datasource")) == PROMETHEUS:
+                out.append((f"panel {p['title']!r} {t['refId']}", t["expr"]))
+    return out
+
+
+def write_dashboards(out_dir: str | Path) -> list[Path]:
+    """Write every board as ``<out_dir>/<name>.json`` (stable formatting, so diffs stay small)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, board in all_dashboards().items():
+        path = out / name
+        path.write_text(json.dumps(board, indent=2, sort_keys=True) + "\n")
+        paths.append(path)
+    return paths

@@ -1,0 +1,123 @@
+"""The collector's Prometheus metrics: finished cells, their collapse ratio, and ingest health.
+
+Finished-cell gauges are what the throughput-vs-threads dashboard and the collapse alert
+read. The thread count is exported as a value too (``benchfleet_cell_threads``), because
+PromQL cannot take the max of a label.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from statistics import fmean
+from typing import Any, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from services.common.messages import RunResult
+
+from .collapse import CellThroughput, at_top_threads
+
+CELL_LABELS = ["campaign", "target", "workload", "threads"]
+#: Campaigns whose cells stay exported; older ones are dropped so series stay bounded.
+MAX_CAMPAIGNS = 50
+
+_CellKey = tuple[str, str, int]  # target, workload, threads
+
+
+class _CellCollector(Collector):
+    def __init__(self, owner: "CollectorMetrics"):
+        self.owner = owner
+
+    def collect(self) -> Iterator[Any]:
+        qps = GaugeMetricFamily("benchfleet_cell_queries_per_second", "Mean q/s of a cell over its repetitions.", labels=CELL_LABELS)
+        tps = GaugeMetricFamily("benchfleet_cell_transactions_per_second", "Mean transactions/s of a cell over its repetitions.", labels=CELL_LABELS)
+        threads = GaugeMetricFamily("benchfleet_cell_threads", "Thread count of a cell, as a value.", labels=CELL_LABELS)
+        reps = GaugeMetricFamily("benchfleet_cell_repetitions", "Repetitions a cell's means are taken over.", labels=CELL_LABELS)
+        ratio = GaugeMetricFamily(
+            "benchfleet_collapse_ratio",
+            "q/s at the highest thread count divided by the peak q/s at lower thread counts.",
+            labels=["campaign", "target", "workload"])
+        with self.owner._lock:
+            campaigns = {c: dict(cells) for c, cells in self.owner._cells.items()}
+        for campaign, cells in campaigns.items():
+            for (target, workload, n), (q, t, r) in sorted(cells.items()):
+                lv = [campaign, target, workload, str(n)]
+                qps.add_metric(lv, q)
+                tps.add_metric(lv, t)
+                threads.add_metric(lv, n)
+                reps.add_metric(lv, r)
+            tops = at_top_threads(CellThroughput(tg, wl, n, q) for (tg, wl, n), (q, _, _) in cells.items())
+            for (target, workload), p in sorted(tops.items()):
+                ratio.add_metric([campaign, target, workload], p.ratio)
+        yield from (qps, tps, threads, reps, ratio)
+
+
+class CollectorMetrics:
+    """The collector's metrics on their own registry."""
+
+    def __init__(self, *, max_campaigns: int = MAX_CAMPAIGNS):
+        self.registry = CollectorRegistry()
+        self.max_campaigns = max_campaigns
+        self._lock = threading.Lock()
+        self._server: Any = None
+        # campaign -> cell -> (mean q/s, mean tps, repetitions); insertion order = age.
+        self._cells: OrderedDict[str, dict[_CellKey, tuple[float, float, int]]] = OrderedDict()
+        # run id -> (campaign, cell, q/s, tps), so a redelivered result replaces its repetition.
+        self._runs: dict[str, tuple[str, _CellKey, float, float]] = {}
+        self._stored = Counter("benchfleet_collector_results_stored", "Results stored in the results DB.", registry=self.registry)
+        self._lag = Gauge("benchfleet_collector_ingest_lag_seconds",
+                          "Seconds between a run's end and its result being stored, for the latest result.",
+                          registry=self.registry)
+        self._depth = Gauge("benchfleet_collector_queue_messages", "Messages waiting in a queue.", ["queue"], registry=self.registry)
+        self.registry.register(_CellCollector(self))
+
+    def start_http(self, addr: str = "127.0.0.1", port: int = 0) -> int:
+        """Serve /metrics; returns the bound port."""
+        self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
+        return self._server.server_port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def cell_finished(self, campaign_id: str, target: str, workload: str, threads: int,
+                      qps_values: list[float], tps_values: list[float]) -> None:
+        """Export a cell's means over its repetitions (replacing what was there)."""
+        if not qps_values or len(qps_values) != len(tps_values):
+            raise ValueError("need one q/s and one tps value per repetition")
+        with self._lock:
+            cells = self._cells.setdefault(campaign_id, {})
+            cells[(target, workload, int(threads))] = (fmean(qps_values), fmean(tps_values), len(qps_values))
+            while len(self._cells) > self.max_campaigns:
+                old, _ = self._cells.popitem(last=False)
+                self._runs = {k: v for k, v in self._runs.items() if v[0] != old}
+
+    def observe_result(self, result: RunResult, *, now: float | None = None) -> None:
+        """Convenience for the consumer: count a stored result and refresh its cell's means."""
+        self.results_stored()
+        self.ingest_lag((time.time() if now is None else now) - result.ended_at)
+        if result.status != "ok":
+            return
+        key = (result.cell.target, result.cell.workload, result.cell.threads)
+        with self._lock:
+            self._runs[result.run_id] = (result.campaign_id, key, result.qps, result.tps)
+            reps = [(q, t) for c, k, q, t in self._runs.values() if c == result.campaign_id and k == key]
+        self.cell_finished(result.campaign_id, *key, [q for q, _ in reps], [t for _, t in reps])
+
+    def results_stored(self, n: int = 1) -> None:
+        self._stored.inc(n)
+
+    def ingest_lag(self, seconds: float) -> None:
+        self._lag.set(max(seconds, 0.0))
+
+    def queue_depth(self, queue: str, n: int) -> None:
+        self._depth.labels(queue).set(n)
+
+    def scrape(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,526 @@
+"""Driving a workload: N client connections spread over P pinned load processes.
+
+Each load process opens its connections and prepares every statement before the clock
+starts, then runs one thread per connection (the C extension releases the GIL while it waits
+on the network). The hot loop only executes statements and bumps in-memory counters and a
+latency histogram; per-second figures are sampled from those counters by a control thread
+in each process, the way sysbench's --report-interval samples its per-thread counters, so
+memory does not grow with threads x seconds. Totals and histograms are merged exactly at the
+end (counts summed, histograms added, never percentiles averaged).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import multiprocessing.connection
+import os
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import mysql.connector
+from _mysql_connector import MySQLInterfaceError
+
+from services.common.histogram import Histogram
+from services.common.messages import Latency, Series, Totals
+from services.common.spec import DataShape, WorkloadSpec
+
+from .target import TargetError, connect
+from .workloads import Generator
+
+#: sysbench's default --mysql-ignore-errors: deadlock, record changed, lock wait timeout.
+#: The transaction is rolled back and a new one started, counted as ignored.
+IGNORABLE = frozenset({1213, 1020, 1205})
+#: Connection lost or gone: reconnect, re-prepare, carry on (sysbench's before_restart_event).
+LOST = frozenset({2006, 2013, 2055, 2011})
+#: Seconds the parent gives the load processes to open every connection, per connection.
+CONNECT_BUDGET_S = 0.05
+#: Seconds after the deadline a stuck connection may hold up the end of a run.
+DRAIN_GRACE_S = 30.0
+#: How long before the start the "go" is sent, so every process sees it in time.
+START_MARGIN_S = 0.1
+
+_COUNTERS = ("transactions", "read", "write", "other", "errors", "ignored_errors", "reconnects")
+
+
+class LoadError(Exception):
+    """The load could not run at all; ``code`` is the MySQL error code when there is one."""
+
+    def __init__(self, message: str, code: int | None = None):
+        self.message = message
+        self.code = code
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    """What one run measured, over the measured interval only."""
+
+    totals: Totals
+    series: Series
+    latency: Latency
+    errors_by_code: dict[str, int]
+    warmup_s: float
+    measured_s: float
+    started_at: float
+    ended_at: float
+    #: CPU seconds the load processes used during the measured interval (user + system).
+    client_cpu_s: float = 0.0
+
+    @property
+    def client_cpu_us_per_query(self) -> float:
+        return 1e6 * self.client_cpu_s / self.totals.queries if self.totals.queries else 0.0
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Everything a load process needs; picklable, so it crosses the spawn boundary."""
+
+    params: Mapping[str, Any]
+    workload: WorkloadSpec
+    data: DataShape
+    thread_ids: tuple[int, ...]
+    threads: int
+    seed: int
+    cpus: tuple[int, ...]
+
+
+# ---------------------------------------------------------------- one client connection
+
+
+@dataclass
+class _Sink:
+    """Where a loop records: the real one while measuring, a throwaway one while warming up."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTERS, 0))
+    hist: Histogram = field(default_factory=Histogram)
+    errors_by_code: dict[str, int] = field(default_factory=dict)
+
+
+class _Client:
+    """One connection with its prepared statements, generator and random stream."""
+
+    def __init__(self, job: _Job, thread_id: int):
+        self.params = job.params
+        self.rng = random.Random(f"{job.seed}:{thread_id}")
+        self.gen = Generator(job.workload, job.data, thread_id=thread_id, threads=job.threads,
+                             seed_rng=random.Random(f"{job.seed}:{thread_id}:unique"))
+        self.sink = _Sink()
+        self.last_end = 0.0
+        self.failure: BaseException | None = None
+        self._open()
+
+    def _open(self) -> None:
+        self.conn = connect(self.params)
+        self.cm = self.conn._cmysql  # the low-level handle: no cursor, no per-query Python layers
+        self.stmts = {sql: self.cm.stmt_prepare(sql.encode()) for sql in self.gen.statements()}
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # closing a dead connection must not hide the run's result
+            pass
+
+    def loop(self, deadline: list[float], slot: int, sink: _Sink, record: bool) -> None:
+        """Run transactions until ``deadline[slot]`` (set to 0 to stop early)."""
+        mono, gen, rng = time.monotonic, self.gen, self.rng
+        counts, hist_record = sink.counts, sink.hist.record
+        cm, stmts = self.cm, self.stmts
+        # The C extension dereferences query_attrs as a list; one shared empty list avoids
+        # building one per statement.
+        qa: list = []
+        t = mono()
+        while t < deadline[slot]:
+            ops = gen(rng)
+            try:
+                for kind, sql, params in ops:
+                    if params is None:
+                        cm.query(sql.encode())
+                        cm.consume_result()
+                    else:
+                        s = stmts[sql]
+                        s.stmt_execute(*params, query_attrs=qa)
+                        # Reads every row off the wire without turning it into Python objects,
+                        # which is what sysbench does with a result it ignores.
+                        s.free_result()
+                    counts[kind] += 1
+            except MySQLInterfaceError as e:
+                self._failed(e, sink, deadline)
+                cm, stmts = self.cm, self.stmts
+                t = mono()
+                continue
+            end = mono()
+            if record:
+                hist_record((end - t) * 1e6)
+                counts["transactions"] += 1
+            t = end
+        self.last_end = t
+
+    def _failed(self, e: MySQLInterfaceError, sink: _Sink, deadline: list[float]) -> None:
+        code = int(getattr(e, "errno", 0) or 0)
+        key = str(code)
+        sink.errors_by_code[key] = sink.errors_by_code.get(key, 0) + 1
+        if code in LOST:
+            self._reconnect(sink, deadline)
+            return
+        sink.counts["ignored_errors" if code in IGNORABLE else "errors"] += 1
+        try:
+            self.cm.rollback()
+        except MySQLInterfaceError as e2:
+            if int(getattr(e2, "errno", 0) or 0) in LOST:
+                self._reconnect(sink, deadline)
+
+    def _reconnect(self, sink: _Sink, deadline: list[float]) -> None:
+        # Keeps trying until the end of the whole run, so a restart of the server during
+        # warm-up still leaves a working connection for the measurement.
+        self.close()
+        pause = 0.05
+        while time.monotonic() < deadline[-1]:
+            try:
+                self._open()
+            except (mysql.connector.Error, MySQLInterfaceError, TargetError):
+                time.sleep(pause)
+                pause = min(1.0, pause * 2)
+                continue
+            sink.counts["reconnects"] += 1
+            return
+        # Out of time: the run is over, and the loop ends at the deadline it checks next.
+
+
+# ---------------------------------------------------------------- one load process
+
+
+def _open_clients(job: _Job) -> list[_Client]:
+    with ThreadPoolExecutor(max_workers=min(16, len(job.thread_ids))) as pool:
+        futures = [pool.submit(_Client, job, tid) for tid in job.thread_ids]
+        clients, first_error = [], None
+        for f in futures:
+            try:
+                clients.append(f.result())
+            except BaseException as e:  # noqa: BLE001 - reported to the parent below
+                first_error = first_error or e
+    if first_error is not None:
+        for c in clients:
+            c.close()
+        raise first_error
+    return clients
+
+
+def _error_message(e: BaseException, params: Mapping[str, Any]) -> tuple[int | None, str]:
+    where = params.get("unix_socket") or f"{params.get('host')}:{params.get('port')}"
+    if isinstance(e, mysql.connector.Error):
+        return e.errno, f"cannot open a connection to {where} as {params.get('user')}: {e.msg} (error {e.errno})"
+    if isinstance(e, MySQLInterfaceError):
+        code = getattr(e, "errno", None)
+        return code, f"cannot prepare the workload's statements on {where}: {e} (error {code})"
+    return None, f"{type(e).__name__}: {e}"
+
+
+def _sample(clients: list[_Client]) -> dict[str, int]:
+    total = dict.fromkeys(_COUNTERS, 0)
+    for c in clients:
+        for k, v in c.sink.counts.items():
+            total[k] += v
+    return total
+
+
+def _codes(clients: list[_Client]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in clients:
+        for k, v in list(c.sink.errors_by_code.items()):  # list(): a thread may add a code meanwhile
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def _child_main(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
+    """Entry point of a load process: open, report ready, run on "go", report done."""
+    try:
+        if job.cpus:
+            os.sched_setaffinity(0, job.cpus)
+        clients = _open_clients(job)
+    except BaseException as e:  # noqa: BLE001 - every failure goes to the parent as data
+        pipe.send(("error",) + _error_message(e, job.params))
+        return
+    pipe.send(("ready",))
+    msg = pipe.recv()
+    if msg[0] != "go":
+        for c in clients:
+            c.close()
+        return
+    _, t0, t_measure, t_end = msg
+    deadline = [t_measure, t_end]
+
+    def drive(c: _Client) -> None:
+        try:
+            while time.monotonic() < t0:
+                time.sleep(max(0.0, t0 - time.monotonic()))
+            c.loop(deadline, 0, _Sink(), record=False)
+            c.loop(deadline, 1, c.sink, record=True)
+        except BaseException as e:  # noqa: BLE001 - a bug in one thread must not hang the run
+            c.failure = e
+            deadline[0] = deadline[1] = 0.0
+
+    workers = [threading.Thread(target=drive, args=(c,), daemon=True) for c in clients]
+    for w in workers:
+        w.start()
+
+    series: dict[str, list[int]] = {"transactions": [], "queries": [], "errors": []}
+    previous = dict.fromkeys(_COUNTERS, 0)
+
+    def close_second() -> dict[str, int]:
+        nonlocal previous
+        now = _sample(clients)
+        series["transactions"].append(now["transactions"] - previous["transactions"])
+        series["queries"].append(sum(now[k] - previous[k] for k in ("read", "write", "other")))
+        series["errors"].append(now["errors"] - previous["errors"])
+        previous = now
+        return now
+
+    # Client CPU over the measured interval tells whether the client, not the server, was
+    # the limit; waiting here also keeps the control thread off the CPU during warm-up.
+    while time.monotonic() < t_measure and deadline[1]:
+        if pipe.poll(max(0.0, t_measure - time.monotonic())) and pipe.recv()[0] == "stop":
+            deadline[0] = deadline[1] = 0.0
+    cpu0 = time.process_time()
+    second = 1
+    while any(w.is_alive() for w in workers):
+        boundary = t_measure + second
+        timeout = max(0.0, min(boundary, deadline[1]) - time.monotonic())
+        if pipe.poll(timeout):
+            if pipe.recv()[0] == "stop":
+                deadline[0] = deadline[1] = 0.0
+            continue
+        now_t = time.monotonic()
+        if now_t >= boundary and boundary < deadline[1]:
+            pipe.send(("tick", second, close_second(), _codes(clients)))
+            second += 1
+        elif now_t >= deadline[1]:
+            break
+    for w in workers:
+        w.join(max(0.1, deadline[1] + DRAIN_GRACE_S - time.monotonic()) if deadline[1] else DRAIN_GRACE_S)
+    final = close_second()  # the last (partial) second, with transactions that drained after it
+    cpu_s = time.process_time() - cpu0
+    errors_by_code = _codes(clients)
+    pipe.send(("tick", second, final, errors_by_code))
+
+    hist = Histogram.merged(c.sink.hist for c in clients)
+    failure = next((c.failure for c in clients if c.failure is not None), None)
+    pipe.send(("done", {
+        "counts": final,
+        "series": series,
+        "hist": hist.to_wire(),
+        "errors_by_code": errors_by_code,
+        "last_end": max((c.last_end for c in clients), default=t_measure),
+        "cpu_s": cpu_s,
+        "failure": None if failure is None else f"{type(failure).__name__}: {failure}",
+    }))
+    for c in clients:
+        c.close()
+
+
+# ---------------------------------------------------------------- the parent
+
+
+def _plan(threads: int, cpus: list[int], processes: int | None) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(thread ids, cpus) per load process: threads dealt round-robin, cpus split evenly
+    (shared round-robin when there are more processes than cpus)."""
+    p = max(1, min(threads, processes or min(threads, len(cpus))))
+    plan = []
+    for j in range(p):
+        tids = tuple(range(j, threads, p))
+        mine = tuple(cpus[j::p]) if len(cpus) >= p else (cpus[j % len(cpus)],)
+        plan.append((tids, mine))
+    return plan
+
+
+def run_load(
+    params: Mapping[str, Any],
+    workload: WorkloadSpec,
+    data: DataShape,
+    threads: int,
+    warmup: float,
+    duration: float,
+    seed: int,
+    *,
+    client_cpus: list[int] | None = None,
+    processes: int | None = None,
+    stop: threading.Event | None = None,
+    on_second: Callable[[dict[str, Any]], None] | None = None,
+) -> LoadOutcome:
+    """Run ``workload`` with ``threads`` connections: warm up, then measure for ``duration``
+    seconds; raise LoadError if it cannot start."""
+    if threads < 1:
+        raise LoadError("threads must be at least 1")
+    cpus = sorted(client_cpus) if client_cpus else sorted(os.sched_getaffinity(0))
+    ctx = multiprocessing.get_context("spawn")
+    procs, pipes = [], []
+    try:
+        for tids, mine in _plan(threads, cpus, processes):
+            parent_end, child_end = ctx.Pipe(duplex=True)
+            job = _Job(dict(params), workload, data, tids, threads, seed, mine)
+            proc = ctx.Process(target=_child_main, args=(child_end, job), daemon=True,
+                               name=f"benchfleet-load-{len(procs)}")
+            proc.start()
+            child_end.close()
+            procs.append(proc)
+            pipes.append(parent_end)
+        if not _await_ready(pipes, procs, stop, 30.0 + CONNECT_BUDGET_S * threads):
+            return _empty(time.time())
+        return _drive(pipes, procs, warmup, duration, stop, on_second)
+    finally:
+        for pipe in pipes:
+            try:
+                pipe.send(("stop",))
+            except (OSError, ValueError):
+                pass
+        for proc in procs:
+            proc.join(5.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for pipe in pipes:
+            pipe.close()
+
+
+def _await_ready(pipes: list, procs: list, stop: threading.Event | None, budget: float) -> bool:
+    """Wait until every process has its connections open; False if cancelled meanwhile."""
+    pending = set(range(len(pipes)))
+    give_up = time.monotonic() + budget
+    while pending:
+        if stop is not None and stop.is_set():
+            return False
+        if time.monotonic() > give_up:
+            raise LoadError(f"load processes did not open their connections within {budget:.0f} s")
+        for pipe in multiprocessing.connection.wait([pipes[i] for i in pending], timeout=0.2):
+            i = pipes.index(pipe)
+            try:
+                msg = pipe.recv()
+            except EOFError:
+                raise LoadError(f"load process {i} exited before it was ready "
+                                f"(exit code {procs[i].exitcode})") from None
+            if msg[0] == "error":
+                raise LoadError(msg[2], msg[1])
+            pending.discard(i)
+    return True
+
+
+def _drive(pipes: list, procs: list, warmup: float, duration: float,
+           stop: threading.Event | None, on_second: Callable[[dict[str, Any]], None] | None) -> LoadOutcome:
+    t0 = time.monotonic() + START_MARGIN_S
+    wall0 = time.time() + START_MARGIN_S
+    t_measure, t_end = t0 + warmup, t0 + warmup + duration
+    for pipe in pipes:
+        pipe.send(("go", t0, t_measure, t_end))
+    ticks: dict[int, list[dict[str, int]]] = {}
+    done: dict[int, dict[str, Any]] = {}
+    stopped = False
+    next_warm_note = 1
+    give_up = t_end + DRAIN_GRACE_S + 30.0
+    while len(done) < len(pipes):
+        if stop is not None and stop.is_set() and not stopped:
+            stopped = True
+            for pipe in pipes:
+                pipe.send(("stop",))
+        now = time.monotonic()
+        if now > give_up:
+            raise LoadError("load processes did not finish within the grace period after the deadline")
+        if on_second is not None and not stopped and now < t_measure and now - t0 >= next_warm_note:
+            on_second({"phase": "warmup", "elapsed_s": float(next_warm_note), "warmup_s": warmup})
+            next_warm_note += 1
+        live = [p for i, p in enumerate(pipes) if i not in done]
+        for pipe in multiprocessing.connection.wait(live, timeout=0.2):
+            i = pipes.index(pipe)
+            try:
+                msg = pipe.recv()
+            except EOFError:
+                raise LoadError(f"load process {i} died during the run (exit code {procs[i].exitcode})") from None
+            if msg[0] == "tick":
+                _, second, counts, codes = msg
+                if on_second is None:
+                    continue
+                ticks.setdefault(second, []).append((counts, codes))
+                if len(ticks[second]) == len(pipes):
+                    on_second(_progress(second, ticks.pop(second)))
+            elif msg[0] == "done":
+                done[i] = msg[1]
+    failure = next((d["failure"] for d in done.values() if d["failure"]), None)
+    if failure:
+        raise LoadError(f"a load thread failed: {failure}")
+    return _merge(list(done.values()), t0, wall0, t_measure)
+
+
+def _progress(second: int, samples: list[tuple[dict[str, int], dict[str, int]]]) -> dict[str, Any]:
+    total = dict.fromkeys(_COUNTERS, 0)
+    codes: dict[str, int] = {}
+    for counts, by_code in samples:
+        for k, v in counts.items():
+            total[k] += v
+        for k, v in by_code.items():
+            codes[k] = codes.get(k, 0) + v
+    return {
+        "phase": "measure",
+        "elapsed_s": float(second),
+        "transactions": total["transactions"],
+        "queries": total["read"] + total["write"] + total["other"],
+        "reads": total["read"],
+        "writes": total["write"],
+        "other": total["other"],
+        "errors": total["errors"],
+        "ignored_errors": total["ignored_errors"],
+        "reconnects": total["reconnects"],
+        "errors_by_code": codes,
+    }
+
+
+def _sum_series(parts: list[list[int]]) -> list[int]:
+    out = [0] * max((len(p) for p in parts), default=0)
+    for p in parts:
+        for i, v in enumerate(p):
+            out[i] += v
+    return out
+
+
+def _merge(parts: list[dict[str, Any]], t0: float, wall0: float, t_measure: float) -> LoadOutcome:
+    counts = dict.fromkeys(_COUNTERS, 0)
+    errors_by_code: dict[str, int] = {}
+    for p in parts:
+        for k, v in p["counts"].items():
+            counts[k] += v
+        for k, v in p["errors_by_code"].items():
+            errors_by_code[k] = errors_by_code.get(k, 0) + v
+    hist = Histogram.merged(Histogram.from_wire(p["hist"]) for p in parts)
+    last_end = max(p["last_end"] for p in parts)
+    measured = max(0.0, last_end - t_measure)
+    # Drop trailing empty seconds of a run cancelled during warm-up or at a boundary.
+    n = math.ceil(measured) if measured > 0 else 0
+    series = Series(
+        transactions=_sum_series([p["series"]["transactions"] for p in parts])[:n],
+        queries=_sum_series([p["series"]["queries"] for p in parts])[:n],
+        errors=_sum_series([p["series"]["errors"] for p in parts])[:n],
+    )
+    return LoadOutcome(
+        totals=Totals(transactions=counts["transactions"], reads=counts["read"], writes=counts["write"],
+                      other=counts["other"], errors=counts["errors"],
+                      ignored_errors=counts["ignored_errors"], reconnects=counts["reconnects"]),
+        series=series,
+        latency=_latency(hist),
+        errors_by_code=errors_by_code,
+        warmup_s=max(0.0, min(last_end, t_measure) - t0),
+        measured_s=measured,
+        started_at=wall0,
+        ended_at=wall0 + (last_end - t0),
+        client_cpu_s=sum(p["cpu_s"] for p in parts),
+    )
+
+
+def _latency(hist: Histogram) -> Latency:
+    return Latency(p50_ms=hist.percentile(50) / 1000, p95_ms=hist.percentile(95) / 1000,
+                   p99_ms=hist.percentile(99) / 1000, max_ms=hist.max_us / 1000, histogram=hist.to_wire())
+
+
+def _empty(now: float) -> LoadOutcome:
+    return LoadOutcome(Totals(), Series(), Latency(), {}, 0.0, 0.0, now, now)

@@ -1,0 +1,252 @@
+"""The worker's live Prometheus metrics, fed by the load engine's per-second reports.
+
+Nothing here is touched per query: ``observe_second`` turns one cumulative snapshot a second
+into counters and gauges. Series of a run are labelled campaign/target/workload/threads
+and dropped when the run finishes, so a worker that runs thousands of cells keeps a
+bounded number of series. Also home of the file-based service discovery writer, shared with
+the collector.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from services.common.histogram import Histogram, bucket_value
+from services.common.messages import RunResult, RunSpec
+
+RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
+#: Latency bucket bounds (seconds): OLTP statements from sub-millisecond point selects to
+#: multi-second stalls at thousands of clients.
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+_COUNTS = ("reads", "writes", "other", "transactions", "errors", "ignored_errors", "reconnects")
+_KINDS = {"reads": "read", "writes": "write", "other": "other"}
+
+
+@dataclass
+class _Run:
+    """Monotonic totals of one run, built from snapshots whose counts restart at measurement."""
+
+    labels: tuple[str, ...]
+    warmup_s: float
+    duration_s: float
+    threads: int
+    phase: str = "starting"
+    elapsed_s: float = 0.0
+    base: dict[Any, int] = field(default_factory=dict)
+    last: dict[Any, int] = field(default_factory=dict)
+    qps: float = 0.0
+    tps: float = 0.0
+
+    def total(self, key: Any) -> int:
+        return self.base.get(key, 0) + self.last.get(key, 0)
+
+    def keys(self, kind: str) -> list[Any]:
+        return sorted({k[1] for k in (*self.base, *self.last) if isinstance(k, tuple) and k[0] == kind})
+
+    def progress(self) -> float:
+        span = self.warmup_s + self.duration_s
+        done = self.elapsed_s if self.phase == "warmup" else self.warmup_s + self.elapsed_s
+        return min(max(done / span, 0.0), 1.0) if span > 0 else 0.0
+
+
+def _raw_counts(snapshot: Mapping[str, Any]) -> dict[Any, int]:
+    raw: dict[Any, int] = {k: int(snapshot[k]) for k in _COUNTS if k in snapshot}
+    by_code = snapshot.get("errors_by_code") or {}
+    for code, n in by_code.items():
+        raw[("code", str(code))] = int(n)
+    if "errors" in snapshot:
+        # Errors the engine could not attribute to a server error code still count.
+        unattributed = int(snapshot["errors"]) - sum(int(n) for n in by_code.values())
+        if unattributed > 0:
+            raw[("code", "unknown")] = unattributed
+    hist = snapshot.get("latency")
+    if hist is not None:
+        counts = hist.counts if isinstance(hist, Histogram) else hist
+        for i, n in counts.items():
+            raw[("lat", int(i))] = int(n)
+    return raw
+
+
+class _RunCollector(Collector):
+    """Renders the active runs at scrape time, so finished runs simply stop appearing."""
+
+    def __init__(self, owner: "WorkerMetrics"):
+        self.owner = owner
+
+    def collect(self) -> Iterator[Any]:
+        with self.owner._lock:
+            runs = list(self.owner._runs.values())
+            yield from _families(runs)
+
+
+def _families(runs: list[_Run]) -> Iterator[Any]:
+    L = list(RUN_LABELS)
+    queries = CounterMetricFamily("benchfleet_worker_queries", "Queries sent, by kind (read, write, other).", labels=L + ["kind"])
+    tx = CounterMetricFamily("benchfleet_worker_transactions", "Transactions completed.", labels=L)
+    errors = CounterMetricFamily("benchfleet_worker_errors", "Failed statements, by server error code.", labels=L + ["code"])
+    ignored = CounterMetricFamily("benchfleet_worker_ignored_errors", "Errors the workload ignores and retries (e.g. deadlocks).", labels=L)
+    reconnects = CounterMetricFamily("benchfleet_worker_reconnects", "Client reconnections.", labels=L)
+    qps = GaugeMetricFamily("benchfleet_worker_queries_per_second", "Queries per second over the last reported second.", labels=L)
+    tps = GaugeMetricFamily("benchfleet_worker_transactions_per_second", "Transactions per second over the last reported second.", labels=L)
+    progress = GaugeMetricFamily("benchfleet_worker_run_progress_ratio", "How far the run is through warm-up plus measurement, 0 to 1.", labels=L)
+    phase = GaugeMetricFamily("benchfleet_worker_run_phase", "1 for the phase the run is in (starting, warmup, measure).", labels=L + ["phase"])
+    threads = GaugeMetricFamily("benchfleet_worker_run_threads", "Client connections of the run.", labels=L)
+    latency = HistogramMetricFamily("benchfleet_worker_transaction_latency_seconds", "Transaction latency.", labels=L)
+    for r in runs:
+        lv = list(r.labels)
+        for key, kind in _KINDS.items():
+            queries.add_metric(lv + [kind], r.total(key))
+        tx.add_metric(lv, r.total("transactions"))
+        for code in r.keys("code"):
+            errors.add_metric(lv + [code], r.total(("code", code)))
+        ignored.add_metric(lv, r.total("ignored_errors"))
+        reconnects.add_metric(lv, r.total("reconnects"))
+        qps.add_metric(lv, r.qps)
+        tps.add_metric(lv, r.tps)
+        progress.add_metric(lv, r.progress())
+        for p in ("starting", "warmup", "measure"):
+            phase.add_metric(lv + [p], 1.0 if r.phase == p else 0.0)
+        threads.add_metric(lv, r.threads)
+        buckets = r.keys("lat")
+        if buckets:
+            latency.add_metric(lv, *_prom_buckets(r, buckets))
+    yield from (queries, tx, errors, ignored, reconnects, qps, tps, progress, phase, threads, latency)
+
+
+def _prom_buckets(r: _Run, buckets: list[int]) -> tuple[list[tuple[str, float]], float]:
+    """Our log buckets re-binned into Prometheus' cumulative ``le`` buckets (values in µs)."""
+    out, total_sum, i = [], 0.0, 0
+    cumulative = 0
+    for le in LATENCY_BUCKETS_S:
+        while i < len(buckets) and bucket_value(buckets[i]) / 1e6 <= le:
+            n = r.total(("lat", buckets[i]))
+            cumulative += n
+            total_sum += n * bucket_value(buckets[i]) / 1e6
+            i += 1
+        out.append((repr(le), cumulative))
+    for b in buckets[i:]:
+        n = r.total(("lat", b))
+        cumulative += n
+        total_sum += n * bucket_value(b) / 1e6
+    out.append(("+Inf", cumulative))
+    return out, total_sum
+
+
+class WorkerMetrics:
+    """One worker's metrics on its own registry (tests run several side by side)."""
+
+    def __init__(self, worker_id: str):
+        self.worker_id = worker_id
+        self.registry = CollectorRegistry()
+        self._lock = threading.Lock()
+        self._runs: dict[str, _Run] = {}
+        self._server: Any = None
+        self._up = Gauge("benchfleet_worker_up", "1 while the worker process serves metrics.", ["worker"], registry=self.registry)
+        self._busy = Gauge("benchfleet_worker_busy", "1 while the worker executes a run.", ["worker"], registry=self.registry)
+        self._finished = Counter("benchfleet_worker_runs", "Runs finished, by status.", ["worker", "status"], registry=self.registry)
+        self._up.labels(worker_id).set(1)
+        self._busy.labels(worker_id).set(0)
+        self.registry.register(_RunCollector(self))
+
+    def start_http(self, addr: str = "127.0.0.1", port: int = 0) -> int:
+        """Serve /metrics; returns the bound port (pass port=0 for a free one)."""
+        self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
+        return self._server.server_port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def run_started(self, run: RunSpec, worker_id: str | None = None) -> None:
+        """A run was taken: its series appear (all zero) and the worker is busy."""
+        worker = worker_id or self.worker_id
+        labels = (worker, run.campaign_id, run.cell.target, run.cell.workload, str(run.cell.threads))
+        with self._lock:
+            self._runs[run.run_id] = _Run(labels, run.warmup, run.duration, run.cell.threads)
+        self._busy.labels(self.worker_id).set(1)
+
+    def observe_second(self, run: RunSpec, snapshot: Mapping[str, Any]) -> None:
+        """Fold one per-second report (cumulative counts, see loadgen) into the run's series.
+
+        Optional keys beyond the load engine's basics: ``errors_by_code`` ({code: count}) and
+        ``latency`` (a cumulative ``Histogram`` of transaction latency, or its ``counts``).
+        """
+        with self._lock:
+            r = self._runs.get(run.run_id)
+            if r is None:
+                return  # a report racing run_finished; the run is already gone
+            phase = str(snapshot.get("phase", r.phase))
+            elapsed = float(snapshot.get("elapsed_s", r.elapsed_s))
+            raw = _raw_counts(snapshot)
+            if raw:
+                if phase != r.phase or any(raw.get(k, 0) < v for k, v in r.last.items() if k in raw):
+                    # Counts restart when measurement starts; fold what came before into the
+                    # base so the exported counters never go down.
+                    for k, v in r.last.items():
+                        r.base[k] = r.base.get(k, 0) + v
+                    r.last, prev_elapsed = {}, 0.0
+                else:
+                    prev_elapsed = r.elapsed_s
+                q0 = sum(r.last.get(k, 0) for k in _KINDS)
+                t0 = r.last.get("transactions", 0)
+                r.last.update(raw)
+                dt = elapsed - prev_elapsed
+                if dt > 0:
+                    r.qps = (sum(r.last.get(k, 0) for k in _KINDS) - q0) / dt
+                    r.tps = (r.last.get("transactions", 0) - t0) / dt
+            r.phase, r.elapsed_s = phase, elapsed
+
+    def run_finished(self, run: RunSpec, result: RunResult | None = None) -> None:
+        """Drop the run's series (bounded cardinality) and count it by status."""
+        with self._lock:
+            self._runs.pop(run.run_id, None)
+            busy = bool(self._runs)
+        self._finished.labels(self.worker_id, result.status if result is not None else "cancelled").inc()
+        self._busy.labels(self.worker_id).set(1 if busy else 0)
+
+    def scrape(self) -> bytes:
+        """The exposition text, as Prometheus would read it."""
+        return generate_latest(self.registry)
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+
+
+def write_sd_file(directory: str | os.PathLike[str], job: str, addr: str, port: int,
+                  labels: Mapping[str, str] | None = None) -> Path:
+    """Announce a /metrics endpoint to Prometheus' file-based discovery; returns the file written.
+
+    The file is ``<directory>/<job>-<host>-<port>.json``, replaced atomically so Prometheus
+    never reads half a file. A wildcard bind address is announced as this host's name.
+    """
+    host = socket.gethostname() if addr in ("", "0.0.0.0", "::") else addr
+    hostport = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    path = Path(directory) / f"{_safe(job)}-{_safe(host)}-{port}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps([{"targets": [hostport], "labels": dict(labels or {})}], indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def remove_sd_file(path: str | os.PathLike[str]) -> None:
+    """Withdraw an announcement, so a worker stopped on purpose does not page as down."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+

@@ -1,0 +1,185 @@
+"""The load engine against the real MariaDB: prepare, reuse, counts the server agrees with."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from services.common.spec import DataShape, WorkloadSpec
+from services.worker import prepare
+from services.worker.loadgen import LoadError, run_load
+from services.worker.target import connect
+
+pytestmark = pytest.mark.integration
+
+DB = "bf_test_loadgen"
+SHAPE = DataShape(tables=2, table_size=1000)
+
+
+@pytest.fixture(scope="module")
+def _mariadb(mariadb_params) -> dict:
+    params = dict(mariadb_params, database=DB)
+    prepare.ensure_tables(params, SHAPE)
+    return params
+
+
+def _query(params: dict, sql: str, database: bool = False) -> list[tuple]:
+    conn = connect(params, database=database)
+    try:
+        cur = conn.cursor()
+        cur.execute(sql)
+        return cur.fetchall() if cur.with_rows else []
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def primary_rows_read(_mariadb):
+    """A reader of rows read through sbtest PRIMARY keys in this test's database only.
+
+    Global Com_select counts every client of a shared server; per-index statistics of our own
+    database do not, and every id of 1..table_size exists, so a point select (or a range of
+    size 1) reads exactly one row: the rows read equal the SELECTs the server executed.
+    """
+    (was_on,), = _query(_mariadb, "SELECT @@global.userstat")
+    _query(_mariadb, "SET GLOBAL userstat = 1")
+
+    def read() -> int:
+        (n,), = _query(_mariadb, "SELECT COALESCE(SUM(ROWS_READ), 0) FROM information_schema.INDEX_STATISTICS "
+                                 f"WHERE TABLE_SCHEMA = '{DB}' AND INDEX_NAME = 'PRIMARY'")
+        return int(n)
+
+    yield read
+    if not was_on:
+        _query(_mariadb, "SET GLOBAL userstat = 0")
+
+
+def _sane_latency(out) -> None:
+    lat = out.latency
+    assert 0 < lat.p50_ms <= lat.p95_ms <= lat.p99_ms <= lat.max_ms < 5000
+    assert sum(lat.histogram["buckets"].values()) == out.totals.transactions
+
+
+def test_prepare_reuses_a_matching_shape_and_recreates_a_changed_one(mariadb_params):
+    """Tables are loaded once per shape: same shape reused, other shape rebuilt, both sysbench's."""
+    params = dict(mariadb_params, database="bf_test_loadgen_prep")
+    small = DataShape(tables=2, table_size=300)
+    prepare.cleanup(params, small)
+    try:
+        assert prepare.ensure_tables(params, small) is True
+        assert prepare.ensure_tables(params, small) is False
+        counts = _query(params, "SELECT COUNT(*), MIN(id), MAX(id) FROM sbtest2", database=True)
+        assert counts == [(300, 1, 300)]
+        index = _query(params, "SHOW INDEX FROM sbtest2 WHERE Key_name = 'k_2'", database=True)
+        assert len(index) == 1
+        (c, pad), = _query(params, "SELECT c, pad FROM sbtest1 WHERE id = 1", database=True)
+        assert len(c) == 119 and len(pad) == 59 and c.count("-") == 9
+
+        assert prepare.ensure_tables(params, DataShape(tables=1, table_size=200)) is True
+        tables = {r[0] for r in _query(params, "SHOW TABLES", database=True)}
+        assert tables == {"sbtest1", prepare.SHAPE_TABLE}  # sbtest2 of the old shape is gone
+        assert _query(params, "SELECT COUNT(*) FROM sbtest1", database=True) == [(200,)]
+    finally:
+        prepare.cleanup(params, small)
+    assert "sbtest1" not in {r[0] for r in _query(params, "SHOW TABLES", database=True)}
+
+
+def test_connections_use_the_c_extension(_mariadb):
+    """The pinned connector's C extension loads; the pure-Python one costs twice the CPU."""
+    from mysql.connector.connection_cext import CMySQLConnection
+
+    conn = connect(_mariadb)
+    try:
+        assert type(conn) is CMySQLConnection
+        assert conn.autocommit is True
+    finally:
+        conn.close()
+
+
+def test_point_select_reads_equal_the_servers_select_count(_mariadb, primary_rows_read):
+    """Every counted read is one SELECT the server executed, and nothing else is counted."""
+    before = primary_rows_read()
+    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
+                   threads=4, warmup=0, duration=2, seed=1, processes=2)
+    assert out.totals.reads == primary_rows_read() - before
+    assert out.totals.transactions == out.totals.reads > 1000
+    assert out.totals.errors == out.totals.writes == out.totals.other == 0
+    assert len(out.series.transactions) == 2 and sum(out.series.queries) == out.totals.queries
+    assert 2.0 <= out.measured_s < 2.5
+    _sane_latency(out)
+
+
+def test_read_only_counts_14_reads_and_2_other_per_transaction(_mariadb, primary_rows_read):
+    """oltp_read_only: the server ran exactly the SELECTs counted; BEGIN/COMMIT are 'other'."""
+    before = primary_rows_read()
+    # range_size=1 makes each range select read one row, so rows read count statements.
+    out = run_load(_mariadb, WorkloadSpec(name="oltp_read_only", options={"range_size": 1}), SHAPE,
+                   threads=4, warmup=0, duration=2, seed=2, processes=2)
+    t = out.totals
+    assert t.reads == primary_rows_read() - before
+    assert (t.reads, t.other) == (14 * t.transactions, 2 * t.transactions)
+    assert sum(out.series.transactions) == t.transactions
+    _sane_latency(out)
+
+
+def test_warmup_is_run_but_never_counted(_mariadb, primary_rows_read):
+    """The server runs warm-up queries, the outcome leaves them out."""
+    before = primary_rows_read()
+    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
+                   threads=2, warmup=1, duration=1, seed=3, processes=1)
+    executed = primary_rows_read() - before
+    assert executed > out.totals.reads * 1.5
+    assert 0.9 <= out.warmup_s <= 1.1 and 1.0 <= out.measured_s < 1.5
+    assert len(out.series.transactions) == 1
+
+
+def test_stop_cancels_a_run_early_and_on_second_reports_progress(_mariadb):
+    """Setting stop ends a long run within a few seconds; progress arrives about once a second."""
+    stop, seen = threading.Event(), []
+    threading.Timer(2.5, stop.set).start()
+    started = time.monotonic()
+    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0,
+                   duration=60, seed=4, processes=2, stop=stop, on_second=seen.append)
+    assert time.monotonic() - started < 15
+    assert 2.0 <= out.measured_s < 4.0 and len(out.series.transactions) == 3
+    measured = [s for s in seen if s["phase"] == "measure"]
+    assert [s["elapsed_s"] for s in measured[:2]] == [1.0, 2.0]
+    assert all(a["queries"] <= b["queries"] for a, b in zip(measured, measured[1:]))
+    assert measured[-1]["transactions"] == out.totals.transactions
+
+
+def test_unreachable_database_raises_load_error_with_the_mysql_code(_mariadb):
+    """A target that refuses connections fails the run with the server's error code."""
+    with pytest.raises(LoadError) as e:
+        run_load(dict(_mariadb, database="bf_no_such_db"), WorkloadSpec(name="oltp_point_select"),
+                 SHAPE, threads=2, warmup=0, duration=1, seed=0, processes=1)
+    assert e.value.code == 1049
+    assert "Unknown database" in str(e.value) and "1049" in str(e.value)
+
+
+@pytest.mark.parametrize("name, per_tx", [
+    ("oltp_read_write", (14, 4, 2)),
+    ("oltp_write_only", (0, 4, 2)),
+    ("oltp_update_index", (0, 1, 0)),
+    ("oltp_update_non_index", (0, 1, 0)),
+    ("oltp_insert", (0, 1, 0)),
+    ("oltp_delete", (0, 1, 0)),
+    ("select_random_points", (1, 0, 0)),
+    ("select_random_ranges", (1, 0, 0)),
+])
+def test_other_workloads_run_cleanly(mariadb_params, name, per_tx):
+    """Every catalogue workload runs on sysbench tables without errors, with sysbench's mix."""
+    params = dict(mariadb_params, database="bf_test_loadgen_rw")
+    shape = DataShape(tables=2, table_size=1000)
+    prepare.ensure_tables(params, shape)
+    out = run_load(params, WorkloadSpec(name=name), shape, threads=2, warmup=0, duration=1, seed=5,
+                   processes=1)
+    t = out.totals
+    assert t.transactions > 0 and t.errors == 0
+    # Deadlocks between two writers are expected and retried, as sysbench does; the statements
+    # a retried transaction ran before the deadlock still count, the transaction does not.
+    assert set(out.errors_by_code) <= {"1213", "1205", "1020"}
+    for done, n in zip((t.reads, t.writes, t.other), per_tx):
+        assert n * t.transactions <= done <= n * (t.transactions + t.ignored_errors)

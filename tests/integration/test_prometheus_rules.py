@@ -1,0 +1,143 @@
+"""promtool on the shipped Prometheus config, rules and rule tests, and on both /metrics endpoints."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from services.collector.metrics import CollectorMetrics
+from services.common.histogram import Histogram
+from services.common.messages import RunResult, RunSpec, Totals
+from services.worker.metrics import WorkerMetrics, write_sd_file
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+PROM = ROOT / "deploy" / "prometheus"
+
+
+def need(binary: str) -> str:
+    """The binary's path; skip locally, fail under CI=true, when it is not installed."""
+    path = shutil.which(binary)
+    if path is None:
+        msg = f"{binary} not installed (run deploy/ensure-services prometheus alertmanager)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return path
+
+
+def promtool(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([need("promtool"), *args], input=stdin, capture_output=True, cwd=cwd, timeout=60)
+
+
+def test_rules_pass_promtool_check():
+    """The alert and recording rules parse and are well formed."""
+    out = promtool("check", "rules", str(PROM / "rules.yml"))
+    assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+
+
+def test_rule_unit_tests_pass():
+    """Collapse, worker-down, stalled-run and error-rate cases fire exactly where expected."""
+    out = promtool("test", "rules", "rules.test.yml", cwd=PROM)
+    assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+
+
+def test_rule_unit_tests_catch_a_wrong_threshold(tmp_path):
+    """With the collapse fraction turned down to 0.1%, the seed's collapse no longer fires and the tests say so."""
+    rules = yaml.safe_load((PROM / "rules.yml").read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule.get("record") == "benchfleet:collapse_fraction":
+                rule["expr"] = "vector(0.001)"
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    shutil.copy(PROM / "rules.test.yml", tmp_path)
+    out = promtool("test", "rules", "rules.test.yml", cwd=tmp_path)
+    assert out.returncode != 0
+    assert b"BenchfleetThroughputCollapse" in out.stdout + out.stderr
+
+
+def test_prometheus_config_is_valid_with_discovered_targets(tmp_path):
+    """prometheus.yml passes promtool and finds targets written by write_sd_file, without warnings."""
+    shutil.copy(PROM / "prometheus.yml", tmp_path)
+    shutil.copy(PROM / "rules.yml", tmp_path)
+    write_sd_file(tmp_path / "targets", "worker", "127.0.0.1", 9101)
+    write_sd_file(tmp_path / "targets", "collector", "127.0.0.1", 9102)
+    out = promtool("check", "config", str(tmp_path / "prometheus.yml"))
+    text = out.stdout.decode() + out.stderr.decode()
+    assert out.returncode == 0, text
+    assert "WARNING" not in text
+
+
+def test_alertmanager_config_is_valid():
+    """alertmanager.yml routes everything to the webhook receiver."""
+    out = subprocess.run([need("amtool"), "check-config", str(ROOT / "deploy" / "alertmanager" / "alertmanager.yml")],
+                         capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+    config = yaml.safe_load((ROOT / "deploy" / "alertmanager" / "alertmanager.yml").read_text())
+    assert config["receivers"][0]["webhook_configs"][0]["url"].startswith("http")
+
+
+def run_spec(run_id: str = "c1/off/oltp_point_select/16/1", threads: int = 16, target: str = "off",
+             campaign: str = "c1") -> RunSpec:
+    return RunSpec.model_validate({
+        "schema": "benchfleet.run/1", "run_id": run_id, "campaign_id": campaign, "campaign_name": campaign,
+        "seq": 1, "total_runs": 4, "cell": {"target": target, "workload": "oltp_point_select", "threads": threads},
+        "repetition": 1, "target": {"kind": "dsn", "name": target}, "workload": {"name": "oltp_point_select"},
+        "data": {}, "duration": 60, "warmup": 5, "seed": 1, "published_at": 0})
+
+
+def result(run: RunSpec, queries: int) -> RunResult:
+    return RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
+                     status="ok", worker="w1", host="h", started_at=0.0, ended_at=100.0, measured_s=10.0,
+                     totals=Totals(transactions=queries // 10, reads=queries))
+
+
+def snapshot(second: int, tx: int, **extra) -> dict:
+    """A load-engine report: cumulative counts since the start of measurement."""
+    return {"phase": "measure", "elapsed_s": float(second), "transactions": tx, "reads": tx * 8, "writes": tx,
+            "other": tx, "errors": 0, "ignored_errors": 0, "reconnects": 0, **extra}
+
+
+def fed_worker() -> WorkerMetrics:
+    m = WorkerMetrics("w1")
+    busy, done = run_spec(), run_spec("c1/off/oltp_point_select/32/1", threads=32)
+    for run in (busy, done):
+        m.run_started(run)
+    h = Histogram()
+    for us in (300, 1200, 9000):
+        h.record(us)
+    m.observe_second(busy, snapshot(1, 100, errors=4, errors_by_code={"1205": 3}, latency=h))
+    m.run_finished(done, result(done, 1000))
+    return m
+
+
+def fed_collector() -> CollectorMetrics:
+    m = CollectorMetrics()
+    m.cell_finished("c1", "off", "oltp_point_select", 16, [1000.0, 1010.0], [100.0, 101.0])
+    m.cell_finished("c1", "off", "oltp_point_select", 32, [200.0], [20.0])
+    m.observe_result(result(run_spec(), 1000), now=101.0)
+    m.queue_depth("benchfleet.runs.default", 3)
+    return m
+
+
+@pytest.mark.parametrize("make", [fed_worker, fed_collector], ids=["worker", "collector"])
+def test_metrics_endpoints_pass_promtool_lint(make):
+    """Names, units, types and help of both /metrics endpoints satisfy `promtool check metrics` (no output)."""
+    m = make()
+    port = m.start_http()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            body = r.read()
+    finally:
+        m.close()
+    assert b"benchfleet_" in body
+    out = promtool("check", "metrics", stdin=body)
+    assert out.returncode == 0
+    assert out.stdout.decode() + out.stderr.decode() == ""

@@ -1,0 +1,156 @@
+"""Worker and collector metrics fed with literal reports: what a Prometheus scrape would show."""
+
+from __future__ import annotations
+
+import json
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.collector.metrics import CollectorMetrics
+from services.common.histogram import Histogram
+from services.common.messages import RunResult, RunSpec, Totals
+from services.worker.metrics import WorkerMetrics, remove_sd_file, write_sd_file
+
+
+def run_spec(run_id: str = "c1/off/oltp_point_select/16/1", threads: int = 16, target: str = "off") -> RunSpec:
+    return RunSpec.model_validate({
+        "schema": "benchfleet.run/1", "run_id": run_id, "campaign_id": "c1", "campaign_name": "c", "seq": 1,
+        "total_runs": 4, "cell": {"target": target, "workload": "oltp_point_select", "threads": threads},
+        "repetition": 1, "target": {"kind": "dsn", "name": target}, "workload": {"name": "oltp_point_select"},
+        "data": {}, "duration": 10, "warmup": 2, "seed": 1, "published_at": 0})
+
+
+def result(run: RunSpec, queries: int, status: str = "ok", measured_s: float = 10.0) -> RunResult:
+    return RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
+                     status=status, worker="w1", host="h", started_at=0.0, ended_at=100.0, measured_s=measured_s,
+                     totals=Totals(transactions=queries // 10, reads=queries))
+
+
+def samples(registry_text: bytes) -> dict[tuple[str, frozenset], float]:
+    out = {}
+    for fam in text_string_to_metric_families(registry_text.decode()):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(text: bytes, name: str, **labels: str) -> float | None:
+    hits = [v for (n, ls), v in samples(text).items() if n == name and set(labels.items()) <= set(ls)]
+    return sum(hits) if hits else None
+
+
+def snapshot(second: int, tx: int, **extra) -> dict:
+    return {"phase": "measure", "elapsed_s": float(second), "transactions": tx, "reads": tx * 8, "writes": tx,
+            "other": tx, "errors": 0, "ignored_errors": 0, "reconnects": 0, **extra}
+
+
+def test_per_second_reports_become_counters_and_current_rates():
+    """Cumulative reports show as _total counters by kind and as the last second's q/s and tps."""
+    m, run = WorkerMetrics("w1"), run_spec()
+    m.run_started(run)
+    m.observe_second(run, snapshot(1, 100))
+    m.observe_second(run, snapshot(2, 250))
+    text = m.scrape()
+    assert value(text, "benchfleet_worker_queries_total", kind="read", threads="16") == 2000
+    assert value(text, "benchfleet_worker_transactions_total") == 250
+    assert value(text, "benchfleet_worker_queries_per_second") == 150 * 10
+    assert value(text, "benchfleet_worker_transactions_per_second") == 150
+    assert value(text, "benchfleet_worker_run_phase", phase="measure") == 1
+    assert value(text, "benchfleet_worker_run_progress_ratio") == (2 + 2) / 12
+    assert value(text, "benchfleet_worker_busy") == 1
+
+
+def test_counters_never_go_down_when_measurement_restarts_the_counts():
+    """Counts restarting at the start of measurement are folded in, so rate() sees no reset."""
+    m, run = WorkerMetrics("w1"), run_spec()
+    m.run_started(run)
+    m.observe_second(run, {"phase": "warmup", "elapsed_s": 1.0, **{k: v for k, v in snapshot(1, 50).items() if k not in ("phase", "elapsed_s")}})
+    m.observe_second(run, snapshot(1, 10))
+    assert value(m.scrape(), "benchfleet_worker_transactions_total") == 60
+    assert value(m.scrape(), "benchfleet_worker_run_progress_ratio") == 3 / 12
+
+
+def test_warmup_reports_without_counts_only_move_progress():
+    """The load engine's warm-up notes carry no counts; they advance progress and phase only."""
+    m, run = WorkerMetrics("w1"), run_spec()
+    m.run_started(run)
+    m.observe_second(run, {"phase": "warmup", "elapsed_s": 1.0, "warmup_s": 2.0})
+    text = m.scrape()
+    assert value(text, "benchfleet_worker_run_phase", phase="warmup") == 1
+    assert value(text, "benchfleet_worker_run_progress_ratio") == 1 / 12
+    assert value(text, "benchfleet_worker_transactions_total") == 0
+
+
+def test_errors_by_code_and_latency_histogram():
+    """Errors are split by server error code (rest 'unknown'); latency becomes a seconds histogram."""
+    m, run = WorkerMetrics("w1"), run_spec()
+    m.run_started(run)
+    h = Histogram()
+    for us in (400, 900, 3000, 80_000):
+        h.record(us)
+    m.observe_second(run, snapshot(1, 10, errors=5, errors_by_code={"1205": 3}, latency=h))
+    text = m.scrape()
+    assert value(text, "benchfleet_worker_errors_total", code="1205") == 3
+    assert value(text, "benchfleet_worker_errors_total", code="unknown") == 2
+    assert value(text, "benchfleet_worker_transaction_latency_seconds_bucket", le="0.001") == 2
+    assert value(text, "benchfleet_worker_transaction_latency_seconds_bucket", le="+Inf") == 4
+    assert abs(value(text, "benchfleet_worker_transaction_latency_seconds_sum") - 0.0843) < 0.001
+
+
+def test_finished_runs_leave_no_series_behind():
+    """After many runs only worker-level series remain, so cardinality stays bounded."""
+    m = WorkerMetrics("w1")
+    for n in range(20):
+        run = run_spec(f"c1/off/oltp_point_select/{n}/1", threads=n + 1)
+        m.run_started(run)
+        m.observe_second(run, snapshot(1, 10))
+        m.run_finished(run, result(run, 100))
+    text = m.scrape()
+    assert value(text, "benchfleet_worker_queries_total") is None
+    assert value(text, "benchfleet_worker_runs_total", status="ok") == 20
+    assert value(text, "benchfleet_worker_busy") == 0
+    assert value(text, "benchfleet_worker_up") == 1
+
+
+def test_collector_cells_means_threads_and_collapse_ratio():
+    """A cell exports its mean q/s/tps and thread count; the ratio compares the top count with the peak below."""
+    m = CollectorMetrics()
+    m.cell_finished("c1", "tpc", "oltp_simple", 128, [172000.0, 172166.0], [8600.0, 8608.0])
+    m.cell_finished("c1", "tpc", "oltp_simple", 4096, [282.0], [14.0])
+    text = m.scrape()
+    assert value(text, "benchfleet_cell_queries_per_second", threads="128") == 172083
+    assert value(text, "benchfleet_cell_transactions_per_second", threads="128") == 8604
+    assert value(text, "benchfleet_cell_threads", threads="4096") == 4096
+    assert value(text, "benchfleet_cell_repetitions", threads="128") == 2
+    assert abs(value(text, "benchfleet_collapse_ratio", campaign="c1", target="tpc") - 282 / 172083) < 1e-12
+
+
+def test_collector_observe_result_replaces_redelivered_repetitions():
+    """A redelivered result replaces its repetition instead of skewing the cell's mean."""
+    m, run = CollectorMetrics(), run_spec()
+    m.observe_result(result(run, 1000), now=105.0)
+    m.observe_result(result(run, 3000), now=106.0)
+    m.observe_result(result(run_spec("c1/off/oltp_point_select/16/2"), 1000), now=107.0)
+    text = m.scrape()
+    assert value(text, "benchfleet_cell_queries_per_second") == (300 + 100) / 2
+    assert value(text, "benchfleet_collector_results_stored_total") == 3
+    assert value(text, "benchfleet_collector_ingest_lag_seconds") == 7
+
+
+def test_collector_keeps_only_recent_campaigns():
+    """Cells of the oldest campaigns are dropped once more than max_campaigns are exported."""
+    m = CollectorMetrics(max_campaigns=2)
+    for c in ("a", "b", "c"):
+        m.cell_finished(c, "t", "w", 8, [1.0], [1.0])
+    names = {dict(ls)["campaign"] for (n, ls) in samples(m.scrape()) if n == "benchfleet_cell_threads"}
+    assert names == {"b", "c"}
+
+
+def test_sd_file_announces_endpoint_and_can_be_withdrawn(tmp_path):
+    """The file-SD JSON names host:port and labels; removing it withdraws the target."""
+    path = write_sd_file(tmp_path, "worker", "127.0.0.1", 9101, {"pool": "default"})
+    assert path.name == "worker-127.0.0.1-9101.json"
+    assert json.loads(path.read_text()) == [{"targets": ["127.0.0.1:9101"], "labels": {"pool": "default"}}]
+    remove_sd_file(path)
+    remove_sd_file(path)
+    assert list(tmp_path.iterdir()) == []
