@@ -15,12 +15,33 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    from .consumer import Collector
+    from services.common.discovery import remove_sd_file, write_sd_file
 
-    c = Collector(settings)
+    from .consumer import Collector
+    from .metrics import CollectorMetrics
+
+    metrics = CollectorMetrics()
+    port = metrics.start_http(settings.metrics_addr, settings.metrics_port)
+    sd_file = write_sd_file(settings.sd_dir, "collector", settings.metrics_addr, port) if settings.sd_dir else None
+    logs.get().info("collector_metrics", addr=settings.metrics_addr, port=port, sd_file=str(sd_file or ""))
+    pools = tuple(p for p in args.pools.split(",") if p)
+    c = Collector(settings, pools=pools, metrics=metrics)
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
-    c.run_forever()
+    try:
+        c.run_forever()
+    finally:
+        if sd_file is not None:
+            remove_sd_file(sd_file)
+        metrics.close()
+    return EXIT_OK
+
+
+def cmd_dashboards(args: argparse.Namespace, settings: Settings) -> int:
+    from .dashboards import write_dashboards
+
+    for path in write_dashboards(args.out):
+        print(f"wrote {path}")
     return EXIT_OK
 
 
@@ -42,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="collector", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="consume results and store them in the results DB")
+    s.add_argument("--pools", default="default", help="worker pools whose queue depth to export, comma-separated")
     add_settings_flags(s)
     s.set_defaults(fn=cmd_serve)
     s = sub.add_parser("report", help="print the comparison table of a campaign")
@@ -54,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--mark-high-cv", action="store_true", help="mark cells with unusually high CV by * as the seeds did")
     add_settings_flags(s)
     s.set_defaults(fn=cmd_report)
+    s = sub.add_parser("dashboards", help="write the Grafana dashboards (JSON) into a directory")
+    s.add_argument("--out", default="dashboards", help="directory (default: dashboards)")
+    s.set_defaults(fn=cmd_dashboards)
     return p
 
 

@@ -16,18 +16,24 @@ from services.common.config import Settings
 from services.common.messages import DecodeError, RunEvent, RunResult, decode
 from services.common.store import Store, StoreError
 
+from .metrics import CollectorMetrics
+
 log = logs.get(__name__)
 
 #: Results in flight per collector; they are small and storing is quick.
 PREFETCH = 32
+#: Seconds between queue-depth exports.
+QUEUE_DEPTH_EVERY_S = 5.0
 
 
 class Collector:
     """Stores what arrives on the results queue until stopped."""
 
-    def __init__(self, settings: Settings, *, pools: tuple[str, ...] = ()):
+    def __init__(self, settings: Settings, *, pools: tuple[str, ...] = (), metrics: CollectorMetrics | None = None):
         self.settings = settings
         self.pools = pools
+        self.metrics = metrics or CollectorMetrics()
+        self._next_depth_check = 0.0
         self.stopping = threading.Event()
         self.stored = 0
 
@@ -45,7 +51,8 @@ class Collector:
                 bus.declare(self.pools)
                 delay = 1.0
                 log.info("collector_consuming", queue=bus.names.results)
-                bus.consume(bus.names.results, PREFETCH, lambda d: self._on_message(bus, store, d), self.stopping.is_set)
+                bus.consume(bus.names.results, PREFETCH, lambda d: self._on_message(bus, store, d), self.stopping.is_set,
+                            on_tick=self._queue_depths)
             except (BusError, StoreError, *CONNECTION_ERRORS) as e:
                 log.warning("collector_connection_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
                 time.sleep(delay)
@@ -67,6 +74,17 @@ class Collector:
         else:
             store.store_result(msg)
             self.stored += 1
+            self.metrics.observe_result(msg)
+            self.metrics.results_stored()
             log.info("result_stored", campaign_id=msg.campaign_id, run_id=msg.run_id, status=msg.status,
                      qps=round(msg.qps, 1))
         bus.ack(d.delivery_tag)
+
+    def _queue_depths(self, bus: Bus) -> None:
+        """Export queue depths every few seconds (a passive declare per queue)."""
+        now = time.time()
+        if now < self._next_depth_check:
+            return
+        self._next_depth_check = now + QUEUE_DEPTH_EVERY_S
+        for queue in (bus.names.results, bus.names.dead, *(bus.names.runs_queue(p) for p in self.pools)):
+            self.metrics.queue_depth(queue, bus.queue_depth(queue))

@@ -197,7 +197,7 @@ def throughput_vs_threads() -> dict[str, Any]:
                            [_prom(f"benchfleet_cell_transactions_per_second{{{cell}}}", instant=True)],
                            "threads\\target", "reqps", transformations=pivot), 24, 10),
         lay.place(table("Collapse ratio", [_prom(
-            f'benchfleet_collapse_ratio{{campaign="$campaign",workload=~"$workload"}}', instant=True)], PROMETHEUS,
+            'benchfleet_collapse_ratio{campaign="$campaign",workload=~"$workload"}', instant=True)], PROMETHEUS,
             "q/s at the highest thread count over the peak at lower counts; below "
             "benchfleet:collapse_fraction the collapse alert fires.",
             [{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}]), 24, 7),

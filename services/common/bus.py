@@ -197,8 +197,10 @@ class Bus:
         self.ch.basic_ack(tag)
 
     def consume(self, queue: str, prefetch: int, on_message: Callable[[Delivery], None],
-                should_stop: Callable[[], bool], tick_s: float = 0.5) -> None:
-        """Deliver messages to ``on_message`` until ``should_stop()``; the callback acks."""
+                should_stop: Callable[[], bool], tick_s: float = 0.5,
+                on_tick: Callable[["Bus"], None] | None = None) -> None:
+        """Deliver messages to ``on_message`` until ``should_stop()``; the callback acks.
+        ``on_tick`` runs on this thread between deliveries (queue depths, housekeeping)."""
         ch = self.ch
         ch.basic_qos(prefetch_count=prefetch)
 
@@ -211,6 +213,8 @@ class Bus:
             while not should_stop():
                 assert self.connection is not None
                 self.connection.process_data_events(time_limit=tick_s)
+                if on_tick is not None:
+                    on_tick(self)
         finally:
             try:
                 if ch.is_open:

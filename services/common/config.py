@@ -27,6 +27,11 @@ class Settings:
     #: Prefix of every exchange and queue, so separate fleets (or test runs) share one broker.
     namespace: str = "benchfleet"
     log_level: str = "info"
+    #: Where /metrics is served; port 0 picks a free port, announced through sd_dir.
+    metrics_addr: str = "127.0.0.1"
+    metrics_port: int = 0
+    #: Prometheus file-SD directory (deploy/prometheus/targets); empty: announce nothing.
+    sd_dir: str = ""
 
     def redacted_amqp_url(self) -> str:
         return redact_url(self.amqp_url)

@@ -6,7 +6,6 @@ Version history of the spec format (``spec_version``):
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (

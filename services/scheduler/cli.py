@@ -11,7 +11,7 @@ from typing import Any
 from services.common import logs
 from services.common.bus import Bus, BusError
 from services.common.config import Settings, add_settings_flags, settings_from
-from services.common.durations import format_duration, parse_duration
+from services.common.durations import format_duration
 from services.common.spec import CampaignSpec
 from services.common.specfile import SpecError, load_spec
 from services.common.store import Store, StoreError

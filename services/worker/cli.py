@@ -10,7 +10,6 @@ import socket
 import sys
 
 from services.common import logs
-from services.common.bus import BusError
 from services.common.config import add_settings_flags, settings_from
 from services.common.specfile import SpecError, load_spec
 
@@ -87,17 +86,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     from .consumer import Worker
+    from services.common.discovery import remove_sd_file, write_sd_file
+
+    from .metrics import WorkerMetrics
     from .runner import WorkerIdentity
 
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
-    w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), client_cpus=cpus, max_runs=args.max_runs)
+    metrics = WorkerMetrics(worker_id)
+    port = metrics.start_http(settings.metrics_addr, settings.metrics_port)
+    sd_file = write_sd_file(settings.sd_dir, "worker", settings.metrics_addr, port,
+                            {"worker": worker_id, "pool": args.pool}) if settings.sd_dir else None
+    logs.get().info("worker_metrics", addr=settings.metrics_addr, port=port, sd_file=str(sd_file or ""))
+    w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), client_cpus=cpus,
+               max_runs=args.max_runs, metrics=metrics)
     signal.signal(signal.SIGTERM, lambda *_: w.stop())
     signal.signal(signal.SIGINT, lambda *_: w.stop())
     try:
         w.run_forever()
-    except BusError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_CONNECT
+    finally:
+        # A worker stopped on purpose leaves discovery, so "worker down" means a crash.
+        if sd_file is not None:
+            remove_sd_file(sd_file)
+        metrics.close()
     return EXIT_OK
 
 

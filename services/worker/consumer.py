@@ -18,6 +18,7 @@ from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery
 from services.common.config import Settings
 from services.common.messages import DecodeError, RunEvent, RunResult, RunSpec, decode
 
+from .metrics import WorkerMetrics
 from .runner import WorkerIdentity, execute
 
 log = logs.get(__name__)
@@ -32,13 +33,14 @@ class Worker:
 
     def __init__(self, settings: Settings, *, pool: str, identity: WorkerIdentity,
                  client_cpus: list[int] | None = None, max_runs: int | None = None,
-                 run_executor: Callable[..., RunResult] = execute):
+                 run_executor: Callable[..., RunResult] = execute, metrics: WorkerMetrics | None = None):
         self.settings = settings
         self.pool = pool
         self.identity = identity
         self.client_cpus = client_cpus
         self.max_runs = max_runs
         self.execute = run_executor
+        self.metrics = metrics or WorkerMetrics(identity.worker_id)
         self.stopping = threading.Event()
         self.runs_done = 0
         self._active: threading.Thread | None = None
@@ -100,8 +102,10 @@ class Worker:
     def _run(self, bus: Bus, tag: int, run: RunSpec, attempt: int) -> None:
         rlog = log.bind(campaign_id=run.campaign_id, run_id=run.run_id, target=run.cell.target)
         rlog.info("run_started", workload=run.cell.workload, threads=run.cell.threads, attempt=attempt)
+        self.metrics.run_started(run)
         try:
-            result = self.execute(run, self.identity, attempt=attempt, client_cpus=self.client_cpus, stop=self._run_stop)
+            result = self.execute(run, self.identity, attempt=attempt, client_cpus=self.client_cpus, stop=self._run_stop,
+                                  on_second=lambda snap: self.metrics.observe_second(run, snap))
         except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
             rlog.exception("run_crashed")
             now = time.time()
@@ -111,9 +115,11 @@ class Worker:
         if self.stopping.is_set() and result.status == "cancelled":
             # Shutting down: give the run back to the queue for another worker, unmeasured.
             rlog.info("run_requeued_on_shutdown")
+            self.metrics.run_finished(run, None)
             self._hand_back(bus, lambda: bus.ch.basic_nack(tag, requeue=True))
             return
         self._publish(result, rlog)
+        self.metrics.run_finished(run, result)
         self._recent[run.run_id] = None
         while len(self._recent) > RECENT_RUNS:
             self._recent.popitem(last=False)

@@ -3,19 +3,12 @@
 Nothing here is touched per query: ``observe_second`` turns one cumulative snapshot a second
 into counters and gauges. Series of a run are labelled campaign/target/workload/threads
 and dropped when the run finishes, so a worker that runs thousands of cells keeps a
-bounded number of series. Also home of the file-based service discovery writer, shared with
-the collector.
-"""
+bounded number of series. """
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import socket
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
@@ -220,33 +213,3 @@ class WorkerMetrics:
     def scrape(self) -> bytes:
         """The exposition text, as Prometheus would read it."""
         return generate_latest(self.registry)
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
-
-
-def write_sd_file(directory: str | os.PathLike[str], job: str, addr: str, port: int,
-                  labels: Mapping[str, str] | None = None) -> Path:
-    """Announce a /metrics endpoint to Prometheus' file-based discovery; returns the file written.
-
-    The file is ``<directory>/<job>-<host>-<port>.json``, replaced atomically so Prometheus
-    never reads half a file. A wildcard bind address is announced as this host's name.
-    """
-    host = socket.gethostname() if addr in ("", "0.0.0.0", "::") else addr
-    hostport = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    path = Path(directory) / f"{_safe(job)}-{_safe(host)}-{port}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps([{"targets": [hostport], "labels": dict(labels or {})}], indent=2) + "\n")
-    os.replace(tmp, path)
-    return path
-
-
-def remove_sd_file(path: str | os.PathLike[str]) -> None:
-    """Withdraw an announcement, so a worker stopped on purpose does not page as down."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-

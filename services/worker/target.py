@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Mapping
 
 import mysql.connector
@@ -24,6 +25,10 @@ class TargetError(Exception):
         super().__init__(f"{field}: {message}")
 
 
+def _expand(text: str, environ: Mapping[str, str]) -> str:
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: environ.get(m.group(1), m.group(0)), text)
+
+
 def connect_params(target: DsnTarget, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """mysql.connector keyword arguments for ``target``, with its password resolved here."""
     where = f"targets.{target.name}"
@@ -37,12 +42,15 @@ def connect_params(target: DsnTarget, environ: Mapping[str, str] = os.environ) -
                               f"environment variable {target.password_env} is not set on this worker")
         params["password"] = environ[target.password_env]
     elif target.password_file is not None:
+        # ${VAR} and ~ are expanded on the worker, so one spec serves hosts that keep the file
+        # in different places (e.g. password_file: ${BENCHFLEET_SECRETS}/db_password).
+        path = os.path.expanduser(_expand(target.password_file, environ))
         try:
-            with open(target.password_file, encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 params["password"] = f.read().strip()
         except OSError as e:
             raise TargetError(f"{where}.password_file",
-                              f"cannot read {target.password_file} on this worker: {e.strerror}") from e
+                              f"cannot read {path} on this worker: {e.strerror}") from e
     else:
         params["password"] = ""
     if target.ssl_disabled:

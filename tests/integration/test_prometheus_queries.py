@@ -26,7 +26,8 @@ from services.collector import dashboards
 from services.collector.metrics import CollectorMetrics
 from services.common.histogram import Histogram
 from services.common.messages import RunSpec
-from services.worker.metrics import WorkerMetrics, write_sd_file
+from services.common.discovery import write_sd_file
+from services.worker.metrics import WorkerMetrics
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,8 @@ import yaml
 from services.collector.metrics import CollectorMetrics
 from services.common.histogram import Histogram
 from services.common.messages import RunResult, RunSpec, Totals
-from services.worker.metrics import WorkerMetrics, write_sd_file
+from services.common.discovery import write_sd_file
+from services.worker.metrics import WorkerMetrics
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.collector.metrics import CollectorMetrics
 from services.common.histogram import Histogram
 from services.common.messages import RunResult, RunSpec, Totals
-from services.worker.metrics import WorkerMetrics, remove_sd_file, write_sd_file
+from services.common.discovery import remove_sd_file, write_sd_file
+from services.worker.metrics import WorkerMetrics
 
 
 def run_spec(run_id: str = "c1/off/oltp_point_select/16/1", threads: int = 16, target: str = "off") -> RunSpec:

@@ -1,0 +1,41 @@
+"""Prometheus file-based service discovery: each worker and collector announces its /metrics
+endpoint by a small JSON file in the directory prometheus.yml watches."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Mapping
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+
+
+def write_sd_file(directory: str | os.PathLike[str], job: str, addr: str, port: int,
+                  labels: Mapping[str, str] | None = None) -> Path:
+    """Announce a /metrics endpoint to Prometheus' file-based discovery; returns the file written.
+
+    The file is ``<directory>/<job>-<host>-<port>.json``, replaced atomically so Prometheus
+    never reads half a file. A wildcard bind address is announced as this host's name.
+    """
+    host = socket.gethostname() if addr in ("", "0.0.0.0", "::") else addr
+    hostport = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    path = Path(directory) / f"{_safe(job)}-{_safe(host)}-{port}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps([{"targets": [hostport], "labels": dict(labels or {})}], indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def remove_sd_file(path: str | os.PathLike[str]) -> None:
+    """Withdraw an announcement, so a worker stopped on purpose does not page as down."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
