@@ -2,6 +2,7 @@
 
 History:
   1: campaigns, runs (plan and state), results (one row per run id, whole result as JSON).
+  2: index results_cell (target, workload, threads) for `collector history`.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ],
     ),
+    # 2: `collector history` looks a cell up across campaigns; without this index it scans
+    # every result ever stored.
+    (2, ["CREATE INDEX IF NOT EXISTS results_cell ON results (target, workload, threads)"]),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -262,6 +262,26 @@ class Store:
             )
         ]
 
+    def result_documents(self, campaign_id: str) -> list[tuple[str, str]]:
+        """(run_id, whole stored result as JSON text) of every result of a campaign, for reports
+        that need series, histograms or server status beyond the result columns."""
+        return [(r[0], r[1]) for r in self._rows(
+            "SELECT run_id, result_json FROM results WHERE campaign_id=%s", (campaign_id,))]
+
+    def cell_history(self, target: str, workload: str, threads: int) -> list[tuple[str, str, float, ResultRow]]:
+        """(campaign_id, campaign name, created_at, result) for one cell across every campaign, oldest first."""
+        return [
+            (r[0], r[1], float(r[2]), ResultRow(r[3], r[4], r[5], int(r[6]), int(r[7]), r[8], float(r[9]),
+                                                float(r[10]), float(r[11]), float(r[12]), float(r[13]), r[14]))
+            for r in self._rows(
+                "SELECT c.campaign_id, c.name, c.created_at, r.run_id, r.target, r.workload, r.threads, r.repetition,"
+                " r.status, r.qps, r.tps, r.p95_ms, r.p99_ms, r.measured_s, r.error"
+                " FROM results r JOIN campaigns c ON c.campaign_id = r.campaign_id"
+                " WHERE r.target=%s AND r.workload=%s AND r.threads=%s ORDER BY c.created_at, r.repetition",
+                (target, workload, threads),
+            )
+        ]
+
     def result_json(self, run_id: str) -> dict[str, Any] | None:
         rows = self._rows("SELECT result_json FROM results WHERE run_id=%s", (run_id,))
         return json.loads(rows[0][0]) if rows else None
