@@ -1,0 +1,104 @@
+"""The sysbench output parser on literal sysbench 1.0.20 output (captured once, kept as fixtures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.worker import sysbench_output as so
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sysbench"
+
+
+def _text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_per_second_reports_become_intervals():
+    """Each '[ Ns ]' line of a run becomes one interval with its rates and latency percentile."""
+    ivs = so.intervals(_text("oltp_read_write_pareto_histogram.txt"))
+    assert [iv.second for iv in ivs] == [1.0, 2.0, 3.0]
+    first = ivs[0]
+    assert (first.threads, first.tps, first.qps) == (2, 653.79, 13124.66)
+    assert (first.reads, first.writes, first.other) == (9194.94, 2619.14, 1310.57)
+    assert (first.percentile, first.latency_ms, first.errors_per_s, first.reconnects_per_s) == (99, 7.43, 1.0, 0.0)
+    assert first.queue_length is None
+
+
+def test_final_report_totals_match_sysbench():
+    """The final report's counts, time and latency summary are read exactly as sysbench printed them."""
+    r = so.parse_final(_text("oltp_read_write_pareto_histogram.txt"))
+    assert (r.reads, r.writes, r.other, r.queries) == (28322, 8076, 4040, 40438)
+    assert (r.transactions, r.ignored_errors, r.reconnects, r.events) == (2017, 6, 0, 2017)
+    assert r.total_time_s == pytest.approx(3.0051)
+    assert (r.latency_min_ms, r.latency_avg_ms, r.latency_max_ms) == (1.09, 2.97, 11.23)
+    assert (r.percentile, r.latency_pct_ms) == (99, 7.98)
+
+
+def test_histogram_rows_carry_every_event():
+    """The --histogram block is read row by row, and its counts add up to the events of the run."""
+    r = so.parse_final(_text("oltp_read_write_pareto_histogram.txt"))
+    assert r.histogram[0] == (1.082, 1)
+    assert r.histogram[-1] == (11.242, 2)
+    assert sum(n for _, n in r.histogram) == r.events
+
+
+def test_latency_from_histogram_agrees_with_sysbench_percentile():
+    """Percentiles taken from sysbench's histogram agree with the percentile sysbench printed (within its bucket width)."""
+    r = so.parse_final(_text("oltp_read_write_pareto_histogram.txt"))
+    lat = so.latency(r)
+    assert lat.p99_ms == pytest.approx(r.latency_pct_ms, rel=0.03)
+    assert lat.p50_ms < lat.p95_ms <= lat.p99_ms <= lat.max_ms == 11.23
+    assert sum(lat.histogram["buckets"].values()) == r.events
+
+
+def test_point_select_report_and_series():
+    """A point-select run yields per-second counts from the rates and the 95th percentile by default."""
+    text = _text("oltp_point_select_histogram.txt")
+    r = so.parse_final(text)
+    assert r.writes == 0 and r.other == 0 and r.reads == r.transactions
+    assert r.percentile == 95
+    s = so.series(so.intervals(text))
+    assert len(s.transactions) == 2 and s.transactions == s.queries
+    assert s.errors == [0, 0]
+
+
+def test_totals_map_into_the_result_format():
+    """sysbench's counts land in the same Totals a native run reports."""
+    t = so.totals(so.parse_final(_text("oltp_read_only_events.txt")))
+    assert (t.transactions, t.reads, t.writes, t.other, t.queries) == (50, 700, 0, 100, 800)
+    assert t.errors == 0
+
+
+def test_report_without_histogram_keeps_its_one_percentile():
+    """Without --histogram the latency carries the one percentile sysbench printed and its max."""
+    lat = so.latency(so.parse_final(_text("oltp_read_only_events.txt")))
+    assert (lat.p95_ms, lat.p99_ms, lat.max_ms) == (7.30, 0.0, 12.96)
+
+
+def test_rate_mode_queue_lines_fold_into_their_second():
+    """With --rate, the queue length of each second is attached to that second's report."""
+    ivs = so.intervals(_text("oltp_point_select_rate.txt"))
+    assert [(iv.second, iv.queue_length, iv.concurrency) for iv in ivs] == [(1.0, 0, 0), (2.0, 0, 0), (3.0, 0, 0)]
+    assert so.queue_lengths(ivs) == [0, 0, 0]
+
+
+@pytest.mark.parametrize("fixture, code, words", [
+    ("connect_refused.txt", 2002, "Can't connect to server"),
+    ("unknown_database.txt", 1049, "Unknown database 'bf_sb_nosuchdb'"),
+    ("missing_table.txt", 1146, "sbtest3' doesn't exist"),
+])
+def test_fatal_output_is_an_error_naming_the_cause(fixture, code, words):
+    """A sysbench that dies before its report gives an error with its FATAL lines and the MySQL error code."""
+    with pytest.raises(so.SysbenchOutputError) as e:
+        so.parse_final(_text(fixture))
+    assert words in str(e.value)
+    assert so.fatal_error_code(e.value.fatal) == code
+
+
+def test_lines_that_are_not_reports_are_ignored():
+    """Banner and option lines never parse as reports."""
+    assert so.parse_interval("Number of threads: 2") is None
+    assert so.parse_queue("Threads started!") is None
+    assert so.intervals("") == []
