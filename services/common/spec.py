@@ -2,6 +2,7 @@
 
 Version history of the spec format (``spec_version``):
   1: dsn targets, data shape, workloads with options, threads, duration/warmup/repeat/seed.
+     managed targets (kind: managed) joined version 1: specs without them read as before.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pydantic import (
 
 from .catalogue import NATIVE_IMPLEMENTED, RAND_TYPES, WORKLOADS, canonical_name
 from .durations import format_duration, parse_duration
+from .server_options import CPU_LIST_PATTERN
+from . import server_options
 
 SPEC_VERSION = 1
 
@@ -91,8 +94,58 @@ def _target_kind(v: Any) -> str:
     return getattr(v, "kind", "dsn")
 
 
-#: Managed targets (a mariadbd the worker starts) join this union with their own tag.
-Target = Annotated[Union[Annotated[DsnTarget, Tag("dsn")]], Discriminator(_target_kind)]
+#: An absolute path without spaces or shell characters (binaries and basedirs of builds).
+PATH_PATTERN = r"^/[A-Za-z0-9_.+/-]{1,255}$"
+ServerOptionValue = Union[bool, int, float, str, None]
+
+
+class ManagedTarget(_Frozen):
+    """A mariadbd (or mysqld) the worker starts itself with `--no-defaults` and ``options``,
+    on its own datadir, port and socket, pinned to ``server_cpus`` (see services/worker/managed.py)."""
+
+    kind: Literal["managed"]
+    name: Name
+    #: The server binary; default: the system's mariadbd. ``basedir`` names another build
+    #: (its bin/ or sbin/ holds the server, its scripts/ the install script).
+    binary: Annotated[str, Field(pattern=PATH_PATTERN)] | None = None
+    basedir: Annotated[str, Field(pattern=PATH_PATTERN)] | None = None
+    #: Passed as --name=value in this order; names are checked against `--help --verbose`.
+    options: dict[str, ServerOptionValue] = Field(default_factory=dict)
+    #: CPU lists like "0" or "2-3"; default: the worker splits its CPUs (server first half).
+    server_cpus: Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) else v),
+                           Field(pattern=CPU_LIST_PATTERN)] | None = None
+    client_cpus: Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) else v),
+                           Field(pattern=CPU_LIST_PATTERN)] | None = None
+    database: Identifier = "sbtest"
+    start_timeout: Seconds = 60.0
+    stop_timeout: Seconds = 60.0
+
+    @field_validator("options")
+    @classmethod
+    def _strict_options(cls, v: dict[str, Any]) -> dict[str, Any]:
+        seen: dict[str, str] = {}
+        for name, value in v.items():
+            problem = server_options.name_problem(name) or server_options.value_problem(value)
+            if problem:
+                raise ValueError(f"{name}: {problem}")
+            base = server_options.normalise(name)
+            if base in seen:
+                raise ValueError(f"{name}: same option as {seen[base]}")
+            seen[base] = name
+        return v
+
+    @model_validator(mode="after")
+    def _one_build(self) -> "ManagedTarget":
+        if self.binary is not None and self.basedir is not None and not self.binary.startswith(self.basedir.rstrip("/") + "/"):
+            raise ValueError("binary: must lie under basedir when both are given")
+        return self
+
+
+#: A target is an existing server (dsn, the default kind) or a managed one.
+Target = Annotated[
+    Union[Annotated[DsnTarget, Tag("dsn")], Annotated[ManagedTarget, Tag("managed")]],
+    Discriminator(_target_kind),
+]
 
 
 class DataShape(_Frozen):
@@ -219,7 +272,7 @@ class CampaignSpec(_Frozen):
     def baseline_name(self) -> str:
         return self.baseline or self.targets[0].name
 
-    def target(self, name: str) -> DsnTarget:
+    def target(self, name: str) -> DsnTarget | ManagedTarget:
         for t in self.targets:
             if t.name == name:
                 return t

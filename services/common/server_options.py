@@ -1,0 +1,198 @@
+"""Server options of managed targets: strict names and values, checks against what a binary
+accepts, command-line rendering and the CPU split between server and clients.
+
+Pure on purpose: ``mariadbd --help --verbose`` output and the worker's CPU set come in as
+arguments, so everything here is tested on literal text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+#: Option names as mariadbd spells them, dashes or underscores (`key_buffer_size`,
+#: `thread-handling`). Nothing else ever reaches an argv or a SQL statement.
+OPTION_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,79}$"
+#: Option values: sizes (400M), numbers, words (pool-of-threads), lists (a,b) and plain
+#: absolute paths. No spaces, quotes, semicolons, backticks, `$` or `\`: values go into an
+#: argv (never a shell), and this keeps them harmless in logs and reports too.
+OPTION_VALUE_PATTERN = r"^[A-Za-z0-9_.,:+/@=%-]{1,255}$"
+#: CPU lists as taskset and --client-cpus take them: `0`, `2-3`, `0,2-3`.
+CPU_LIST_PATTERN = r"^\d{1,4}(-\d{1,4})?(,\d{1,4}(-\d{1,4})?)*$"
+
+#: Options the worker sets itself for every managed server; a spec may not change them,
+#: because they decide where the server keeps its files, who it runs as and how the
+#: clients reach it (init_file would also run arbitrary SQL as root).
+RESERVED = frozenset({
+    "datadir", "port", "socket", "pid_file", "log_error", "user", "basedir", "bind_address",
+    "defaults_file", "defaults_extra_file", "defaults_group_suffix", "no_defaults", "print_defaults",
+    "init_file", "bootstrap", "skip_grant_tables", "skip_networking", "help", "verbose", "version",
+    "daemonize", "chroot", "tmpdir", "log_basename",
+})
+
+#: Prefixes my_getopt accepts in front of option names (`--skip-name-resolve`, `--loose-x`).
+_PREFIXES = ("skip_", "enable_", "disable_", "loose_", "maximum_")
+
+
+def normalise(name: str) -> str:
+    """`thread-handling` and `thread_handling` are the same option; compare with underscores."""
+    return name.replace("-", "_")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a spec option (pattern or reserved), or None."""
+    if not re.fullmatch(OPTION_NAME_PATTERN, name):
+        return "invalid option name (allowed: lowercase letters, digits, _ and -)"
+    base = normalise(name)
+    for prefix in ("loose_", "skip_", "enable_", "disable_"):
+        if base.startswith(prefix) and base[len(prefix):] in RESERVED:
+            base = base[len(prefix):]
+    if base in RESERVED:
+        return "set by the worker for every managed server; a spec may not change it"
+    return None
+
+
+def render_value(value: object) -> str | None:
+    """The text after `=`: booleans become ON/OFF, None means a bare `--flag`."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "ON" if value else "OFF"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def value_problem(value: object) -> str | None:
+    """Why ``value`` cannot be passed as an option value, or None."""
+    text = render_value(value)
+    if text is None:
+        return None
+    if not re.fullmatch(OPTION_VALUE_PATTERN, text):
+        return "invalid value (allowed: letters, digits and _ . , : + / @ = % -; no spaces or quotes)"
+    return None
+
+
+def argv(options: Mapping[str, object]) -> list[str]:
+    """`--name=value` (or `--name`) for each option, in the spec's order."""
+    out = []
+    for name, value in options.items():
+        text = render_value(value)
+        out.append(f"--{name}" if text is None else f"--{name}={text}")
+    return out
+
+
+def parse_help(text: str) -> frozenset[str]:
+    """Option names (underscored) from `mariadbd --help --verbose` output.
+
+    The option list has one `  --name[=...]` line per option; the variables table at the end
+    has `name   value` lines. Both are read, so a build whose help lacks one still works.
+    """
+    names: set[str] = set()
+    in_vars = False
+    for line in text.splitlines():
+        m = re.match(r"^\s{1,4}--([a-z0-9][a-z0-9_-]*)", line)
+        if m:
+            names.add(normalise(m.group(1)))
+            continue
+        if line.startswith("-" * 20):
+            in_vars = True  # the rule under the variables table's header
+            continue
+        if in_vars:
+            m = re.match(r"^([a-z0-9][a-z0-9_.-]*)\s+\S", line)
+            if m:
+                names.add(normalise(m.group(1)))
+    return frozenset(names)
+
+
+def unknown_options(options: Iterable[str], accepted: frozenset[str]) -> list[str]:
+    """The option names (as given) that the binary does not accept, prefixes considered.
+
+    Abbreviations are refused on purpose: my_getopt would take `key_buffer` for
+    `key_buffer_size`, but reports must list the exact variable names.
+    """
+    bad = []
+    for name in options:
+        base = normalise(name)
+        candidates = {base}
+        for prefix in _PREFIXES:
+            if base.startswith(prefix):
+                candidates.add(base[len(prefix):])
+        if not candidates & accepted:
+            bad.append(name)
+    return bad
+
+
+def suggestion(name: str, accepted: frozenset[str]) -> str | None:
+    """The closest accepted name, for "did you mean" in error messages."""
+    import difflib
+
+    close = difflib.get_close_matches(normalise(name), sorted(accepted), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def parse_cpus(text: str | int) -> list[int]:
+    """`0,2-3` -> [0, 2, 3]; raise ValueError naming the bad part."""
+    text = str(text)
+    if not re.fullmatch(CPU_LIST_PATTERN, text.replace(" ", "")):
+        raise ValueError(f"{text!r} is not a CPU list like 1 or 0,2-3")
+    cpus: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        lo, _, hi = part.partition("-")
+        if hi and int(hi) < int(lo):
+            raise ValueError(f"{part!r}: range goes backwards")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return sorted(set(cpus))
+
+
+def format_cpus(cpus: Iterable[int]) -> str:
+    """[0, 2, 3] -> `0,2-3`."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(set(cpus)):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+class CpuSplitError(ValueError):
+    """A CPU list that does not fit the worker; ``field`` is server_cpus or client_cpus."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+def split_cpus(available: Iterable[int], server: str | None = None, client: str | None = None,
+               worker_client: Iterable[int] | None = None) -> tuple[list[int], list[int]]:
+    """(server CPUs, client CPUs) for a managed target on a worker allowed ``available``.
+
+    Given lists win; the worker's --client-cpus stands in for a missing client list. The
+    default puts the server on the first half (at least one CPU) and the clients on the
+    rest, as the thread pool study did with taskset; a single CPU is shared by both.
+    """
+    avail = sorted(set(available))
+    s = parse_cpus(server) if server is not None else None
+    c = parse_cpus(client) if client is not None else (sorted(set(worker_client)) if worker_client else None)
+    for field, cpus in (("server_cpus", s), ("client_cpus", c)):
+        if cpus is not None:
+            missing = [x for x in cpus if x not in avail]
+            if missing:
+                raise CpuSplitError(field, f"CPU {format_cpus(missing)} not available on this worker "
+                                           f"(available: {format_cpus(avail)})")
+    if s is None and c is None:
+        if len(avail) == 1:
+            return avail, avail
+        half = max(1, len(avail) // 2)
+        return avail[:half], avail[half:]
+    if s is None:
+        s = [x for x in avail if x not in c] or avail
+    if c is None:
+        c = [x for x in avail if x not in s] or avail
+    return s, c
