@@ -222,7 +222,8 @@ class CampaignSpec(_Frozen):
     name: Name
     description: str = ""
     pool: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] = "default"
-    driver: Literal["native"] = "native"
+    #: native: benchfleet's load processes; sysbench: the sysbench 1.0 binary on the worker.
+    driver: Literal["native", "sysbench"] = "native"
     targets: Annotated[list[Target], Field(min_length=1)]
     baseline: Annotated[str, BeforeValidator(_number_as_name)] | None = None
     workloads: Annotated[list[WorkloadSpec], Field(min_length=1)]
@@ -266,6 +267,11 @@ class CampaignSpec(_Frozen):
                     f"workloads: {', '.join(missing)} not supported by the native driver yet "
                     f"(supported: {', '.join(sorted(NATIVE_IMPLEMENTED))})"
                 )
+        if self.driver == "sysbench":
+            zipf = sorted({w.key for w in self.workloads if w.option("rand_type") == "zipfian"})
+            if zipf:
+                raise ValueError(f"workloads: {', '.join(zipf)}: rand_type zipfian needs sysbench 1.1; "
+                                 "the sysbench driver runs 1.0.20 (use driver: native)")
         return self
 
     @property

@@ -13,7 +13,7 @@ import mysql.connector
 from services.common import logs
 from services.common.messages import RunResult, RunSpec
 
-from . import loadgen, prepare, target
+from . import loadgen, prepare, sysbench_driver, target
 
 log = logs.get(__name__)
 
@@ -48,7 +48,8 @@ def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus:
     try:
         params = target.connect_params(run.target)
         prepare.ensure_tables(params, run.data, seed=0)
-        outcome = loadgen.run_load(
+        drive = sysbench_driver.run_sysbench if run.driver == "sysbench" else loadgen.run_load
+        outcome = drive(
             params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
             client_cpus=client_cpus, stop=stop, on_second=on_second,
         )

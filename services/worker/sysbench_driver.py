@@ -1,0 +1,267 @@
+"""The second driver: run the real sysbench binary with a run's options and read its reports.
+
+Users cross-check the native driver against it and keep continuity with numbers measured by
+sysbench itself. The command line is built by a pure function (``command``) so tests check it
+literally; the password travels in a mode-600 --config-file, never on the command line where
+``ps`` would show it.
+
+sysbench 1.0.20 (Debian 12's package) has no --warmup-time (that came with 1.1), so a warm-up
+is a separate ``sysbench ... run --time=<warmup>`` right before the measured one, on the same
+tables, and the measured run's final report covers the measured interval only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+from services.common.messages import Latency, Series, Totals
+from services.common.spec import DataShape, WorkloadSpec
+
+from . import sysbench_output as so
+from .loadgen import LoadError, LoadOutcome
+
+#: The binary and the Debian package that ships it (named in the error when it is missing).
+BINARY = "sysbench"
+PACKAGE = "sysbench"
+#: Seconds sysbench may run past --time before it is killed (it only stops between events).
+OVERRUN_S = 30.0
+#: rand_type values sysbench 1.0.20 does not know (zipfian came with 1.1).
+UNSUPPORTED_RAND_TYPES = frozenset({"zipfian"})
+_BOOL = {True: "on", False: "off"}
+
+
+def find_binary(binary: str = BINARY) -> str:
+    """The path of the sysbench binary; LoadError naming the binary and package when absent."""
+    path = shutil.which(binary)
+    if path is None:
+        raise LoadError(
+            f"driver sysbench: the '{binary}' binary is not on this worker's PATH; install the "
+            f"Debian package '{PACKAGE}' (deploy/ensure-services sysbench) or use driver: native"
+        )
+    return path
+
+
+def _option_value(v: object) -> str:
+    if isinstance(v, bool):
+        return _BOOL[v]
+    return str(v)
+
+
+def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int, duration: float | None = None,
+            events: int | None = None, rate: float | None = None, report_interval: int = 1,
+            binary: str = BINARY, config_file: str | None = None,
+            params: Mapping[str, Any] | None = None) -> list[str]:
+    """The sysbench ``run`` command for one run (pure). ``duration`` None with ``events`` gives
+    sysbench's fixed-event mode (--events=N --time=0)."""
+    rand_type = str(workload.option("rand_type"))
+    if rand_type in UNSUPPORTED_RAND_TYPES:
+        raise LoadError(f"driver sysbench: sysbench 1.0.20 has no rand_type {rand_type} "
+                        "(it came with sysbench 1.1); use the native driver for it")
+    argv = [binary]
+    if config_file:
+        argv.append(f"--config-file={config_file}")
+    argv.append(workload.canonical)
+    p = params or {}
+    if p.get("unix_socket"):
+        argv.append(f"--mysql-socket={p['unix_socket']}")
+    else:
+        argv += [f"--mysql-host={p.get('host', '127.0.0.1')}", f"--mysql-port={p.get('port', 3306)}"]
+    argv += [f"--mysql-user={p.get('user', 'root')}", f"--mysql-db={p.get('database', 'sbtest')}"]
+    if p.get("ssl_ca") and not p.get("ssl_disabled"):
+        argv.append("--mysql-ssl=on")
+    argv += [f"--tables={data.tables}", f"--table_size={data.table_size}",
+             f"--mysql_storage_engine={data.engine}"]
+    for key in sorted(workload.options):
+        if key != "rand_type":
+            argv.append(f"--{key}={_option_value(workload.options[key])}")
+    argv.append(f"--rand-type={rand_type}")
+    # sysbench seeds from the clock when --rand-seed is 0, which is also what it does unseeded.
+    if seed:
+        argv.append(f"--rand-seed={seed}")
+    argv.append(f"--threads={threads}")
+    if duration is None:
+        argv += [f"--events={events or 0}", "--time=0"]
+    else:
+        argv.append(f"--time={max(1, math.ceil(duration))}")
+        if events:
+            argv.append(f"--events={events}")
+    if rate:
+        argv.append(f"--rate={rate:g}")
+    if report_interval:
+        argv.append(f"--report-interval={report_interval}")
+    argv += ["--histogram=on", "--percentile=95", "run"]
+    return argv
+
+
+def _config_file(params: Mapping[str, Any]) -> str:
+    fd, path = tempfile.mkstemp(prefix="benchfleet-sysbench-", suffix=".cfg")
+    with os.fdopen(fd, "w") as f:  # mkstemp creates it 0600
+        f.write(f"mysql-password={params.get('password', '')}\n")
+    return path
+
+
+def _pin(pid: int, cpus: list[int] | None) -> None:
+    if not cpus:
+        return
+    try:
+        os.sched_setaffinity(pid, cpus)
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(tid), cpus)
+    except (OSError, ValueError):
+        pass  # the process already ended; its exit status tells what happened
+
+
+def _run_once(argv: list[str], *, cpus: list[int] | None, deadline: float, stop: threading.Event | None,
+              on_line: Callable[[str], None] | None = None) -> tuple[int, str, float]:
+    """Run sysbench to its end; return (exit status, stdout+stderr, CPU seconds it used)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    _pin(proc.pid, cpus)
+    lines: list[str] = []
+    killer_done = threading.Event()
+
+    def watchdog() -> None:
+        # Stops sysbench on cancel or when it overruns; the read loop below then sees EOF.
+        while not killer_done.wait(0.2):
+            if (stop is not None and stop.is_set()) or time.monotonic() > deadline:
+                try:
+                    proc.send_signal(signal.SIGTERM if time.monotonic() <= deadline + 5 else signal.SIGKILL)
+                except ProcessLookupError:
+                    return
+
+    guard = threading.Thread(target=watchdog, daemon=True)
+    guard.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if on_line is not None:
+                on_line(line)
+    finally:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        killer_done.set()
+        guard.join()
+        proc.stdout.close() if proc.stdout else None
+    return proc.returncode, "".join(lines), usage.ru_utime + usage.ru_stime
+
+
+def run_sysbench(
+    params: Mapping[str, Any],
+    workload: WorkloadSpec,
+    data: DataShape,
+    threads: int,
+    warmup: float,
+    duration: float | None,
+    seed: int,
+    *,
+    events: int | None = None,
+    rate: float | None = None,
+    client_cpus: list[int] | None = None,
+    stop: threading.Event | None = None,
+    on_second: Callable[[dict[str, Any]], None] | None = None,
+    binary: str = BINARY,
+) -> LoadOutcome:
+    """Warm up, then measure with sysbench; the outcome has the native driver's shape."""
+    path = find_binary(binary)
+    cfg = _config_file(params)
+    try:
+        started = time.time()
+        t0 = time.monotonic()
+        if warmup > 0:
+            argv = command(workload, data, threads=threads, seed=seed, duration=warmup, rate=rate,
+                           report_interval=0, binary=path, config_file=cfg, params=params)
+            rc, out, _ = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + warmup + OVERRUN_S,
+                                   stop=stop)
+            _check(rc, out, stop)
+        warm_s = time.monotonic() - t0
+        if stop is not None and stop.is_set():
+            now = time.time()
+            return _cancelled(started, now, warm_s)
+        argv = command(workload, data, threads=threads, seed=seed, duration=duration, events=events, rate=rate,
+                       binary=path, config_file=cfg, params=params)
+        measure_wall = time.time()
+        limit = (duration or 3600.0) + OVERRUN_S
+        collected: list[so.Interval] = []
+
+        def on_line(line: str) -> None:
+            iv = so.parse_interval(line)
+            if iv is None:
+                q = so.parse_queue(line)
+                if q is not None and collected and collected[-1].second == q[0]:
+                    last = collected[-1]
+                    collected[-1] = so.Interval(**{**last.__dict__, "queue_length": q[1], "concurrency": q[2]})
+                return
+            collected.append(iv)
+            if on_second is not None:
+                on_second(_progress(iv))
+
+        rc, out, cpu_s = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + limit, stop=stop,
+                                   on_line=on_line)
+        if stop is not None and stop.is_set():
+            return _from_intervals(so.intervals(out), started, measure_wall, warm_s, cpu_s)
+        _check(rc, out, stop)
+        report = so.parse_final(out)
+        return LoadOutcome(
+            totals=so.totals(report),
+            series=so.series(so.intervals(out)),
+            latency=so.latency(report),
+            # sysbench counts ignored errors but does not say which codes they were.
+            errors_by_code={},
+            warmup_s=warm_s,
+            measured_s=report.total_time_s,
+            started_at=started,
+            ended_at=measure_wall + report.total_time_s,
+            client_cpu_s=cpu_s,
+        )
+    finally:
+        os.unlink(cfg)
+
+
+def _check(rc: int, out: str, stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        return
+    fatal = list(dict.fromkeys(so.fatal_lines(out)))  # every thread repeats the same lines
+    if rc != 0 or fatal:
+        why = "; ".join(fatal) if fatal else (out.strip().splitlines() or ["no output"])[-1]
+        raise LoadError(f"sysbench exited with status {rc}: {why}", so.fatal_error_code(fatal))
+
+
+def _progress(iv: so.Interval) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "phase": "measure",
+        "elapsed_s": iv.second,
+        "transactions": round(iv.tps),
+        "queries": round(iv.qps),
+        "reads": round(iv.reads),
+        "writes": round(iv.writes),
+        "other": round(iv.other),
+        "errors": 0,
+        "ignored_errors": round(iv.errors_per_s),
+        "reconnects": round(iv.reconnects_per_s),
+        "errors_by_code": {},
+    }
+    if iv.queue_length is not None:
+        out["queue_length"] = iv.queue_length
+    return out
+
+
+def _cancelled(started: float, now: float, warm_s: float) -> LoadOutcome:
+    return LoadOutcome(Totals(), Series(), Latency(), {}, warm_s, 0.0, started, now)
+
+
+def _from_intervals(ivs: list[so.Interval], started: float, measure_wall: float, warm_s: float,
+                    cpu_s: float) -> LoadOutcome:
+    """A cancelled run: what the per-second reports said up to the cancel (no final report)."""
+    s = so.series(ivs)
+    totals = Totals(transactions=sum(s.transactions), reads=sum(round(iv.reads) for iv in ivs),
+                    writes=sum(round(iv.writes) for iv in ivs), other=sum(round(iv.other) for iv in ivs))
+    return LoadOutcome(totals, s, Latency(), {}, warm_s, float(len(ivs)), started,
+                       measure_wall + len(ivs), client_cpu_s=cpu_s)

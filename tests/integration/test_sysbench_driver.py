@@ -1,0 +1,73 @@
+"""driver: sysbench against the real MariaDB: the sysbench binary runs and its reports become a result."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from services.common.messages import Cell, RunSpec
+from services.common.spec import DataShape, DsnTarget, WorkloadSpec
+from services.worker import prepare, runner, sysbench_driver
+from services.worker.loadgen import LoadError
+
+pytestmark = pytest.mark.integration
+
+DB = "bf_test_sysbench"
+SHAPE = DataShape(tables=2, table_size=1000)
+
+
+@pytest.fixture(scope="module")
+def params(mariadb_params) -> dict:
+    if shutil.which("sysbench") is None:
+        pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
+    p = dict(mariadb_params, database=DB)
+    prepare.ensure_tables(p, SHAPE)
+    return p
+
+
+def test_sysbench_run_becomes_a_result_with_series_and_histogram(params):
+    """A sysbench run yields totals, one series entry per second and a latency histogram, like a native run."""
+    seconds: list[dict] = []
+    out = sysbench_driver.run_sysbench(params, WorkloadSpec(name="oltp_read_only"), SHAPE, 2, 1.0, 2.0, 7,
+                                       on_second=seconds.append)
+    t = out.totals
+    assert t.transactions > 0 and t.reads == 14 * t.transactions and t.other == 2 * t.transactions
+    assert len(out.series.transactions) == 2 and [s["elapsed_s"] for s in seconds] == [1.0, 2.0]
+    assert sum(out.latency.histogram["buckets"].values()) == t.transactions
+    assert 0 < out.latency.p50_ms <= out.latency.p95_ms <= out.latency.p99_ms <= out.latency.max_ms
+    assert 1.9 < out.measured_s < 2.5 and out.warmup_s >= 1.0 and out.client_cpu_s > 0
+
+
+def test_sysbench_fixed_events_runs_exactly_that_many(params):
+    """--events=N --time=0 runs exactly N transactions, the fidelity tests' reference mode."""
+    out = sysbench_driver.run_sysbench(params, WorkloadSpec(name="oltp_point_select"), SHAPE, 2, 0.0, None, 1,
+                                       events=300)
+    assert out.totals.transactions == 300 and out.totals.reads == 300
+
+
+def test_runner_dispatches_driver_sysbench_and_fails_clearly_without_it(params, monkeypatch, tmp_path):
+    """A run spec with driver sysbench runs sysbench; on a worker without sysbench the run fails naming the package."""
+    target = DsnTarget(name="local", host=params["host"], port=params["port"], user=params["user"],
+                       password_env="BF_TEST_SB_PW", database=DB)
+    monkeypatch.setenv("BF_TEST_SB_PW", params["password"])
+    run = RunSpec(run_id="r1", campaign_id="c1", campaign_name="c", seq=1, total_runs=1,
+                  cell=Cell(target="local", workload="oltp_point_select", threads=1), repetition=1, target=target,
+                  workload=WorkloadSpec(name="oltp_point_select"), data=SHAPE, driver="sysbench", duration=1.0,
+                  warmup=0.0, seed=3, published_at=time.time())
+    res = runner.execute(run, runner.WorkerIdentity("w1"))
+    assert res.status == "ok", res.error
+    assert res.totals.transactions > 0 and res.measured_s > 0.9
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # a worker without sysbench installed
+    res = runner.execute(run, runner.WorkerIdentity("w1"))
+    assert res.status == "failed" and "Debian package 'sysbench'" in res.error
+
+
+def test_sysbench_failure_is_a_load_error_with_the_mysql_code(params):
+    """When sysbench cannot run (here: no such database), the error carries its FATAL message and MySQL code."""
+    with pytest.raises(LoadError) as e:
+        sysbench_driver.run_sysbench(dict(params, database="bf_test_sb_nodb"), WorkloadSpec(name="oltp_point_select"),
+                                     SHAPE, 1, 0.0, 1.0, 1)
+    assert e.value.code == 1049 and "Unknown database 'bf_test_sb_nodb'" in str(e.value)

@@ -1,0 +1,66 @@
+"""The sysbench driver's command line, built from a run's options (no sysbench needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.spec import CampaignSpec, DataShape, WorkloadSpec
+from services.worker import sysbench_driver as sd
+from services.worker.loadgen import LoadError
+
+PARAMS = {"host": "db1", "port": 3307, "user": "bench", "password": "s3cret", "database": "sbtest_off"}
+
+
+def test_command_carries_every_run_option():
+    """A run's tables, rows, engine, options, distribution, seed, threads and time reach sysbench by their sysbench names."""
+    w = WorkloadSpec(name="oltp_complex_ro", options={"range_size": 50, "skip_trx": True, "rand_type": "uniform"})
+    argv = sd.command(w, DataShape(tables=4, table_size=100_000, engine="MyISAM"), threads=16, seed=303,
+                      duration=90, params=PARAMS)
+    assert argv == [
+        "sysbench", "oltp_read_only", "--mysql-host=db1", "--mysql-port=3307", "--mysql-user=bench",
+        "--mysql-db=sbtest_off", "--tables=4", "--table_size=100000", "--mysql_storage_engine=MyISAM",
+        "--range_size=50", "--skip_trx=on", "--rand-type=uniform", "--rand-seed=303", "--threads=16",
+        "--time=90", "--report-interval=1", "--histogram=on", "--percentile=95", "run",
+    ]
+
+
+def test_password_never_on_the_command_line():
+    """The password goes through a config file, so ps never shows it."""
+    argv = sd.command(WorkloadSpec(name="oltp_point_select"), DataShape(), threads=1, seed=1, duration=10,
+                      params=PARAMS, config_file="/tmp/x.cfg")
+    assert "s3cret" not in " ".join(argv)
+    assert argv[1] == "--config-file=/tmp/x.cfg"
+
+
+def test_fixed_event_mode_and_socket_and_rate():
+    """events without a duration runs exactly N events (--events=N --time=0); a socket replaces host and port."""
+    argv = sd.command(WorkloadSpec(name="select_random_ranges", options={"delta": 7}), DataShape(), threads=2,
+                      seed=0, events=500, rate=250, params={"unix_socket": "/run/m.sock", "user": "u"})
+    assert "--mysql-socket=/run/m.sock" in argv and not any(a.startswith("--mysql-host") for a in argv)
+    assert "--events=500" in argv and "--time=0" in argv and "--rate=250" in argv and "--delta=7" in argv
+    # seed 0: sysbench seeds from the clock, exactly what it does when not given a seed
+    assert not any(a.startswith("--rand-seed") for a in argv)
+
+
+def test_zipfian_is_refused_for_sysbench_1_0():
+    """rand_type zipfian with driver sysbench is a spec error, since sysbench 1.0.20 lacks it."""
+    with pytest.raises(ValueError, match="zipfian needs sysbench 1.1"):
+        CampaignSpec(name="z", driver="sysbench", targets=[{"name": "a"}], threads=[1], duration=1,
+                     workloads=[{"name": "oltp_point_select", "options": {"rand_type": "zipfian"}}])
+    with pytest.raises(LoadError, match="zipfian"):
+        sd.command(WorkloadSpec(name="oltp_point_select", options={"rand_type": "zipfian"}), DataShape(),
+                   threads=1, seed=1, duration=1)
+
+
+def test_missing_binary_names_binary_and_package():
+    """Without the binary the run fails with an error naming the binary and its Debian package."""
+    with pytest.raises(LoadError) as e:
+        sd.find_binary("sysbench-not-installed")
+    assert "'sysbench-not-installed' binary" in str(e.value) and "Debian package 'sysbench'" in str(e.value)
+
+
+def test_spec_accepts_the_sysbench_driver():
+    """driver: sysbench is a valid spec value and reaches each run spec."""
+    spec = CampaignSpec(name="x", driver="sysbench", targets=[{"name": "a"}], threads=[1], duration=1,
+                        workloads=["oltp_read_write"])
+    assert spec.driver == "sysbench"
