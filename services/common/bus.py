@@ -35,6 +35,11 @@ class Names:
     def dead(self) -> str:
         return f"{self.namespace}.dead"
 
+    @property
+    def control(self) -> str:
+        """Fanout exchange of control messages (cancel a campaign) that every worker hears."""
+        return f"{self.namespace}.control"
+
     def runs_queue(self, pool: str) -> str:
         return f"{self.namespace}.runs.{pool}"
 
@@ -47,6 +52,22 @@ CONNECT_ATTEMPTS = 8
 BACKOFF_CAP_S = 8.0
 
 log = logs.get(__name__)
+
+
+def connection_parameters(settings: Settings) -> pika.URLParameters:
+    """pika parameters from the settings: heartbeat, and TLS when the URL is amqps:// or a CA
+    (and optionally a client certificate) is configured."""
+    params = pika.URLParameters(settings.amqp_url)
+    params.heartbeat = settings.heartbeat
+    params.blocked_connection_timeout = 60
+    if settings.amqp_tls_ca or settings.amqp_tls_cert or settings.amqp_url.startswith("amqps://"):
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=settings.amqp_tls_ca or None)
+        if settings.amqp_tls_cert:
+            ctx.load_cert_chain(settings.amqp_tls_cert, settings.amqp_tls_key or None)
+        params.ssl_options = pika.SSLOptions(ctx, params.host)
+    return params
 
 
 class BusError(Exception):
@@ -81,9 +102,7 @@ class Bus:
     # -- connection -------------------------------------------------------------------------
     def connect(self, attempts: int = CONNECT_ATTEMPTS) -> "Bus":
         """Connect with exponential backoff; raise BusError after ``attempts`` failures."""
-        params = pika.URLParameters(self.settings.amqp_url)
-        params.heartbeat = self.settings.heartbeat
-        params.blocked_connection_timeout = 60
+        params = connection_parameters(self.settings)
         params.client_properties = {"connection_name": self.name}
         delay = 0.5
         for attempt in range(1, attempts + 1):

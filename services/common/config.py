@@ -32,6 +32,19 @@ class Settings:
     metrics_port: int = 0
     #: Prometheus file-SD directory (deploy/prometheus/targets); empty: announce nothing.
     sd_dir: str = ""
+    #: How many times a worker tries a run that fails (target down, lost connections) before
+    #: it is marked failed and its run spec dead-lettered with the reason.
+    run_attempts: int = 3
+    #: The longest run (warm-up + measurement) the scheduler accepts, in seconds. The broker's
+    #: consumer_timeout (deploy/ sets 3 h) must stay above it, or a run's ack would come too late.
+    max_run_s: int = 7200
+    #: TLS for AMQP (used when set, or with an amqps:// URL) and for the results DB.
+    amqp_tls_ca: str = ""
+    amqp_tls_cert: str = ""
+    amqp_tls_key: str = ""
+    db_tls_ca: str = ""
+    db_tls_cert: str = ""
+    db_tls_key: str = ""
 
     def redacted_amqp_url(self) -> str:
         return redact_url(self.amqp_url)
@@ -41,6 +54,10 @@ class Settings:
                                      "password": self.db_password, "database": self.db_name}
         if self.db_socket:
             params["unix_socket"] = self.db_socket
+        if self.db_tls_ca:
+            params.update(ssl_ca=self.db_tls_ca, ssl_verify_cert=True)
+        if self.db_tls_cert:
+            params.update(ssl_cert=self.db_tls_cert, ssl_key=self.db_tls_key or None)
         return params
 
 
@@ -50,6 +67,15 @@ def redact_url(url: str) -> str:
     if parts.password is None:
         return url
     netloc = f"{quote(parts.username or '')}:***@{parts.hostname or ''}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def with_password(url: str, password: str) -> str:
+    """The URL with its password set (percent-encoded)."""
+    parts = urlsplit(url)
+    netloc = f"{quote(parts.username or '', safe='')}:{quote(password, safe='')}@{parts.hostname or ''}"
     if parts.port:
         netloc += f":{parts.port}"
     return urlunsplit(parts._replace(netloc=netloc))
@@ -89,4 +115,12 @@ def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str]
     if pw_file:
         with open(pw_file) as fh:
             values["db_password"] = fh.read().strip()
+    # The broker password stays out of the URL in env files and `ps`: a file or its own variable.
+    amqp_pw_file = env.get("BENCHFLEET_AMQP_PASSWORD_FILE")
+    amqp_pw = env.get("BENCHFLEET_AMQP_PASSWORD")
+    if amqp_pw_file:
+        with open(amqp_pw_file) as fh:
+            amqp_pw = fh.read().strip()
+    if amqp_pw:
+        values["amqp_url"] = with_password(str(values.get("amqp_url", Settings.amqp_url)), amqp_pw)
     return Settings(**values)  # type: ignore[arg-type]

@@ -3,6 +3,7 @@
 History:
   1: campaigns, runs (plan and state), results (one row per run id, whole result as JSON).
   2: index results_cell (target, workload, threads) for `collector history`.
+  3: campaigns.idempotency_key: a second submit of the same spec (or key) is refused.
 """
 
 from __future__ import annotations
@@ -74,6 +75,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # 2: `collector history` looks a cell up across campaigns; without this index it scans
     # every result ever stored.
     (2, ["CREATE INDEX IF NOT EXISTS results_cell ON results (target, workload, threads)"]),
+    (
+        3,
+        [
+            "ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS idempotency_key VARCHAR(128) NULL",
+            "CREATE INDEX IF NOT EXISTS campaigns_idempotency ON campaigns (idempotency_key)",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

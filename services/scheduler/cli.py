@@ -74,20 +74,46 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    from services.common import campaigns
+    from services.common.store import spec_hash
+
+    from .guards import check_run_length
+
     spec = _load(args)
+    check_run_length(spec, settings, args.spec)
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
     log = logs.get("scheduler").bind(campaign_id=campaign_id)
+    key = args.idempotency_key or campaigns.default_key(spec_hash(spec))
+    earlier = None
     with Store(settings) as store, Bus(settings, name="benchfleet scheduler") as bus:
         bus.declare((spec.pool,))
-        store.record_campaign(campaign_id, spec, runs)
+        # One submit at a time decides "duplicate or not" and records, so two identical
+        # submits racing each other still give one campaign.
+        campaigns.lock_submit(store)
         try:
-            bus.publish_runs(spec.pool, [r.encode() for r in runs])
-        except BusError:
-            # Nothing was published (one transaction): take the campaign back out as well.
-            store.delete_campaign(campaign_id)
-            raise
-        log.info("campaign_submitted", runs=len(runs), pool=spec.pool)
+            dup = None if args.force else campaigns.find_duplicate(store, key, explicit=bool(args.idempotency_key))
+            if dup is not None:
+                _err(f"campaign {dup.campaign_id} ({dup.state}) was already submitted with this "
+                     f"{'idempotency key' if args.idempotency_key else 'spec'}; nothing published "
+                     "(--force submits it again)")
+                if args.json:
+                    print(json.dumps({"campaign_id": dup.campaign_id, "duplicate": True}))
+                earlier = store.campaign(dup.campaign_id)
+            else:
+                store.record_campaign(campaign_id, spec, runs)
+                campaigns.set_key(store, campaign_id, None if args.force and not args.idempotency_key else key)
+                try:
+                    bus.publish_runs(spec.pool, [r.encode() for r in runs])
+                except BusError:
+                    # Nothing was published (one transaction): take the campaign back out as well.
+                    store.delete_campaign(campaign_id)
+                    raise
+        finally:
+            campaigns.unlock_submit(store)
+    if earlier is not None:
+        return _wait(settings, earlier.campaign_id, earlier.spec, args) if args.wait else EXIT_OK
+    log.info("campaign_submitted", runs=len(runs), pool=spec.pool)
     if args.json and not args.wait:
         print(json.dumps({"campaign_id": campaign_id, "runs": len(runs), "pool": spec.pool}))
     else:
@@ -140,6 +166,18 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     except KeyboardInterrupt:
         print(f"\nstopped waiting; the campaign goes on: scheduler status {campaign_id}", file=sys.stderr)
         return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
+    from .guards import cancel_campaign
+
+    done = cancel_campaign(settings, args.campaign)
+    if done is None:
+        _err(f"no campaign {args.campaign!r} in the results DB")
+        return EXIT_USAGE
+    campaign_id, dropped = done
+    print(f"campaign {campaign_id} cancelled: {dropped} pending runs dropped; active runs stop within seconds")
+    return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
@@ -200,7 +238,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--wait", action="store_true", help="follow progress and print the report at the end")
     s.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
     s.add_argument("--json", action="store_true")
+    s.add_argument("--idempotency-key", help="refuse a second submit with this key (default: the spec's hash, "
+                                             "while its campaign is still running)")
+    s.add_argument("--force", action="store_true", help="submit even if the same spec or key was submitted")
     s.set_defaults(fn=cmd_submit)
+    s = sub.add_parser("cancel", help="drop a campaign's pending runs and stop its active ones")
+    s.add_argument("campaign", help="campaign id or name (latest of that name)")
+    add_settings_flags(s)
+    s.set_defaults(fn=cmd_cancel)
     s = sub.add_parser("status", help="runs by state for a campaign, or the latest campaigns")
     s.add_argument("campaign", nargs="?", help="campaign id or name (latest of that name)")
     s.add_argument("--limit", type=int, default=20)

@@ -16,16 +16,21 @@ from typing import Callable
 from services.common import logs
 from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery
 from services.common.config import Settings
+from services.common.control import declare_control, decode_control
 from services.common.messages import DecodeError, RunEvent, RunResult, RunSpec, decode
 
 from .metrics import WorkerMetrics
 from .runner import WorkerIdentity, execute
+from .verdict import judge
 
 log = logs.get(__name__)
 
 #: How many finished run ids to remember, so a run redelivered after a broker hiccup (its
 #: result already published) is acked instead of measured again.
 RECENT_RUNS = 256
+#: Seconds to wait before handing a failed attempt back for another try, per attempt so far
+#: (a restarting target gets a moment to come back).
+RETRY_PAUSE_S = 2.0
 
 
 class Worker:
@@ -46,6 +51,9 @@ class Worker:
         self._active: threading.Thread | None = None
         self._run_stop = threading.Event()
         self._recent: collections.OrderedDict[str, None] = collections.OrderedDict()
+        #: Campaigns cancelled while this worker listened: their runs are acked unmeasured.
+        self._cancelled: set[str] = set()
+        self._active_campaign: str | None = None
 
     def stop(self) -> None:
         """Stop taking runs; an active run is cancelled and handed back to the queue."""
@@ -66,6 +74,8 @@ class Worker:
             try:
                 bus.connect()
                 bus.declare((self.pool,))
+                bus.ch.basic_consume(declare_control(bus.ch, bus.names.control),
+                                     lambda _c, _m, _p, body: self._on_control(body), auto_ack=True)
                 delay = 1.0
                 log.info("worker_consuming", pool=self.pool, worker=self.identity.worker_id)
                 bus.consume(bus.names.runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop)
@@ -79,6 +89,19 @@ class Worker:
             finally:
                 bus.close()
 
+    def _on_control(self, body: bytes) -> None:
+        """A control message: cancelling a campaign stops its active run here within seconds."""
+        try:
+            msg = decode_control(body)
+        except DecodeError as e:
+            # auto-acked and private to this worker: log it; there is nothing to redeliver.
+            log.error("control_message_undecodable", reason=str(e))
+            return
+        self._cancelled.add(msg.campaign_id)
+        if self._active_campaign == msg.campaign_id and self._active is not None and self._active.is_alive():
+            log.info("run_cancel_requested", campaign_id=msg.campaign_id)
+            self._run_stop.set()
+
     def _on_message(self, bus: Bus, d: Delivery) -> None:
         try:
             run = decode(d.body, expect=(RunSpec,))
@@ -91,15 +114,22 @@ class Worker:
             log.info("run_already_done", run_id=run.run_id)
             bus.ack(d.delivery_tag)
             return
+        if run.campaign_id in self._cancelled:
+            # The scheduler marked it cancelled in the results DB already; drop it unmeasured.
+            log.info("run_dropped_cancelled", campaign_id=run.campaign_id, run_id=run.run_id)
+            bus.ack(d.delivery_tag)
+            return
         attempt = int(d.headers.get("x-delivery-count", 0) or 0) + 1  # quorum queues count redeliveries
         bus.publish_result(RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="running",
                                     worker=self.identity.worker_id, attempt=attempt, at=time.time()).encode())
         self._run_stop = threading.Event()
-        self._active = threading.Thread(target=self._run, args=(bus, d.delivery_tag, run, attempt),
+        self._active_campaign = run.campaign_id
+        self._active = threading.Thread(target=self._run, args=(bus, d, run, attempt),
                                         name=f"run-{run.run_id}", daemon=True)
         self._active.start()
 
-    def _run(self, bus: Bus, tag: int, run: RunSpec, attempt: int) -> None:
+    def _run(self, bus: Bus, d: Delivery, run: RunSpec, attempt: int) -> None:
+        tag = d.delivery_tag
         rlog = log.bind(campaign_id=run.campaign_id, run_id=run.run_id, target=run.cell.target)
         rlog.info("run_started", workload=run.cell.workload, threads=run.cell.threads, attempt=attempt)
         self.metrics.run_started(run)
@@ -112,13 +142,28 @@ class Worker:
             result = RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                                status="failed", error=f"worker error: {type(e).__name__}: {e}", worker=self.identity.worker_id,
                                host=self.identity.host, attempt=attempt, started_at=now, ended_at=now)
+        result = judge(result)
         if self.stopping.is_set() and result.status == "cancelled":
             # Shutting down: give the run back to the queue for another worker, unmeasured.
             rlog.info("run_requeued_on_shutdown")
             self.metrics.run_finished(run, None)
             self._hand_back(bus, lambda: bus.ch.basic_nack(tag, requeue=True))
             return
+        if result.status == "failed" and attempt < self.settings.run_attempts and not self.stopping.is_set():
+            # Hand it back for another try (the quorum queue counts the delivery); only the
+            # last attempt's failure is stored.
+            rlog.warning("run_attempt_failed", attempt=attempt, of=self.settings.run_attempts, error=result.error,
+                         error_code=result.error_code)
+            self.metrics.run_finished(run, None)
+            self._run_stop.wait(RETRY_PAUSE_S * attempt)
+            self._hand_back(bus, lambda: bus.ch.basic_nack(tag, requeue=True))
+            return
         self._publish(result, rlog)
+        if result.status == "failed":
+            # Out of attempts: park the run spec with the reason, next to the failed result.
+            reason = f"run failed after {attempt} attempt(s): {result.error}"
+            self._on_own_bus(lambda pub: pub.dead_letter(d.body, reason, pub.names.runs_queue(self.pool)),
+                             run.run_id)
         self.metrics.run_finished(run, result)
         self._recent[run.run_id] = None
         while len(self._recent) > RECENT_RUNS:
@@ -129,15 +174,19 @@ class Worker:
 
     def _publish(self, result: RunResult, rlog: object) -> None:
         """Publish with confirms on a connection of this thread's own, retrying until it lands."""
+        self._on_own_bus(lambda pub: pub.publish_result(result.encode()), result.run_id)
+
+    def _on_own_bus(self, fn: Callable[[Bus], None], run_id: str) -> None:
+        """Run ``fn`` on a connection of this thread's own, retrying until it succeeds."""
         delay = 1.0
         while True:
             try:
                 with Bus(self.settings, name=f"benchfleet worker {self.identity.worker_id} results") as pub:
                     pub.declare((self.pool,))
-                    pub.publish_result(result.encode())
+                    fn(pub)
                 return
             except (BusError, *CONNECTION_ERRORS) as e:
-                log.warning("result_publish_retry", run_id=result.run_id, error=str(e), retry_in_s=delay)
+                log.warning("result_publish_retry", run_id=run_id, error=str(e), retry_in_s=delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)
 

@@ -83,7 +83,7 @@ class Fleet:
         n = bus.names
         for q in (n.runs_queue(self.pool), n.results, n.dead):
             bus.ch.queue_delete(q)
-        for ex in (n.runs_exchange, n.results, n.dead):
+        for ex in (n.runs_exchange, n.results, n.dead, n.control):
             bus.ch.exchange_delete(ex)
         bus.close()
         conn = mysql.connector.connect(**{k: v for k, v in self.settings.db_params().items() if k != "database"})
