@@ -16,7 +16,7 @@ from services.common.spec import CampaignSpec
 from services.common.specfile import SpecError, load_spec
 from services.common.store import Store, StoreError
 
-from . import plan
+from . import plan, server_check
 from .progress import Progress, render
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
@@ -38,7 +38,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _load(args: argparse.Namespace) -> CampaignSpec:
-    return load_spec(args.spec, _overrides(args) or None)
+    spec = load_spec(args.spec, _overrides(args) or None)
+    # Managed targets: option names against the server binary, where this host has it.
+    for note in server_check.check_managed(spec, args.spec):
+        print(f"note: {note}", file=sys.stderr)
+    return spec
 
 
 def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from services.common import logs
 from services.common.config import add_settings_flags, settings_from
@@ -40,6 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--client-cpus", default=os.environ.get("BENCHFLEET_CLIENT_CPUS"),
                    help="CPUs for load processes, e.g. 1 or 2-3 (env BENCHFLEET_CLIENT_CPUS; default all)")
     p.add_argument("--max-runs", type=int, default=None, help="exit after this many runs (tests, one-shot hosts)")
+    p.add_argument("--keep-datadirs", action="store_true",
+                   help="keep the datadirs of managed servers at exit, for post-mortems (default: remove them)")
+    p.add_argument("--managed-dir", default=os.environ.get("BENCHFLEET_MANAGED_DIR"),
+                   help="where managed servers keep templates and datadirs (env BENCHFLEET_MANAGED_DIR; "
+                        "default /var/lib/benchfleet/managed as root)")
     add_settings_flags(p)
     return p
 
@@ -56,6 +62,9 @@ def cmd_data(action: str, argv: list[str]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     for t in spec.targets:
+        if t.kind == "managed":
+            print(f"{t.name}: managed; the worker prepares its tables after starting its server")
+            continue
         try:
             params = target.connect_params(t)
             if action == "prepare":
@@ -85,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    from . import managed
     from .consumer import Worker
     from services.common.discovery import remove_sd_file, write_sd_file
 
@@ -97,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     sd_file = write_sd_file(settings.sd_dir, "worker", settings.metrics_addr, port,
                             {"worker": worker_id, "pool": args.pool}) if settings.sd_dir else None
     logs.get().info("worker_metrics", addr=settings.metrics_addr, port=port, sd_file=str(sd_file or ""))
+    managed.configure(base_dir=Path(args.managed_dir) if args.managed_dir else None, keep_datadirs=args.keep_datadirs)
     w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), client_cpus=cpus,
                max_runs=args.max_runs, metrics=metrics)
     signal.signal(signal.SIGTERM, lambda *_: w.stop())
@@ -108,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         if sd_file is not None:
             remove_sd_file(sd_file)
         metrics.close()
+        # Stop the managed server cleanly and remove its datadirs (unless --keep-datadirs).
+        managed.shutdown()
     return EXIT_OK
 
 

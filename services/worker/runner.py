@@ -13,7 +13,7 @@ import mysql.connector
 from services.common import logs
 from services.common.messages import RunResult, RunSpec
 
-from . import loadgen, prepare, sysbench_driver, target
+from . import loadgen, prepare, server_run, sysbench_driver, target
 
 log = logs.get(__name__)
 
@@ -46,13 +46,16 @@ def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus:
     base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                 worker=who.worker_id, host=who.host, attempt=attempt, versions=_versions())
     try:
-        params = target.connect_params(run.target)
+        # Managed targets start (or reuse) their server here and pin the clients apart from it.
+        session = server_run.open_target(run.target, run.data, client_cpus)
+        params, client_cpus = session.params, session.client_cpus
         prepare.ensure_tables(params, run.data, seed=0)
         drive = sysbench_driver.run_sysbench if run.driver == "sysbench" else loadgen.run_load
-        outcome = drive(
-            params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
-            client_cpus=client_cpus, stop=stop, on_second=on_second,
-        )
+        with server_run.sampling(session):
+            outcome = drive(
+                params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
+                client_cpus=client_cpus, stop=stop, on_second=on_second,
+            )
     except target.TargetError as e:
         return RunResult(status="failed", error=str(e), started_at=started, ended_at=time.time(), **base)
     except loadgen.LoadError as e:
@@ -71,5 +74,6 @@ def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus:
         errors_by_code=outcome.errors_by_code,
         series=outcome.series,
         latency=outcome.latency,
+        server=server_run.report(session, outcome),
         **base,
     )

@@ -1,0 +1,90 @@
+"""Finding a managed target's server binary and asking it which options it accepts.
+
+Used by the scheduler (check a spec before publishing it, when the binary is on its host) and
+by the worker (check again before starting, where the binary really runs).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import server_options
+from .spec import ManagedTarget
+
+#: Where the system server lives when a target names neither binary nor basedir.
+SYSTEM_BINARIES = ("/usr/sbin/mariadbd", "/usr/sbin/mysqld", "/usr/libexec/mariadbd", "/usr/libexec/mysqld")
+#: Options that load plugins, passed to `--help --verbose` too so plugin options are listed.
+PLUGIN_OPTIONS = ("plugin_load", "plugin_load_add", "plugin_dir", "plugin_maturity")
+#: Seconds `--help --verbose` may take (it prints and exits in well under one).
+HELP_TIMEOUT_S = 30.0
+
+
+class BinaryNotFound(Exception):
+    """The target's server binary is not on this host."""
+
+
+def resolve(target: ManagedTarget) -> Path:
+    """The server binary of ``target`` on this host; raise BinaryNotFound naming what was tried."""
+    if target.binary:
+        candidates = [Path(target.binary)]
+    elif target.basedir:
+        base = Path(target.basedir)
+        candidates = [base / d / n for d in ("bin", "sbin", "libexec") for n in ("mariadbd", "mysqld")]
+    else:
+        found = shutil.which("mariadbd") or shutil.which("mysqld")
+        candidates = ([Path(found)] if found else []) + [Path(p) for p in SYSTEM_BINARIES]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise BinaryNotFound(f"no server binary here (tried {', '.join(str(c) for c in candidates)})")
+
+
+def install_script(target: ManagedTarget, binary: Path) -> Path:
+    """mariadb-install-db (or mysql_install_db) of the build ``binary`` belongs to."""
+    names = ("mariadb-install-db", "mysql_install_db")
+    if target.basedir:
+        base = Path(target.basedir)
+        candidates = [base / d / n for d in ("scripts", "bin") for n in names]
+    else:
+        candidates = [binary.parent / n for n in names]
+        candidates += [Path(p) for p in (shutil.which(n) for n in names) if p]
+        candidates += [Path("/usr/bin") / n for n in names]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise BinaryNotFound(f"no install script for {binary} (tried {', '.join(str(c) for c in candidates)})")
+
+
+def _plugin_args(target: ManagedTarget) -> tuple[str, ...]:
+    plugin = {k: v for k, v in target.options.items() if server_options.normalise(k) in PLUGIN_OPTIONS}
+    return tuple(server_options.argv(plugin))
+
+
+@functools.lru_cache(maxsize=32)
+def _help(binary: str, mtime: float, extra: tuple[str, ...], basedir: str | None) -> str:
+    argv = [binary, "--no-defaults", *([f"--basedir={basedir}"] if basedir else []), *extra, "--help", "--verbose"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=HELP_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    if "--help" not in p.stdout and "Variables (--variable-name=value)" not in p.stdout:
+        raise BinaryNotFound(f"{binary} --help --verbose printed no option list (exit {p.returncode}): "
+                             f"{(p.stderr or p.stdout).strip()[-300:]}")
+    return p.stdout
+
+
+def accepted_options(target: ManagedTarget, binary: Path) -> frozenset[str]:
+    """Option names (underscored) ``binary`` accepts, with the target's plugins loaded."""
+    text = _help(str(binary), binary.stat().st_mtime, _plugin_args(target), target.basedir)
+    return server_options.parse_help(text)
+
+
+def option_errors(target: ManagedTarget, binary: Path) -> list[tuple[str, str]]:
+    """(option name, message) for every option of ``target`` that ``binary`` does not accept."""
+    accepted = accepted_options(target, binary)
+    out = []
+    for name in server_options.unknown_options(target.options, accepted):
+        hint = server_options.suggestion(name, accepted)
+        out.append((name, f"not an option of {binary}" + (f" (did you mean {hint}?)" if hint else "")))
+    return out

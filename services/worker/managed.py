@@ -1,0 +1,448 @@
+"""Managed targets: the worker starts, reuses and stops its own mariadbd.
+
+Layout under the managed directory (``--managed-dir``, default /var/lib/benchfleet/managed
+as root, else ~/.cache/benchfleet/managed):
+
+  templates/<build>/data     an initialised datadir (mariadb-install-db + a client user),
+                             made once per server build and copied for each target
+  run/<worker pid>/<target>/ one datadir, socket, pid file and error log per target, for
+                             the life of the worker (removed at exit unless --keep-datadirs)
+
+A target's datadir outlives a stop: when the campaign comes back to a target (A1 B1 A2 B2),
+its server restarts on its own data, so the sbtest tables are prepared once per target and
+table shape, and a start costs the server's start-up time only.
+
+A worker never leaves a server behind: the server runs in its own process group, and its
+parent-death signal (prctl PR_SET_PDEATHSIG, SIGKILL) is set after the switch to the mysql
+user (a credential change clears it). That signal fires when the *thread* that forked the
+server ends, so every server is forked from one long-lived thread of this module, never from
+the short-lived thread of a run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.common import logs, server_binary, server_options
+from services.common.spec import DataShape, ManagedTarget
+
+from .target import TargetError, connect
+
+log = logs.get(__name__)
+
+#: The unix user a server runs as when the worker is root (mariadbd refuses to run as root).
+SERVER_USER = "mysql"
+#: The account the load processes use on a managed server (created in the template).
+CLIENT_USER = "benchfleet"
+#: Lines of the server's error log quoted in a failed run's error message.
+LOG_TAIL_LINES = 25
+#: Seconds the template's mariadb-install-db may take.
+INSTALL_TIMEOUT_S = 300.0
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def default_dir() -> Path:
+    env = os.environ.get("BENCHFLEET_MANAGED_DIR")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/lib/benchfleet/managed")
+    return Path.home() / ".cache" / "benchfleet" / "managed"
+
+
+def _server_ids() -> tuple[int, int] | None:
+    """(uid, gid) to run servers as: the mysql user when root, else None (run as ourselves)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pw = pwd.getpwnam(SERVER_USER)
+    except KeyError:
+        raise TargetError("kind", f"the worker runs as root and there is no {SERVER_USER!r} user to run "
+                                  "mariadbd as (mariadbd refuses to run as root)") from None
+    return pw.pw_uid, pw.pw_gid
+
+
+def _chown_tree(path: Path, ids: tuple[int, int] | None) -> None:
+    if ids is None:
+        return
+    for root, dirs, files in os.walk(path):
+        os.chown(root, *ids)
+        for n in dirs + files:
+            os.lchown(os.path.join(root, n), *ids)
+
+
+def _child_setup(ids: tuple[int, int] | None, cpus: list[int] | None, parent: int):
+    """The server's pre-exec: own session, drop to the mysql user, then the parent-death
+    signal (after the uid change, which would clear it), then pin to the server CPUs."""
+
+    def setup() -> None:
+        os.setsid()
+        if ids is not None:
+            os.setgroups([])
+            os.setgid(ids[1])
+            os.setuid(ids[0])
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the worker died between fork and prctl
+            os._exit(1)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    return setup
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tail(path: Path, offset: int = 0, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+# ----------------------------------------------------------------------------- templates
+
+
+def ensure_template(base: Path, target: ManagedTarget, binary: Path, ids: tuple[int, int] | None) -> Path:
+    """The initialised template of ``binary``'s build, made once (under a lock, so workers
+    sharing a host build it once) and kept across workers."""
+    st = binary.stat()
+    key = _short_hash(f"{binary.resolve()}:{st.st_size}:{st.st_mtime}:{target.basedir or ''}")
+    tdir = base / "templates" / key
+    if (tdir / "ready").exists():
+        return tdir
+    (base / "templates").mkdir(parents=True, exist_ok=True)
+    with open(base / "templates" / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (tdir / "ready").exists():
+            return tdir
+        work = base / "templates" / f"{key}.tmp-{os.getpid()}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(mode=0o755)
+        _chown_tree(work, ids)
+        started = time.monotonic()
+        _install(target, binary, work, ids)
+        (work / "binary").write_text(f"{binary}\n")
+        if tdir.exists():
+            shutil.rmtree(tdir)
+        os.rename(work, tdir)
+        (tdir / "ready").write_text(f"{time.time()}\n")
+        log.info("managed_template_ready", binary=str(binary), template=str(tdir),
+                 seconds=round(time.monotonic() - started, 2))
+    return tdir
+
+
+def _install(target: ManagedTarget, binary: Path, work: Path, ids: tuple[int, int] | None) -> None:
+    script = server_binary.install_script(target, binary)
+    data = work / "data"
+    user = [f"--user={SERVER_USER}"] if ids is not None else []
+    basedir = [f"--basedir={target.basedir}"] if target.basedir else []
+    argv = [str(script), "--no-defaults", f"--datadir={data}", "--skip-test-db", *basedir, *user]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    if p.returncode != 0:
+        raise TargetError("binary", f"{script} failed (exit {p.returncode}): {(p.stdout + p.stderr).strip()[-1500:]}")
+    # A password-protected client account, created in bootstrap mode (one statement a line;
+    # FLUSH PRIVILEGES loads the grant tables that bootstrap mode starts without).
+    password = secrets.token_urlsafe(18)
+    pw_file = work / "client_password"
+    pw_file.touch(mode=0o600)
+    pw_file.write_text(password)
+    sql = "FLUSH PRIVILEGES;\n" + "".join(
+        f"CREATE USER '{CLIENT_USER}'@'{h}' IDENTIFIED BY '{password}';\n"
+        f"GRANT ALL PRIVILEGES ON *.* TO '{CLIENT_USER}'@'{h}';\n" for h in ("localhost", "127.0.0.1"))
+    boot = [str(binary), "--no-defaults", *basedir, "--bootstrap", f"--datadir={data}",
+            f"--log-error={work / 'bootstrap.err'}", *user]
+    p = subprocess.run(boot, input=sql, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+    if p.returncode != 0:
+        raise TargetError("binary", f"creating the client user failed (exit {p.returncode}): "
+                                    f"{_tail(work / 'bootstrap.err') or p.stderr.strip()[-1500:]}")
+
+
+# ----------------------------------------------------------------------------- one server
+
+
+@dataclass
+class ManagedServer:
+    """One running mariadbd of one target."""
+
+    target: ManagedTarget
+    key: str
+    binary: Path
+    dir: Path
+    port: int
+    password: str
+    server_cpus: list[int]
+    client_cpus: list[int]
+    proc: subprocess.Popen | None = None
+    start_s: float = 0.0
+    starts: int = 0
+    reused: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def datadir(self) -> Path:
+        return self.dir / "data"
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "mysqld.sock"
+
+    @property
+    def error_log(self) -> Path:
+        return self.dir / "error.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def connect_params(self) -> dict[str, Any]:
+        return {"unix_socket": str(self.socket), "user": CLIENT_USER, "password": self.password,
+                "database": self.target.database}
+
+    def argv(self) -> list[str]:
+        t = self.target
+        return [
+            str(self.binary), "--no-defaults",
+            *([f"--basedir={t.basedir}"] if t.basedir else []),
+            f"--datadir={self.datadir}", f"--port={self.port}", "--bind-address=127.0.0.1",
+            f"--socket={self.socket}", f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.error_log}",
+            *server_options.argv(t.options),
+        ]
+
+    def start(self, ids: tuple[int, int] | None) -> None:
+        """Start the server and wait until it answers; raise TargetError with its log tail."""
+        offsets = {p: (p.stat().st_size if p.exists() else 0) for p in (self.error_log, self.dir / "stderr.log")}
+        self.port = free_port()
+        t0 = time.monotonic()
+        with open(self.dir / "stderr.log", "ab") as err:
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                         preexec_fn=_child_setup(ids, self.server_cpus, os.getpid()))
+        deadline = t0 + self.target.start_timeout
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                self.proc = None
+                raise TargetError(f"targets.{self.target.name}",
+                                  f"mariadbd exited with code {code} while starting; its error log ends:\n"
+                                  + self._log_tail(offsets))
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TargetError(f"targets.{self.target.name}",
+                                  f"mariadbd did not accept connections within {self.target.start_timeout:g} s "
+                                  "(start_timeout); its error log ends:\n" + self._log_tail(offsets))
+            if self.socket.exists():
+                try:
+                    conn = connect(self.connect_params(), database=False)
+                    conn.close()
+                    break
+                except Exception:
+                    pass
+            time.sleep(0.05)
+        self.start_s = time.monotonic() - t0
+        self.starts += 1
+        log.info("managed_server_ready", target=self.target.name, pid=self.proc.pid, port=self.port,
+                 seconds=round(self.start_s, 2), server_cpus=server_options.format_cpus(self.server_cpus))
+
+    def _log_tail(self, offsets: dict[Path, int]) -> str:
+        parts = [_tail(p, off) for p, off in offsets.items()]
+        return "\n".join(p for p in parts if p) or "(the error log is empty)"
+
+    def stop(self) -> None:
+        """Clean shutdown (SIGTERM), then SIGKILL to the process group after stop_timeout."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            t0 = time.monotonic()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.target.stop_timeout)
+                log.info("managed_server_stopped", target=self.target.name, seconds=round(time.monotonic() - t0, 2))
+            except subprocess.TimeoutExpired:
+                log.warning("managed_server_killed", target=self.target.name, after_s=self.target.stop_timeout)
+                self.kill()
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.proc = None
+
+
+# ----------------------------------------------------------------------------- the manager
+
+
+class ServerManager:
+    """At most one managed server per worker: reused while runs stay on its target and table
+    shape, stopped before any other target runs."""
+
+    def __init__(self, *, base_dir: Path | None = None, keep_datadirs: bool = False):
+        self.base = Path(base_dir or default_dir())
+        self.keep_datadirs = keep_datadirs
+        self.run_dir = self.base / "run" / str(os.getpid())
+        self.current: ManagedServer | None = None
+        self._servers: dict[str, ManagedServer] = {}
+        # One long-lived thread forks every server: see the module docstring (PDEATHSIG).
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="managed-servers")
+        self._closed = False
+
+    def ensure(self, target: ManagedTarget, data: DataShape, worker_client_cpus: list[int] | None = None) -> ManagedServer:
+        """A running server for ``target`` (started, or reused from the previous run)."""
+        return self._thread.submit(self._ensure, target, data, worker_client_cpus).result()
+
+    def release(self) -> None:
+        """Stop the running server (a dsn run comes next and must have the machine alone)."""
+        if self.current is not None:
+            self._thread.submit(self._stop_current).result()
+
+    def close(self) -> None:
+        """Stop the server and remove this worker's datadirs (unless --keep-datadirs)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._thread.submit(self._stop_current).result()
+        finally:
+            self._thread.shutdown(wait=True)
+        if self.keep_datadirs:
+            if self.run_dir.exists():
+                log.info("managed_datadirs_kept", path=str(self.run_dir))
+        else:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def _stop_current(self) -> None:
+        if self.current is not None:
+            self.current.stop()
+            self.current = None
+
+    def _ensure(self, target: ManagedTarget, data: DataShape, worker_client_cpus: list[int] | None) -> ManagedServer:
+        if self._closed:
+            raise TargetError("kind", "the worker is shutting down")
+        key = f"{target.model_dump_json()}|{data.marker()}"
+        cur = self.current
+        if cur is not None and cur.key == key and cur.alive():
+            cur.reused = True
+            return cur
+        if cur is not None:
+            if not cur.alive():
+                log.warning("managed_server_died", target=cur.target.name, log_tail=_tail(cur.error_log, 0, 5))
+            self._stop_current()
+        server = self._prepare(target, key, worker_client_cpus)
+        server.start(_server_ids())
+        server.reused = False
+        self.current = server
+        return server
+
+    def _prepare(self, target: ManagedTarget, key: str, worker_client_cpus: list[int] | None) -> ManagedServer:
+        where = f"targets.{target.name}"
+        try:
+            binary = server_binary.resolve(target)
+        except server_binary.BinaryNotFound as e:
+            raise TargetError(f"{where}.binary", str(e)) from None
+        try:
+            errors = server_binary.option_errors(target, binary)
+        except (server_binary.BinaryNotFound, OSError, subprocess.SubprocessError) as e:
+            raise TargetError(f"{where}.binary", f"cannot list the options of {binary}: {e}") from None
+        if errors:
+            raise TargetError(f"{where}.options.{errors[0][0]}", "; ".join(m if n == errors[0][0] else f"{n}: {m}"
+                                                                            for n, m in errors))
+        try:
+            server_cpus, client_cpus = server_options.split_cpus(
+                os.sched_getaffinity(0), target.server_cpus, target.client_cpus, worker_client_cpus)
+        except server_options.CpuSplitError as e:
+            raise TargetError(f"{where}.{e.field}", str(e).split(": ", 1)[1]) from None
+        except ValueError as e:
+            raise TargetError(where, str(e)) from None
+        ids = _server_ids()
+        self._sweep_dead_workers()
+        template = ensure_template(self.base, target, binary, ids)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir.chmod(0o755)
+        # One datadir per target: same name and same server build and options.
+        tdir = self.run_dir / _short_hash(target.model_dump_json(exclude={"server_cpus", "client_cpus"}))
+        if not (tdir / "data").exists():
+            shutil.rmtree(tdir, ignore_errors=True)
+            tdir.mkdir(mode=0o750)
+            subprocess.run(["cp", "-a", "--reflink=auto", str(template / "data"), str(tdir / "data")], check=True)
+            (tdir / "target").write_text(target.model_dump_json(indent=1) + "\n")
+            _chown_tree(tdir, ids)
+        password = (template / "client_password").read_text().strip()
+        server = ManagedServer(target=target, key=key, binary=binary, dir=tdir, port=0, password=password,
+                               server_cpus=server_cpus, client_cpus=client_cpus)
+        server.extra["template"] = str(template)
+        return server
+
+    def _sweep_dead_workers(self) -> None:
+        """Remove run directories of workers that died without cleaning up (their servers died
+        with them by the parent-death signal)."""
+        runs = self.base / "run"
+        if not runs.is_dir():
+            return
+        for d in runs.iterdir():
+            if not d.name.isdigit() or d == self.run_dir:
+                continue
+            if not Path(f"/proc/{d.name}").exists():
+                shutil.rmtree(d, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- worker-wide
+
+_manager: ServerManager | None = None
+_lock = threading.Lock()
+_settings: dict[str, Any] = {}
+
+
+def configure(*, base_dir: Path | None = None, keep_datadirs: bool = False) -> None:
+    """Set how this worker's manager is made (worker CLI flags); call before the first run."""
+    _settings.update(base_dir=base_dir, keep_datadirs=keep_datadirs)
+
+
+def manager(create: bool = True) -> ServerManager | None:
+    global _manager
+    with _lock:
+        if _manager is None and create:
+            _manager = ServerManager(**_settings)
+        return _manager
+
+
+def shutdown() -> None:
+    """Stop this worker's server and remove its datadirs; safe to call more than once."""
+    global _manager
+    with _lock:
+        m, _manager = _manager, None
+    if m is not None:
+        m.close()
