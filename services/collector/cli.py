@@ -12,6 +12,8 @@ from services.common.config import Settings, add_settings_flags, settings_from
 from services.common.store import Store, StoreError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
+#: `report --fail-on-collapse` found a collapsed cell (the report is still written).
+EXIT_COLLAPSE = 4
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -46,17 +48,21 @@ def cmd_dashboards(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    from .report import ReportOptions, render_report
+    from .reporting_cli import run_report
 
-    mode = "delta" if args.delta else "absolute" if args.absolute else "ratio"
-    opts = ReportOptions(mode=mode, metric=args.metric, fmt=args.format, high_cv=args.mark_high_cv)
-    with Store(settings) as store:
-        if store.campaign(args.campaign) is None:
-            print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
-            return EXIT_USAGE
-        for line in render_report(store, args.campaign, opts):
-            print(line)
-    return EXIT_OK
+    return run_report(args, settings)
+
+
+def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
+    from .reporting_cli import run_compare
+
+    return run_compare(args, settings)
+
+
+def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
+    from .reporting_cli import run_history
+
+    return run_history(args, settings)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,11 +77,19 @@ def _parser() -> argparse.ArgumentParser:
     g = s.add_mutually_exclusive_group()
     g.add_argument("--delta", action="store_true", help="cells (target/baseline*100)-100")
     g.add_argument("--absolute", action="store_true", help="mean value per target instead of ratios")
-    s.add_argument("--metric", choices=("qps", "tps", "p95_ms", "p99_ms"), default="qps")
-    s.add_argument("--format", choices=("text", "markdown", "csv"), default="text")
-    s.add_argument("--mark-high-cv", action="store_true", help="mark cells with unusually high CV by * as the seeds did")
+    from .reporting_cli import add_compare_flags, add_history_flags, add_report_flags
+
+    add_report_flags(s)
     add_settings_flags(s)
     s.set_defaults(fn=cmd_report)
+    s = sub.add_parser("compare", help="the same cells across two campaigns (B against A)")
+    add_compare_flags(s)
+    add_settings_flags(s)
+    s.set_defaults(fn=cmd_compare)
+    s = sub.add_parser("history", help="one cell (target, workload, threads) across every campaign")
+    add_history_flags(s)
+    add_settings_flags(s)
+    s.set_defaults(fn=cmd_history)
     s = sub.add_parser("dashboards", help="write the Grafana dashboards (JSON) into a directory")
     s.add_argument("--out", default="dashboards", help="directory (default: dashboards)")
     s.set_defaults(fn=cmd_dashboards)

@@ -26,6 +26,8 @@ Mode = Literal["ratio", "delta", "absolute"]
 MODES: tuple[Mode, ...] = ("ratio", "delta", "absolute")
 
 MARK_FASTER, MARK_SLOWER, MARK_UNTESTED, MARK_HIGH_CV = "+", "-", "?", "*"
+#: Added by the report (analysis.mark_collapse) to cells whose throughput collapsed.
+MARK_COLLAPSE = "!"
 NO_DATA = "n/a"
 _VERDICT_MARK = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "same": "", "n/a": MARK_UNTESTED}
 
@@ -243,6 +245,8 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
         entries.append((MARK_UNTESTED, "not enough repetitions to test (fewer than 2 successful runs on a side)"))
     if spec.mark_high_cv:
         entries.append((MARK_HIGH_CV, f"unusually high STDEV: coefficient of variation above {spec.cv_threshold * 100:g}%"))
+    if MARK_COLLAPSE in used:
+        entries.append((MARK_COLLAPSE, "collapse: throughput far below the peak at fewer threads (listed below)"))
     if table.has_missing():
         entries.append((NO_DATA, "no successful run to compare"))
     return entries

@@ -1,0 +1,208 @@
+"""A campaign's results as plain data, and everything computed from them for a report: the
+tables (one per metric and shape), collapse findings with a significance test, plot series.
+
+Pure: ``CampaignData`` is built by ``dataset.load`` (the only part touching the store) or by
+tests from literals; nothing here imports the store, pika or mysql.connector.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from . import metrics_catalog as mc
+from .collapse import DEFAULT_FRACTION, CellThroughput, collapse_points
+from .stats import DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT, describe, welch_from_stats
+from .tables import MARK_COLLAPSE, Measurement, Table, TableSpec, build_table
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One stored result: the indexed columns, and the whole result document when loaded."""
+
+    run_id: str
+    target: str
+    workload: str
+    threads: int
+    repetition: int
+    status: str
+    qps: float
+    tps: float
+    p95_ms: float
+    p99_ms: float
+    measured_s: float = 0.0
+    error: str | None = None
+    doc: Mapping[str, Any] | None = None
+
+    def value(self, m: mc.Metric) -> float | None:
+        """This run's number for metric ``m``; None for a failed run or one that did not record it."""
+        if self.status != "ok":
+            return None
+        if m.column:
+            return float(getattr(self, m.key))
+        return mc.value(m, self.doc) if self.doc is not None else None
+
+
+@dataclass(frozen=True)
+class CampaignData:
+    """What a report needs of one campaign; ``settings`` is the spec as JSON data."""
+
+    campaign_id: str
+    name: str
+    state: str
+    targets: tuple[str, ...]
+    baseline: str
+    workloads: tuple[str, ...]
+    threads: tuple[int, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    runs: tuple[RunData, ...] = ()
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """Statistics settings shared by every table of a report."""
+
+    alpha: float = DEFAULT_ALPHA
+    min_effect: float = DEFAULT_MIN_EFFECT
+    cv_threshold: float = DEFAULT_CV_THRESHOLD
+    mark_high_cv: bool = False
+    collapse_fraction: float = DEFAULT_FRACTION
+
+
+@dataclass(frozen=True)
+class NamedTable:
+    """A table with the title a report, a spreadsheet sheet or a JSON export gives it."""
+
+    key: str
+    title: str
+    metric: mc.Metric
+    table: Table
+
+
+@dataclass(frozen=True)
+class CollapseFinding:
+    """A cell whose throughput fell below ``fraction`` of the peak at fewer threads."""
+
+    target: str
+    workload: str
+    threads: int
+    qps: float
+    peak_threads: int
+    peak_qps: float
+    ratio: float
+    #: Welch p of the drop; NaN when either cell has fewer than 2 successful runs.
+    p: float
+    #: "significant", or "untested" (too few repetitions: the fraction alone decided).
+    basis: str
+
+
+def measurements(data: CampaignData, m: mc.Metric) -> list[Measurement]:
+    return [
+        Measurement(r.target, r.workload, r.threads, r.repetition, r.value(m), failed=r.status != "ok")
+        for r in data.runs
+    ]
+
+
+def _has_values(data: CampaignData, m: mc.Metric) -> bool:
+    return any(r.value(m) is not None for r in data.runs)
+
+
+def build(data: CampaignData, m: mc.Metric, mode: str, opts: AnalysisOptions,
+          collapsed: Sequence[CollapseFinding] = ()) -> Table:
+    """One table of ``data`` for metric ``m``; a single-target campaign is always absolute."""
+    mode = mode if len(data.targets) > 1 else "absolute"
+    spec = TableSpec(
+        targets=data.targets, baseline=data.baseline, workloads=data.workloads, threads=data.threads,
+        mode=mode, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect, cv_threshold=opts.cv_threshold,
+        mark_high_cv=opts.mark_high_cv, higher_is_better=m.higher_is_better,
+        # Latency, CPU and status counts per transaction are small numbers where the decimals
+        # matter; throughput keeps the seeds' whole q/s.
+        decimals=None if m.key in ("qps", "tps") or mode != "absolute" else 2,
+    )  # type: ignore[arg-type]
+    table = build_table(measurements(data, m), spec)
+    if m.key in ("qps", "tps") and collapsed:
+        table = mark_collapse(table, collapsed)
+    return table
+
+
+def mark_collapse(table: Table, found: Sequence[CollapseFinding]) -> Table:
+    """The table with ``!`` added to the cells of every collapsed (target, workload, threads)."""
+    hit = {(f.target, f.workload, f.threads) for f in found}
+    rows = []
+    for row in table.rows:
+        cells = tuple(
+            dataclasses.replace(c, mark=c.mark + MARK_COLLAPSE) if (row.target, row.workload, t) in hit else c
+            for t, c in zip(table.threads, row.cells)
+        )
+        rows.append(dataclasses.replace(row, cells=cells))
+    return dataclasses.replace(table, rows=tuple(rows))
+
+
+def collapse_findings(data: CampaignData, opts: AnalysisOptions = AnalysisOptions()) -> list[CollapseFinding]:
+    """Collapsed cells: mean q/s below the fraction of the lower-concurrency peak, and the drop
+    significant by Welch's test (with fewer than 2 repetitions the fraction alone decides)."""
+    values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    for r in data.runs:
+        if r.status == "ok":
+            values[(r.target, r.workload, r.threads)].append(r.qps)
+    summaries = {k: describe(v) for k, v in values.items()}
+    cells = [CellThroughput(t, w, n, s.mean) for (t, w, n), s in summaries.items()]
+    found = []
+    for p in collapse_points(cells, fraction=opts.collapse_fraction):
+        if not p.collapsed:
+            continue
+        own, peak = summaries[(p.target, p.workload, p.threads)], summaries[(p.target, p.workload, p.peak_threads)]
+        test = welch_from_stats(own, peak)
+        if math.isnan(test.p):
+            basis = "untested"
+        elif test.p < opts.alpha:
+            basis = "significant"
+        else:
+            continue
+        found.append(CollapseFinding(p.target, p.workload, p.threads, p.qps, p.peak_threads, p.peak_qps,
+                                     p.ratio, test.p, basis))
+    return found
+
+
+def collapse_lines(found: Sequence[CollapseFinding], fraction: float) -> list[str]:
+    """The collapse note printed under the tables (one line per collapsed cell)."""
+    if not found:
+        return [f"No collapse: no target falls below {fraction * 100:g}% of its peak q/s at fewer threads."]
+    lines = [f"Collapse ({MARK_COLLAPSE}): q/s below {fraction * 100:g}% of the peak at fewer threads:"]
+    for f in found:
+        why = f"p = {f.p:.3g}" if f.basis == "significant" else "too few repetitions to test"
+        lines.append(f"  {f.target} / {f.workload} / {f.threads} threads: {f.qps:.0f} q/s = "
+                     f"{f.ratio * 100:.1f}% of {f.peak_qps:.0f} q/s at {f.peak_threads} threads ({why})")
+    return lines
+
+
+def report_metrics(data: CampaignData) -> list[mc.Metric]:
+    """Every metric this campaign recorded: throughput, latency, CPU and each status delta."""
+    out = [mc.BUILTIN[k] for k in ("qps", "tps", "p95_ms", "p99_ms")]
+    docs = [r.doc for r in data.runs if r.doc is not None]
+    if not docs:
+        return out
+    for key in ("p50_ms", "cpu_us_per_query", "client_cpu_us_per_query"):
+        if _has_values(data, mc.BUILTIN[key]):
+            out.append(mc.BUILTIN[key])
+    out.extend(mc.metric(mc.STATUS_PREFIX + name) for name in mc.available_status(docs))
+    return out
+
+
+def all_tables(data: CampaignData, main: mc.Metric, mode: str, opts: AnalysisOptions,
+               collapsed: Sequence[CollapseFinding] = ()) -> list[NamedTable]:
+    """The chosen table first, then absolute values of every recorded metric (the HTML, JSON
+    and ODS reports carry them all)."""
+    shape = mode if len(data.targets) > 1 else "absolute"
+    out = [NamedTable(f"{main.key}_{shape}", f"{main.description} ({shape})", main,
+                      build(data, main, mode, opts, collapsed))]
+    for m in report_metrics(data):
+        if m.key == main.key and shape == "absolute":
+            continue
+        out.append(NamedTable(f"{m.key}_absolute", f"{m.description} (absolute)", m,
+                              build(data, m, "absolute", opts, collapsed)))
+    return out

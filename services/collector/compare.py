@@ -1,0 +1,93 @@
+"""`collector compare A B`: the same cells across two campaigns (a new build against last
+week's), with the same statistics and table formats as a report.
+
+Each target present in both campaigns gets its own table in the seeds' two-target shape: one
+row per workload, one column per thread count, cells ``B / A`` with significance marks.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+
+from . import metrics_catalog as mc
+from .analysis import AnalysisOptions, CampaignData, NamedTable
+from .table_formats import render_markdown
+from .tables import Measurement, TableSpec, build_table, render_text
+
+#: Row labels of the two campaigns in every comparison table (the header says which is which).
+LABEL_A, LABEL_B = "A", "B"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: CampaignData
+    b: CampaignData
+    metric: mc.Metric
+    tables: tuple[NamedTable, ...]
+    #: The target each table compares, in the same order as ``tables``.
+    targets: tuple[str, ...]
+    #: Targets that only one campaign has (not compared).
+    unmatched: tuple[str, ...]
+
+
+def compare_campaigns(a: CampaignData, b: CampaignData, m: mc.Metric, mode: str = "ratio",
+                      opts: AnalysisOptions = AnalysisOptions()) -> Comparison:
+    """One table per target common to both campaigns, over their common workloads and thread counts."""
+    targets = [t for t in a.targets if t in b.targets]
+    workloads = tuple(w for w in a.workloads if w in b.workloads)
+    threads = tuple(t for t in a.threads if t in b.threads)
+    if not targets or not workloads or not threads:
+        raise ValueError(f"campaigns {a.campaign_id} and {b.campaign_id} share no cell "
+                         "(target, workload and thread count)")
+    tables = []
+    for target in targets:
+        ms = [Measurement(label, r.workload, r.threads, r.repetition, r.value(m), failed=r.status != "ok")
+              for label, data in ((LABEL_A, a), (LABEL_B, b)) for r in data.runs if r.target == target]
+        spec = TableSpec(targets=(LABEL_A, LABEL_B), baseline=LABEL_A, workloads=workloads, threads=threads,
+                         mode=mode, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect,
+                         cv_threshold=opts.cv_threshold, mark_high_cv=opts.mark_high_cv,
+                         higher_is_better=m.higher_is_better)  # type: ignore[arg-type]
+        tables.append(NamedTable(f"{m.key}_{target}", f"target {target}: {m.description}, B against A",
+                                 m, build_table(ms, spec)))
+    unmatched = tuple(sorted(set(a.targets) ^ set(b.targets)))
+    return Comparison(a, b, m, tuple(tables), tuple(targets), unmatched)
+
+
+def header_lines(c: Comparison) -> list[str]:
+    lines = [f"A = {c.a.campaign_id} ({c.a.name}, {c.a.state})", f"B = {c.b.campaign_id} ({c.b.name}, {c.b.state})"]
+    if c.unmatched:
+        lines.append(f"Targets in only one campaign (not compared): {', '.join(c.unmatched)}")
+    return lines + [""]
+
+
+def render_compare(c: Comparison, fmt: str) -> str:
+    """The comparison as text, markdown, csv or json."""
+    if fmt == "json":
+        from .exports import table_data
+
+        return json.dumps({"a": c.a.campaign_id, "b": c.b.campaign_id, "metric": c.metric.key,
+                           "unmatched_targets": list(c.unmatched),
+                           "tables": [dict(table_data(t), target=target) for t, target in zip(c.tables, c.targets)]},
+                          indent=1) + "\n"
+    if fmt == "csv":
+        from .table_formats import render_csv
+
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        for i, (t, target) in enumerate(zip(c.tables, c.targets)):
+            rows = list(csv.reader(render_csv(t.table)))
+            for j, row in enumerate(rows):
+                if j == 0 and i > 0:
+                    continue
+                w.writerow(["compared_target" if j == 0 else target] + row)
+        return out.getvalue()
+    lines = header_lines(c)
+    for i, t in enumerate(c.tables):
+        if i:
+            lines.append("")
+        lines.extend([f"## {t.title}", ""] if fmt == "markdown" else [t.title, ""])
+        lines.extend(render_markdown(t.table) if fmt == "markdown" else render_text(t.table))
+    return "\n".join(lines) + "\n"

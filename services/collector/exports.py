@@ -1,0 +1,136 @@
+"""Machine formats of a report: JSON (every table with its statistics, the legend, collapse
+findings, settings) and ODS (a spreadsheet with one sheet per table plus the raw runs, as the
+seeds kept their results, with the settings beside them)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from typing import Any
+
+from .analysis import NamedTable
+from .report import Report
+from .tables import format_value, formula_lines, legend_lines
+
+#: Version of the JSON export's layout; history: 1 = first version.
+JSON_VERSION = 1
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else x
+
+
+def table_data(named: NamedTable) -> dict[str, Any]:
+    """One table as plain data: cells with their number, marks and the statistics behind them."""
+    t = named.table
+    spec = t.spec
+    rows = []
+    for row in t.rows:
+        cells = []
+        for threads, c in zip(t.threads, row.cells):
+            cell: dict[str, Any] = {"threads": threads, "value": _num(c.value), "text": format_value(c, t.places),
+                                    "mark": c.mark, "failed_runs": c.failed}
+            if c.stats:
+                cell.update(n=c.stats.n, mean=_num(c.stats.mean), stdev=_num(c.stats.stdev), cv=_num(c.stats.cv),
+                            ci_low=_num(c.stats.ci_low), ci_high=_num(c.stats.ci_high))
+            if c.comparison:
+                k = c.comparison
+                cell.update(verdict=k.verdict, reason=k.reason, ratio=_num(k.ratio), ratio_low=_num(k.ratio_low),
+                            ratio_high=_num(k.ratio_high), t=_num(k.test.t), df=_num(k.test.df), p=_num(k.test.p),
+                            baseline_n=k.baseline.n, baseline_mean=_num(k.baseline.mean))
+            cells.append(cell)
+        rows.append({"workload": row.workload, "target": row.target, "label": row.label.strip(), "cells": cells})
+    return {
+        "key": named.key, "title": named.title, "metric": named.metric.key, "unit": named.metric.unit,
+        "higher_is_better": named.metric.higher_is_better, "mode": spec.mode, "baseline": spec.baseline,
+        "threads": list(t.threads), "formulas": [f.strip() for f in formula_lines(spec)], "rows": rows,
+        "legend": [{"mark": m, "meaning": text} for m, text in legend_lines(t)],
+        "failed": [f.__dict__ for f in t.failed],
+    }
+
+
+def _run_row(r) -> dict[str, Any]:
+    return {"run_id": r.run_id, "target": r.target, "workload": r.workload, "threads": r.threads,
+            "repetition": r.repetition, "status": r.status, "qps": r.qps, "tps": r.tps, "p95_ms": r.p95_ms,
+            "p99_ms": r.p99_ms, "measured_s": r.measured_s, "error": r.error}
+
+
+def render_json(report: Report) -> str:
+    """The report as one JSON document (``format_version`` tells its layout)."""
+    d = report.data
+    doc = {
+        "format_version": JSON_VERSION,
+        "campaign": {"id": d.campaign_id, "name": d.name, "state": d.state, "targets": list(d.targets),
+                     "baseline": d.baseline, "workloads": list(d.workloads), "threads": list(d.threads)},
+        "settings": d.settings,
+        "statistics": {"alpha": report.opts.alpha, "min_effect": report.opts.min_effect,
+                       "cv_threshold": report.opts.cv_threshold, "collapse_fraction": report.opts.collapse_fraction},
+        "tables": [table_data(t) for t in report.tables],
+        "collapse": [dict(f.__dict__, p=_num(f.p)) for f in report.collapsed],
+        "runs": [_run_row(r) for r in d.runs],
+    }
+    return json.dumps(doc, indent=1, sort_keys=False, default=str) + "\n"
+
+
+def _sheet_name(text: str, used: set[str]) -> str:
+    # Spreadsheets refuse []*?:/\ in sheet names and LibreOffice/Excel cut them at 31 characters.
+    name = re.sub(r"[\[\]*?:/\\']", "_", text)[:31] or "sheet"
+    base, i = name, 2
+    while name in used:
+        suffix = f" {i}"
+        name, i = base[: 31 - len(suffix)] + suffix, i + 1
+    used.add(name)
+    return name
+
+
+def render_ods(report: Report) -> bytes:
+    """The report as an OpenDocument spreadsheet: settings, one sheet per table, collapse, runs."""
+    from odf.opendocument import OpenDocumentSpreadsheet
+    from odf.table import Table as OdsTable, TableCell, TableRow
+    from odf.text import P
+
+    from .report import head_lines
+
+    doc = OpenDocumentSpreadsheet()
+    used: set[str] = set()
+
+    def sheet(name: str, rows: list[list[Any]]) -> None:
+        t = OdsTable(name=_sheet_name(name, used))
+        for values in rows:
+            tr = TableRow()
+            for v in values:
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and _num(v) is not None:
+                    cell = TableCell(valuetype="float", value=v)
+                    cell.addElement(P(text=str(v)))
+                else:
+                    cell = TableCell(valuetype="string")
+                    cell.addElement(P(text="" if v is None else str(v)))
+                tr.addElement(cell)
+            t.addElement(tr)
+        doc.spreadsheet.addElement(t)
+
+    sheet("settings", [[line] for line in head_lines(report.data)])
+    for named in report.tables:
+        data = table_data(named)
+        grouped = named.table.spec.grouped
+        rows: list[list[Any]] = [[named.title], ["sysbench test"] + (["target"] if grouped else []) + data["threads"]]
+        for row in data["rows"]:
+            label = [row["workload"]] + ([row["label"]] if grouped else [])
+            rows.append(label + [(c["text"] + c["mark"]) if c["mark"] or c["value"] is None else c["value"]
+                                 for c in row["cells"]])
+        rows.append([])
+        rows.extend([f] for f in data["formulas"])
+        rows.append([])
+        rows.extend([e["mark"], e["meaning"]] for e in data["legend"])
+        sheet(named.key, rows)
+    sheet("collapse", [["target", "workload", "threads", "q/s", "peak threads", "peak q/s", "ratio", "p", "basis"]]
+          + [[f.target, f.workload, f.threads, f.qps, f.peak_threads, f.peak_qps, f.ratio, _num(f.p), f.basis]
+             for f in report.collapsed])
+    cols = ["run_id", "target", "workload", "threads", "repetition", "status", "qps", "tps", "p95_ms", "p99_ms",
+            "measured_s", "error"]
+    sheet("runs", [cols] + [[_run_row(r)[c] for c in cols] for r in report.data.runs])
+    buf = io.BytesIO()
+    doc.write(buf)
+    return buf.getvalue()

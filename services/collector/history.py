@@ -1,0 +1,104 @@
+"""`collector history --target X --workload Y --threads N`: one cell across every campaign that
+ran it, oldest first, each compared with the campaign before (did last night's build regress?)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from . import metrics_catalog as mc
+from .stats import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, CellStats, Comparison, compare_stats, describe
+from .tables import MARK_FASTER, MARK_SLOWER, MARK_UNTESTED
+
+#: History reads only the result columns, so these are the metrics it offers.
+HISTORY_METRICS = ("qps", "tps", "p95_ms", "p99_ms")
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One campaign's repetitions of the cell, summarised, and how they compare with the previous one."""
+
+    campaign_id: str
+    name: str
+    created_at: float
+    stats: CellStats | None
+    failed: int
+    vs_previous: Comparison | None
+
+
+def history_points(rows: Iterable[tuple[str, str, float, object]], m: mc.Metric, *, alpha: float = DEFAULT_ALPHA,
+                   min_effect: float = DEFAULT_MIN_EFFECT) -> list[HistoryPoint]:
+    """Group ``(campaign_id, name, created_at, ResultRow)`` rows by campaign, oldest first."""
+    if m.key not in HISTORY_METRICS:
+        raise ValueError(f"history shows {', '.join(HISTORY_METRICS)}, not {m.key}")
+    groups: dict[str, tuple[str, float, list[float], int]] = {}
+    for cid, name, created, r in rows:
+        n, at, vals, failed = groups.get(cid, (name, created, [], 0))
+        if getattr(r, "status") == "ok":
+            vals.append(float(getattr(r, m.key)))
+        else:
+            failed += 1
+        groups[cid] = (n, at, vals, failed)
+    points: list[HistoryPoint] = []
+    prev: CellStats | None = None
+    for cid, (name, at, vals, failed) in sorted(groups.items(), key=lambda kv: kv[1][1]):
+        stats = describe(vals) if vals else None
+        comp = None
+        if stats is not None and prev is not None:
+            comp = compare_stats(stats, prev, alpha=alpha, min_effect=min_effect, higher_is_better=m.higher_is_better)
+        points.append(HistoryPoint(cid, name, at, stats, failed, comp))
+        if stats is not None:
+            prev = stats
+    return points
+
+
+def _f(x: float | None, places: int) -> str:
+    return "" if x is None or math.isnan(x) else f"{x:.{places}f}"
+
+
+def _row(p: HistoryPoint, places: int) -> list[str]:
+    s, c = p.stats, p.vs_previous
+    change = ""
+    if c is not None:
+        mark = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "n/a": MARK_UNTESTED}.get(c.verdict, "")
+        change = f"{(c.ratio - 1) * 100:+.2f}%{mark}"
+    return [p.campaign_id, time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.created_at)),
+            str(s.n if s else 0), _f(s.mean if s else None, places), _f(s.stdev if s else None, places),
+            _f(s.cv * 100 if s else None, 1), (f"{_f(s.ci_low, places)}..{_f(s.ci_high, places)}"
+                                               if s and not math.isnan(s.ci_low) else ""),
+            str(p.failed), change]
+
+
+COLUMNS = ["campaign", "created (UTC)", "n", "mean", "stdev", "cv %", "95% CI", "failed", "vs previous"]
+
+
+def render_history(points: list[HistoryPoint], cell: str, m: mc.Metric, fmt: str = "text", *,
+                   alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT) -> str:
+    """The history as aligned text (with a legend), csv or json."""
+    places = 0 if m.key in ("qps", "tps") else 2
+    rows = [_row(p, places) for p in points]
+    if fmt == "json":
+        return json.dumps({"cell": cell, "metric": m.key, "points": [dict(zip(COLUMNS, r)) for r in rows]},
+                          indent=1) + "\n"
+    if fmt == "csv":
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(COLUMNS)
+        w.writerows(rows)
+        return out.getvalue()
+    if not rows:
+        return f"No stored result for {cell}.\n"
+    widths = [max(len(x) for x in col) for col in zip(COLUMNS, *rows)]
+    right = {2, 3, 4, 5, 7, 8}
+    fmt_row = lambda r: "  ".join(x.rjust(w) if i in right else x.ljust(w)  # noqa: E731
+                                  for i, (x, w) in enumerate(zip(r, widths))).rstrip()
+    lines = [f"History of {cell} ({m.unit})", "", fmt_row(COLUMNS)] + [fmt_row(r) for r in rows]
+    lines += ["", f" vs previous: change of the mean against the campaign before; {MARK_FASTER} / {MARK_SLOWER} "
+              f"significantly better / worse (Welch t test, p < {alpha:g}, at least "
+              f"{min_effect * 100:g}%), {MARK_UNTESTED} too few repetitions to test"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,175 @@
+"""The `collector report`, `compare` and `history` commands: flags, and writing what the
+renderers return to stdout or a file (renderers return text; only this module prints)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from services.common.config import Settings
+from services.common.store import Store
+
+from . import metrics_catalog as mc
+from .collapse import DEFAULT_FRACTION
+from .stats import DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT
+
+from .cli import EXIT_COLLAPSE, EXIT_OK, EXIT_USAGE
+
+FORMATS = ("text", "markdown", "csv", "json", "ods", "html")
+
+
+def _fraction(text: str) -> float:
+    v = float(text)
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return v
+
+
+def _nonneg(text: str) -> float:
+    v = float(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
+def _metric(text: str) -> str:
+    try:
+        return mc.metric(text).key
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _stat_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--metric", type=_metric, default="qps",
+                   help="qps, tps, p50_ms, p95_ms, p99_ms, max_ms, cpu_us_per_query, client_cpu_us_per_query, "
+                        "or status:NAME (a server status delta per transaction, e.g. status:Key_reads)")
+    s.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA, help="significance level (default 0.05)")
+    s.add_argument("--min-effect", type=_nonneg, default=DEFAULT_MIN_EFFECT,
+                   help="smallest relative difference called a change (default 0.01 = 1%%)")
+    s.add_argument("--mark-high-cv", action="store_true", help="mark cells with unusually high CV by * as the seeds did")
+    s.add_argument("--cv-threshold", type=_nonneg, default=DEFAULT_CV_THRESHOLD,
+                   help="CV above which --mark-high-cv marks a cell (default 0.05)")
+
+
+def add_report_flags(s: argparse.ArgumentParser) -> None:
+    _stat_flags(s)
+    s.add_argument("--format", choices=FORMATS, default="text",
+                   help="text (the seeds' layout), markdown, csv, json, ods (needs --out) or html (needs --out)")
+    s.add_argument("--out", help="write to this file instead of stdout (required for ods and html)")
+    s.add_argument("--html", metavar="FILE", help="write the self-contained HTML report with plots to FILE")
+    s.add_argument("--all-tables", action="store_true", help="text/markdown: every recorded metric, not only --metric")
+    s.add_argument("--collapse-fraction", type=_fraction, default=DEFAULT_FRACTION,
+                   help="q/s below this fraction of the peak at fewer threads is a collapse (default 0.5)")
+    s.add_argument("--fail-on-collapse", action="store_true",
+                   help=f"exit {EXIT_COLLAPSE} (EXIT_COLLAPSE) when any cell collapsed")
+
+
+def add_compare_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("campaign_a", help="the reference campaign (id, or name for its latest)")
+    s.add_argument("campaign_b", help="the campaign compared against A")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--delta", action="store_true", help="cells (B/A*100)-100")
+    g.add_argument("--absolute", action="store_true", help="mean value of A and B instead of ratios")
+    _stat_flags(s)
+    s.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text")
+
+
+def add_history_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--target", required=True)
+    s.add_argument("--workload", required=True)
+    s.add_argument("--threads", type=int, required=True)
+    s.add_argument("--metric", choices=("qps", "tps", "p95_ms", "p99_ms"), default="qps")
+    s.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA)
+    s.add_argument("--min-effect", type=_nonneg, default=DEFAULT_MIN_EFFECT)
+    s.add_argument("--format", choices=("text", "csv", "json"), default="text")
+
+
+def _write(path: str | None, content: str | bytes) -> None:
+    if path is None:
+        sys.stdout.write(content if isinstance(content, str) else content.decode())
+        return
+    p = Path(path)
+    if isinstance(content, bytes):
+        p.write_bytes(content)
+    else:
+        p.write_text(content, encoding="utf-8")
+
+
+def run_report(args: argparse.Namespace, settings: Settings) -> int:
+    from .dataset import load
+    from .report import ReportOptions, analyse, render_html_report, render_lines
+
+    if args.format in ("ods", "html") and not args.out:
+        print(f"error: --format {args.format} writes a file: give --out FILE", file=sys.stderr)
+        return EXIT_USAGE
+    mode = "delta" if args.delta else "absolute" if args.absolute else "ratio"
+    opts = ReportOptions(mode=mode, metric=args.metric, fmt=args.format, high_cv=args.mark_high_cv,
+                         alpha=args.alpha, min_effect=args.min_effect, cv_threshold=args.cv_threshold,
+                         collapse_fraction=args.collapse_fraction, all_tables=args.all_tables)
+    needs_docs = opts.needs_documents() or bool(args.html)
+    with Store(settings) as store:
+        try:
+            data = load(store, args.campaign, with_docs=needs_docs)
+        except LookupError:
+            print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
+            return EXIT_USAGE
+    report = analyse(data, opts)
+    if args.format == "json":
+        from .exports import render_json
+
+        _write(args.out, render_json(report))
+    elif args.format == "ods":
+        from .exports import render_ods
+
+        _write(args.out, render_ods(report))
+    elif args.format == "html":
+        _write(args.out, render_html_report(report))
+    else:
+        _write(args.out, "\n".join(render_lines(report)) + "\n")
+    if args.html:
+        from dataclasses import replace
+
+        _write(args.html, render_html_report(analyse(data, replace(opts, fmt="html"))))
+        print(f"wrote {args.html}", file=sys.stderr)
+    if args.fail_on_collapse and report.collapsed:
+        print(f"error: {len(report.collapsed)} collapsed cell(s) in {data.campaign_id}", file=sys.stderr)
+        return EXIT_COLLAPSE
+    return EXIT_OK
+
+
+def run_compare(args: argparse.Namespace, settings: Settings) -> int:
+    from .analysis import AnalysisOptions
+    from .compare import compare_campaigns, render_compare
+    from .dataset import load
+
+    m = mc.metric(args.metric)
+    with Store(settings) as store:
+        try:
+            a = load(store, args.campaign_a, with_docs=not m.column)
+            b = load(store, args.campaign_b, with_docs=not m.column)
+        except LookupError as e:
+            print(f"error: {e.args[0]}", file=sys.stderr)
+            return EXIT_USAGE
+    mode = "delta" if args.delta else "absolute" if args.absolute else "ratio"
+    opts = AnalysisOptions(alpha=args.alpha, min_effect=args.min_effect, cv_threshold=args.cv_threshold,
+                           mark_high_cv=args.mark_high_cv)
+    try:
+        c = compare_campaigns(a, b, m, mode, opts)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    _write(None, render_compare(c, args.format))
+    return EXIT_OK
+
+
+def run_history(args: argparse.Namespace, settings: Settings) -> int:
+    from .history import history_points, render_history
+
+    m = mc.metric(args.metric)
+    with Store(settings) as store:
+        rows = store.cell_history(args.target, args.workload, args.threads)
+    points = history_points(rows, m, alpha=args.alpha, min_effect=args.min_effect)
+    cell = f"{args.target} / {args.workload} / {args.threads} threads"
+    _write(None, render_history(points, cell, m, args.format, alpha=args.alpha, min_effect=args.min_effect))
+    return EXIT_OK
