@@ -43,6 +43,8 @@ CONNECT_BUDGET_S = 0.05
 DRAIN_GRACE_S = 30.0
 #: How long before the start the "go" is sent, so every process sees it in time.
 START_MARGIN_S = 0.1
+#: Time limit of a fixed-event run given no duration (sysbench's --time=0 means none at all).
+MAX_EVENTS_RUN_S = 24 * 3600.0
 
 _COUNTERS = ("transactions", "read", "write", "other", "errors", "ignored_errors", "reconnects")
 
@@ -87,6 +89,8 @@ class _Job:
     threads: int
     seed: int
     cpus: tuple[int, ...]
+    #: Transactions each thread of thread_ids runs while measuring (fixed-event mode), else None.
+    budgets: tuple[int, ...] | None = None
 
 
 # ---------------------------------------------------------------- one client connection
@@ -104,8 +108,9 @@ class _Sink:
 class _Client:
     """One connection with its prepared statements, generator and random stream."""
 
-    def __init__(self, job: _Job, thread_id: int):
+    def __init__(self, job: _Job, thread_id: int, budget: int | None = None):
         self.params = job.params
+        self.budget = budget
         self.rng = random.Random(f"{job.seed}:{thread_id}")
         self.gen = Generator(job.workload, job.data, thread_id=thread_id, threads=job.threads,
                              seed_rng=random.Random(f"{job.seed}:{thread_id}:unique"))
@@ -133,8 +138,10 @@ class _Client:
         # The C extension dereferences query_attrs as a list; one shared empty list avoids
         # building one per statement.
         qa: list = []
+        # Fixed-event mode (sysbench --events): the measured loop stops after its share.
+        left = self.budget if record and self.budget is not None else -1
         t = mono()
-        while t < deadline[slot]:
+        while t < deadline[slot] and left != 0:
             ops = gen(rng)
             try:
                 for kind, sql, params in ops:
@@ -157,6 +164,7 @@ class _Client:
             if record:
                 hist_record((end - t) * 1e6)
                 counts["transactions"] += 1
+                left -= 1
             t = end
         self.last_end = t
 
@@ -196,7 +204,8 @@ class _Client:
 
 def _open_clients(job: _Job) -> list[_Client]:
     with ThreadPoolExecutor(max_workers=min(16, len(job.thread_ids))) as pool:
-        futures = [pool.submit(_Client, job, tid) for tid in job.thread_ids]
+        budgets = job.budgets or (None,) * len(job.thread_ids)
+        futures = [pool.submit(_Client, job, tid, b) for tid, b in zip(job.thread_ids, budgets)]
         clients, first_error = [], None
         for f in futures:
             try:
@@ -343,25 +352,33 @@ def run_load(
     data: DataShape,
     threads: int,
     warmup: float,
-    duration: float,
+    duration: float | None,
     seed: int,
     *,
     client_cpus: list[int] | None = None,
     processes: int | None = None,
     stop: threading.Event | None = None,
     on_second: Callable[[dict[str, Any]], None] | None = None,
+    events: int | None = None,
 ) -> LoadOutcome:
     """Run ``workload`` with ``threads`` connections: warm up, then measure for ``duration``
-    seconds; raise LoadError if it cannot start."""
+    seconds; raise LoadError if it cannot start. With ``events`` (sysbench's --events), the
+    measurement ends after exactly that many transactions, or at ``duration`` if sooner
+    (None: no time limit)."""
     if threads < 1:
         raise LoadError("threads must be at least 1")
+    if duration is None:
+        if not events:
+            raise LoadError("a run needs a duration or a number of events")
+        duration = MAX_EVENTS_RUN_S
     cpus = sorted(client_cpus) if client_cpus else sorted(os.sched_getaffinity(0))
     ctx = multiprocessing.get_context("spawn")
     procs, pipes = [], []
     try:
         for tids, mine in _plan(threads, cpus, processes):
             parent_end, child_end = ctx.Pipe(duplex=True)
-            job = _Job(dict(params), workload, data, tids, threads, seed, mine)
+            budgets = None if not events else tuple(events // threads + (t < events % threads) for t in tids)
+            job = _Job(dict(params), workload, data, tids, threads, seed, mine, budgets)
             proc = ctx.Process(target=_child_main, args=(child_end, job), daemon=True,
                                name=f"benchfleet-load-{len(procs)}")
             proc.start()
