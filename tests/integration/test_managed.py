@@ -1,0 +1,159 @@
+"""Managed targets with real mariadbd servers: the worker starts them with the spec's options,
+records their effective values, fails a run whose server cannot start with its log tail, and
+leaves no server behind when it is killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from services.common.store import Store
+
+from .fleet import ROOT, Fleet, wait_for
+
+pytestmark = pytest.mark.integration
+
+MARIADBD = "/usr/sbin/mariadbd"
+
+
+@pytest.fixture(scope="module")
+def managed_dir():
+    """One managed directory for the module, so the template is built once. Short on purpose:
+    unix socket paths are limited to 107 bytes. Traversable by the mysql user."""
+    if not Path(MARIADBD).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{MARIADBD} is missing", pytrace=False)
+        pytest.skip(f"{MARIADBD} is missing")
+    d = Path(tempfile.mkdtemp(prefix="bfm-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def fleet(rabbitmq, mariadb_params, settings, tmp_path):
+    f = Fleet.create(settings, tmp_path)
+    yield f
+    f.teardown()
+
+
+def servers_under(path: Path) -> list[int]:
+    """Pids of mariadbd processes whose command line names ``path``."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith((b"mariadbd", b"mysqld")) and str(path).encode() in b" ".join(cmd):
+            pids.append(int(p.name))
+    return pids
+
+
+def spec_text(fleet: Fleet, targets: str, duration: str = "1s", workloads: str = "[oltp_point_select]") -> str:
+    return (
+        "name: managed-it\n"
+        f"pool: {fleet.pool}\n"
+        "targets:\n" + targets +
+        f"workloads: {workloads}\n"
+        "data: {tables: 1, table_size: 2000, engine: MyISAM}\n"
+        "threads: [2]\n"
+        f"duration: {duration}\n"
+        "warmup: 0.5s\n"
+        "repeat: 1\n"
+    )
+
+
+def campaign_id(out: str) -> str:
+    m = re.search(r"campaign (\S+): \d+ runs published", out)
+    assert m, out
+    return m.group(1)
+
+
+def test_two_targets_differing_in_one_option_and_a_server_that_cannot_start(fleet, managed_dir, tmp_path):
+    """Effective values of the options each target set are stored with its result, with status
+    deltas and CPU seconds; a server that fails to start fails its run with its error log tail."""
+    fleet.start_collector()
+    fleet.start_worker("w1", "--managed-dir", str(managed_dir))
+    targets = (
+        "  - {kind: managed, name: 'off', options: {key_buffer_size: 8M, key_cache_segments: 0}}\n"
+        "  - {kind: managed, name: '8', options: {key_buffer_size: 8M, key_cache_segments: 8}}\n"
+        "  - {kind: managed, name: broken, options: {thread_handling: no-such-handling}}\n"
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text(fleet, targets))
+    done = fleet.cli("scheduler", "submit", str(spec), "--wait", "--poll", "0.5", timeout=400)
+    assert done.returncode == 1, done.stdout + done.stderr + fleet.logs()  # one run failed, on purpose
+    cid = campaign_id(done.stdout)
+    assert "8 / off" in done.stdout or re.search(r"^\s*8\b", done.stdout, re.M), done.stdout
+    with Store(fleet.settings) as store:
+        docs = {json.loads(doc)["cell"]["target"]: json.loads(doc) for _, doc in store.result_documents(cid)}
+    off, eight, broken = docs["off"], docs["8"], docs["broken"]
+    assert off["status"] == "ok" and eight["status"] == "ok", (off.get("error"), eight.get("error"))
+    assert off["server"]["variables"] == {"key_buffer_size": "8388608", "key_cache_segments": "0"}
+    assert eight["server"]["variables"] == {"key_buffer_size": "8388608", "key_cache_segments": "8"}
+    assert eight["server"]["version"].startswith("10.")
+    assert eight["server"]["status_delta"]["Com_select"] > 0
+    assert eight["server"]["status_delta"]["Key_read_requests"] > 0
+    assert eight["server"]["threads_running_peak"] >= 1
+    assert eight["server"]["server_cpu_s"] > 0 and eight["server"]["client_cpu_s"] > 0
+    assert eight["server"]["server_cpus"] != eight["server"]["client_cpus"] or len(os.sched_getaffinity(0)) == 1
+    assert broken["status"] == "failed"
+    assert "exited with code" in broken["error"] and "no-such-handling" in broken["error"], broken["error"]
+
+
+def test_bad_option_fails_validation_naming_it(tmp_path):
+    """A typo in an option name fails `scheduler validate` with exit 2, the name and a suggestion."""
+    if not Path(MARIADBD).exists():
+        pytest.skip(f"{MARIADBD} is missing")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: typo\n"
+        "targets:\n"
+        "  - kind: managed\n"
+        "    name: a\n"
+        "    options:\n"
+        "      key_buffer_size: 8M\n"
+        "      key_cache_segmnts: 8\n"
+        "workloads: [oltp_point_select]\nthreads: [1]\nduration: 1s\n"
+    )
+    p = subprocess.run([sys.executable, "-m", "services.scheduler.cli", "validate", str(spec)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"{spec}:7: targets[0].options.key_cache_segmnts: not an option of" in p.stderr, p.stderr
+    assert "did you mean key_cache_segments?" in p.stderr
+
+
+def test_killed_worker_leaves_no_server_behind(fleet, managed_dir, tmp_path):
+    """SIGKILL to a worker in the middle of a run takes its mariadbd with it (parent-death signal)."""
+    worker = fleet.start_worker("w-doomed", "--managed-dir", str(managed_dir))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text(fleet, "  - {kind: managed, name: doomed, options: {key_buffer_size: 8M}}\n",
+                              duration="60s"))
+    sub = fleet.cli("scheduler", "submit", str(spec))
+    assert sub.returncode == 0, sub.stderr
+    run_dir = managed_dir / "run" / str(worker.pid)
+    wait_for(lambda: servers_under(run_dir), 120, "the worker to start its managed server")
+    pids = servers_under(run_dir)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait(10)
+    wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 15, "the managed server to die with its worker")
+    # The next worker on this host sweeps the dead worker's datadirs away.
+    from services.worker import managed
+
+    m = managed.ServerManager(base_dir=managed_dir)
+    m._sweep_dead_workers()
+    m.close()
+    assert not run_dir.exists()
