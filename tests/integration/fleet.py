@@ -26,6 +26,7 @@ class Fleet:
     pool: str
     workdir: Path
     procs: list[subprocess.Popen] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def create(cls, base: Settings, workdir: Path) -> "Fleet":
@@ -43,6 +44,7 @@ class Fleet:
         })
         if s.db_password and "BENCHFLEET_DB_PASSWORD_FILE" not in env:
             env["BENCHFLEET_DB_PASSWORD"] = s.db_password
+        env.update(self.extra_env)
         return env
 
     def start(self, service: str, *args: str) -> subprocess.Popen:

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import shutil
-import socket
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -29,6 +25,9 @@ from services.common.messages import RunSpec
 from services.common.discovery import write_sd_file
 from services.worker.metrics import WorkerMetrics
 
+from .monitoring import Recorder as _Recorder
+from .monitoring import free_port, get_json, need, start, stop, wait_for
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,70 +37,6 @@ FRACTION = 0.3
 #: (target, q/s at 16, 64, 256 threads): collapses (10%), dips to 40% (above 0.3), healthy.
 CELLS = {"collapsing": (1000.0, 1200.0, 120.0), "dipping": (1000.0, 1200.0, 480.0),
          "healthy": (1000.0, 1400.0, 1350.0)}
-
-
-def need(binary: str) -> str:
-    """The binary's path; skip locally, fail under CI=true, when it is not installed."""
-    path = shutil.which(binary)
-    if path is None:
-        msg = f"{binary} not installed (run deploy/ensure-services prometheus alertmanager)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get_json(url: str) -> dict | list:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def wait_for(what: str, check, timeout: float = 40.0):
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except OSError as e:  # not listening yet
-            last = e
-        time.sleep(0.5)
-    pytest.fail(f"timed out waiting for {what} (last: {last!r})", pytrace=False)
-
-
-def start(cmd: list[str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-class _Recorder(http.server.BaseHTTPRequestHandler):
-    """Stands in for the user's webhook: remembers every notification Alertmanager posts."""
-
-    received: list[dict] = []
-
-    def do_POST(self):  # noqa: N802
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        _Recorder.received.append(json.loads(body))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
 
 
 def live_run(target: str, threads: int) -> RunSpec:
@@ -130,6 +65,7 @@ def fleet(tmp_path_factory):
     """Prometheus + Alertmanager on free ports, scraping literal worker and collector metrics."""
     prometheus, alertmanager = need("prometheus"), need("prometheus-alertmanager")
     tmp = tmp_path_factory.mktemp("prom")
+    _Recorder.received.clear()  # other tests' Alertmanagers post to the same recorder class
     hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=hook.serve_forever, daemon=True).start()
 
