@@ -53,6 +53,10 @@ CLIENT_USER = "benchfleet"
 LOG_TAIL_LINES = 25
 #: Seconds the template's mariadb-install-db may take.
 INSTALL_TIMEOUT_S = 300.0
+#: Options that fix the on-disk format: a template is initialised with them, so targets that
+#: set them get a template of their own (other options only matter at start-up).
+INIT_OPTIONS = frozenset({"innodb_page_size", "lower_case_table_names", "innodb_data_file_path",
+                          "innodb_undo_tablespaces", "innodb_checksum_algorithm", "aria_block_size"})
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -134,7 +138,8 @@ def ensure_template(base: Path, target: ManagedTarget, binary: Path, ids: tuple[
     """The initialised template of ``binary``'s build, made once (under a lock, so workers
     sharing a host build it once) and kept across workers."""
     st = binary.stat()
-    key = _short_hash(f"{binary.resolve()}:{st.st_size}:{st.st_mtime}:{target.basedir or ''}")
+    init = _init_args(target)
+    key = _short_hash(f"{binary.resolve()}:{st.st_size}:{st.st_mtime}:{target.basedir or ''}:{' '.join(init)}")
     tdir = base / "templates" / key
     if (tdir / "ready").exists():
         return tdir
@@ -159,12 +164,17 @@ def ensure_template(base: Path, target: ManagedTarget, binary: Path, ids: tuple[
     return tdir
 
 
+def _init_args(target: ManagedTarget) -> list[str]:
+    return server_options.argv({k: v for k, v in target.options.items() if server_options.normalise(k) in INIT_OPTIONS})
+
+
 def _install(target: ManagedTarget, binary: Path, work: Path, ids: tuple[int, int] | None) -> None:
     script = server_binary.install_script(target, binary)
     data = work / "data"
     user = [f"--user={SERVER_USER}"] if ids is not None else []
     basedir = [f"--basedir={target.basedir}"] if target.basedir else []
-    argv = [str(script), "--no-defaults", f"--datadir={data}", "--skip-test-db", *basedir, *user]
+    init = _init_args(target)
+    argv = [str(script), "--no-defaults", f"--datadir={data}", "--skip-test-db", *basedir, *user, *init]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL)
     if p.returncode != 0:
         raise TargetError("binary", f"{script} failed (exit {p.returncode}): {(p.stdout + p.stderr).strip()[-1500:]}")
@@ -178,7 +188,7 @@ def _install(target: ManagedTarget, binary: Path, work: Path, ids: tuple[int, in
         f"CREATE USER '{CLIENT_USER}'@'{h}' IDENTIFIED BY '{password}';\n"
         f"GRANT ALL PRIVILEGES ON *.* TO '{CLIENT_USER}'@'{h}';\n" for h in ("localhost", "127.0.0.1"))
     boot = [str(binary), "--no-defaults", *basedir, "--bootstrap", f"--datadir={data}",
-            f"--log-error={work / 'bootstrap.err'}", *user]
+            f"--log-error={work / 'bootstrap.err'}", *user, *init]
     p = subprocess.run(boot, input=sql, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
     if p.returncode != 0:
         raise TargetError("binary", f"creating the client user failed (exit {p.returncode}): "
