@@ -80,6 +80,16 @@ def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
     assert report.returncode == 0, report.stderr
     assert "B" in report.stdout and "-100" in report.stdout
 
+    # The same real campaign in every report format (issue 5: reports for a real campaign).
+    for fmt in ("markdown", "csv", "json"):
+        out = fleet.cli("collector", "report", campaign_id, "--format", fmt)
+        assert out.returncode == 0 and out.stdout.strip(), (fmt, out.stderr)
+    for fmt in ("ods", "html"):
+        path = tmp_path / f"report.{fmt}"
+        out = fleet.cli("collector", "report", campaign_id, "--format", fmt, "--out", str(path))
+        assert out.returncode == 0 and path.stat().st_size > 1000, (fmt, out.stderr)
+    assert "throughput-vs-threads" in (tmp_path / "report.html").read_text()
+
 
 def test_redelivered_result_replaces_not_duplicates(fleet, tmp_path):
     """Storing the same run's result twice leaves one row with the newer numbers."""
@@ -112,3 +122,40 @@ def test_validate_cli_names_the_field(tmp_path, fleet):
         assert "Traceback" not in r.stderr
     with pytest.raises(mysql.connector.Error):
         mysql.connector.connect(**fleet.settings.db_params())  # the results DB was never created
+
+
+def _sql_queries(board: dict) -> list[str]:
+    """Every SQL a Grafana board sends: panel targets and query variables."""
+    out = [t["rawSql"] for p in board["panels"] for t in p.get("targets", []) if "rawSql" in t]
+    for var in board.get("templating", {}).get("list", []):
+        q = var.get("query")
+        if var.get("datasource", {}).get("type") == "mysql" and q:
+            out.append(q if isinstance(q, str) else q.get("rawSql", ""))
+    return [q for q in out if q]
+
+
+def test_results_dashboard_sql_runs_on_the_results_db(fleet, tmp_path):
+    """Each SQL query of the "Results" board returns rows for a stored campaign on real MariaDB."""
+    from services.collector.dashboards import results
+    from services.common.messages import RunResult
+    from services.common.specfile import parse_spec
+    from services.scheduler import plan
+
+    spec = parse_spec(spec_text(fleet))
+    runs = plan.run_specs(spec, "c-sql")
+    with Store(fleet.settings) as store:
+        store.record_campaign("c-sql", spec, runs)
+        for r in runs:
+            store.store_result(RunResult(run_id=r.run_id, campaign_id="c-sql", cell=r.cell, repetition=r.repetition,
+                                         status="ok", worker="w", host="h", started_at=0, ended_at=1, measured_s=1,
+                                         totals={"transactions": 10, "reads": 100}))
+    queries = _sql_queries(results())
+    assert queries
+    conn = mysql.connector.connect(**fleet.settings.db_params())
+    try:
+        for sql in queries:
+            cur = conn.cursor()
+            cur.execute(sql.replace("$campaign", "c-sql").replace("${campaign}", "c-sql"))
+            assert cur.fetchall(), sql
+    finally:
+        conn.close()
