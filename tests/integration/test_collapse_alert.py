@@ -11,8 +11,11 @@ from __future__ import annotations
 import mysql.connector
 import pytest
 
+from services.collector import dashboards
+
 from .fleet import Fleet, target_yaml
 from .monitoring import start_monitoring, wait_for
+from .test_prometheus_queries import substitute
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +74,11 @@ def test_collapsing_campaign_alerts_and_healthy_one_does_not(rabbitmq, mariadb_p
                           timeout=60)
         assert [(a["labels"]["campaign"], a["labels"]["target"], a["labels"]["workload"]) for a in alerts] == [
             (collapsing, "A", "oltp_update_non_index")]
+        # After a real campaign, every query of the finished-cells board finds its series.
+        board = dashboards.throughput_vs_threads()
+        for title, expr in dashboards.prometheus_queries(board):
+            if "ALERTS" not in expr:
+                assert mon.query(substitute(expr, collapsing)), (title, expr)
         # The healthy campaign was judged by the same rules: its ratio exists and is above the fraction.
         ratio = mon.query(f'benchfleet:cell_collapse_ratio{{campaign="{healthy}"}}')
         assert ratio and float(ratio[0]["value"][1]) > 0.5
