@@ -7,16 +7,13 @@ a real Alertmanager whose webhook points at a recorder in this process.
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
 from services.collector import dashboards
 from services.collector.metrics import CollectorMetrics
@@ -26,7 +23,7 @@ from services.common.discovery import write_sd_file
 from services.worker.metrics import WorkerMetrics
 
 from .monitoring import Recorder as _Recorder
-from .monitoring import free_port, get_json, need, start, stop, wait_for
+from .monitoring import get_json, start_monitoring, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -63,11 +60,8 @@ def feed_worker(m: WorkerMetrics, runs: list[RunSpec], second: int) -> None:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """Prometheus + Alertmanager on free ports, scraping literal worker and collector metrics."""
-    prometheus, alertmanager = need("prometheus"), need("prometheus-alertmanager")
     tmp = tmp_path_factory.mktemp("prom")
     _Recorder.received.clear()  # other tests' Alertmanagers post to the same recorder class
-    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=hook.serve_forever, daemon=True).start()
 
     worker, collector = WorkerMetrics("w1"), CollectorMetrics()
     runs = [live_run("mariadb", 64), live_run("mysql", 64)]
@@ -83,34 +77,8 @@ def fleet(tmp_path_factory):
     write_sd_file(tmp / "targets", "worker", "127.0.0.1", worker.start_http())
     write_sd_file(tmp / "targets", "collector", "127.0.0.1", collector.start_http())
 
-    am_port, prom_port = free_port(), free_port()
-    am_conf = yaml.safe_load((ROOT / "deploy/alertmanager/alertmanager.yml").read_text())
-    am_conf["receivers"][0]["webhook_configs"][0]["url"] = f"http://127.0.0.1:{hook.server_port}/hook"
-    am_conf["route"]["group_wait"] = "1s"
-    (tmp / "alertmanager.yml").write_text(yaml.safe_dump(am_conf))
-    rules = yaml.safe_load((ROOT / "deploy/prometheus/rules.yml").read_text())
-    for group in rules["groups"]:
-        group["interval"] = "1s"
-        for rule in group["rules"]:
-            if rule.get("record") == "benchfleet:collapse_fraction":
-                rule["expr"] = f"vector({FRACTION})"
-            if rule.get("alert") == "BenchfleetThroughputCollapse":
-                rule["for"] = "0s"
-    (tmp / "rules.yml").write_text(yaml.safe_dump(rules))
-    conf = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
-    conf["global"].update(scrape_interval="1s", evaluation_interval="1s")
-    conf["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] = [f"127.0.0.1:{am_port}"]
-    for job in conf["scrape_configs"]:
-        job["file_sd_configs"][0]["refresh_interval"] = "1s"
-    (tmp / "prometheus.yml").write_text(yaml.safe_dump(conf))
-
-    procs = [
-        start([alertmanager, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'am'}",
-               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp / "alertmanager.log"),
-        start([prometheus, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-               f"--web.listen-address=127.0.0.1:{prom_port}"], tmp / "prometheus.log"),
-    ]
-    prom, am = f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}"
+    mon = start_monitoring(tmp, fraction=FRACTION)
+    prom, am = mon.prometheus, mon.alertmanager
     try:
         def both_up():
             res = get_json(f"{prom}/api/v1/query?query=up")["data"]["result"]
@@ -123,11 +91,9 @@ def fleet(tmp_path_factory):
         time.sleep(3)
         yield {"prometheus": prom, "alertmanager": am}
     finally:
-        for p in procs:
-            stop(p)
+        mon.close()
         worker.close()
         collector.close()
-        hook.shutdown()
 
 
 def substitute(expr: str, campaign: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import urllib.request
@@ -17,21 +16,12 @@ from services.common.messages import RunResult, RunSpec, Totals
 from services.common.discovery import write_sd_file
 from services.worker.metrics import WorkerMetrics
 
+from .monitoring import need
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 PROM = ROOT / "deploy" / "prometheus"
-
-
-def need(binary: str) -> str:
-    """The binary's path; skip locally, fail under CI=true, when it is not installed."""
-    path = shutil.which(binary)
-    if path is None:
-        msg = f"{binary} not installed (run deploy/ensure-services prometheus alertmanager)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return path
 
 
 def promtool(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
