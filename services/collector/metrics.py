@@ -13,10 +13,11 @@ from collections import OrderedDict
 from statistics import fmean
 from typing import Any, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
+from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from services.common.metrics_endpoint import MetricsEndpoint
 from services.common.messages import RunResult
 
 from .collapse import CellThroughput, at_top_threads
@@ -56,14 +57,13 @@ class _CellCollector(Collector):
         yield from (qps, tps, threads, reps, ratio)
 
 
-class CollectorMetrics:
+class CollectorMetrics(MetricsEndpoint):
     """The collector's metrics on their own registry."""
 
     def __init__(self, *, max_campaigns: int = MAX_CAMPAIGNS):
-        self.registry = CollectorRegistry()
+        super().__init__()
         self.max_campaigns = max_campaigns
         self._lock = threading.Lock()
-        self._server: Any = None
         # campaign -> cell -> (mean q/s, mean tps, repetitions); insertion order = age.
         self._cells: OrderedDict[str, dict[_CellKey, tuple[float, float, int]]] = OrderedDict()
         # run id -> (campaign, cell, q/s, tps), so a redelivered result replaces its repetition.
@@ -74,17 +74,6 @@ class CollectorMetrics:
                           registry=self.registry)
         self._depth = Gauge("benchfleet_collector_queue_messages", "Messages waiting in a queue.", ["queue"], registry=self.registry)
         self.registry.register(_CellCollector(self))
-
-    def start_http(self, addr: str = "127.0.0.1", port: int = 0) -> int:
-        """Serve /metrics; returns the bound port."""
-        self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
-        return self._server.server_port
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
     def cell_finished(self, campaign_id: str, target: str, workload: str, threads: int,
                       qps_values: list[float], tps_values: list[float]) -> None:
@@ -118,6 +107,3 @@ class CollectorMetrics:
 
     def queue_depth(self, queue: str, n: int) -> None:
         self._depth.labels(queue).set(n)
-
-    def scrape(self) -> bytes:
-        return generate_latest(self.registry)

@@ -11,11 +11,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
+from prometheus_client import Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from services.common.histogram import Histogram, bucket_value
+from services.common.metrics_endpoint import MetricsEndpoint
 from services.common.messages import RunResult, RunSpec
 
 RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
@@ -136,32 +137,20 @@ def _prom_buckets(r: _Run, buckets: list[int]) -> tuple[list[tuple[str, float]],
     return out, total_sum
 
 
-class WorkerMetrics:
+class WorkerMetrics(MetricsEndpoint):
     """One worker's metrics on its own registry (tests run several side by side)."""
 
     def __init__(self, worker_id: str):
         self.worker_id = worker_id
-        self.registry = CollectorRegistry()
+        super().__init__()
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
-        self._server: Any = None
         self._up = Gauge("benchfleet_worker_up", "1 while the worker process serves metrics.", ["worker"], registry=self.registry)
         self._busy = Gauge("benchfleet_worker_busy", "1 while the worker executes a run.", ["worker"], registry=self.registry)
         self._finished = Counter("benchfleet_worker_runs", "Runs finished, by status.", ["worker", "status"], registry=self.registry)
         self._up.labels(worker_id).set(1)
         self._busy.labels(worker_id).set(0)
         self.registry.register(_RunCollector(self))
-
-    def start_http(self, addr: str = "127.0.0.1", port: int = 0) -> int:
-        """Serve /metrics; returns the bound port (pass port=0 for a free one)."""
-        self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
-        return self._server.server_port
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
     def run_started(self, run: RunSpec, worker_id: str | None = None) -> None:
         """A run was taken: its series appear (all zero) and the worker is busy."""
@@ -209,7 +198,3 @@ class WorkerMetrics:
             busy = bool(self._runs)
         self._finished.labels(self.worker_id, result.status if result is not None else "cancelled").inc()
         self._busy.labels(self.worker_id).set(1 if busy else 0)
-
-    def scrape(self) -> bytes:
-        """The exposition text, as Prometheus would read it."""
-        return generate_latest(self.registry)
