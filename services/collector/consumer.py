@@ -69,10 +69,21 @@ class Collector:
             bus.dead_letter(d.body, f"undecodable result message: {e}", bus.names.results)
             bus.ack(d.delivery_tag)
             return
-        if isinstance(msg, RunEvent):
-            store.mark_running(msg)
-        else:
-            store.store_result(msg)
+        try:
+            if isinstance(msg, RunEvent):
+                store.mark_running(msg)
+            else:
+                store.store_result(msg)
+        except StoreError as e:
+            if not store.reachable():
+                raise  # the DB is away: reconnect, the message waits in the queue
+            # The DB is up but refuses this message (a value too long ...): retrying forever
+            # would wedge every result behind it, so park it with the reason.
+            log.error("result_not_storable", reason=str(e))
+            bus.dead_letter(d.body, f"cannot store message: {e}", bus.names.results)
+            bus.ack(d.delivery_tag)
+            return
+        if not isinstance(msg, RunEvent):
             self.stored += 1
             self.metrics.observe_result(msg)
             self.metrics.results_stored()

@@ -4,6 +4,7 @@ History:
   1: campaigns, runs (plan and state), results (one row per run id, whole result as JSON).
   2: index results_cell (target, workload, threads) for `collector history`.
   3: campaigns.idempotency_key: a second submit of the same spec (or key) is refused.
+  4: campaigns.state VARCHAR(32) (finished_with_failures is 22 characters).
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX IF NOT EXISTS campaigns_idempotency ON campaigns (idempotency_key)",
         ],
     ),
+    # 4: campaign states such as finished_with_failures did not fit VARCHAR(16).
+    (4, ["ALTER TABLE campaigns MODIFY state VARCHAR(32) NOT NULL DEFAULT 'submitted'"]),
 ]
 
 LATEST = MIGRATIONS[-1][0]

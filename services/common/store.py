@@ -120,6 +120,14 @@ class Store:
         except mysql.connector.Error as e:
             raise StoreError(f"results DB: {e.errno} {e.msg}") from None
 
+    def reachable(self) -> bool:
+        """Whether the results DB answers now (tells "DB away" from "DB refused this write")."""
+        try:
+            self._execute("SELECT 1").fetchall()
+            return True
+        except StoreError:
+            return False
+
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self._execute(sql, params).fetchall())
 

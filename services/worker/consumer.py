@@ -119,7 +119,11 @@ class Worker:
             log.info("run_dropped_cancelled", campaign_id=run.campaign_id, run_id=run.run_id)
             bus.ack(d.delivery_tag)
             return
-        attempt = int(d.headers.get("x-delivery-count", 0) or 0) + 1  # quorum queues count redeliveries
+        # Quorum queues count returned deliveries; a delivery returned because its consumer's
+        # connection died may not be counted, but it is flagged redelivered.
+        attempt = int(d.headers.get("x-delivery-count", 0) or 0) + 1
+        if d.redelivered:
+            attempt = max(attempt, 2)
         bus.publish_result(RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="running",
                                     worker=self.identity.worker_id, attempt=attempt, at=time.time()).encode())
         self._run_stop = threading.Event()
