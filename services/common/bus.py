@@ -232,6 +232,11 @@ class Bus:
             while not should_stop():
                 assert self.connection is not None
                 self.connection.process_data_events(time_limit=tick_s)
+                if ch.is_closed:
+                    # The broker closed the channel (e.g. a delivery outlived consumer_timeout);
+                    # process_data_events does not raise for that, so say it here and let the
+                    # caller reconnect instead of waiting on a dead channel forever.
+                    raise BusError("the broker closed the consuming channel")
                 if on_tick is not None:
                     on_tick(self)
         finally:
