@@ -39,6 +39,8 @@ def format_path(loc: Iterable[Any]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif isinstance(part, str) and not re.fullmatch(r"[A-Za-z0-9_.-]+", part):
+            out += f"[{part!r}]"  # a key like "\r" or "a: b" must not break the one-line message
         else:
             out += ("." if out else "") + str(part)
     return out
