@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import io
 import math
+import multiprocessing as mp
+import os
+from concurrent.futures import ProcessPoolExecutor
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
@@ -60,10 +63,10 @@ def _threads_axis(ax, threads: Sequence[int]) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def _grid(n: int, cols: int = 2, w: float = 5.0, h: float = 3.2):
+def _grid(n: int, cols: int = 2, w: float = 5.0, h: float = 3.2, share: bool = False):
     cols = max(1, min(cols, n))
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False, sharex=share, sharey=share)
     # Fixed margins instead of constrained layout: that layout draws every figure twice, and a
     # report of a 10,000-run campaign has dozens of panels.
     fig.subplots_adjust(left=0.8 / (w * cols), right=1 - 0.2 / (w * cols), bottom=0.55 / (h * rows),
@@ -143,7 +146,9 @@ def throughput_over_time(data: CampaignData, workload: str) -> Plot:
     runs = sorted((r for r in _ok(data.runs) if r.workload == workload and r.doc is not None),
                   key=lambda r: (r.threads, data.targets.index(r.target) if r.target in data.targets else 0,
                                  r.repetition))
-    fig, axes = _grid(len(data.threads), cols=3, w=4.2, h=2.8)
+    # Shared axes: one set of tick labels per row/column (text is most of the drawing time),
+    # and panels that compare at a glance.
+    fig, axes = _grid(len(data.threads), cols=3, w=4.2, h=2.8, share=True)
     skipped = 0
     for ax, threads in zip(axes, data.threads):
         shown: dict[str, int] = defaultdict(int)
@@ -160,19 +165,47 @@ def throughput_over_time(data: CampaignData, workload: str) -> Plot:
             shown[r.target] += 1
             ax.plot(range(1, len(series) + 1), series, linewidth=0.9, color=colors.get(r.target), label=label)
         ax.set_title(f"{threads} threads", fontsize="small")
-        ax.set_xlabel("second after warm-up", fontsize="small")
-        ax.set_ylabel("q/s", fontsize="small")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-        if shown:
-            ax.legend(fontsize="x-small")
+    axes[0].set_ylabel("q/s", fontsize="small")
+    axes[-1].set_xlabel("second after warm-up", fontsize="small")
+    handles = [plt.Line2D([], [], color=colors[t], label=t) for t in data.targets]
+    axes[0].legend(handles=handles, fontsize="x-small")
     note = (f"{skipped} more runs not drawn (at most {MAX_SERIES_PER_CELL} per target and thread count)"
             if skipped else "")
     return Plot(f"over-time-{workload}", f"Throughput over time per run: {workload}", _png(fig), note)
 
 
-def all_plots(data: CampaignData) -> list[Plot]:
-    """Every plot of the report, in the order it shows them."""
-    plots = [throughput_vs_threads(data), latency_vs_threads(data)]
-    plots.extend(throughput_over_time(data, w) for w in data.workloads)
-    return plots
+#: Campaigns with at least this many runs draw their figures in parallel processes.
+PARALLEL_FROM_RUNS = 1000
+_SHARED: CampaignData | None = None  # handed to forked workers without pickling 10,000 results
+
+
+def _draw(job: tuple[str, str]) -> Plot:
+    kind, workload = job
+    data = _SHARED
+    assert data is not None
+    if kind == "throughput":
+        return throughput_vs_threads(data)
+    if kind == "latency":
+        return latency_vs_threads(data)
+    return throughput_over_time(data, workload)
+
+
+def all_plots(data: CampaignData, workers: int | None = None) -> list[Plot]:
+    """Every plot of the report, in the order it shows them.
+
+    Drawing is CPU-bound and each figure independent, so a large campaign's figures are drawn
+    by forked processes (one per core), which see the data without copying it through pickle.
+    """
+    global _SHARED
+    jobs = [("throughput", ""), ("latency", "")] + [("over-time", w) for w in data.workloads]
+    n = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
+    _SHARED = data
+    try:
+        if n <= 1 or len(data.runs) < PARALLEL_FROM_RUNS or "fork" not in mp.get_all_start_methods():
+            return [_draw(j) for j in jobs]
+        with ProcessPoolExecutor(n, mp_context=mp.get_context("fork")) as pool:
+            return list(pool.map(_draw, jobs))
+    finally:
+        _SHARED = None
