@@ -21,7 +21,9 @@ class FieldError:
 
     def render(self, source: str) -> str:
         where = f"{source}:{self.line}: " if self.line else f"{source}: "
-        return f"{where}{self.path or '(spec)'}: {self.message}"
+        # One line per error, whatever the user's value held (it may be quoted in the message).
+        message = "\\n".join(self.message.splitlines()) or self.message
+        return f"{where}{self.path or '(spec)'}: {message}"
 
 
 class SpecError(Exception):
