@@ -186,7 +186,7 @@ class StatusSampler:
 
     def report(self, t0: float, t1: float) -> dict[str, Any]:
         """What the server did between wall times ``t0`` and ``t1`` (the measured interval)."""
-        out: dict[str, Any] = {"status_delta": status_deltas(self.samples, t0, t1),
+        out: dict[str, Any] = {"status_deltas": status_deltas(self.samples, t0, t1),
                                "threads_running_peak": peak(self.samples, t0, t1),
                                "status_end": {}, "status_samples": len(self.samples)}
         end = _value_at

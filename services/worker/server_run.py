@@ -7,7 +7,7 @@ puts report() into the result's ``server`` field:
   options, variables                  the spec's options and their effective values
   binary, server_cpus, client_cpus,   managed targets only: the build, the pinning, the start
   start_s, reused, pid                (template copy to ready) or reuse of the previous run's
-  status_delta, status_end,           SHOW GLOBAL STATUS over the measured interval
+  status_deltas, status_end,          SHOW GLOBAL STATUS over the measured interval
   threads_running_peak
   server_cpu_s, client_cpu_s,         CPU seconds over the measured interval (server: /proc,
   server_cpu_us_per_query, ...        managed targets only)

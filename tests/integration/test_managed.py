@@ -105,8 +105,8 @@ def test_two_targets_differing_in_one_option_and_a_server_that_cannot_start(flee
     assert off["server"]["variables"] == {"key_buffer_size": "8388608", "key_cache_segments": "0"}
     assert eight["server"]["variables"] == {"key_buffer_size": "8388608", "key_cache_segments": "8"}
     assert eight["server"]["version"].startswith("10.")
-    assert eight["server"]["status_delta"]["Com_select"] > 0
-    assert eight["server"]["status_delta"]["Key_read_requests"] > 0
+    assert eight["server"]["status_deltas"]["Com_select"] > 0
+    assert eight["server"]["status_deltas"]["Key_read_requests"] > 0
     assert eight["server"]["threads_running_peak"] >= 1
     assert eight["server"]["server_cpu_s"] > 0 and eight["server"]["client_cpu_s"] > 0
     assert eight["server"]["server_cpus"] != eight["server"]["client_cpus"] or len(os.sched_getaffinity(0)) == 1
