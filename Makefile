@@ -23,7 +23,7 @@ down:
 	deploy/local/down
 
 demo: venv up
-	$(ENV) $(BIN)/scheduler submit examples/quickstart.yaml --wait
+	$(ENV) set -a; [ ! -f var/fleet.env ] || . var/fleet.env; set +a; $(BIN)/scheduler submit examples/quickstart.yaml --wait
 	@echo "The fleet is still running: 'make down' stops it; logs are in var/log/."
 
 test: venv services
