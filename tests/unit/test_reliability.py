@@ -1,0 +1,64 @@
+"""Pure pieces of the reliability work: run verdicts, control messages, TLS and secret settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.bus import connection_parameters
+from services.common.config import Settings, settings_from
+from services.common.control import ControlMessage, decode_control
+from services.common.messages import Cell, DecodeError, RunResult
+from services.worker.verdict import judge
+
+
+def _result(**kw) -> RunResult:
+    base = dict(run_id="r", campaign_id="c", cell=Cell(target="A", workload="w", threads=1), repetition=1,
+                status="ok", worker="w", host="h", started_at=0, ended_at=1, measured_s=1)
+    return RunResult(**{**base, **kw})
+
+
+def test_lost_connections_fail_the_run_with_the_mysql_error():
+    """A run whose connections were lost while measuring is failed with code and message."""
+    r = judge(_result(errors_by_code={"2013": 3, "1213": 1}))
+    assert r.status == "failed" and r.error_code == 2013
+    assert r.error.startswith("MySQL error 2013: Lost connection to MySQL server during query (3 connection(s)")
+
+
+def test_ordinary_errors_and_failed_runs_are_left_alone():
+    """Deadlocks do not fail a run, and an already failed run keeps its own error."""
+    assert judge(_result(errors_by_code={"1213": 5})).status == "ok"
+    failed = _result(status="failed", error="x", errors_by_code={"2013": 1})
+    assert judge(failed) is failed
+
+
+def test_control_message_round_trip_and_bad_input():
+    """Control messages decode back; garbage names the field."""
+    m = ControlMessage(action="cancel", campaign_id="c1")
+    assert decode_control(m.encode()) == m
+    with pytest.raises(DecodeError, match="schema"):
+        decode_control(b'{"schema": "benchfleet.control/2"}')
+    with pytest.raises(DecodeError, match="not JSON"):
+        decode_control(b"\xff")
+
+
+def test_tls_settings_are_passed_through():
+    """AMQP TLS options reach pika; DB TLS options reach mysql.connector's parameters."""
+    s = Settings(amqp_url="amqps://u:p@broker:5671/v", db_tls_ca="/ca.pem", db_tls_cert="/c.pem", db_tls_key="/k.pem")
+    assert connection_parameters(s).ssl_options is not None
+    assert connection_parameters(Settings()).ssl_options is None
+    p = s.db_params()
+    assert p["ssl_ca"] == "/ca.pem" and p["ssl_verify_cert"] and p["ssl_cert"] == "/c.pem" and p["ssl_key"] == "/k.pem"
+
+
+def test_amqp_password_from_a_file(tmp_path):
+    """The broker password comes from a file into the URL, percent-encoded, and stays redacted."""
+    f = tmp_path / "pw"
+    f.write_text("p@ss/word\n")
+    s = settings_from(None, {"BENCHFLEET_AMQP_URL": "amqp://bf@h:5672/benchfleet", "BENCHFLEET_AMQP_PASSWORD_FILE": str(f)})
+    assert s.amqp_url == "amqp://bf:p%40ss%2Fword@h:5672/benchfleet"
+    assert "word" not in s.redacted_amqp_url()
+    assert connection_parameters(s).credentials.password == "p@ss/word"
+
+
+def test_metrics_bind_localhost_by_default():
+    assert Settings().metrics_addr == "127.0.0.1"
