@@ -157,3 +157,29 @@ def test_killed_worker_leaves_no_server_behind(fleet, managed_dir, tmp_path):
     m._sweep_dead_workers()
     m.close()
     assert not run_dir.exists()
+
+
+def test_server_is_reused_for_the_same_target_and_stopped_for_another(managed_dir):
+    """Consecutive runs of one target and shape share a server; another target stops it first,
+    and the datadirs go at close unless kept."""
+    from services.common.spec import DataShape, ManagedTarget
+    from services.worker import managed
+
+    m = managed.ServerManager(base_dir=managed_dir)
+    a = ManagedTarget(kind="managed", name="a", options={"key_buffer_size": "8M"})
+    b = ManagedTarget(kind="managed", name="b", options={"key_buffer_size": "16M"})
+    try:
+        first = m.ensure(a, DataShape())
+        pid = first.pid
+        assert not first.reused and first.start_s < 30
+        assert os.sched_getaffinity(pid) == set(first.server_cpus)
+        again = m.ensure(a, DataShape())
+        assert again.reused and again.pid == pid
+        other = m.ensure(b, DataShape())
+        assert other.pid != pid and not Path(f"/proc/{pid}").exists()
+        other_pid = other.pid
+        reshaped = m.ensure(b, DataShape(tables=2))
+        assert not reshaped.reused and reshaped.pid != other_pid
+    finally:
+        m.close()
+    assert not m.run_dir.exists() and not servers_under(m.run_dir)
