@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 ENV := set -a; . var/local.env; set +a;
 
-.PHONY: demo test venv services up down clean
+.PHONY: demo test venv services up down clean study
 
 $(BIN)/scheduler: pyproject.toml
 	$(PY) -m venv $(VENV) || (deploy/ensure-services python && $(PY) -m venv $(VENV))
@@ -31,3 +31,8 @@ test: venv services
 
 clean: down
 	rm -rf var
+
+# One seed study (STUDY=keycache|thread-pool|random-points-ranges|regression|all) on the local
+# fleet; writes docs/studies/STUDY.md and its HTML reports.
+study: venv up
+	$(ENV) set -a; [ ! -f var/fleet.env ] || . var/fleet.env; set +a; $(BIN)/python examples/studies/run $(STUDY)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
 from services.common import logs
 from services.common.bus import BusError
 from services.common.config import Settings, add_settings_flags, settings_from
-from services.common.store import Store, StoreError
+from services.common.store import StoreError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 #: `report --fail-on-collapse` found a collapsed cell (the report is still written).
@@ -99,7 +100,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     settings = settings_from(args)
-    logs.configure("collector", settings.log_level)
+    # Reports print what they have to say; only the long-running `serve` logs at info by default.
+    explicit = getattr(args, "log_level", None) or os.environ.get("BENCHFLEET_LOG_LEVEL")
+    logs.configure("collector", settings.log_level if explicit or args.command == "serve" else "warning")
     try:
         return int(args.fn(args, settings))
     except (BusError, StoreError) as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -263,7 +264,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     settings = settings_from(args)
-    logs.configure("scheduler", settings.log_level)
+    # A CLI prints what happened itself; its info logs would only repeat it on stderr.
+    explicit = getattr(args, "log_level", None) or os.environ.get("BENCHFLEET_LOG_LEVEL")
+    logs.configure("scheduler", settings.log_level if explicit else "warning")
     try:
         return int(args.fn(args, settings))
     except SpecError as e:
