@@ -1,0 +1,58 @@
+"""Rows generated for prepare: sysbench's layout and distributions, built without per-row Python."""
+
+import random
+import re
+from statistics import mean
+
+from services.worker import distributions, prepare
+
+TSV = re.compile(rb"(\d{6})\t(\d{6})\t(\d{11}(?:-\d{11}){9})\t(\d{11}(?:-\d{11}){4})\n")
+SQL = re.compile(rb"\((\d{6}),(\d{6}),'(\d{11}(?:-\d{11}){9})','(\d{11}(?:-\d{11}){4})'\),")
+
+
+def test_tsv_rows_have_sysbench_columns_and_consecutive_ids():
+    """Each LOAD DATA line is id, k, c (10 digit groups), pad (5 groups); ids run start+1.."""
+    data = prepare.rows(prepare.rng_for(0, 1), 500, 1000, 100_000, "tsv")
+    lines = TSV.findall(data)
+    assert len(lines) == 1000 and len(data) == sum(len(m.group(0)) for m in TSV.finditer(data))
+    assert [int(i) for i, *_ in lines] == list(range(501, 1501))
+    assert all(1 <= int(k) <= 100_000 for _, k, _, _ in lines)
+
+
+def test_sql_rows_are_values_tuples_of_the_same_data():
+    """The INSERT form is the same row layout as VALUES tuples, each followed by a comma."""
+    data = prepare.rows(prepare.rng_for(0, 1), 0, 200, 100_000, "sql")
+    tuples = SQL.findall(data)
+    assert len(tuples) == 200 and data.endswith(b"),")
+    assert [int(i) for i, *_ in tuples] == list(range(1, 201))
+
+
+def test_rows_repeat_for_a_seed_and_table_and_differ_otherwise():
+    """The same seed and table give the same rows; another table gets other rows."""
+    one = prepare.rows(prepare.rng_for(7, 1), 0, 100, 1000)
+    assert one == prepare.rows(prepare.rng_for(7, 1), 0, 100, 1000)
+    assert one != prepare.rows(prepare.rng_for(7, 2), 0, 100, 1000)
+
+
+def test_digits_are_uniform():
+    """Every digit of c and pad is about equally frequent (no modulo bias)."""
+    data = prepare.rows(prepare.rng_for(1, 1), 0, 20_000, 100_000)
+    digits = b"".join(m.group(3) + m.group(4) for m in TSV.finditer(data)).replace(b"-", b"")
+    counts = [digits.count(bytes([48 + d])) for d in range(10)]
+    assert max(counts) / min(counts) < 1.01
+
+
+def test_special_many_matches_the_scalar_special_distribution():
+    """The vectorised draw has the scalar one's shape: about 3/4 in the hot middle 1%, same mean."""
+    n, size = 200_000, 100_000
+    many = prepare.special_many(prepare.rng_for(3, 1), 1, size, n)
+    r = random.Random(3).random
+    scalar = [distributions.special(r, 1, size) for _ in range(n)]
+
+    def hot(xs):
+        return sum(1 for x in xs if 49_500 <= x <= 50_501) / len(xs)
+
+    assert many.min() >= 1 and many.max() <= size
+    # 75% drawn in the hot range, plus the few gaussian draws that land there.
+    assert abs(hot(many) - hot(scalar)) < 0.01 and 0.75 <= hot(many) < 0.78
+    assert abs(float(many.mean()) - mean(scalar)) < 0.005 * size
