@@ -4,6 +4,7 @@ Schema history (the ``schema`` field of each message):
   benchfleet.run/1         a run spec the scheduler publishes for a worker
   benchfleet.run-event/1   a worker's "started"/"progress" note about a run
   benchfleet.result/1      what a run measured (or why it failed)
+Additive, optional fields (no version change): run ``rate``; result ``series.queue``.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ class RunSpec(_Message):
     warmup: float
     seed: int
     published_at: float
+    #: Open loop: transactions/s for the whole run (Poisson arrivals). None (left out of the
+    #: JSON, so workers that predate it still accept the message): closed loop.
+    rate: float | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -109,6 +113,8 @@ class Series(_Message):
     transactions: list[int] = Field(default_factory=list)
     queries: list[int] = Field(default_factory=list)
     errors: list[int] = Field(default_factory=list)
+    #: Open-loop runs only: transactions due but not started at the end of each second.
+    queue: list[int] = Field(default_factory=list)
 
 
 class Latency(_Message):

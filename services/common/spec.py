@@ -233,6 +233,9 @@ class CampaignSpec(_Frozen):
     warmup: Seconds = 0.0
     repeat: Annotated[int, Field(ge=1, le=1000)] = 1
     seed: Annotated[int, Field(ge=0)] = 0
+    #: Open loop: transactions/s for the whole run, arriving as a Poisson stream (sysbench's
+    #: --rate); latency counts from each intended start. 0: closed loop.
+    rate: Annotated[float, Field(ge=0)] = 0.0
 
     @field_validator("duration")
     @classmethod

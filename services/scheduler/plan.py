@@ -84,6 +84,7 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
             warmup=spec.warmup,
             seed=p.seed,
             published_at=at,
+            rate=spec.rate or None,
         )
         for p in planned
     ]

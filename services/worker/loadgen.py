@@ -11,6 +11,8 @@ end (counts summed, histograms added, never percentiles averaged).
 
 from __future__ import annotations
 
+import bisect
+import collections
 import math
 import multiprocessing
 import multiprocessing.connection
@@ -91,6 +93,52 @@ class _Job:
     cpus: tuple[int, ...]
     #: Transactions each thread of thread_ids runs while measuring (fixed-event mode), else None.
     budgets: tuple[int, ...] | None = None
+    #: Open loop: this process's share of the run's arrival rate (transactions/s); 0: closed loop.
+    rate: float = 0.0
+    #: Which load process this is, so each draws its own arrival stream.
+    index: int = 0
+
+
+# ---------------------------------------------------------------- open-loop arrivals
+
+
+class Schedule:
+    """Poisson arrivals shared by the connections of one load process.
+
+    A connection takes the next intended start time, waits until it (if it is in the future)
+    and measures latency from it, so a server that stalls is charged for the transactions that
+    queued meanwhile (coordinated omission corrected). The run's rate is split over the load
+    processes in proportion to their connections; independent Poisson streams add up to one
+    Poisson stream of the whole rate, so this is the same as one schedule for the whole run.
+    """
+
+    def __init__(self, rate: float, start: float, rng: random.Random):
+        self._lock = threading.Lock()
+        self._rate, self._rng = rate, rng
+        #: Intended start times drawn and not yet taken, oldest first.
+        self._pending: collections.deque[float] = collections.deque()
+        self._last = start
+
+    def _draw_until(self, t: float) -> None:
+        while not self._pending or self._pending[-1] <= t:
+            self._last += self._rng.expovariate(self._rate)
+            self._pending.append(self._last)
+
+    def take(self, before: float) -> float | None:
+        """The next intended start time, or None (and nothing taken) if it is at or after ``before``."""
+        with self._lock:
+            if not self._pending:
+                self._draw_until(self._last)
+            t = self._pending[0]
+            if t >= before:
+                return None
+            return self._pending.popleft()
+
+    def queue(self, now: float) -> int:
+        """Transactions due by ``now`` that no connection has started yet."""
+        with self._lock:
+            self._draw_until(now)
+            return bisect.bisect_right(self._pending, now)
 
 
 # ---------------------------------------------------------------- one client connection
@@ -130,8 +178,13 @@ class _Client:
         except Exception:  # closing a dead connection must not hide the run's result
             pass
 
-    def loop(self, deadline: list[float], slot: int, sink: _Sink, record: bool) -> None:
-        """Run transactions until ``deadline[slot]`` (set to 0 to stop early)."""
+    def loop(self, deadline: list[float], slot: int, sink: _Sink, record: bool,
+             schedule: Schedule | None = None) -> None:
+        """Run transactions until ``deadline[slot]`` (set to 0 to stop early); with a
+        ``schedule``, each at its intended start time (open loop)."""
+        if schedule is not None:
+            self._open_loop(deadline, slot, sink, record, schedule)
+            return
         mono, gen, rng = time.monotonic, self.gen, self.rng
         counts, hist_record = sink.counts, sink.hist.record
         cm, stmts = self.cm, self.stmts
@@ -167,6 +220,46 @@ class _Client:
                 left -= 1
             t = end
         self.last_end = t
+
+    def _open_loop(self, deadline: list[float], slot: int, sink: _Sink, record: bool,
+                   schedule: Schedule) -> None:
+        """The closed loop's body, each transaction started at the schedule's next intended
+        time and timed from it. Kept apart so the closed loop pays nothing for it."""
+        mono, gen, rng = time.monotonic, self.gen, self.rng
+        counts, hist_record = sink.counts, sink.hist.record
+        qa: list = []
+        left = self.budget if record and self.budget is not None else -1
+        while left != 0:
+            intended = schedule.take(deadline[slot])
+            # No arrival before the deadline: idle up to it, so the interval ends where the
+            # closed loop's would.
+            until = deadline[slot] if intended is None else intended
+            # Sleep in short steps so a stop (deadline set to 0) is seen within 50 ms.
+            while (wait := until - mono()) > 0 and deadline[slot]:
+                time.sleep(min(wait, 0.05))
+            if intended is None or not deadline[slot]:
+                self.last_end = mono()
+                break
+            cm, stmts = self.cm, self.stmts
+            try:
+                for kind, sql, params in gen(rng):
+                    if params is None:
+                        cm.query(sql.encode())
+                        cm.consume_result()
+                    else:
+                        s = stmts[sql]
+                        s.stmt_execute(*params, query_attrs=qa)
+                        s.free_result()
+                    counts[kind] += 1
+            except MySQLInterfaceError as e:
+                self._failed(e, sink, deadline)
+                continue
+            end = mono()
+            if record:
+                hist_record((end - intended) * 1e6)
+                counts["transactions"] += 1
+                left -= 1
+            self.last_end = end
 
     def _failed(self, e: MySQLInterfaceError, sink: _Sink, deadline: list[float]) -> None:
         code = int(getattr(e, "errno", 0) or 0)
@@ -262,13 +355,15 @@ def _child_main(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
         return
     _, t0, t_measure, t_end = msg
     deadline = [t_measure, t_end]
+    schedule = (Schedule(job.rate, t0, random.Random(f"{job.seed}:arrivals:{job.index}"))
+                if job.rate > 0 else None)
 
     def drive(c: _Client) -> None:
         try:
             while time.monotonic() < t0:
                 time.sleep(max(0.0, t0 - time.monotonic()))
-            c.loop(deadline, 0, _Sink(), record=False)
-            c.loop(deadline, 1, c.sink, record=True)
+            c.loop(deadline, 0, _Sink(), record=False, schedule=schedule)
+            c.loop(deadline, 1, c.sink, record=True, schedule=schedule)
         except BaseException as e:  # noqa: BLE001 - a bug in one thread must not hang the run
             c.failure = e
             deadline[0] = deadline[1] = 0.0
@@ -277,11 +372,14 @@ def _child_main(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
     for w in workers:
         w.start()
 
-    series: dict[str, list[int]] = {"transactions": [], "queries": [], "errors": []}
+    series: dict[str, list[int]] = {"transactions": [], "queries": [], "errors": [], "queue": []}
     previous = dict.fromkeys(_COUNTERS, 0)
 
     def close_second() -> dict[str, int]:
         nonlocal previous
+        if schedule is not None:
+            # Sampled at the second's end, as sysbench's --rate report prints it.
+            series["queue"].append(schedule.queue(time.monotonic()))
         now = _sample(clients)
         series["transactions"].append(now["transactions"] - previous["transactions"])
         series["queries"].append(sum(now[k] - previous[k] for k in ("read", "write", "other")))
@@ -360,11 +458,16 @@ def run_load(
     stop: threading.Event | None = None,
     on_second: Callable[[dict[str, Any]], None] | None = None,
     events: int | None = None,
+    rate: float | None = None,
 ) -> LoadOutcome:
     """Run ``workload`` with ``threads`` connections: warm up, then measure for ``duration``
     seconds; raise LoadError if it cannot start. With ``events`` (sysbench's --events), the
     measurement ends after exactly that many transactions, or at ``duration`` if sooner
-    (None: no time limit)."""
+    (None: no time limit). With ``rate`` > 0 (sysbench's --rate), transactions arrive as a
+    Poisson stream of that many per second for the whole run (open loop) instead of each
+    connection starting its next one as soon as the last ends."""
+    if rate is not None and rate < 0:
+        raise LoadError("rate must be >= 0")
     if threads < 1:
         raise LoadError("threads must be at least 1")
     if duration is None:
@@ -378,7 +481,8 @@ def run_load(
         for tids, mine in _plan(threads, cpus, processes):
             parent_end, child_end = ctx.Pipe(duplex=True)
             budgets = None if not events else tuple(events // threads + (t < events % threads) for t in tids)
-            job = _Job(dict(params), workload, data, tids, threads, seed, mine, budgets)
+            job = _Job(dict(params), workload, data, tids, threads, seed, mine, budgets,
+                       rate=(rate or 0.0) * len(tids) / threads, index=len(procs))
             proc = ctx.Process(target=_child_main, args=(child_end, job), daemon=True,
                                name=f"benchfleet-load-{len(procs)}")
             proc.start()
@@ -518,6 +622,7 @@ def _merge(parts: list[dict[str, Any]], t0: float, wall0: float, t_measure: floa
         transactions=_sum_series([p["series"]["transactions"] for p in parts])[:n],
         queries=_sum_series([p["series"]["queries"] for p in parts])[:n],
         errors=_sum_series([p["series"]["errors"] for p in parts])[:n],
+        queue=_sum_series([p["series"]["queue"] for p in parts])[:n],
     )
     return LoadOutcome(
         totals=Totals(transactions=counts["transactions"], reads=counts["read"], writes=counts["write"],

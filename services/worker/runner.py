@@ -54,7 +54,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus:
         with server_run.sampling(session):
             outcome = drive(
                 params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
-                client_cpus=client_cpus, stop=stop, on_second=on_second,
+                client_cpus=client_cpus, stop=stop, on_second=on_second, rate=run.rate,
             )
     except target.TargetError as e:
         return RunResult(status="failed", error=str(e), started_at=started, ended_at=time.time(), **base)

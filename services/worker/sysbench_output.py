@@ -204,6 +204,7 @@ def series(ivs: list[Interval], interval_s: float = 1.0) -> Series:
         transactions=[round(iv.tps * interval_s) for iv in ivs],
         queries=[round(iv.qps * interval_s) for iv in ivs],
         errors=[0 for _ in ivs],
+        queue=queue_lengths(ivs),
     )
 
 

@@ -190,3 +190,30 @@ def test_other_workloads_run_cleanly(mariadb_params, name, per_tx):
     assert set(out.errors_by_code) <= {"1213", "1205", "1020"}
     for done, n in zip((t.reads, t.writes, t.other), per_tx):
         assert n * t.transactions <= done <= n * (t.transactions + t.ignored_errors)
+
+
+def test_open_loop_below_capacity_runs_at_the_rate_with_no_queue(_mariadb):
+    """A rate far below capacity: tps is the rate (Poisson noise aside) and nothing queues."""
+    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=4, warmup=0.5,
+                   duration=4, seed=11, rate=300)
+    tps = out.totals.transactions / out.measured_s
+    assert abs(tps - 300) < 0.15 * 300, tps
+    assert len(out.series.queue) == len(out.series.transactions) >= 4
+    assert max(out.series.queue) <= 20
+    _sane_latency(out)
+
+
+def test_open_loop_above_capacity_queues_and_latency_grows_with_the_queue(_mariadb):
+    """Three times what one connection can do: the queue grows every second, and the last
+    transactions waited about queue / rate, since latency counts from the intended start."""
+    closed = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=1, warmup=0,
+                      duration=1, seed=12)
+    rate = 3 * closed.totals.transactions / closed.measured_s
+    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=1, warmup=0,
+                   duration=3, seed=12, rate=rate)
+    q = out.series.queue
+    assert len(q) >= 3 and q[0] < q[1] < q[2], q
+    assert q[-1] > rate  # more than a second's arrivals are waiting at the end
+    waited_ms = 1000 * q[-1] / rate
+    assert 0.5 * waited_ms < out.latency.max_ms < 2 * waited_ms, (out.latency.max_ms, waited_ms)
+    assert out.latency.p50_ms > 20 * closed.latency.p50_ms

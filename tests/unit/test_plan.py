@@ -61,6 +61,14 @@ def test_run_specs_carry_the_whole_cell():
     assert m.duration == 10 and m.warmup == 5 and m.total_runs == len(msgs)
 
 
+def test_rate_reaches_run_specs_and_closed_loop_leaves_it_out_of_the_message():
+    """An open-loop spec's rate is in every run; a closed-loop run's JSON has no rate field,
+    so workers that predate it still decode it."""
+    assert b'"rate"' not in plan.run_specs(SPEC, "c1", now=0.0)[0].encode()
+    open_loop = SPEC.model_copy(update={"rate": 250.0})
+    assert {m.rate for m in plan.run_specs(open_loop, "c1", now=0.0)} == {250.0}
+
+
 def test_estimate_scales_with_workers():
     """The wall-time estimate counts warm-up, measurement and overhead, shared by workers."""
     one = plan.estimated_seconds(SPEC, 1)

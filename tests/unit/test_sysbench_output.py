@@ -82,6 +82,7 @@ def test_rate_mode_queue_lines_fold_into_their_second():
     ivs = so.intervals(_text("oltp_point_select_rate.txt"))
     assert [(iv.second, iv.queue_length, iv.concurrency) for iv in ivs] == [(1.0, 0, 0), (2.0, 0, 0), (3.0, 0, 0)]
     assert so.queue_lengths(ivs) == [0, 0, 0]
+    assert so.series(ivs).queue == [0, 0, 0]
 
 
 @pytest.mark.parametrize("fixture, code, words", [
