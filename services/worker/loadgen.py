@@ -230,6 +230,11 @@ class _Client:
         qa: list = []
         left = self.budget if record and self.budget is not None else -1
         while left != 0:
+            # Behind schedule, every intended time is already past: the clock, not the
+            # schedule, ends the loop then, and the backlog stays unstarted (sysbench's way).
+            if mono() >= deadline[slot]:
+                self.last_end = mono()
+                break
             intended = schedule.take(deadline[slot])
             # No arrival before the deadline: idle up to it, so the interval ends where the
             # closed loop's would.
@@ -378,8 +383,9 @@ def _child_main(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
     def close_second() -> dict[str, int]:
         nonlocal previous
         if schedule is not None:
-            # Sampled at the second's end, as sysbench's --rate report prints it.
-            series["queue"].append(schedule.queue(time.monotonic()))
+            # Sampled at the second's end, as sysbench's --rate report prints it; the last
+            # (partial) second at the deadline, not after the threads drained.
+            series["queue"].append(schedule.queue(min(time.monotonic(), t_end)))
         now = _sample(clients)
         series["transactions"].append(now["transactions"] - previous["transactions"])
         series["queries"].append(sum(now[k] - previous[k] for k in ("read", "write", "other")))

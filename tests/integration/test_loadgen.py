@@ -215,5 +215,6 @@ def test_open_loop_above_capacity_queues_and_latency_grows_with_the_queue(_maria
     assert len(q) >= 3 and q[0] < q[1] < q[2], q
     assert q[-1] > rate  # more than a second's arrivals are waiting at the end
     waited_ms = 1000 * q[-1] / rate
-    assert 0.5 * waited_ms < out.latency.max_ms < 2 * waited_ms, (out.latency.max_ms, waited_ms)
+    assert 0.7 * waited_ms < out.latency.max_ms < 1.4 * waited_ms, (out.latency.max_ms, waited_ms)
+    assert out.measured_s < 3.5  # the backlog is left unstarted at the deadline, not worked off
     assert out.latency.p50_ms > 20 * closed.latency.p50_ms
