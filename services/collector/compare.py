@@ -63,8 +63,34 @@ def header_lines(c: Comparison) -> list[str]:
     return lines + [""]
 
 
+def render_compare_ods(c: Comparison) -> bytes:
+    """The comparison as a spreadsheet: which campaign is A and B, one sheet per table, both campaigns' runs."""
+    from .exports import ods_document, run_rows, table_rows
+
+    sheets = [("campaigns", [[line] for line in header_lines(c)])]
+    sheets += [(t.key, table_rows(t)) for t in c.tables]
+    sheets += [("runs A", run_rows(c.a.runs)), ("runs B", run_rows(c.b.runs))]
+    return ods_document(sheets)
+
+
+def render_compare_html(c: Comparison) -> str:
+    """The comparison as one self-contained HTML page with the same tables, marks and legends."""
+    from .html_report import _CSS, _e, render_table_html
+
+    title = f"benchfleet compare: {c.b.name} against {c.a.name}"
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
+             f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>",
+             "<p>" + "<br>".join(_e(line) for line in header_lines(c) if line) + "</p>"]
+    for t in c.tables:
+        parts.extend(render_table_html(t))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
 def render_compare(c: Comparison, fmt: str) -> str:
-    """The comparison as text, markdown, csv or json."""
+    """The comparison as text, markdown, csv, json or html."""
+    if fmt == "html":
+        return render_compare_html(c)
     if fmt == "json":
         from .exports import table_data
 

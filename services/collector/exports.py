@@ -85,18 +85,15 @@ def _sheet_name(text: str, used: set[str]) -> str:
     return name
 
 
-def render_ods(report: Report) -> bytes:
-    """The report as an OpenDocument spreadsheet: settings, one sheet per table, collapse, runs."""
+def ods_document(sheets: list[tuple[str, list[list[Any]]]]) -> bytes:
+    """An OpenDocument spreadsheet with one sheet per (name, rows); numbers stay numbers."""
     from odf.opendocument import OpenDocumentSpreadsheet
     from odf.table import Table as OdsTable, TableCell, TableRow
     from odf.text import P
 
-    from .report import head_lines
-
     doc = OpenDocumentSpreadsheet()
     used: set[str] = set()
-
-    def sheet(name: str, rows: list[list[Any]]) -> None:
+    for name, rows in sheets:
         t = OdsTable(name=_sheet_name(name, used))
         for values in rows:
             tr = TableRow()
@@ -110,27 +107,43 @@ def render_ods(report: Report) -> bytes:
                 tr.addElement(cell)
             t.addElement(tr)
         doc.spreadsheet.addElement(t)
-
-    sheet("settings", [[line] for line in head_lines(report.data)])
-    for named in report.tables:
-        data = table_data(named)
-        grouped = named.table.spec.grouped
-        rows: list[list[Any]] = [[named.title], ["sysbench test"] + (["target"] if grouped else []) + data["threads"]]
-        for row in data["rows"]:
-            label = [row["workload"]] + ([row["label"]] if grouped else [])
-            rows.append(label + [(c["text"] + c["mark"]) if c["mark"] or c["value"] is None else c["value"]
-                                 for c in row["cells"]])
-        rows.append([])
-        rows.extend([f] for f in data["formulas"])
-        rows.append([])
-        rows.extend([e["mark"], e["meaning"]] for e in data["legend"])
-        sheet(named.key, rows)
-    sheet("collapse", [["target", "workload", "threads", "q/s", "peak threads", "peak q/s", "ratio", "p", "basis"]]
-          + [[f.target, f.workload, f.threads, f.qps, f.peak_threads, f.peak_qps, f.ratio, _num(f.p), f.basis]
-             for f in report.collapsed])
-    cols = ["run_id", "target", "workload", "threads", "repetition", "status", "qps", "tps", "p95_ms", "p99_ms",
-            "measured_s", "error"]
-    sheet("runs", [cols] + [[_run_row(r)[c] for c in cols] for r in report.data.runs])
     buf = io.BytesIO()
     doc.write(buf)
     return buf.getvalue()
+
+
+def table_rows(named: NamedTable) -> list[list[Any]]:
+    """A comparison table as spreadsheet rows: title, header, one row per table row, formulas, legend."""
+    data = table_data(named)
+    grouped = named.table.spec.grouped
+    rows: list[list[Any]] = [[named.title], ["sysbench test"] + (["target"] if grouped else []) + data["threads"]]
+    for row in data["rows"]:
+        label = [row["workload"]] + ([row["label"]] if grouped else [])
+        rows.append(label + [(c["text"] + c["mark"]) if c["mark"] or c["value"] is None else c["value"]
+                             for c in row["cells"]])
+    rows.append([])
+    rows.extend([f] for f in data["formulas"])
+    rows.append([])
+    rows.extend([e["mark"], e["meaning"]] for e in data["legend"])
+    return rows
+
+
+RUN_COLUMNS = ["run_id", "target", "workload", "threads", "repetition", "status", "qps", "tps", "p95_ms", "p99_ms",
+               "measured_s", "error"]
+
+
+def run_rows(runs: Any) -> list[list[Any]]:
+    return [RUN_COLUMNS] + [[_run_row(r)[c] for c in RUN_COLUMNS] for r in runs]
+
+
+def render_ods(report: Report) -> bytes:
+    """The report as an OpenDocument spreadsheet: settings, one sheet per table, collapse, runs."""
+    from .report import head_lines
+
+    sheets: list[tuple[str, list[list[Any]]]] = [("settings", [[line] for line in head_lines(report.data)])]
+    sheets += [(named.key, table_rows(named)) for named in report.tables]
+    sheets.append(("collapse", [["target", "workload", "threads", "q/s", "peak threads", "peak q/s", "ratio", "p", "basis"]]
+                   + [[f.target, f.workload, f.threads, f.qps, f.peak_threads, f.peak_qps, f.ratio, _num(f.p), f.basis]
+                      for f in report.collapsed]))
+    sheets.append(("runs", run_rows(report.data.runs)))
+    return ods_document(sheets)

@@ -72,7 +72,8 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     g.add_argument("--delta", action="store_true", help="cells (B/A*100)-100")
     g.add_argument("--absolute", action="store_true", help="mean value of A and B instead of ratios")
     _stat_flags(s)
-    s.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text")
+    s.add_argument("--format", choices=("text", "markdown", "csv", "json", "html", "ods"), default="text")
+    s.add_argument("--out", help="write to this file (needed for ods)")
 
 
 def add_history_flags(s: argparse.ArgumentParser) -> None:
@@ -159,7 +160,15 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    _write(None, render_compare(c, args.format))
+    if args.format == "ods":
+        if not args.out:
+            print("error: --format ods needs --out FILE", file=sys.stderr)
+            return EXIT_USAGE
+        from .compare import render_compare_ods
+
+        _write(args.out, render_compare_ods(c))
+    else:
+        _write(args.out, render_compare(c, args.format))
     return EXIT_OK
 
 

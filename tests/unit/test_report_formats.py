@@ -153,6 +153,24 @@ def test_compare_two_campaigns_cell_by_cell():
     assert rows[1].startswith("pool,oltp_point_select,B,A,16,ratio,105.00,+,faster")
 
 
+def test_compare_as_html_and_spreadsheet():
+    """A comparison also comes as a self-contained HTML page and an ODS file with the same marked cells."""
+    import io
+    import zipfile
+
+    from services.collector.compare import render_compare_ods
+
+    a = campaign(POOL_RUNS, cid="pool-a")
+    faster = [run(r.target, r.workload, r.threads, r.repetition, r.qps * (1.05 if r.threads == 16 else 1.0))
+              for r in POOL_RUNS if r.target == "pool"]
+    c = compare_campaigns(a, campaign(faster, targets=("pool",), cid="pool-b"), mc.metric("qps"))
+    page = render_compare(c, "html")
+    assert page.startswith("<!DOCTYPE html>") and "http" not in page.split("<body>")[1]
+    assert 'class="num faster"' in page and "105.00+" in page and "B = pool-b" in page
+    content = zipfile.ZipFile(io.BytesIO(render_compare_ods(c))).read("content.xml").decode()
+    assert "105.00+" in content and "pool-a" in content and 'table:name="runs B"' in content
+
+
 def _history_row(cid, name, at, rep, qps, status="ok"):
     return (cid, name, at, ResultRow(f"{cid}.r{rep}", "off", "w", 8, rep, status, qps, qps, 1.0, 2.0, 60.0, None))
 
