@@ -36,7 +36,7 @@ def render_table_html(named: NamedTable) -> list[str]:
     table = named.table
     spec = table.spec
     out = [f'<h3 id="table-{_e(named.key)}">{_e(named.title)}</h3>', '<table class="cmp">',
-           '<tr><th rowspan="2">sysbench test</th>' + (f'<th rowspan="2">target</th>' if spec.grouped else "")
+           '<tr><th rowspan="2">sysbench test</th>' + ('<th rowspan="2">target</th>' if spec.grouped else "")
            + f'<th colspan="{len(table.threads)}">Number of threads</th></tr>',
            "<tr>" + "".join(f"<th>{t}</th>" for t in table.threads) + "</tr>"]
     for row in table.rows:
