@@ -208,6 +208,12 @@ class Store:
             counts[state] = int(n)
         return counts
 
+    def campaign_span(self, campaign_id: str) -> tuple[float | None, float | None]:
+        """When the campaign's first run started and its last run ended (None before any did)."""
+        (first, last), = self._rows("SELECT MIN(started_at), MAX(ended_at) FROM runs WHERE campaign_id=%s",
+                                    (campaign_id,))
+        return first, last
+
     def active_runs(self, campaign_id: str) -> list[tuple[str, str, int, int, str | None, float | None]]:
         """Runs in progress: (target, workload, threads, repetition, worker, started_at)."""
         return [

@@ -344,7 +344,17 @@ def _codes(clients: list[_Client]) -> dict[str, int]:
 
 
 def _child_main(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
-    """Entry point of a load process: open, report ready, run on "go", report done."""
+    """Entry point of a load process; it ends quietly when its worker is gone."""
+    try:
+        _child_run(pipe, job)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        # The worker died (SIGKILL, crash): nobody is left to report to, and a traceback in
+        # the worker's log would only look like a second failure.
+        os._exit(0)
+
+
+def _child_run(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
+    """Open the connections, report ready, run on "go", report done."""
     try:
         if job.cpus:
             os.sched_setaffinity(0, job.cpus)
