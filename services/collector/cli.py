@@ -18,25 +18,18 @@ EXIT_COLLAPSE = 4
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    from services.common.discovery import remove_sd_file, write_sd_file
+    from services.common.discovery import announced
 
     from .consumer import Collector
     from .metrics import CollectorMetrics
 
     metrics = CollectorMetrics()
-    port = metrics.start_http(settings.metrics_addr, settings.metrics_port)
-    sd_file = write_sd_file(settings.sd_dir, "collector", settings.metrics_addr, port) if settings.sd_dir else None
-    logs.get().info("collector_metrics", addr=settings.metrics_addr, port=port, sd_file=str(sd_file or ""))
     pools = tuple(p for p in args.pools.split(",") if p)
     c = Collector(settings, pools=pools, metrics=metrics)
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
-    try:
+    with announced(metrics, settings, "collector"):
         c.run_forever()
-    finally:
-        if sd_file is not None:
-            remove_sd_file(sd_file)
-        metrics.close()
     return EXIT_OK
 
 

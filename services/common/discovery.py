@@ -3,12 +3,17 @@ endpoint by a small JSON file in the directory prometheus.yml watches."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import socket
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .metrics_endpoint import MetricsEndpoint
 
 
 def _safe(text: str) -> str:
@@ -39,3 +44,22 @@ def remove_sd_file(path: str | os.PathLike[str]) -> None:
     except FileNotFoundError:
         pass
 
+
+
+@contextlib.contextmanager
+def announced(endpoint: "MetricsEndpoint", settings: "Settings", job: str,
+              labels: Mapping[str, str] | None = None) -> Iterator[int]:
+    """Serve ``endpoint``'s /metrics and announce it in ``settings.sd_dir`` while the block runs;
+    on the way out withdraw the announcement first, so a service stopped on purpose is not
+    paged as down, then stop serving."""
+    from . import logs
+
+    port = endpoint.start_http(settings.metrics_addr, settings.metrics_port)
+    sd_file = write_sd_file(settings.sd_dir, job, settings.metrics_addr, port, labels) if settings.sd_dir else None
+    logs.get().info(f"{job}_metrics", addr=settings.metrics_addr, port=port, sd_file=str(sd_file or ""))
+    try:
+        yield port
+    finally:
+        if sd_file is not None:
+            remove_sd_file(sd_file)
+        endpoint.close()

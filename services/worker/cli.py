@@ -94,31 +94,24 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    from services.common.discovery import announced
+
     from . import managed
     from .consumer import Worker
-    from services.common.discovery import remove_sd_file, write_sd_file
-
     from .metrics import WorkerMetrics
     from .runner import WorkerIdentity
 
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
     metrics = WorkerMetrics(worker_id)
-    port = metrics.start_http(settings.metrics_addr, settings.metrics_port)
-    sd_file = write_sd_file(settings.sd_dir, "worker", settings.metrics_addr, port,
-                            {"worker": worker_id, "pool": args.pool}) if settings.sd_dir else None
-    logs.get().info("worker_metrics", addr=settings.metrics_addr, port=port, sd_file=str(sd_file or ""))
     managed.configure(base_dir=Path(args.managed_dir) if args.managed_dir else None, keep_datadirs=args.keep_datadirs)
     w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), client_cpus=cpus,
                max_runs=args.max_runs, metrics=metrics)
     signal.signal(signal.SIGTERM, lambda *_: w.stop())
     signal.signal(signal.SIGINT, lambda *_: w.stop())
     try:
-        w.run_forever()
+        with announced(metrics, settings, "worker", {"worker": worker_id, "pool": args.pool}):
+            w.run_forever()
     finally:
-        # A worker stopped on purpose leaves discovery, so "worker down" means a crash.
-        if sd_file is not None:
-            remove_sd_file(sd_file)
-        metrics.close()
         # Stop the managed server cleanly and remove its datadirs (unless --keep-datadirs).
         managed.shutdown()
     return EXIT_OK

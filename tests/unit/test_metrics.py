@@ -155,3 +155,21 @@ def test_sd_file_announces_endpoint_and_can_be_withdrawn(tmp_path):
     remove_sd_file(path)
     remove_sd_file(path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_announced_serves_then_withdraws(tmp_path):
+    """While a service runs its /metrics is served and announced; a clean stop withdraws both."""
+    import urllib.request
+    from dataclasses import replace
+
+    from services.common.config import Settings
+    from services.common.discovery import announced
+
+    m = WorkerMetrics("w-ann")
+    settings = replace(Settings(), sd_dir=str(tmp_path))
+    with announced(m, settings, "worker", {"pool": "p"}) as port:
+        files = list(tmp_path.glob("worker-*.json"))
+        assert len(files) == 1 and f":{port}" in files[0].read_text()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        assert b"benchfleet_worker_up" in body
+    assert not list(tmp_path.glob("worker-*.json"))
