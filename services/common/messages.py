@@ -4,7 +4,8 @@ Schema history (the ``schema`` field of each message):
   benchfleet.run/1         a run spec the scheduler publishes for a worker
   benchfleet.run-event/1   a worker's "started"/"progress" note about a run
   benchfleet.result/1      what a run measured (or why it failed)
-Additive, optional fields (no version change): run ``rate``; result ``series.queue``.
+Additive, optional fields (no version change): run ``rate`` and ``latency_by_kind``; result
+``series.queue`` and ``latency.by_kind``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class RunSpec(_Message):
     #: Open loop: transactions/s for the whole run (Poisson arrivals). None (left out of the
     #: JSON, so workers that predate it still accept the message): closed loop.
     rate: float | None = None
+    #: Also time each statement, per kind; None (left out of the message) when not asked.
+    latency_by_kind: bool | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -125,6 +128,9 @@ class Latency(_Message):
     p99_ms: float = 0.0
     max_ms: float = 0.0
     histogram: dict[str, Any] = Field(default_factory=dict)
+    #: Statement latency per kind (read, write, other), each with the fields above, when the
+    #: campaign asked for it (spec ``latency_by_kind``).
+    by_kind: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class RunResult(_Message):

@@ -236,6 +236,9 @@ class CampaignSpec(_Frozen):
     #: Open loop: transactions/s for the whole run, arriving as a Poisson stream (sysbench's
     #: --rate); latency counts from each intended start. 0: closed loop.
     rate: Annotated[float, Field(ge=0)] = 0.0
+    #: Also record latency per statement kind (read/write/other) besides per transaction; it
+    #: costs a clock read per statement in the load loop, so it is off unless asked for.
+    latency_by_kind: bool = False
 
     @field_validator("duration")
     @classmethod
@@ -275,6 +278,8 @@ class CampaignSpec(_Frozen):
             if zipf:
                 raise ValueError(f"workloads: {', '.join(zipf)}: rand_type zipfian needs sysbench 1.1; "
                                  "the sysbench driver runs 1.0.20 (use driver: native)")
+            if self.latency_by_kind:
+                raise ValueError("latency_by_kind: sysbench reports latency per event only; use driver: native")
         return self
 
     @property

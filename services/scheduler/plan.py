@@ -85,6 +85,7 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
             seed=p.seed,
             published_at=at,
             rate=spec.rate or None,
+            latency_by_kind=spec.latency_by_kind or None,
         )
         for p in planned
     ]

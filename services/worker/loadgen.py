@@ -97,6 +97,8 @@ class _Job:
     rate: float = 0.0
     #: Which load process this is, so each draws its own arrival stream.
     index: int = 0
+    #: Also time each statement, into one histogram per kind (read/write/other).
+    by_kind: bool = False
 
 
 # ---------------------------------------------------------------- open-loop arrivals
@@ -144,12 +146,22 @@ class Schedule:
 # ---------------------------------------------------------------- one client connection
 
 
+def _kind_hist(kinds: dict[str, Histogram], kind: str) -> Histogram:
+    h = kinds.get(kind)
+    if h is None:
+        h = kinds[kind] = Histogram()
+    return h
+
+
+
 @dataclass
 class _Sink:
     """Where a loop records: the real one while measuring, a throwaway one while warming up."""
 
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTERS, 0))
     hist: Histogram = field(default_factory=Histogram)
+    #: Statement latency per kind, filled only when the run asks for it.
+    kinds: dict[str, Histogram] = field(default_factory=dict)
     errors_by_code: dict[str, int] = field(default_factory=dict)
 
 
@@ -163,6 +175,7 @@ class _Client:
         self.gen = Generator(job.workload, job.data, thread_id=thread_id, threads=job.threads,
                              seed_rng=random.Random(f"{job.seed}:{thread_id}:unique"))
         self.sink = _Sink()
+        self.by_kind = job.by_kind
         self.last_end = 0.0
         self.failure: BaseException | None = None
         self._open()
@@ -193,11 +206,16 @@ class _Client:
         qa: list = []
         # Fixed-event mode (sysbench --events): the measured loop stops after its share.
         left = self.budget if record and self.budget is not None else -1
+        # Per-kind timing costs a clock read and a histogram record per statement: only on request.
+        by_kind, kinds = self.by_kind and record, sink.kinds
+        ts = 0.0
         t = mono()
         while t < deadline[slot] and left != 0:
             ops = gen(rng)
             try:
                 for kind, sql, params in ops:
+                    if by_kind:
+                        ts = mono()
                     if params is None:
                         cm.query(sql.encode())
                         cm.consume_result()
@@ -208,6 +226,8 @@ class _Client:
                         # which is what sysbench does with a result it ignores.
                         s.free_result()
                     counts[kind] += 1
+                    if by_kind:
+                        _kind_hist(kinds, kind).record((mono() - ts) * 1e6)
             except MySQLInterfaceError as e:
                 self._failed(e, sink, deadline)
                 cm, stmts = self.cm, self.stmts
@@ -227,6 +247,8 @@ class _Client:
         time and timed from it. Kept apart so the closed loop pays nothing for it."""
         mono, gen, rng = time.monotonic, self.gen, self.rng
         counts, hist_record = sink.counts, sink.hist.record
+        by_kind, kinds = self.by_kind and record, sink.kinds
+        ts = 0.0
         qa: list = []
         left = self.budget if record and self.budget is not None else -1
         while left != 0:
@@ -248,6 +270,8 @@ class _Client:
             cm, stmts = self.cm, self.stmts
             try:
                 for kind, sql, params in gen(rng):
+                    if by_kind:
+                        ts = mono()
                     if params is None:
                         cm.query(sql.encode())
                         cm.consume_result()
@@ -256,6 +280,8 @@ class _Client:
                         s.stmt_execute(*params, query_attrs=qa)
                         s.free_result()
                     counts[kind] += 1
+                    if by_kind:
+                        _kind_hist(kinds, kind).record((mono() - ts) * 1e6)
             except MySQLInterfaceError as e:
                 self._failed(e, sink, deadline)
                 continue
@@ -431,11 +457,16 @@ def _child_run(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
     pipe.send(("tick", second, final, errors_by_code))
 
     hist = Histogram.merged(c.sink.hist for c in clients)
+    kinds: dict[str, Histogram] = {}
+    for c in clients:
+        for kind, h in c.sink.kinds.items():
+            _kind_hist(kinds, kind).merge(h)
     failure = next((c.failure for c in clients if c.failure is not None), None)
     pipe.send(("done", {
         "counts": final,
         "series": series,
         "hist": hist.to_wire(),
+        "kinds": {k: h.to_wire() for k, h in kinds.items()},
         "errors_by_code": errors_by_code,
         "last_end": max((c.last_end for c in clients), default=t_measure),
         "cpu_s": cpu_s,
@@ -475,13 +506,15 @@ def run_load(
     on_second: Callable[[dict[str, Any]], None] | None = None,
     events: int | None = None,
     rate: float | None = None,
+    latency_by_kind: bool = False,
 ) -> LoadOutcome:
     """Run ``workload`` with ``threads`` connections: warm up, then measure for ``duration``
     seconds; raise LoadError if it cannot start. With ``events`` (sysbench's --events), the
     measurement ends after exactly that many transactions, or at ``duration`` if sooner
     (None: no time limit). With ``rate`` > 0 (sysbench's --rate), transactions arrive as a
     Poisson stream of that many per second for the whole run (open loop) instead of each
-    connection starting its next one as soon as the last ends."""
+    connection starting its next one as soon as the last ends. ``latency_by_kind`` also times
+    every statement, into one histogram per kind (read, write, other)."""
     if rate is not None and rate < 0:
         raise LoadError("rate must be >= 0")
     if threads < 1:
@@ -498,7 +531,7 @@ def run_load(
             parent_end, child_end = ctx.Pipe(duplex=True)
             budgets = None if not events else tuple(events // threads + (t < events % threads) for t in tids)
             job = _Job(dict(params), workload, data, tids, threads, seed, mine, budgets,
-                       rate=(rate or 0.0) * len(tids) / threads, index=len(procs))
+                       rate=(rate or 0.0) * len(tids) / threads, index=len(procs), by_kind=latency_by_kind)
             proc = ctx.Process(target=_child_main, args=(child_end, job), daemon=True,
                                name=f"benchfleet-load-{len(procs)}")
             proc.start()
@@ -630,6 +663,10 @@ def _merge(parts: list[dict[str, Any]], t0: float, wall0: float, t_measure: floa
         for k, v in p["errors_by_code"].items():
             errors_by_code[k] = errors_by_code.get(k, 0) + v
     hist = Histogram.merged(Histogram.from_wire(p["hist"]) for p in parts)
+    kinds: dict[str, Histogram] = {}
+    for p in parts:
+        for kind, wire in p.get("kinds", {}).items():
+            _kind_hist(kinds, kind).merge(Histogram.from_wire(wire))
     last_end = max(p["last_end"] for p in parts)
     measured = max(0.0, last_end - t_measure)
     # Drop trailing empty seconds of a run cancelled during warm-up or at a boundary.
@@ -645,7 +682,7 @@ def _merge(parts: list[dict[str, Any]], t0: float, wall0: float, t_measure: floa
                       other=counts["other"], errors=counts["errors"],
                       ignored_errors=counts["ignored_errors"], reconnects=counts["reconnects"]),
         series=series,
-        latency=_latency(hist),
+        latency=_latency(hist, kinds),
         errors_by_code=errors_by_code,
         warmup_s=max(0.0, min(last_end, t_measure) - t0),
         measured_s=measured,
@@ -655,9 +692,13 @@ def _merge(parts: list[dict[str, Any]], t0: float, wall0: float, t_measure: floa
     )
 
 
-def _latency(hist: Histogram) -> Latency:
-    return Latency(p50_ms=hist.percentile(50) / 1000, p95_ms=hist.percentile(95) / 1000,
-                   p99_ms=hist.percentile(99) / 1000, max_ms=hist.max_us / 1000, histogram=hist.to_wire())
+def _summary(hist: Histogram) -> dict[str, Any]:
+    return {"p50_ms": hist.percentile(50) / 1000, "p95_ms": hist.percentile(95) / 1000,
+            "p99_ms": hist.percentile(99) / 1000, "max_ms": hist.max_us / 1000, "histogram": hist.to_wire()}
+
+
+def _latency(hist: Histogram, kinds: Mapping[str, Histogram] | None = None) -> Latency:
+    return Latency(**_summary(hist), by_kind={k: _summary(h) for k, h in sorted((kinds or {}).items())})
 
 
 def _empty(now: float) -> LoadOutcome:

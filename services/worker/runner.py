@@ -51,10 +51,12 @@ def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus:
         params, client_cpus = session.params, session.client_cpus
         prepare.ensure_tables(params, run.data, seed=0)
         drive = sysbench_driver.run_sysbench if run.driver == "sysbench" else loadgen.run_load
+        # Only the native driver times single statements (the spec refuses it for sysbench).
+        extra = {"latency_by_kind": True} if run.latency_by_kind and run.driver != "sysbench" else {}
         with server_run.sampling(session):
             outcome = drive(
                 params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
-                client_cpus=client_cpus, stop=stop, on_second=on_second, rate=run.rate,
+                client_cpus=client_cpus, stop=stop, on_second=on_second, rate=run.rate, **extra,
             )
     except target.TargetError as e:
         return RunResult(status="failed", error=str(e), started_at=started, ended_at=time.time(), **base)

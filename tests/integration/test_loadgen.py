@@ -218,3 +218,20 @@ def test_open_loop_above_capacity_queues_and_latency_grows_with_the_queue(_maria
     assert 0.7 * waited_ms < out.latency.max_ms < 1.4 * waited_ms, (out.latency.max_ms, waited_ms)
     assert out.measured_s < 3.5  # the backlog is left unstarted at the deadline, not worked off
     assert out.latency.p50_ms > 20 * closed.latency.p50_ms
+
+
+def test_latency_by_kind_times_every_statement_and_merges_exactly(_mariadb):
+    """Asked for it, a run reports latency per statement kind: one sample per statement of that
+    kind, merged across load processes, and no per-kind data when not asked."""
+    wl = WorkloadSpec(name="oltp_read_only")
+    out = run_load(_mariadb, wl, SHAPE, threads=4, warmup=0.3, duration=1.5, seed=9, processes=2,
+                   latency_by_kind=True)
+    by_kind = out.latency.by_kind
+    assert set(by_kind) == {"read", "other"}
+    totals = {k: sum(v["histogram"]["buckets"].values()) for k, v in by_kind.items()}
+    assert totals == {"read": out.totals.reads, "other": out.totals.other}
+    assert 0 < by_kind["read"]["p50_ms"] <= by_kind["read"]["p99_ms"] <= by_kind["read"]["max_ms"]
+    # A statement never takes longer than the slowest transaction it was part of.
+    assert by_kind["read"]["max_ms"] <= out.latency.max_ms * 1.01
+    plain = run_load(_mariadb, wl, SHAPE, threads=2, warmup=0, duration=0.5, seed=9)
+    assert plain.latency.by_kind == {}

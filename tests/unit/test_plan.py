@@ -80,3 +80,12 @@ def test_campaign_ids_are_unique_and_readable():
     """Two submissions of the same spec never share a campaign id."""
     a, b = plan.new_campaign_id(SPEC, 0), plan.new_campaign_id(SPEC, 0)
     assert a.startswith("seeds-19700101T000000-") and a != b or a.startswith("seeds-")
+
+
+def test_latency_by_kind_reaches_the_run_message_only_when_asked():
+    """Run messages ask for per-statement latency only for campaigns that want it."""
+    import json
+
+    assert "latency_by_kind" not in json.loads(plan.run_specs(SPEC, "c1", now=0.0)[0].encode())
+    spec = SPEC.model_copy(update={"latency_by_kind": True})
+    assert json.loads(plan.run_specs(spec, "c1", now=0.0)[0].encode())["latency_by_kind"] is True

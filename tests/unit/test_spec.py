@@ -141,3 +141,10 @@ def test_target_named_off_stays_a_string():
     spec = parse_spec(GOOD.replace("name: a\n", "name: off\n").replace("baseline: b", "baseline: off"))
     assert spec.targets[0].name == "off" and spec.baseline_name == "off"
     assert parse_spec(GOOD.replace("repeat: 3", "repeat: 3\nspec_version: 1")).spec_version == 1
+
+
+def test_latency_by_kind_only_with_the_native_driver():
+    """Per-statement latency is a native-driver feature; asking sysbench for it is refused by name."""
+    assert parse_spec(GOOD + "latency_by_kind: true\n").latency_by_kind is True
+    lines = errors_of(GOOD + "latency_by_kind: true\ndriver: sysbench\n")
+    assert any(l.split(": ")[1] == "latency_by_kind" for l in lines), lines
