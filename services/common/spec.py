@@ -28,6 +28,9 @@ from . import server_options
 
 SPEC_VERSION = 1
 
+#: sysbench options that change the prepared schema, which the worker's prepare does not vary yet.
+PREPARE_FIXED = frozenset({"secondary", "create_secondary"})
+
 #: Names that end up in SQL identifiers, queue names and metric labels: strict on purpose,
 #: so no SQL or routing key is ever built from arbitrary text.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -199,6 +202,11 @@ class WorkloadSpec(_Frozen):
                     raise ValueError(f"options.{key}: must be a whole number >= 0")
             if key == "rand_type" and value not in RAND_TYPES:
                 raise ValueError(f"options.rand_type: must be one of {', '.join(RAND_TYPES)}")
+            if key in PREPARE_FIXED and value != default:
+                # The worker prepares sysbench's default table shape only; refusing beats a run
+                # that silently measures another schema than the one asked for.
+                raise ValueError(f"options.{key}: only the sysbench default ({str(default).lower()}) is "
+                                 "supported; the worker's prepare builds that table shape")
         return self
 
     @property

@@ -148,3 +148,10 @@ def test_latency_by_kind_only_with_the_native_driver():
     assert parse_spec(GOOD + "latency_by_kind: true\n").latency_by_kind is True
     lines = errors_of(GOOD + "latency_by_kind: true\ndriver: sysbench\n")
     assert any(l.split(": ")[1] == "latency_by_kind" for l in lines), lines
+
+
+def test_schema_options_the_prepare_cannot_build_are_refused():
+    """Asking for a secondary (non-primary) id index is refused naming the option, not silently ignored."""
+    text = replace("point_selects: 5", "point_selects: 5, secondary: true")
+    assert any("workloads[1].options.secondary: only the sysbench default (false)" in l for l in errors_of(text))
+    assert parse_spec(replace("point_selects: 5", "point_selects: 5, create_secondary: true"))
