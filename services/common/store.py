@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -74,6 +75,9 @@ class Store:
         """Connect, creating the database and applying migrations when asked."""
         params = self.settings.db_params()
         db = params.pop("database")
+        # The name goes into CREATE DATABASE; only a plain identifier may (settings, not a spec, give it).
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", str(db)):
+            raise StoreError(f"db_name: {db!r} is not a plain database name (letters, digits, _)")
         try:
             self._conn = mysql.connector.connect(use_pure=False, autocommit=True, **params)
         except mysql.connector.Error as e:

@@ -40,3 +40,14 @@ def test_logs_never_show_passwords():
     line = json.loads(out.getvalue())
     assert "s3cret" not in out.getvalue()
     assert line["campaign_id"] == "c1" and line["service"] == "test"
+
+
+def test_results_db_name_must_be_an_identifier():
+    """A results-DB name that is not a plain identifier is refused before any SQL is built with it."""
+    import pytest
+
+    from services.common.config import Settings
+    from services.common.store import Store, StoreError
+
+    with pytest.raises(StoreError, match="db_name"):
+        Store(Settings(db_name="bench`; DROP DATABASE x; --")).open()
