@@ -9,7 +9,7 @@ import sys
 
 from services.common import logs
 from services.common.bus import BusError
-from services.common.config import Settings, add_settings_flags, settings_from
+from services.common.config import SettingsError, Settings, add_settings_flags, settings_from
 from services.common.store import StoreError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
@@ -92,7 +92,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = settings_from(args)
+    try:
+        settings = settings_from(args)
+    except SettingsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     # Reports print what they have to say; only the long-running `serve` logs at info by default.
     explicit = getattr(args, "log_level", None) or os.environ.get("BENCHFLEET_LOG_LEVEL")
     logs.configure("collector", settings.log_level if explicit or args.command == "serve" else "warning")

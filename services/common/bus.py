@@ -14,7 +14,7 @@ import pika
 import pika.exceptions as px
 
 from . import logs
-from .config import Settings
+from .config import MAX_RUN_ATTEMPTS, Settings
 
 #: Exchange and queue names, under the settings' namespace (default "benchfleet"; tests use
 #: their own). Runs are routed by worker pool so a campaign can be sent to the workers of one
@@ -45,7 +45,7 @@ class Names:
 
 #: A message redelivered this many times (a consumer crashing on it) is dead-lettered by the
 #: quorum queue itself instead of looping forever.
-DELIVERY_LIMIT = 5
+DELIVERY_LIMIT = MAX_RUN_ATTEMPTS
 
 #: Reconnect attempts and the cap of the exponential backoff between them, in seconds.
 CONNECT_ATTEMPTS = 8

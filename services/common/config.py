@@ -9,6 +9,14 @@ from typing import Mapping
 from urllib.parse import quote, urlsplit, urlunsplit
 
 
+#: A run is delivered at most this often: the runs queue's x-delivery-limit (bus.DELIVERY_LIMIT).
+MAX_RUN_ATTEMPTS = 5
+
+
+class SettingsError(ValueError):
+    """A setting with a value no service can use; the message names the flag or variable."""
+
+
 @dataclass(frozen=True)
 class Settings:
     """Connection settings shared by scheduler, worker and collector."""
@@ -109,7 +117,13 @@ def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str]
         raw = flag if flag is not None else env.get(_env_name(f.name))
         if raw is None:
             continue
-        values[f.name] = int(raw) if f.type in (int, "int") else raw
+        if f.type in (int, "int"):
+            try:
+                values[f.name] = int(raw)
+            except ValueError:
+                raise SettingsError(f"{_source(f.name, flag)}: {raw!r} is not a whole number") from None
+        else:
+            values[f.name] = raw
     pw_file = getattr(args, "db_password_file", None) if args is not None else None
     pw_file = pw_file or env.get("BENCHFLEET_DB_PASSWORD_FILE")
     if pw_file:
@@ -123,4 +137,12 @@ def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str]
             amqp_pw = fh.read().strip()
     if amqp_pw:
         values["amqp_url"] = with_password(str(values.get("amqp_url", Settings.amqp_url)), amqp_pw)
+    attempts = int(values.get("run_attempts", Settings.run_attempts))  # type: ignore[call-overload]
+    if not 1 <= attempts <= MAX_RUN_ATTEMPTS:
+        raise SettingsError(f"{_source('run_attempts', getattr(args, 'run_attempts', None))}: must be 1 to "
+                            f"{MAX_RUN_ATTEMPTS} (the runs queue dead-letters a run delivered more often)")
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def _source(field: str, flag: object) -> str:
+    return f"--{field.replace('_', '-')}" if flag is not None else _env_name(field)

@@ -11,7 +11,7 @@ from typing import Any
 
 from services.common import logs
 from services.common.bus import Bus, BusError
-from services.common.config import Settings, add_settings_flags, settings_from
+from services.common.config import SettingsError, Settings, add_settings_flags, settings_from
 from services.common.durations import format_duration
 from services.common.spec import CampaignSpec
 from services.common.specfile import SpecError, load_spec
@@ -263,7 +263,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = settings_from(args)
+    try:
+        settings = settings_from(args)
+    except SettingsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     # A CLI prints what happened itself; its info logs would only repeat it on stderr.
     explicit = getattr(args, "log_level", None) or os.environ.get("BENCHFLEET_LOG_LEVEL")
     logs.configure("scheduler", settings.log_level if explicit else "warning")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from services.common import logs
-from services.common.config import add_settings_flags, settings_from
+from services.common.config import SettingsError, add_settings_flags, settings_from
 from services.common.specfile import SpecError, load_spec
 
 EXIT_OK, EXIT_USAGE, EXIT_CONNECT, EXIT_FAILED = 0, 2, 3, 1
@@ -87,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in ("prepare", "cleanup"):
         return cmd_data(argv[0], argv[1:])
     args = _parser().parse_args(argv)
-    settings = settings_from(args)
+    try:
+        settings = settings_from(args)
+    except SettingsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     logs.configure("worker", settings.log_level)
     try:
         cpus = parse_cpus(args.client_cpus) if args.client_cpus else None

@@ -51,3 +51,16 @@ def test_results_db_name_must_be_an_identifier():
 
     with pytest.raises(StoreError, match="db_name"):
         Store(Settings(db_name="bench`; DROP DATABASE x; --")).open()
+
+
+def test_bad_settings_exit_2_naming_the_variable(monkeypatch, capsys):
+    """A setting no service can use stops the CLI with exit 2 and names the variable, no traceback."""
+    from services.scheduler import cli
+
+    monkeypatch.setenv("BENCHFLEET_DB_PORT", "abc")
+    assert cli.main(["status"]) == 2
+    assert "BENCHFLEET_DB_PORT: 'abc' is not a whole number" in capsys.readouterr().err
+    monkeypatch.delenv("BENCHFLEET_DB_PORT")
+    monkeypatch.setenv("BENCHFLEET_RUN_ATTEMPTS", "9")
+    assert cli.main(["status"]) == 2
+    assert "BENCHFLEET_RUN_ATTEMPTS: must be 1 to 5" in capsys.readouterr().err
