@@ -12,25 +12,10 @@ from pathlib import Path
 
 from services.common import logs
 from services.common.config import SettingsError, add_settings_flags, settings_from
+from services.common.server_options import parse_cpus
 from services.common.specfile import SpecError, load_spec
 
 EXIT_OK, EXIT_USAGE, EXIT_CONNECT, EXIT_FAILED = 0, 2, 3, 1
-
-
-def parse_cpus(text: str) -> list[int]:
-    """``0,2-3`` -> [0, 2, 3]; raise ValueError naming the bad part."""
-    cpus: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise ValueError(f"--client-cpus: {part!r} is not a CPU number or range like 2-3")
-        cpus.extend(range(int(lo), int(hi or lo) + 1))
-    if not cpus:
-        raise ValueError("--client-cpus: no CPU given")
-    return sorted(set(cpus))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -96,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cpus = parse_cpus(args.client_cpus) if args.client_cpus else None
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: --client-cpus: {e}", file=sys.stderr)
         return EXIT_USAGE
     from services.common.discovery import announced
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 import time
@@ -26,6 +27,7 @@ class WorkerIdentity:
     host: str = field(default_factory=socket.gethostname)
 
 
+@functools.cache
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 

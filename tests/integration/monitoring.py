@@ -72,13 +72,12 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
-    """Stands in for the user's webhook: remembers every notification Alertmanager posts."""
-
-    received: list[dict] = []
+    """Stands in for the user's webhook: remembers every notification Alertmanager posts, in
+    the list of the Monitoring that started it (``server.received``)."""
 
     def do_POST(self):  # noqa: N802
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        Recorder.received.append(json.loads(body))
+        self.server.received.append(json.loads(body))  # type: ignore[attr-defined]
         self.send_response(200)
         self.end_headers()
 
@@ -93,6 +92,8 @@ class Monitoring:
     sd_dir: Path
     procs: list[subprocess.Popen] = field(default_factory=list)
     hook: http.server.ThreadingHTTPServer | None = None
+    #: Notifications the webhook received, oldest first.
+    received: list[dict] = field(default_factory=list)
 
     def query(self, expr: str) -> list:
         url = f"{self.prometheus}/api/v1/query?query={urllib.parse.quote(expr)}"
@@ -112,6 +113,7 @@ def start_monitoring(tmp: Path, fraction: float | None = None) -> Monitoring:
     """Start Alertmanager (webhook to a Recorder here) and Prometheus watching ``tmp/targets``."""
     prometheus, alertmanager = need("prometheus"), need("prometheus-alertmanager")
     hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    hook.received = received = []  # type: ignore[attr-defined]
     threading.Thread(target=hook.serve_forever, daemon=True).start()
     am_port, prom_port = free_port(), free_port()
     am_conf = yaml.safe_load((ROOT / "deploy/alertmanager/alertmanager.yml").read_text())
@@ -132,7 +134,8 @@ def start_monitoring(tmp: Path, fraction: float | None = None) -> Monitoring:
         job["file_sd_configs"][0]["refresh_interval"] = "1s"
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(conf))
     (tmp / "targets").mkdir(exist_ok=True)
-    m = Monitoring(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", tmp / "targets", hook=hook)
+    m = Monitoring(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", tmp / "targets", hook=hook,
+                   received=received)
     m.procs = [
         start([alertmanager, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'am'}",
                f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp / "alertmanager.log"),

@@ -22,7 +22,6 @@ from services.common.messages import RunSpec
 from services.common.discovery import write_sd_file
 from services.worker.metrics import WorkerMetrics
 
-from .monitoring import Recorder as _Recorder
 from .monitoring import get_json, start_monitoring, wait_for
 
 pytestmark = pytest.mark.integration
@@ -61,7 +60,6 @@ def feed_worker(m: WorkerMetrics, runs: list[RunSpec], second: int) -> None:
 def fleet(tmp_path_factory):
     """Prometheus + Alertmanager on free ports, scraping literal worker and collector metrics."""
     tmp = tmp_path_factory.mktemp("prom")
-    _Recorder.received.clear()  # other tests' Alertmanagers post to the same recorder class
 
     worker, collector = WorkerMetrics("w1"), CollectorMetrics()
     runs = [live_run("mariadb", 64), live_run("mysql", 64)]
@@ -89,7 +87,7 @@ def fleet(tmp_path_factory):
         time.sleep(2)
         feed_worker(worker, runs, 3)
         time.sleep(3)
-        yield {"prometheus": prom, "alertmanager": am}
+        yield {"prometheus": prom, "alertmanager": am, "received": mon.received}
     finally:
         mon.close()
         worker.close()
@@ -142,7 +140,7 @@ def test_collapse_alert_reaches_alertmanager_and_webhook(fleet):
     assert {s["metric"]["target"] for s in firing} == {"collapsing"}
 
     def delivered():
-        return [a for n in _Recorder.received for a in n["alerts"]
+        return [a for n in fleet["received"] for a in n["alerts"]
                 if a["labels"]["alertname"] == "BenchfleetThroughputCollapse"]
 
     hooked = wait_for("the webhook notification", delivered, timeout=20)

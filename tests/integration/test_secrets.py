@@ -8,7 +8,6 @@ import re
 import secrets
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
