@@ -164,9 +164,10 @@ class DataShape(_Frozen):
         known = {"innodb": "InnoDB", "myisam": "MyISAM", "aria": "Aria"}
         return known.get(str(v).lower(), v) if isinstance(v, str) else v
 
-    def marker(self) -> str:
-        """A short string that identifies the shape, stored beside prepared tables."""
-        return f"{self.tables}x{self.table_size}:{self.engine}"
+    def marker(self, auto_inc: bool = True) -> str:
+        """A short string that identifies the shape, stored beside prepared tables. ``auto_inc``
+        False (sysbench's --auto_inc=off: id without AUTO_INCREMENT) is another table shape."""
+        return f"{self.tables}x{self.table_size}:{self.engine}" + ("" if auto_inc else ":noautoinc")
 
 
 class WorkloadSpec(_Frozen):

@@ -53,8 +53,11 @@ def cmd_data(action: str, argv: list[str]) -> int:
         try:
             params = target.connect_params(t)
             if action == "prepare":
-                made = prepare.ensure_tables(params, spec.data)
-                print(f"{t.name}: {'created' if made else 'already prepared'} {spec.data.marker()} in {t.database}")
+                # auto_inc off only when every workload that cares asks for it; with a mix, the
+                # runs that want the other shape re-prepare.
+                auto_inc = ({prepare.auto_inc_of(w) for w in spec.workloads} - {None}) != {False}
+                made = prepare.ensure_tables(params, spec.data, auto_inc=auto_inc)
+                print(f"{t.name}: {'created' if made else 'already prepared'} {spec.data.marker(auto_inc)} in {t.database}")
             else:
                 prepare.cleanup(params, spec.data)
                 print(f"{t.name}: dropped sbtest tables in {t.database}")

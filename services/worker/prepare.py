@@ -17,7 +17,8 @@ from typing import Any, Mapping
 import mysql.connector
 import numpy as np
 
-from services.common.spec import IDENT_PATTERN, DataShape
+from services.common.catalogue import WORKLOADS
+from services.common.spec import IDENT_PATTERN, DataShape, WorkloadSpec
 
 from .distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
 from .target import connect
@@ -55,10 +56,12 @@ def _quote(name: str) -> str:
     return f"`{name}`"
 
 
-def _table_sql(n: int, engine: str) -> str:
+def _table_sql(n: int, engine: str, auto_inc: bool = True) -> str:
+    # sysbench's --auto_inc=off leaves id a plain INTEGER NOT NULL; its prepare then inserts
+    # the ids 1..table_size explicitly, as this one always does.
     return (
         f"CREATE TABLE `sbtest{n}` (\n"
-        "  id INTEGER NOT NULL AUTO_INCREMENT,\n"
+        f"  id INTEGER NOT NULL{' AUTO_INCREMENT' if auto_inc else ''},\n"
         "  k INTEGER DEFAULT '0' NOT NULL,\n"
         "  c CHAR(120) DEFAULT '' NOT NULL,\n"
         "  pad CHAR(60) DEFAULT '' NOT NULL,\n"
@@ -77,9 +80,19 @@ def _existing(cur: Any, database: str) -> set[str]:
     return {str(r[0]) for r in cur.fetchall()}
 
 
-def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0) -> bool:
+def auto_inc_of(workload: WorkloadSpec) -> bool | None:
+    """The auto_inc a workload needs its tables prepared with, or None when it does not care
+    (the select_random_* tests only read, and benchfleet's catalogue has no auto_inc for them)."""
+    if "auto_inc" not in WORKLOADS[workload.canonical]:
+        return None
+    return bool(workload.option("auto_inc"))
+
+
+def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0, auto_inc: bool | None = True) -> bool:
     """Create the database and sbtest1..N for ``data`` unless tables of that exact shape are
-    already there; return True if it (re)created them."""
+    already there; return True if it (re)created them. ``auto_inc`` is sysbench's option of
+    that name (False: id is not AUTO_INCREMENT); None takes tables prepared either way and
+    prepares missing ones with sysbench's default (True)."""
     database = str(params["database"])
     conn = connect(params, database=False)
     try:
@@ -93,9 +106,10 @@ def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0) -> 
         )
         wanted = [f"sbtest{n}" for n in range(1, data.tables + 1)]
         recorded, existing = _recorded(cur), _existing(cur, database)
-        marker = data.marker()
-        if all(recorded.get(t) == marker and t in existing for t in wanted):
+        accepted = {data.marker(True), data.marker(False)} if auto_inc is None else {data.marker(auto_inc)}
+        if any(all(recorded.get(t) == m and t in existing for t in wanted) for m in accepted):
             return False
+        auto_inc = True if auto_inc is None else auto_inc
         # Forget the old shape before touching any table, so a prepare that dies half way is
         # redone next time instead of being taken for a finished one.
         stale = sorted(set(recorded) - set(wanted))
@@ -106,11 +120,11 @@ def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0) -> 
         conn.close()
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, data.tables)) as pool:
         # list() re-raises the first failure of any table here.
-        list(pool.map(lambda n: _load_table(params, data, n, seed), range(1, data.tables + 1)))
+        list(pool.map(lambda n: _load_table(params, data, n, seed, auto_inc), range(1, data.tables + 1)))
     return True
 
 
-def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int) -> None:
+def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int, auto_inc: bool = True) -> None:
     gen = rng_for(seed, n)
     conn = connect(dict(params, allow_local_infile=True))
     try:
@@ -118,7 +132,7 @@ def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int) -
         for sql in LOAD_SESSION:
             cur.execute(sql)
         cur.execute(f"DROP TABLE IF EXISTS `sbtest{n}`")
-        cur.execute(_table_sql(n, data.engine))
+        cur.execute(_table_sql(n, data.engine, auto_inc))
         size = data.table_size
         # Autocommitted chunks: measured faster here than one transaction with InnoDB's
         # empty-table bulk load, which was 1.4-2x slower on MariaDB 10.11.
@@ -129,7 +143,7 @@ def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int) -
         cur.execute(f"CREATE INDEX `k_{n}` ON `sbtest{n}` (k)")
         cur.execute(
             f"REPLACE INTO `{SHAPE_TABLE}` (table_name, shape_marker, row_count) VALUES (%s, %s, %s)",
-            (f"sbtest{n}", data.marker(), size),
+            (f"sbtest{n}", data.marker(auto_inc), size),
         )
     finally:
         conn.close()

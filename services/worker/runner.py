@@ -51,7 +51,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus:
         # Managed targets start (or reuse) their server here and pin the clients apart from it.
         session = server_run.open_target(run.target, run.data, client_cpus)
         params, client_cpus = session.params, session.client_cpus
-        prepare.ensure_tables(params, run.data, seed=0)
+        prepare.ensure_tables(params, run.data, seed=0, auto_inc=prepare.auto_inc_of(run.workload))
         drive = sysbench_driver.run_sysbench if run.driver == "sysbench" else loadgen.run_load
         # Only the native driver times single statements (the spec refuses it for sysbench).
         extra = {"latency_by_kind": True} if run.latency_by_kind and run.driver != "sysbench" else {}

@@ -64,6 +64,8 @@ def _delta(srv: ScratchServer, run) -> dict[str, int]:
 def test_native_sends_the_same_statements_as_sysbench(server, name, options):
     """For a fixed number of transactions, the server sees the same count of each statement kind from both drivers."""
     w = WorkloadSpec(name=name, options=options)
+    # The tables sysbench would have prepared for these options (auto_inc off: id not AUTO_INCREMENT).
+    prepare.ensure_tables(server.db, SHAPE, auto_inc=prepare.auto_inc_of(w))
     ref = _delta(server, lambda: sysbench_driver.run_sysbench(server.db, w, SHAPE, 1, 0.0, None, 5, events=EVENTS))
     native = _delta(server, lambda: run_load(server.db, w, SHAPE, 1, 0.0, None, 5, events=EVENTS))
     assert sum(ref.values()) >= EVENTS, f"sysbench sent less than one statement per event: {ref}"

@@ -86,6 +86,33 @@ def test_prepare_reuses_a_matching_shape_and_recreates_a_changed_one(mariadb_par
     assert "sbtest1" not in {r[0] for r in _query(params, "SHOW TABLES", database=True)}
 
 
+def test_auto_inc_off_prepares_plain_ids_and_oltp_insert_runs_on_them(mariadb_params):
+    """auto_inc false is sysbench's --auto_inc=off: id is not AUTO_INCREMENT, ids 1..table_size
+    are explicit, the shape is told apart from the default one, and oltp_insert inserts its own ids."""
+    params = dict(mariadb_params, database="bf_test_loadgen_noinc")
+    shape = DataShape(tables=1, table_size=300)
+    prepare.cleanup(params, shape)
+    try:
+        assert prepare.ensure_tables(params, shape, auto_inc=False) is True
+        assert prepare.ensure_tables(params, shape, auto_inc=False) is False
+        assert prepare.ensure_tables(params, shape, auto_inc=None) is False  # readers take either
+        (_, ddl), = _query(params, "SHOW CREATE TABLE sbtest1", database=True)
+        assert "AUTO_INCREMENT" not in ddl.upper() and "`id` int(11) NOT NULL," in ddl
+        assert _query(params, "SELECT COUNT(*), MIN(id), MAX(id) FROM sbtest1", database=True) == [(300, 1, 300)]
+        wl = WorkloadSpec(name="oltp_insert", options={"auto_inc": False})
+        out = run_load(params, wl, shape, threads=2, warmup=0, duration=1, seed=5, processes=1)
+        assert out.totals.transactions > 0 and out.totals.errors == 0 and out.totals.writes == out.totals.transactions
+        (n,), = _query(params, "SELECT COUNT(*) FROM sbtest1", database=True)
+        # A statement in flight at the deadline may land without being counted, one per thread at most.
+        assert 0 <= n - 300 - out.totals.transactions <= 2
+
+        assert prepare.ensure_tables(params, shape) is True  # the default shape is another one
+        (_, ddl), = _query(params, "SHOW CREATE TABLE sbtest1", database=True)
+        assert "`id` int(11) NOT NULL AUTO_INCREMENT," in ddl
+    finally:
+        prepare.cleanup(params, shape)
+
+
 def test_connections_use_the_c_extension(_mariadb):
     """The pinned connector's C extension loads; the pure-Python one costs twice the CPU."""
     from mysql.connector.connection_cext import CMySQLConnection

@@ -4,6 +4,7 @@ import random
 import re
 from statistics import mean
 
+from services.common.spec import DataShape, WorkloadSpec
 from services.worker import distributions, prepare
 
 TSV = re.compile(rb"(\d{6})\t(\d{6})\t(\d{11}(?:-\d{11}){9})\t(\d{11}(?:-\d{11}){4})\n")
@@ -56,3 +57,23 @@ def test_special_many_matches_the_scalar_special_distribution():
     # 75% drawn in the hot range, plus the few gaussian draws that land there.
     assert abs(hot(many) - hot(scalar)) < 0.01 and 0.75 <= hot(many) < 0.78
     assert abs(float(many.mean()) - mean(scalar)) < 0.005 * size
+
+
+def test_table_ddl_follows_sysbench_auto_inc():
+    """sysbench's create_table: id AUTO_INCREMENT by default, a plain INTEGER NOT NULL with --auto_inc=off."""
+    on = prepare._table_sql(3, "InnoDB")
+    off = prepare._table_sql(3, "InnoDB", auto_inc=False)
+    assert "id INTEGER NOT NULL AUTO_INCREMENT," in on
+    assert "AUTO_INCREMENT" not in off and "id INTEGER NOT NULL," in off
+    assert off == on.replace(" AUTO_INCREMENT", "")
+
+
+def test_shape_marker_and_workloads_tell_auto_inc_apart():
+    """The marker that decides whether prepared tables are reused differs with auto_inc off;
+    workloads say which they need, and the select_random_* tests take either."""
+    shape = DataShape(tables=2, table_size=300)
+    assert shape.marker() == shape.marker(True) != shape.marker(False)
+    assert prepare.auto_inc_of(WorkloadSpec(name="oltp_insert")) is True
+    assert prepare.auto_inc_of(WorkloadSpec(name="oltp_insert", options={"auto_inc": False})) is False
+    assert prepare.auto_inc_of(WorkloadSpec(name="insert", options={"auto_inc": False})) is False
+    assert prepare.auto_inc_of(WorkloadSpec(name="select_random_points")) is None
