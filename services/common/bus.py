@@ -40,6 +40,17 @@ class Names:
         """Fanout exchange of control messages (cancel a campaign) that every worker hears."""
         return f"{self.namespace}.control"
 
+    @property
+    def control_log(self) -> str:
+        """Stream queue bound to the control exchange: every control message, replayed by each
+        worker when it connects (see services/common/control.py)."""
+        return f"{self.namespace}.control.log"
+
+    @property
+    def control_sync(self) -> str:
+        """Fanout exchange bound to the control log only: where a worker appends its sync marker."""
+        return f"{self.namespace}.control.sync"
+
     def runs_queue(self, pool: str) -> str:
         return f"{self.namespace}.runs.{pool}"
 

@@ -1,25 +1,53 @@
-"""Control messages: a fanout exchange every worker listens to (cancel a campaign now).
+"""Control messages: a fanout exchange every worker listens to (cancel a campaign now), and a
+durable log of them that a worker replays when it (re)connects.
 
 Schema history:
   benchfleet.control/1   {"schema", "action": "cancel", "campaign_id", "at"}
+                         (unchanged when the control log was added; the log also holds sync
+                         markers, which are not control messages: see below)
 
 Each worker binds an exclusive, auto-deleted queue to the control exchange, so a control
-message reaches every worker connected at that moment. A worker that connects later learns
-nothing from the exchange; the results DB keeps the campaign's state for that case (pending
-runs are marked cancelled there, and the collector keeps them so).
+message reaches every worker connected at that moment. The control log, a RabbitMQ stream
+queue (``Names.control_log``, kept CONTROL_LOG_MAX_AGE), is bound to the same exchange, so the
+one publish that tells the connected workers also appends the message to the log. A worker that
+connects later (or reconnects after a broker restart) replays the log from its first message
+before it takes a run, so it drops the queued runs of a campaign cancelled while it was away.
+
+Replay has to know where the log ends, and a stream has no end-of-log signal over AMQP 0.9.1
+(its message count reads 0). So the worker first binds its private queue (anything published
+from then on reaches it there), then appends a sync marker to the log through the
+``Names.control_sync`` exchange (bound to the log only, so other workers' private queues never
+see it): an empty body with the header SYNC_HEADER set to a token of its own. Everything
+published to the control exchange before the marker's confirm sits before the marker in the
+log, so the replay is complete when the worker reads its own marker. Markers of other workers
+are skipped.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .messages import DecodeError
 
+if TYPE_CHECKING:
+    from .bus import Names
+
 CONTROL_SCHEMA = "benchfleet.control/1"
+
+#: How long the control log keeps a message. A campaign's queued runs outlive their cancel by
+#: far less than this; a worker that connects later than that replays nothing about it.
+CONTROL_LOG_MAX_AGE = "30D"
+#: Stream segments of 1 MB, so the age limit frees old messages (retention drops whole segments
+#: only, and the default 500 MB segment would never fill with control messages and markers).
+CONTROL_LOG_ARGS: dict[str, object] = {
+    "x-queue-type": "stream", "x-max-age": CONTROL_LOG_MAX_AGE, "x-stream-max-segment-size-bytes": 1_000_000,
+}
+#: Header of a sync marker in the control log; its value is the token of the reader that wrote it.
+SYNC_HEADER = "x-benchfleet-sync"
 
 
 class ControlMessage(BaseModel):
@@ -58,3 +86,26 @@ def declare_control(ch: object, exchange: str) -> str:
     name = q.method.queue
     ch.queue_bind(name, exchange)  # type: ignore[attr-defined]
     return name
+
+
+def declare_control_log(ch: object, names: "Names") -> None:
+    """Declare the control exchange, the control log (a stream) bound to it, and the sync
+    exchange that only the log is bound to. Scheduler and workers both call this before use."""
+    ch.exchange_declare(names.control, exchange_type="fanout", durable=True)  # type: ignore[attr-defined]
+    ch.exchange_declare(names.control_sync, exchange_type="fanout", durable=True)  # type: ignore[attr-defined]
+    ch.queue_declare(names.control_log, durable=True, arguments=CONTROL_LOG_ARGS)  # type: ignore[attr-defined]
+    ch.queue_bind(names.control_log, names.control)  # type: ignore[attr-defined]
+    ch.queue_bind(names.control_log, names.control_sync)  # type: ignore[attr-defined]
+
+
+def read_log_entry(headers: Mapping[str, object], body: bytes, token: str) -> tuple[str, ControlMessage | None]:
+    """Classify one message read from the control log by the reader whose marker is ``token``:
+    ("end", None) for that reader's own marker (the replay is complete), ("marker", None) for
+    another reader's marker, ("control", message) for a control message. DecodeError for
+    anything else."""
+    marker = headers.get(SYNC_HEADER)
+    if marker is not None:
+        if isinstance(marker, bytes):
+            marker = marker.decode(errors="replace")
+        return ("end" if marker == token else "marker"), None
+    return "control", decode_control(body)

@@ -9,6 +9,7 @@ a redelivery and a replaced result, never a lost one).
 from __future__ import annotations
 
 import collections
+import secrets
 import threading
 import time
 from typing import Callable
@@ -16,7 +17,8 @@ from typing import Callable
 from services.common import logs
 from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery
 from services.common.config import Settings
-from services.common.control import declare_control, decode_control
+from services.common.control import (SYNC_HEADER, ControlMessage, declare_control, declare_control_log, decode_control,
+                                     read_log_entry)
 from services.common.messages import DecodeError, RunEvent, RunResult, RunSpec, decode
 
 from .metrics import WorkerMetrics
@@ -31,6 +33,11 @@ RECENT_RUNS = 256
 #: Seconds to wait before handing a failed attempt back for another try, per attempt so far
 #: (a restarting target gets a moment to come back).
 RETRY_PAUSE_S = 2.0
+#: Give up (and reconnect) when the control log replay has not reached this worker's marker
+#: within this many seconds; no run is taken meanwhile.
+CONTROL_REPLAY_TIMEOUT_S = 60.0
+#: Unacked control-log messages in flight during the replay (a stream consumer needs a prefetch).
+CONTROL_REPLAY_PREFETCH = 500
 
 
 class Worker:
@@ -51,7 +58,8 @@ class Worker:
         self._active: threading.Thread | None = None
         self._run_stop = threading.Event()
         self._recent: collections.OrderedDict[str, None] = collections.OrderedDict()
-        #: Campaigns cancelled while this worker listened: their runs are acked unmeasured.
+        #: Cancelled campaigns (heard on the control exchange, or replayed from the control log
+        #: at connect): their runs are acked unmeasured.
         self._cancelled: set[str] = set()
         self._active_campaign: str | None = None
 
@@ -74,8 +82,12 @@ class Worker:
             try:
                 bus.connect()
                 bus.declare((self.pool,))
+                declare_control_log(bus.ch, bus.names)
+                # Listen first, then replay: a cancel published from now on reaches the private
+                # queue, and every earlier one is in the log before this worker's marker.
                 bus.ch.basic_consume(declare_control(bus.ch, bus.names.control),
                                      lambda _c, _m, _p, body: self._on_control(body), auto_ack=True)
+                self._replay_control_log(bus)
                 delay = 1.0
                 log.info("worker_consuming", pool=self.pool, worker=self.identity.worker_id)
                 bus.consume(bus.names.runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop)
@@ -89,6 +101,50 @@ class Worker:
             finally:
                 bus.close()
 
+    def _replay_control_log(self, bus: Bus) -> None:
+        """Read the control log from its first message up to a sync marker this worker appends
+        now, before the first run is taken: cancels published while the worker was away (not
+        started yet, or reconnecting) land in ``_cancelled``. BusError when the marker does not
+        come back in time (the caller reconnects)."""
+        assert bus.connection is not None
+        token = f"{self.identity.worker_id}-{secrets.token_hex(8)}"
+        ch = bus.connection.channel()
+        replayed = {"end": False, "cancels": 0}
+
+        def on_entry(c: object, method: object, props: object, body: bytes) -> None:
+            c.basic_ack(method.delivery_tag)  # type: ignore[attr-defined]
+            if replayed["end"]:
+                return  # past the marker: the private queue delivers these
+            try:
+                kind, msg = read_log_entry(dict(props.headers or {}), body, token)  # type: ignore[attr-defined]
+            except DecodeError as e:
+                log.error("control_message_undecodable", reason=str(e), source="control_log")
+                return
+            if kind == "end":
+                replayed["end"] = True
+            elif msg is not None:
+                replayed["cancels"] += 1
+                self._apply_control(msg)
+
+        try:
+            ch.confirm_delivery()
+            ch.basic_qos(prefetch_count=CONTROL_REPLAY_PREFETCH)
+            ch.basic_consume(bus.names.control_log, on_entry, auto_ack=False, arguments={"x-stream-offset": "first"})
+            bus.publish(bus.names.control_sync, "", b"", headers={SYNC_HEADER: token})
+            deadline = time.monotonic() + CONTROL_REPLAY_TIMEOUT_S
+            while not replayed["end"] and not self.stopping.is_set():
+                if time.monotonic() > deadline:
+                    raise BusError(f"the control log replay did not reach this worker's marker within "
+                                   f"{CONTROL_REPLAY_TIMEOUT_S:.0f} s")
+                bus.connection.process_data_events(time_limit=0.2)
+        finally:
+            try:
+                if ch.is_open:
+                    ch.close()
+            except Exception:  # the connection may be gone; the caller handles that
+                pass
+        log.info("control_log_replayed", cancels=replayed["cancels"], cancelled_campaigns=len(self._cancelled))
+
     def _on_control(self, body: bytes) -> None:
         """A control message: cancelling a campaign stops its active run here within seconds."""
         try:
@@ -97,6 +153,9 @@ class Worker:
             # auto-acked and private to this worker: log it; there is nothing to redeliver.
             log.error("control_message_undecodable", reason=str(e))
             return
+        self._apply_control(msg)
+
+    def _apply_control(self, msg: ControlMessage) -> None:
         self._cancelled.add(msg.campaign_id)
         if self._active_campaign == msg.campaign_id and self._active is not None and self._active.is_alive():
             log.info("run_cancel_requested", campaign_id=msg.campaign_id)

@@ -83,9 +83,10 @@ class Fleet:
         self.stop()
         bus = Bus(self.settings).connect(attempts=2)
         n = bus.names
-        for q in (n.runs_queue(self.pool), n.results, n.dead):
+        # The collector declares the "default" pool's queue too (it exports its depth).
+        for q in (n.runs_queue(self.pool), n.runs_queue("default"), n.results, n.dead, n.control_log):
             bus.ch.queue_delete(q)
-        for ex in (n.runs_exchange, n.results, n.dead, n.control):
+        for ex in (n.runs_exchange, n.results, n.dead, n.control, n.control_sync):
             bus.ch.exchange_delete(ex)
         bus.close()
         conn = mysql.connector.connect(**{k: v for k, v in self.settings.db_params().items() if k != "database"})

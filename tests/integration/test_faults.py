@@ -265,6 +265,34 @@ def test_cancel_drops_pending_and_stops_the_active_run(fleet):
     assert "cancelled" in fleet.cli("scheduler", "status", cid).stdout
 
 
+def test_worker_started_after_a_cancel_drops_the_campaigns_runs(fleet):
+    """A campaign cancelled while no worker runs: a worker started afterwards replays the cancel
+    from the control log before its first run, acks the campaign's queued runs unmeasured
+    (nothing done, state stays cancelled) and still measures the next campaign."""
+    fleet.start_collector()
+    cid = submit(fleet, spec_text(fleet, name="cancelledearly", threads="[1, 2]", duration="2s", repeat=2))
+    r = fleet.cli("scheduler", "cancel", cid)
+    assert r.returncode == 0 and "4 pending runs dropped" in r.stdout, r.stdout + r.stderr
+    with Bus(fleet.settings) as bus:
+        assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 4, "the cancelled runs should still be queued"
+    fleet.start_worker("w1")
+    other = submit(fleet, spec_text(fleet, name="afterearly", threads="[1]", duration="1s", repeat=1))
+    wait_for(lambda: finished(fleet, other, 1), 120, "the next campaign's run")
+    assert counts(fleet, other)["done"] == 1
+    time.sleep(1)  # give a wrongly measured result of the cancelled campaign the time to be stored
+    with Store(fleet.settings) as store:
+        assert store.results(cid) == []
+        assert store.campaign(cid).state == "cancelled"
+    c = counts(fleet, cid)
+    assert c["cancelled"] == 4 and c["done"] == c["failed"] == c["running"] == 0, c
+    with Bus(fleet.settings) as bus:
+        assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 0
+    logs = "".join(p.read_text(errors="replace") for p in fleet.workdir.glob("worker-*.log"))
+    assert logs.count('"run_dropped_cancelled"') == 4, logs
+    assert logs.count('"run_started"') == 1, logs
+    assert "cancelled" in fleet.cli("scheduler", "status", cid).stdout
+
+
 def test_duplicate_submission_is_refused_unless_forced(fleet):
     """The same spec submitted twice while its campaign runs publishes once; --force twice;
     an explicit --idempotency-key refuses even a changed spec."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.bus import connection_parameters
+from services.common.bus import Names, connection_parameters
 from services.common.config import Settings, settings_from
-from services.common.control import ControlMessage, decode_control
+from services.common.control import CONTROL_LOG_ARGS, SYNC_HEADER, ControlMessage, decode_control, read_log_entry
 from services.common.messages import Cell, DecodeError, RunResult
 from services.worker.verdict import judge
 
@@ -39,6 +39,27 @@ def test_control_message_round_trip_and_bad_input():
         decode_control(b'{"schema": "benchfleet.control/2"}')
     with pytest.raises(DecodeError, match="not JSON"):
         decode_control(b"\xff")
+
+
+def test_control_log_entries_are_told_apart():
+    """Replaying the control log: the reader's own marker ends it, other readers' markers are
+    skipped, control messages decode, garbage names the field."""
+    m = ControlMessage(action="cancel", campaign_id="c1")
+    assert read_log_entry({"x-stream-offset": 3}, m.encode(), "w1-ab") == ("control", m)
+    assert read_log_entry({SYNC_HEADER: "w1-ab"}, b"", "w1-ab") == ("end", None)
+    assert read_log_entry({SYNC_HEADER: b"w1-ab"}, b"", "w1-ab") == ("end", None)
+    assert read_log_entry({SYNC_HEADER: "w2-cd"}, b"", "w1-ab") == ("marker", None)
+    with pytest.raises(DecodeError, match="not JSON"):
+        read_log_entry({}, b"garbage", "w1-ab")
+
+
+def test_control_log_is_a_retained_stream_under_the_namespace():
+    """The log is a stream with an age limit small segments can honour; its names stay in the
+    namespace (tests delete them with the namespace's other queues)."""
+    assert CONTROL_LOG_ARGS["x-queue-type"] == "stream" and CONTROL_LOG_ARGS["x-max-age"] == "30D"
+    assert int(CONTROL_LOG_ARGS["x-stream-max-segment-size-bytes"]) <= 10_000_000
+    n = Names("bftest-1")
+    assert (n.control, n.control_log, n.control_sync) == ("bftest-1.control", "bftest-1.control.log", "bftest-1.control.sync")
 
 
 def test_tls_settings_are_passed_through():
