@@ -14,7 +14,7 @@ import mysql.connector
 from services.common import logs
 from services.common.messages import RunResult, RunSpec
 
-from . import loadgen, prepare, server_run, sysbench_driver, target
+from . import fdlimit, loadgen, prepare, server_run, sysbench_driver, target
 
 log = logs.get(__name__)
 
@@ -48,6 +48,9 @@ def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus:
     base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                 worker=who.worker_id, host=who.host, attempt=attempt, versions=_versions())
     try:
+        # Before any connection: one open file per client, in this process and in the load
+        # processes and sysbench it starts next, which inherit the limit.
+        fdlimit.ensure(run.cell.threads)
         # Managed targets start (or reuse) their server here and pin the clients apart from it.
         session = server_run.open_target(run.target, run.data, client_cpus)
         params, client_cpus = session.params, session.client_cpus
@@ -60,7 +63,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus:
                 params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
                 client_cpus=client_cpus, stop=stop, on_second=on_second, rate=run.rate, **extra,
             )
-    except target.TargetError as e:
+    except (target.TargetError, fdlimit.FdLimitError) as e:
         return RunResult(status="failed", error=str(e), started_at=started, ended_at=time.time(), **base)
     except loadgen.LoadError as e:
         return RunResult(status="failed", error=str(e), error_code=e.code, started_at=started, ended_at=time.time(), **base)
