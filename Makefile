@@ -14,7 +14,7 @@ $(BIN)/scheduler: pyproject.toml
 venv: $(BIN)/scheduler
 
 services:
-	deploy/ensure-services rabbitmq mariadb sysbench prometheus alertmanager chromium
+	deploy/ensure-services rabbitmq mariadb worker prometheus alertmanager chromium
 
 up: venv
 	deploy/local/up

@@ -86,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: --client-cpus: {e}", file=sys.stderr)
         return EXIT_USAGE
+    from .mariadb_client import ClientLibraryError, library
+    try:
+        library()  # the native driver's client library: missing, the worker would fail every run
+    except ClientLibraryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     from services.common.discovery import announced
 
     from . import managed

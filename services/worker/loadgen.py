@@ -1,8 +1,7 @@
 """Driving a workload: N client connections spread over P pinned load processes.
 
 Each load process opens its connections and prepares every statement before the clock
-starts, then runs one thread per connection (the C extension releases the GIL while it waits
-on the network). The hot loop only executes statements and bumps in-memory counters and a
+starts, then drives all of them from one thread over epoll (drive_loop). The hot loop only executes statements and bumps in-memory counters and a
 latency histogram; per-second figures are sampled from those counters by a control thread
 in each process, the way sysbench's --report-interval samples its per-thread counters, so
 memory does not grow with threads x seconds. Totals and histograms are merged exactly at the
@@ -24,31 +23,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import mysql.connector
-from _mysql_connector import MySQLInterfaceError
-
 from services.common.histogram import Histogram
 from services.common.messages import Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
 
-from .target import TargetError, connect
-from .workloads import Generator
+from .drive_loop import COUNTERS as _COUNTERS
+from .drive_loop import DRAIN_GRACE_S, Client, drive_clients
+from .drive_loop import kind_hist as _kind_hist
+from .mariadb_client import ClientLibraryError, DbError
 
-#: sysbench's default --mysql-ignore-errors: deadlock, record changed, lock wait timeout.
-#: The transaction is rolled back and a new one started, counted as ignored.
-IGNORABLE = frozenset({1213, 1020, 1205})
-#: Connection lost or gone: reconnect, re-prepare, carry on (sysbench's before_restart_event).
-LOST = frozenset({2006, 2013, 2055, 2011})
 #: Seconds the parent gives the load processes to open every connection, per connection.
 CONNECT_BUDGET_S = 0.05
-#: Seconds after the deadline a stuck connection may hold up the end of a run.
-DRAIN_GRACE_S = 30.0
 #: How long before the start the "go" is sent, so every process sees it in time.
 START_MARGIN_S = 0.1
 #: Time limit of a fixed-event run given no duration (sysbench's --time=0 means none at all).
 MAX_EVENTS_RUN_S = 24 * 3600.0
 
-_COUNTERS = ("transactions", "read", "write", "other", "errors", "ignored_errors", "reconnects")
 
 
 class LoadError(Exception):
@@ -143,193 +133,13 @@ class Schedule:
             return bisect.bisect_right(self._pending, now)
 
 
-# ---------------------------------------------------------------- one client connection
-
-
-def _kind_hist(kinds: dict[str, Histogram], kind: str) -> Histogram:
-    h = kinds.get(kind)
-    if h is None:
-        h = kinds[kind] = Histogram()
-    return h
-
-
-
-@dataclass
-class _Sink:
-    """Where a loop records: the real one while measuring, a throwaway one while warming up."""
-
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTERS, 0))
-    hist: Histogram = field(default_factory=Histogram)
-    #: Statement latency per kind, filled only when the run asks for it.
-    kinds: dict[str, Histogram] = field(default_factory=dict)
-    errors_by_code: dict[str, int] = field(default_factory=dict)
-
-
-class _Client:
-    """One connection with its prepared statements, generator and random stream."""
-
-    def __init__(self, job: _Job, thread_id: int, budget: int | None = None):
-        self.params = job.params
-        self.budget = budget
-        self.rng = random.Random(f"{job.seed}:{thread_id}")
-        self.gen = Generator(job.workload, job.data, thread_id=thread_id, threads=job.threads,
-                             seed_rng=random.Random(f"{job.seed}:{thread_id}:unique"))
-        self.sink = _Sink()
-        self.by_kind = job.by_kind
-        self.last_end = 0.0
-        self.failure: BaseException | None = None
-        self._open()
-
-    def _open(self) -> None:
-        self.conn = connect(self.params)
-        self.cm = self.conn._cmysql  # the low-level handle: no cursor, no per-query Python layers
-        self.stmts = {sql: self.cm.stmt_prepare(sql.encode()) for sql in self.gen.statements()}
-
-    def close(self) -> None:
-        try:
-            self.conn.close()
-        except Exception:  # closing a dead connection must not hide the run's result
-            pass
-
-    def loop(self, deadline: list[float], slot: int, sink: _Sink, record: bool,
-             schedule: Schedule | None = None) -> None:
-        """Run transactions until ``deadline[slot]`` (set to 0 to stop early); with a
-        ``schedule``, each at its intended start time (open loop)."""
-        if schedule is not None:
-            self._open_loop(deadline, slot, sink, record, schedule)
-            return
-        mono, gen, rng = time.monotonic, self.gen, self.rng
-        counts, hist_record = sink.counts, sink.hist.record
-        cm, stmts = self.cm, self.stmts
-        # The C extension dereferences query_attrs as a list; one shared empty list avoids
-        # building one per statement.
-        qa: list = []
-        # Fixed-event mode (sysbench --events): the measured loop stops after its share.
-        left = self.budget if record and self.budget is not None else -1
-        # Per-kind timing costs a clock read and a histogram record per statement: only on request.
-        by_kind, kinds = self.by_kind and record, sink.kinds
-        ts = 0.0
-        t = mono()
-        while t < deadline[slot] and left != 0:
-            ops = gen(rng)
-            try:
-                for kind, sql, params in ops:
-                    if by_kind:
-                        ts = mono()
-                    if params is None:
-                        cm.query(sql.encode())
-                        cm.consume_result()
-                    else:
-                        s = stmts[sql]
-                        s.stmt_execute(*params, query_attrs=qa)
-                        # Reads every row off the wire without turning it into Python objects,
-                        # which is what sysbench does with a result it ignores.
-                        s.free_result()
-                    counts[kind] += 1
-                    if by_kind:
-                        _kind_hist(kinds, kind).record((mono() - ts) * 1e6)
-            except MySQLInterfaceError as e:
-                self._failed(e, sink, deadline)
-                cm, stmts = self.cm, self.stmts
-                t = mono()
-                continue
-            end = mono()
-            if record:
-                hist_record((end - t) * 1e6)
-                counts["transactions"] += 1
-                left -= 1
-            t = end
-        self.last_end = t
-
-    def _open_loop(self, deadline: list[float], slot: int, sink: _Sink, record: bool,
-                   schedule: Schedule) -> None:
-        """The closed loop's body, each transaction started at the schedule's next intended
-        time and timed from it. Kept apart so the closed loop pays nothing for it."""
-        mono, gen, rng = time.monotonic, self.gen, self.rng
-        counts, hist_record = sink.counts, sink.hist.record
-        by_kind, kinds = self.by_kind and record, sink.kinds
-        ts = 0.0
-        qa: list = []
-        left = self.budget if record and self.budget is not None else -1
-        while left != 0:
-            # Behind schedule, every intended time is already past: the clock, not the
-            # schedule, ends the loop then, and the backlog stays unstarted (sysbench's way).
-            if mono() >= deadline[slot]:
-                self.last_end = mono()
-                break
-            intended = schedule.take(deadline[slot])
-            # No arrival before the deadline: idle up to it, so the interval ends where the
-            # closed loop's would.
-            until = deadline[slot] if intended is None else intended
-            # Sleep in short steps so a stop (deadline set to 0) is seen within 50 ms.
-            while (wait := until - mono()) > 0 and deadline[slot]:
-                time.sleep(min(wait, 0.05))
-            if intended is None or not deadline[slot]:
-                self.last_end = mono()
-                break
-            cm, stmts = self.cm, self.stmts
-            try:
-                for kind, sql, params in gen(rng):
-                    if by_kind:
-                        ts = mono()
-                    if params is None:
-                        cm.query(sql.encode())
-                        cm.consume_result()
-                    else:
-                        s = stmts[sql]
-                        s.stmt_execute(*params, query_attrs=qa)
-                        s.free_result()
-                    counts[kind] += 1
-                    if by_kind:
-                        _kind_hist(kinds, kind).record((mono() - ts) * 1e6)
-            except MySQLInterfaceError as e:
-                self._failed(e, sink, deadline)
-                continue
-            end = mono()
-            if record:
-                hist_record((end - intended) * 1e6)
-                counts["transactions"] += 1
-                left -= 1
-            self.last_end = end
-
-    def _failed(self, e: MySQLInterfaceError, sink: _Sink, deadline: list[float]) -> None:
-        code = int(getattr(e, "errno", 0) or 0)
-        key = str(code)
-        sink.errors_by_code[key] = sink.errors_by_code.get(key, 0) + 1
-        if code in LOST:
-            self._reconnect(sink, deadline)
-            return
-        sink.counts["ignored_errors" if code in IGNORABLE else "errors"] += 1
-        try:
-            self.cm.rollback()
-        except MySQLInterfaceError as e2:
-            if int(getattr(e2, "errno", 0) or 0) in LOST:
-                self._reconnect(sink, deadline)
-
-    def _reconnect(self, sink: _Sink, deadline: list[float]) -> None:
-        # Keeps trying until the end of the whole run, so a restart of the server during
-        # warm-up still leaves a working connection for the measurement.
-        self.close()
-        pause = 0.05
-        while time.monotonic() < deadline[-1]:
-            try:
-                self._open()
-            except (mysql.connector.Error, MySQLInterfaceError, TargetError):
-                time.sleep(pause)
-                pause = min(1.0, pause * 2)
-                continue
-            sink.counts["reconnects"] += 1
-            return
-        # Out of time: the run is over, and the loop ends at the deadline it checks next.
-
-
 # ---------------------------------------------------------------- one load process
 
 
-def _open_clients(job: _Job) -> list[_Client]:
+def _open_clients(job: _Job) -> list[Client]:
     with ThreadPoolExecutor(max_workers=min(16, len(job.thread_ids))) as pool:
         budgets = job.budgets or (None,) * len(job.thread_ids)
-        futures = [pool.submit(_Client, job, tid, b) for tid, b in zip(job.thread_ids, budgets)]
+        futures = [pool.submit(Client, job, tid, b) for tid, b in zip(job.thread_ids, budgets)]
         clients, first_error = [], None
         for f in futures:
             try:
@@ -345,15 +155,14 @@ def _open_clients(job: _Job) -> list[_Client]:
 
 def _error_message(e: BaseException, params: Mapping[str, Any]) -> tuple[int | None, str]:
     where = params.get("unix_socket") or f"{params.get('host')}:{params.get('port')}"
-    if isinstance(e, mysql.connector.Error):
-        return e.errno, f"cannot open a connection to {where} as {params.get('user')}: {e.msg} (error {e.errno})"
-    if isinstance(e, MySQLInterfaceError):
-        code = getattr(e, "errno", None)
-        return code, f"cannot prepare the workload's statements on {where}: {e} (error {code})"
+    if isinstance(e, DbError):
+        return e.errno, f"cannot open a connection to {where} as {params.get('user')}, or prepare the workload's statements: {e.msg} (error {e.errno})"
+    if isinstance(e, ClientLibraryError):
+        return None, str(e)
     return None, f"{type(e).__name__}: {e}"
 
 
-def _sample(clients: list[_Client]) -> dict[str, int]:
+def _sample(clients: list[Client]) -> dict[str, int]:
     total = dict.fromkeys(_COUNTERS, 0)
     for c in clients:
         for k, v in c.sink.counts.items():
@@ -361,7 +170,7 @@ def _sample(clients: list[_Client]) -> dict[str, int]:
     return total
 
 
-def _codes(clients: list[_Client]) -> dict[str, int]:
+def _codes(clients: list[Client]) -> dict[str, int]:
     out: dict[str, int] = {}
     for c in clients:
         for k, v in list(c.sink.errors_by_code.items()):  # list(): a thread may add a code meanwhile
@@ -399,17 +208,12 @@ def _child_run(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
     schedule = (Schedule(job.rate, t0, random.Random(f"{job.seed}:arrivals:{job.index}"))
                 if job.rate > 0 else None)
 
-    def drive(c: _Client) -> None:
-        try:
-            while time.monotonic() < t0:
-                time.sleep(max(0.0, t0 - time.monotonic()))
-            c.loop(deadline, 0, _Sink(), record=False, schedule=schedule)
-            c.loop(deadline, 1, c.sink, record=True, schedule=schedule)
-        except BaseException as e:  # noqa: BLE001 - a bug in one thread must not hang the run
-            c.failure = e
-            deadline[0] = deadline[1] = 0.0
+    def drive() -> None:
+        while time.monotonic() < t0:
+            time.sleep(max(0.0, t0 - time.monotonic()))
+        drive_clients(clients, deadline, by_kind=job.by_kind, schedule=schedule)
 
-    workers = [threading.Thread(target=drive, args=(c,), daemon=True) for c in clients]
+    workers = [threading.Thread(target=drive, daemon=True)]
     for w in workers:
         w.start()
 

@@ -1,0 +1,411 @@
+"""One load process's connections, driven by a single thread over epoll.
+
+Each connection is a small state machine over libmariadb's non-blocking calls: start a
+statement, and whenever its socket is ready continue it until the statement, then the
+transaction, completes; then start the next. No thread per connection means no GIL hand-off
+and no context switch per query, so the client spends less CPU per query than sysbench's
+thread-per-connection loop and the server, not the client, sets the pace.
+
+The hot path only executes statements and bumps in-memory counters and a latency histogram;
+a control thread samples the counters once a second (see loadgen._child_run).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import random
+import select
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from services.common.histogram import Histogram
+
+from .mariadb_client import WAIT_READ, WAIT_WRITE, Connection, DbError, Statement, library
+from .workloads import Generator
+
+if TYPE_CHECKING:
+    from .loadgen import Schedule, _Job
+
+#: sysbench's default --mysql-ignore-errors: deadlock, record changed, lock wait timeout.
+#: The transaction is rolled back and a new one started, counted as ignored.
+IGNORABLE = frozenset({1213, 1020, 1205})
+#: Connection lost or gone: reconnect, re-prepare, carry on (sysbench's before_restart_event).
+LOST = frozenset({2006, 2013, 2055, 2011, 2002, 2003, 2026})
+#: Seconds after the deadline a stuck connection may hold up the end of a run.
+DRAIN_GRACE_S = 30.0
+#: Empty polls before the loop sleeps in epoll_wait. Waking a sleeping (virtual) CPU costs tens
+#: of microseconds, more than a few non-blocking polls while a reply is on its way.
+SPIN_POLLS = 20
+
+COUNTERS = ("transactions", "read", "write", "other", "errors", "ignored_errors", "reconnects")
+
+_IDLE, _EXEC, _STORE, _QUERY, _QSTORE = range(5)
+
+
+def kind_hist(kinds: dict[str, Histogram], kind: str) -> Histogram:
+    h = kinds.get(kind)
+    if h is None:
+        h = kinds[kind] = Histogram()
+    return h
+
+
+@dataclass
+class Sink:
+    """Where a connection records: the real one while measuring, a throwaway one while warming up."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    hist: Histogram = field(default_factory=Histogram)
+    #: Statement latency per kind, filled only when the run asks for it.
+    kinds: dict[str, Histogram] = field(default_factory=dict)
+    errors_by_code: dict[str, int] = field(default_factory=dict)
+
+
+class Client:
+    """One connection with its prepared statements, generator, random stream and the state of
+    the transaction in flight."""
+
+    def __init__(self, job: "_Job", thread_id: int, budget: int | None = None):
+        self.params = job.params
+        self.rng = random.Random(f"{job.seed}:{thread_id}")
+        self.gen = Generator(job.workload, job.data, thread_id=thread_id, threads=job.threads,
+                             seed_rng=random.Random(f"{job.seed}:{thread_id}:unique"))
+        self.sink = Sink()
+        #: Measured transactions left in fixed-event mode; -1: no limit.
+        self.left = budget if budget is not None else -1
+        self.last_end = 0.0
+        self.failure: BaseException | None = None
+        self.ret = ctypes.c_int(0)
+        self.res = ctypes.c_void_p(0)
+        self.ops: list = []
+        self.i = 0
+        self.stage = _IDLE
+        self.cur: Statement | None = None
+        self.text = b""
+        self.t_start = 0.0
+        self.ts = 0.0
+        self.now_sink = self.sink
+        self.measuring = False
+        self.done = False
+        self.conn: Connection | None = None
+        self._open()
+
+    def _open(self) -> None:
+        conn = Connection(self.params)
+        try:
+            self.stmts = {sql: conn.prepare(sql) for sql in self.gen.statements()}
+        except BaseException:
+            conn.close()
+            raise
+        self.conn, self.fd = conn, conn.fd
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class Loop:
+    """Runs every client of a load process from ``t0`` until ``deadline[1]`` (warming up until
+    ``deadline[0]``); zeroing both stops it early, letting transactions in flight finish."""
+
+    def __init__(self, clients: list[Client], deadline: list[float], *, by_kind: bool,
+                 schedule: "Schedule | None" = None):
+        self.clients = clients
+        self.deadline = deadline
+        self.by_kind = by_kind
+        self.schedule = schedule
+        self.warm = Sink()
+        self.lib = library()
+        self.ep = select.epoll()
+        self.by_fd: dict[int, Client] = {}
+        self.mask: dict[int, int] = {}
+        self.timers: list[tuple[float, int, Client]] = []  # (when, tiebreak, client)
+        self.retry: list[tuple[float, int, Client, float]] = []  # reconnects: (when, tiebreak, client, pause)
+        self.active = 0
+        for c in clients:
+            self._register(c)
+
+    # -- registration
+
+    def _register(self, c: Client) -> None:
+        self.ep.register(c.fd, select.EPOLLIN)
+        self.by_fd[c.fd] = c
+        self.mask[c.fd] = select.EPOLLIN
+
+    def _unregister(self, c: Client) -> None:
+        if self.by_fd.pop(c.fd, None) is not None:
+            self.mask.pop(c.fd, None)
+            try:
+                self.ep.unregister(c.fd)
+            except (OSError, ValueError):
+                pass
+
+    def _want(self, c: Client, wait: int) -> None:
+        # Almost always "readable"; a full send buffer asks for "writable" once in a while.
+        m = (select.EPOLLIN if wait & ~WAIT_WRITE else 0) | (select.EPOLLOUT if wait & WAIT_WRITE else 0)
+        if m and self.mask.get(c.fd) != m:
+            self.ep.modify(c.fd, m)
+            self.mask[c.fd] = m
+
+    # -- statements
+
+    def _op_start(self, c: Client) -> int:
+        """Start the client's next statement; return libmariadb's wait flags (0: finished)."""
+        kind, sql, params = c.ops[c.i]
+        if self.by_kind:
+            c.ts = time.monotonic()
+        if params is None:
+            c.text = sql.encode()
+            c.stage = _QUERY
+            return self._op_cont(c, 0, self.lib.mysql_real_query_start(c.ret, c.conn.handle, c.text, len(c.text)))
+        st = c.stmts[sql]
+        if st.nparams:
+            st.set(params)
+        c.cur = st
+        c.stage = _EXEC
+        return self._op_cont(c, 0, self.lib.mysql_stmt_execute_start(c.ret, st.handle))
+
+    def _op_cont(self, c: Client, status: int, wait: int = -1) -> int:
+        """Continue the statement in flight (``wait`` is the flags a _start just returned);
+        0 when it has finished, raising DbError if it failed."""
+        lib = self.lib
+        while True:
+            stage = c.stage
+            if wait < 0:
+                if stage == _EXEC:
+                    wait = lib.mysql_stmt_execute_cont(c.ret, c.cur.handle, status)
+                elif stage == _STORE:
+                    wait = lib.mysql_stmt_store_result_cont(c.ret, c.cur.handle, status)
+                elif stage == _QUERY:
+                    wait = lib.mysql_real_query_cont(c.ret, c.conn.handle, status)
+                else:
+                    wait = lib.mysql_store_result_cont(ctypes.byref(c.res), c.conn.handle, status)
+            if wait:
+                return wait
+            wait = -1
+            if stage == _EXEC or stage == _STORE:
+                if c.ret.value:
+                    raise c.conn.stmt_error(c.cur)
+                if stage == _EXEC and c.cur.has_result:
+                    # sysbench stores every result set (mysql_stmt_store_result) and frees it.
+                    c.stage = _STORE
+                    wait = lib.mysql_stmt_store_result_start(c.ret, c.cur.handle)
+                    continue
+                lib.mysql_stmt_free_result(c.cur.handle)
+            elif stage == _QUERY:
+                if c.ret.value:
+                    raise c.conn.error()
+                if lib.mysql_field_count(c.conn.handle):
+                    c.stage = _QSTORE
+                    wait = lib.mysql_store_result_start(ctypes.byref(c.res), c.conn.handle)
+                    continue
+            else:
+                if not c.res.value:
+                    raise c.conn.error()
+                lib.mysql_free_result(c.res.value)
+            c.stage = _IDLE
+            return 0
+
+    # -- transactions
+
+    def _begin(self, c: Client, now: float, intended: float | None = None) -> bool:
+        """Start the client's next transaction if the run allows one; False if it did not."""
+        d = self.deadline
+        if now >= d[1] or c.done:
+            c.done = True
+            return False
+        if d[0] <= now:
+            if c.left == 0:
+                c.done = True
+                return False
+            c.measuring, c.now_sink = True, c.sink
+        else:
+            c.measuring, c.now_sink = False, self.warm
+        c.ops = c.gen(c.rng)
+        c.i = 0
+        c.t_start = now if intended is None else intended
+        return True
+
+    def _finish(self, c: Client, now: float) -> None:
+        if c.measuring:
+            s = c.sink
+            s.hist.record((now - c.t_start) * 1e6)
+            s.counts["transactions"] += 1
+            if c.left > 0:
+                c.left -= 1
+        c.last_end = now
+
+    def _next(self, c: Client, now: float) -> bool:
+        """After a transaction (or at the start): begin the next one now, or schedule it
+        (open loop). True if a transaction was begun."""
+        sched = self.schedule
+        if sched is None:
+            return self._begin(c, now)
+        if now >= self.deadline[1] or c.done:
+            c.done = True
+            return False
+        intended = sched.take(self.deadline[1])
+        if intended is None:
+            # No arrival before the deadline: idle up to it, so the interval ends where the
+            # closed loop's would.
+            c.done = True
+            heapq.heappush(self.timers, (self.deadline[1], id(c), c))
+            return False
+        if intended > now:
+            heapq.heappush(self.timers, (intended, id(c), c))
+            return False
+        return self._begin(c, now, intended)
+
+    def _advance(self, c: Client, status: int, finished: bool = False) -> None:
+        """Drive ``c`` as far as it goes without waiting (``finished``: its statement already has)."""
+        by_kind = self.by_kind
+        wait = 0 if finished else self._op_cont(c, status)
+        while True:
+            if wait:
+                if wait & WAIT_WRITE or self.mask.get(c.fd) != select.EPOLLIN:
+                    self._want(c, wait)
+                return
+            # A statement finished.
+            kind = c.ops[c.i][0]
+            now = time.monotonic()
+            sink = c.now_sink
+            sink.counts[kind] += 1
+            if by_kind and c.measuring:
+                kind_hist(sink.kinds, kind).record((now - c.ts) * 1e6)
+            c.i += 1
+            if c.i < len(c.ops):
+                wait = self._op_start(c)
+                continue
+            self._finish(c, now)
+            if not self._next(c, now):
+                self.active -= 1
+                return
+            wait = self._op_start(c)
+
+    def _start(self, c: Client, now: float, intended: float | None = None) -> None:
+        """Begin a transaction on an idle client (at ``intended``, or the schedule's next
+        arrival, or now) and drive it."""
+        if self.schedule is None or intended is not None:
+            began = self._begin(c, now, intended)
+        else:
+            began = self._next(c, now)
+        if not began:
+            return
+        self.active += 1
+        try:
+            wait = self._op_start(c)
+            if wait:
+                self._want(c, wait)
+            else:
+                self._advance(c, 0, finished=True)
+        except DbError as e:
+            self._failed(c, e)
+
+    # -- errors
+
+    def _failed(self, c: Client, e: DbError) -> None:
+        code = int(e.errno or 0)
+        sink = c.now_sink
+        key = str(code)
+        sink.errors_by_code[key] = sink.errors_by_code.get(key, 0) + 1
+        c.stage = _IDLE
+        self.active -= 1
+        if code in LOST:
+            self._lost(c, time.monotonic(), 0.05)
+            return
+        sink.counts["ignored_errors" if code in IGNORABLE else "errors"] += 1
+        try:
+            c.conn.query("ROLLBACK")
+        except DbError as e2:
+            if int(e2.errno or 0) in LOST:
+                self._lost(c, time.monotonic(), 0.05)
+                return
+        self._start(c, time.monotonic())
+
+    def _lost(self, c: Client, now: float, pause: float) -> None:
+        # Keeps trying until the end of the whole run, so a restart of the server during
+        # warm-up still leaves a working connection for the measurement.
+        self._unregister(c)
+        c.close()
+        if now >= self.deadline[-1]:
+            c.done = True
+            return
+        try:
+            c._open()
+        except DbError:
+            heapq.heappush(self.retry, (now + pause, id(c), c, min(1.0, pause * 2)))
+            return
+        c.now_sink.counts["reconnects"] += 1
+        self._register(c)
+        self._start(c, time.monotonic())
+
+    # -- the loop
+
+    def run(self) -> None:
+        clients = self.clients
+        now = time.monotonic()
+        for c in clients:
+            self._start(c, now)
+        poll, timers, retry, by_fd = self.ep.poll, self.timers, self.retry, self.by_fd
+        stop_seen: float | None = None
+        while True:
+            now = time.monotonic()
+            end = self.deadline[1]
+            while timers and (timers[0][0] <= now or now >= end):
+                when, _, c = heapq.heappop(timers)
+                if now >= end or c.done:
+                    c.done = True
+                    c.last_end = max(c.last_end, min(now, end) if end else now)
+                    continue
+                self._start(c, now, when)
+            while retry and retry[0][0] <= now:
+                _, _, c, pause = heapq.heappop(retry)
+                self._lost(c, now, pause)
+            if self.active <= 0 and not timers and not retry:
+                break
+            if not end:
+                stop_seen = stop_seen or now
+            if now > (end if end else (stop_seen or now)) + DRAIN_GRACE_S:
+                break  # a connection stuck past the grace period: the run ends without it
+            events = poll(0)
+            spins = SPIN_POLLS
+            while not events and spins:
+                events = poll(0)
+                spins -= 1
+            if not events:
+                wake = min(x[0] for x in (timers[:1] + retry[:1])) if (timers or retry) else now + 0.05
+                timeout = min(0.05, wake - time.monotonic())
+                # epoll rounds its timeout up to whole milliseconds: sleep short of the next
+                # arrival, then spin to it, so open-loop starts are not late by up to 1 ms.
+                events = poll(timeout - 0.001) if timeout > 0.002 else poll(0)
+            for fd, ev in events:
+                c = by_fd.get(fd)
+                if c is None or c.stage == _IDLE:
+                    continue
+                status = (WAIT_READ if ev & (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP) else 0) | \
+                         (WAIT_WRITE if ev & select.EPOLLOUT else 0)
+                try:
+                    self._advance(c, status)
+                except DbError as e:
+                    self._failed(c, e)
+        self.ep.close()
+
+
+def drive_clients(clients: list[Client], deadline: list[float], *, by_kind: bool,
+                  schedule: "Schedule | None") -> None:
+    """Run the loop; a bug in it stops the whole process's load and is reported by a client."""
+    loop = Loop(clients, deadline, by_kind=by_kind, schedule=schedule)
+    try:
+        loop.run()
+    except BaseException as e:  # noqa: BLE001 - reported to the parent as the run's failure
+        if clients:
+            clients[0].failure = e
+        deadline[0] = deadline[1] = 0.0
+    finally:
+        for c in clients:
+            if not c.last_end:
+                c.last_end = time.monotonic()
+
+

@@ -1,0 +1,234 @@
+"""MariaDB Connector/C (libmariadb, the client library sysbench links) through ctypes, with its
+non-blocking API, so one thread drives many connections.
+
+Only the measurement loop uses this: a thread per connection pays for the GIL and a context
+switch on every query, which on a small client machine costs more CPU per query than the
+server's own work. Everything else (prepare, server checks) keeps mysql.connector.
+
+Two handles on the same library: ``_lib`` holds the GIL for the calls that never wait
+(the *_start/*_cont steps, freeing results), ``_blocking`` releases it for those that do
+(connect, prepare), so other connections open in parallel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from typing import Any, Mapping, Sequence
+
+#: libmariadb's wait flags returned by *_start/*_cont (mysql.h).
+WAIT_READ, WAIT_WRITE, WAIT_EXCEPT, WAIT_TIMEOUT = 1, 2, 4, 8
+
+_OPT_CONNECT_TIMEOUT = 0
+_OPT_SSL_VERIFY_SERVER_CERT = 21
+_OPT_NONBLOCK = 6000
+_TYPE_NULL, _TYPE_LONGLONG, _TYPE_DOUBLE, _TYPE_STRING = 6, 8, 5, 254
+
+_P = ctypes.c_void_p
+_INT_P = ctypes.POINTER(ctypes.c_int)
+
+
+class ClientLibraryError(Exception):
+    """libmariadb cannot be loaded on this worker."""
+
+
+class DbError(Exception):
+    """A MySQL error with its code (server error or CR_* client error)."""
+
+    def __init__(self, code: int, message: str):
+        self.errno = code
+        self.msg = message
+        super().__init__(f"{message} (error {code})")
+
+
+class Bind(ctypes.Structure):
+    """MYSQL_BIND of MariaDB Connector/C 3.x (112 bytes on 64-bit; tests check the layout)."""
+
+    _fields_ = [("length", _P), ("is_null", _P), ("buffer", _P), ("error", _P), ("row_ptr", _P),
+                ("store_param_func", _P), ("fetch_result", _P), ("skip_result", _P),
+                ("buffer_length", ctypes.c_ulong), ("offset", ctypes.c_ulong),
+                ("length_value", ctypes.c_ulong), ("flags", ctypes.c_uint), ("pack_length", ctypes.c_uint),
+                ("buffer_type", ctypes.c_int), ("error_value", ctypes.c_char), ("is_unsigned", ctypes.c_char),
+                ("long_data_used", ctypes.c_char), ("is_null_value", ctypes.c_char), ("extension", _P)]
+
+
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "mysql_init": (_P, [_P]),
+    "mysql_options": (ctypes.c_int, [_P, ctypes.c_int, _P]),
+    "mysql_ssl_set": (ctypes.c_byte, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]),
+    "mysql_real_connect": (_P, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                ctypes.c_uint, ctypes.c_char_p, ctypes.c_ulong]),
+    "mysql_close": (None, [_P]),
+    "mysql_errno": (ctypes.c_uint, [_P]),
+    "mysql_error": (ctypes.c_char_p, [_P]),
+    "mysql_get_socket": (ctypes.c_int, [_P]),
+    "mysql_real_query": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_ulong]),
+    "mysql_real_query_start": (ctypes.c_int, [_INT_P, _P, ctypes.c_char_p, ctypes.c_ulong]),
+    "mysql_real_query_cont": (ctypes.c_int, [_INT_P, _P, ctypes.c_int]),
+    "mysql_field_count": (ctypes.c_uint, [_P]),
+    "mysql_store_result": (_P, [_P]),
+    "mysql_store_result_start": (ctypes.c_int, [ctypes.POINTER(_P), _P]),
+    "mysql_store_result_cont": (ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int]),
+    "mysql_free_result": (None, [_P]),
+    "mysql_stmt_init": (_P, [_P]),
+    "mysql_stmt_prepare": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_ulong]),
+    "mysql_stmt_param_count": (ctypes.c_ulong, [_P]),
+    "mysql_stmt_field_count": (ctypes.c_uint, [_P]),
+    "mysql_stmt_bind_param": (ctypes.c_byte, [_P, _P]),
+    "mysql_stmt_execute_start": (ctypes.c_int, [_INT_P, _P]),
+    "mysql_stmt_execute_cont": (ctypes.c_int, [_INT_P, _P, ctypes.c_int]),
+    "mysql_stmt_store_result_start": (ctypes.c_int, [_INT_P, _P]),
+    "mysql_stmt_store_result_cont": (ctypes.c_int, [_INT_P, _P, ctypes.c_int]),
+    "mysql_stmt_free_result": (ctypes.c_byte, [_P]),
+    "mysql_stmt_close": (ctypes.c_byte, [_P]),
+    "mysql_stmt_errno": (ctypes.c_uint, [_P]),
+    "mysql_stmt_error": (ctypes.c_char_p, [_P]),
+}
+
+_libs: tuple[Any, Any] | None = None
+
+
+def _load() -> tuple[Any, Any]:
+    global _libs
+    if _libs is None:
+        path = ctypes.util.find_library("mariadb") or "libmariadb.so.3"
+        try:
+            fast, blocking = ctypes.PyDLL(path), ctypes.CDLL(path)
+        except OSError as e:
+            raise ClientLibraryError(
+                f"cannot load MariaDB Connector/C ({path}): {e}; install the Debian package libmariadb3 "
+                "(deploy/ensure-services sysbench installs it)") from e
+        for lib in (fast, blocking):
+            for name, (restype, argtypes) in _SIGNATURES.items():
+                fn = getattr(lib, name)
+                fn.restype, fn.argtypes = restype, argtypes
+        _libs = (fast, blocking)
+    return _libs
+
+
+def library() -> Any:
+    """The GIL-holding handle, for the non-blocking calls of the measurement loop."""
+    return _load()[0]
+
+
+class Statement:
+    """A server-side prepared statement whose parameters live in buffers bound once; ``set``
+    writes new values into them (re-binding only when a value's type or size changes)."""
+
+    __slots__ = ("handle", "nparams", "has_result", "_binds", "_cells", "_kinds")
+
+    def __init__(self, handle: int, nparams: int, has_result: bool):
+        self.handle = handle
+        self.nparams = nparams
+        self.has_result = has_result
+        self._binds = (Bind * max(1, nparams))()
+        self._cells: list[Any] = [None] * nparams
+        self._kinds: list[Any] = [None] * nparams
+
+    def set(self, values: Sequence[Any]) -> None:
+        kinds, cells = self._kinds, self._cells
+        rebind = False
+        for i, v in enumerate(values):
+            t = type(v)
+            if t is int and kinds[i] is int:
+                cells[i].value = v
+            elif t is str and kinds[i] is str and len(b := v.encode()) <= cells[i][2]:
+                cells[i][0].value = b
+                cells[i][1].value = len(b)
+            else:
+                self._bind_one(i, v)
+                rebind = True
+        if rebind and _load()[0].mysql_stmt_bind_param(self.handle, ctypes.addressof(self._binds)):
+            raise DbError(0, f"cannot bind parameters of type {[type(v).__name__ for v in values]}")
+
+    def _bind_one(self, i: int, v: Any) -> None:
+        b = self._binds[i]
+        if v is None:
+            self._kinds[i], self._cells[i] = None, None
+            b.buffer_type, b.buffer, b.is_null_value = _TYPE_NULL, None, b"\x01"
+            return
+        b.is_null_value = b"\x00"
+        if isinstance(v, bool) or isinstance(v, int):
+            cell = ctypes.c_longlong(int(v))
+            self._kinds[i], self._cells[i] = int, cell
+            b.buffer_type, b.buffer, b.buffer_length = _TYPE_LONGLONG, ctypes.addressof(cell), 8
+            return
+        if isinstance(v, float):
+            cell = ctypes.c_double(v)
+            self._kinds[i], self._cells[i] = float, cell
+            b.buffer_type, b.buffer, b.buffer_length = _TYPE_DOUBLE, ctypes.addressof(cell), 8
+            return
+        data = v.encode() if isinstance(v, str) else bytes(v)
+        capacity = max(256, 2 * len(data))
+        buf, length = ctypes.create_string_buffer(data, capacity), ctypes.c_ulong(len(data))
+        # str values are re-encoded into this buffer in place; its capacity bounds their size.
+        self._kinds[i] = str if isinstance(v, str) else bytes
+        self._cells[i] = (buf, length, capacity - 1)
+        b.buffer_type, b.buffer, b.buffer_length = _TYPE_STRING, ctypes.addressof(buf), capacity
+        b.length = ctypes.addressof(length)
+
+
+class Connection:
+    """One connection in non-blocking mode, opened (blocking) from mysql.connector-style
+    parameters: host, port, user, password, database, unix_socket, ssl_ca, ssl_disabled."""
+
+    def __init__(self, params: Mapping[str, Any], connect_timeout: int = 10):
+        fast, blocking = _load()
+        self._lib = fast
+        m = fast.mysql_init(None)
+        if not m:
+            raise DbError(2008, "out of memory initialising a connection")
+        self.handle = m
+        fast.mysql_options(m, _OPT_NONBLOCK, None)
+        timeout = ctypes.c_uint(connect_timeout)
+        fast.mysql_options(m, _OPT_CONNECT_TIMEOUT, ctypes.addressof(timeout))
+        if params.get("ssl_ca") and not params.get("ssl_disabled"):
+            fast.mysql_ssl_set(m, None, None, str(params["ssl_ca"]).encode(), None, None)
+            verify = ctypes.c_char(b"\x01")
+            fast.mysql_options(m, _OPT_SSL_VERIFY_SERVER_CERT, ctypes.addressof(verify))
+        sock = params.get("unix_socket")
+        host = "localhost" if sock else str(params.get("host") or "127.0.0.1")
+        ok = blocking.mysql_real_connect(
+            m, host.encode(), str(params.get("user") or "").encode(), str(params.get("password") or "").encode(),
+            str(params["database"]).encode() if params.get("database") else None,
+            int(params.get("port") or 3306), str(sock).encode() if sock else None, 0)
+        if not ok:
+            err = self.error()
+            self.close()
+            raise err
+        self.fd: int = fast.mysql_get_socket(m)
+
+    def error(self) -> DbError:
+        return DbError(int(self._lib.mysql_errno(self.handle)),
+                       (self._lib.mysql_error(self.handle) or b"").decode(errors="replace"))
+
+    def prepare(self, sql: str) -> Statement:
+        fast, blocking = _load()
+        h = fast.mysql_stmt_init(self.handle)
+        q = sql.encode()
+        if blocking.mysql_stmt_prepare(h, q, len(q)):
+            err = DbError(int(fast.mysql_stmt_errno(h)), (fast.mysql_stmt_error(h) or b"").decode(errors="replace"))
+            fast.mysql_stmt_close(h)
+            raise err
+        return Statement(h, int(fast.mysql_stmt_param_count(h)), bool(fast.mysql_stmt_field_count(h)))
+
+    def stmt_error(self, st: Statement) -> DbError:
+        return DbError(int(self._lib.mysql_stmt_errno(st.handle)),
+                       (self._lib.mysql_stmt_error(st.handle) or b"").decode(errors="replace"))
+
+    def query(self, sql: str) -> None:
+        """Run a statement to its end, waiting (for the rare paths: ROLLBACK after an error)."""
+        fast, blocking = _load()
+        q = sql.encode()
+        if blocking.mysql_real_query(self.handle, q, len(q)):
+            raise self.error()
+        if fast.mysql_field_count(self.handle):
+            res = blocking.mysql_store_result(self.handle)
+            if res:
+                fast.mysql_free_result(res)
+
+    def close(self) -> None:
+        if self.handle:
+            # mysql_close sends COM_QUIT; on a dead socket it fails quietly.
+            _load()[1].mysql_close(self.handle)
+            self.handle = None
