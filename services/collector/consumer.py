@@ -36,6 +36,7 @@ class Collector:
         self._next_depth_check = 0.0
         self.stopping = threading.Event()
         self.stored = 0
+        self._restored = False
 
     def stop(self) -> None:
         self.stopping.set()
@@ -47,6 +48,9 @@ class Collector:
             store = Store(self.settings)
             try:
                 store.open()
+                if not self._restored:
+                    self.metrics.restore(store.recent_results(self.metrics.max_campaigns))
+                    self._restored = True
                 bus.connect()
                 bus.declare(self.pools)
                 delay = 1.0
@@ -85,8 +89,7 @@ class Collector:
             return
         if not isinstance(msg, RunEvent):
             self.stored += 1
-            self.metrics.observe_result(msg)
-            self.metrics.results_stored()
+            self.metrics.observe_result(msg)  # counts it as stored too
             log.info("result_stored", campaign_id=msg.campaign_id, run_id=msg.run_id, status=msg.status,
                      qps=round(msg.qps, 1))
         bus.ack(d.delivery_tag)

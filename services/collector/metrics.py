@@ -11,7 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from statistics import fmean
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from services.common.metrics_endpoint import MetricsEndpoint
 from services.common.messages import RunResult
+from services.common.store import ResultRow
 
 from .collapse import CellThroughput, at_top_threads
 
@@ -98,6 +99,20 @@ class CollectorMetrics(MetricsEndpoint):
             self._runs[result.run_id] = (result.campaign_id, key, result.qps, result.tps)
             reps = [(q, t) for c, k, q, t in self._runs.values() if c == result.campaign_id and k == key]
         self.cell_finished(result.campaign_id, *key, [q for q, _ in reps], [t for _, t in reps])
+
+    def restore(self, results: Iterable[tuple[str, ResultRow]]) -> None:
+        """Export the cells of results stored before this collector started (oldest campaign
+        first), so a restart does not empty the dashboards; counts nothing as newly stored."""
+        by_cell: dict[tuple[str, _CellKey], list[tuple[float, float]]] = {}
+        with self._lock:
+            for campaign_id, row in results:
+                if row.status != "ok":
+                    continue
+                key = (row.target, row.workload, row.threads)
+                self._runs[row.run_id] = (campaign_id, key, row.qps, row.tps)
+                by_cell.setdefault((campaign_id, key), []).append((row.qps, row.tps))
+        for (campaign_id, key), reps in by_cell.items():
+            self.cell_finished(campaign_id, *key, [q for q, _ in reps], [t for _, t in reps])
 
     def results_stored(self, n: int = 1) -> None:
         self._stored.inc(n)

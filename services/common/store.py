@@ -280,6 +280,11 @@ class Store:
             )
         ]
 
+    def recent_results(self, campaigns: int) -> list[tuple[str, ResultRow]]:
+        """(campaign id, result) of the ``campaigns`` newest campaigns, oldest campaign first."""
+        ids = [r[0] for r in self._rows("SELECT campaign_id FROM campaigns ORDER BY created_at DESC LIMIT %s", (campaigns,))]
+        return [(cid, row) for cid in reversed(ids) for row in self.results(cid)]
+
     def result_documents(self, campaign_id: str) -> list[tuple[str, str]]:
         """(run_id, whole stored result as JSON text) of every result of a campaign, for reports
         that need series, histograms or server status beyond the result columns."""

@@ -83,6 +83,20 @@ def test_collapsing_campaign_alerts_and_healthy_one_does_not(rabbitmq, mariadb_p
         ratio = mon.query(f'benchfleet:cell_collapse_ratio{{campaign="{healthy}"}}')
         assert ratio and float(ratio[0]["value"][1]) > 0.5
         assert not mon.query(f'ALERTS{{alertname="BenchfleetThroughputCollapse",campaign="{healthy}"}}')
+        # Four results stored, each counted once.
+        stored = wait_for("the stored-results counter", lambda: mon.query("benchfleet_collector_results_stored_total"))
+        assert float(stored[0]["value"][1]) == 4
+
+        # A restarted collector exports the earlier campaigns' cells again, from the results DB.
+        old = {c["metric"]["instance"] for c in cells}
+        collector = next(p for p in fleet.procs if "collector" in " ".join(p.args))
+        collector.terminate()
+        collector.wait(30)
+        fleet.start_collector()
+        again = wait_for("the healthy campaign's cells from the restarted collector", lambda: [
+            c for c in mon.query(f'benchfleet_cell_queries_per_second{{campaign="{healthy}"}}')
+            if c["metric"]["instance"] not in old] or None, timeout=60)
+        assert sorted(c["metric"]["threads"] for c in again) == ["1", "4"]
     finally:
         fleet.teardown()
         mon.close()

@@ -173,3 +173,20 @@ def test_announced_serves_then_withdraws(tmp_path):
         body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
         assert b"benchfleet_worker_up" in body
     assert not list(tmp_path.glob("worker-*.json"))
+
+
+def test_collector_restore_exports_earlier_cells_without_counting_them_as_stored():
+    """A restarted collector shows the cells already in the results DB; a later redelivery still
+    replaces its repetition instead of adding one."""
+    from services.common.store import ResultRow
+
+    def row(run_id: str, threads: int, qps: float, status: str = "ok") -> ResultRow:
+        return ResultRow(run_id, "off", "oltp_point_select", threads, 1, status, qps, qps / 2, 1.0, 2.0, 10.0, None)
+
+    m = CollectorMetrics()
+    m.restore([("c0", row("c0/a", 1, 100.0)), ("c0", row("c0/b", 1, 300.0)), ("c0", row("c0/c", 8, 50.0, "failed"))])
+    text = m.scrape()
+    assert value(text, "benchfleet_cell_queries_per_second", campaign="c0", threads="1") == 200
+    assert value(text, "benchfleet_cell_repetitions", campaign="c0", threads="1") == 2
+    assert b'threads="8"' not in text
+    assert value(text, "benchfleet_collector_results_stored_total") == 0
