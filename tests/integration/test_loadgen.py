@@ -262,3 +262,28 @@ def test_latency_by_kind_times_every_statement_and_merges_exactly(_mariadb):
     assert by_kind["read"]["max_ms"] <= out.latency.max_ms * 1.01
     plain = run_load(_mariadb, wl, SHAPE, threads=2, warmup=0, duration=0.5, seed=9)
     assert plain.latency.by_kind == {}
+
+
+def test_connections_killed_mid_run_are_reconnected_counted_and_the_run_goes_on(_mariadb):
+    """KILL CONNECTION on every load connection: each sees error 2013 (or 2006), reconnects,
+    re-prepares and carries on; the outcome counts the reconnects and the error codes."""
+    def kill_load_connections() -> None:
+        time.sleep(1.0)
+        ids = _query(_mariadb, "SELECT ID FROM information_schema.PROCESSLIST "
+                               f"WHERE DB = '{DB}' AND ID <> CONNECTION_ID() AND COMMAND <> 'Daemon'")
+        for (i,) in ids:
+            try:
+                _query(_mariadb, f"KILL CONNECTION {int(i)}")
+            except Exception:  # noqa: BLE001 - a connection that ended meanwhile
+                pass
+
+    killer = threading.Thread(target=kill_load_connections)
+    killer.start()
+    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
+                   threads=3, warmup=0, duration=3, seed=7, processes=1)
+    killer.join()
+    assert out.totals.reconnects == 3
+    lost = sum(n for code, n in out.errors_by_code.items() if code in {"2013", "2006", "2026", "2055"})
+    assert lost == 3, out.errors_by_code
+    # Transactions went on after the reconnect: every second of the run has some.
+    assert len(out.series.transactions) == 3 and all(n > 0 for n in out.series.transactions)
