@@ -53,6 +53,7 @@ class Bind(ctypes.Structure):
 
 
 _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "mysql_server_init": (ctypes.c_int, [ctypes.c_int, _P, _P]),
     "mysql_init": (_P, [_P]),
     "mysql_options": (ctypes.c_int, [_P, ctypes.c_int, _P]),
     "mysql_ssl_set": (ctypes.c_byte, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]),
@@ -102,6 +103,10 @@ def _load() -> tuple[Any, Any]:
             for name, (restype, argtypes) in _SIGNATURES.items():
                 fn = getattr(lib, name)
                 fn.restype, fn.argtypes = restype, argtypes
+        # mysql_init would do this on first use, but it is not thread-safe, and connections
+        # are opened from a thread pool.
+        if fast.mysql_server_init(0, None, None):
+            raise ClientLibraryError(f"cannot initialise MariaDB Connector/C ({path})")
         _libs = (fast, blocking)
     return _libs
 
