@@ -77,3 +77,39 @@ def test_shape_marker_and_workloads_tell_auto_inc_apart():
     assert prepare.auto_inc_of(WorkloadSpec(name="oltp_insert", options={"auto_inc": False})) is False
     assert prepare.auto_inc_of(WorkloadSpec(name="insert", options={"auto_inc": False})) is False
     assert prepare.auto_inc_of(WorkloadSpec(name="select_random_points")) is None
+
+
+class _FileCursor:
+    """Stands in for a cursor: keeps the file each LOAD DATA names, or refuses LOCAL INFILE."""
+
+    def __init__(self, refuse: bool = False):
+        self.loaded: list[bytes] = []
+        self.statements: list[str] = []
+        self.refuse = refuse
+
+    def execute(self, sql, params=None):
+        self.statements.append(sql)
+        if self.refuse:
+            import mysql.connector
+
+            raise mysql.connector.Error(msg="refused", errno=4166)
+        with open(params[0], "rb") as f:
+            self.loaded.append(f.read())
+
+
+def test_load_infile_sends_the_rows_in_order_while_the_next_chunk_is_generated(monkeypatch):
+    """Generating ahead changes nothing: the chunks are the table's rows 1..size, in order, as
+    generated one after the other from the table's stream, the last one shorter."""
+    monkeypatch.setattr(prepare, "LOAD_ROWS", 300)
+    cur = _FileCursor()
+    assert prepare._load_infile(cur, prepare.rng_for(5, 2), 2, 1000) == 1000
+    gen = prepare.rng_for(5, 2)
+    expected = [bytes(prepare.rows(gen, s, min(300, 1000 - s), 1000)) for s in range(0, 1000, 300)]
+    assert cur.loaded == expected
+    assert [int(i) for i in re.findall(rb"^(\d{4})\t", b"".join(cur.loaded), re.M)] == list(range(1, 1001))
+    assert all("CHARACTER SET binary" in s for s in cur.statements)
+
+
+def test_load_infile_reports_a_refused_local_infile():
+    """The server refusing LOCAL INFILE on the first chunk means: INSERT instead (0 rows loaded)."""
+    assert prepare._load_infile(_FileCursor(refuse=True), prepare.rng_for(0, 1), 1, 1000) == 0
