@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from services.common.histogram import Histogram
 
-from .mariadb_client import WAIT_READ, WAIT_WRITE, Connection, DbError, Statement, library
+from .mariadb_client import WAIT_READ, WAIT_WRITE, Connection, DbError, Statement, hot, library
 from .workloads import Generator
 
 if TYPE_CHECKING:
@@ -76,7 +76,9 @@ class Client:
         self.left = budget if budget is not None else -1
         self.last_end = 0.0
         self.failure: BaseException | None = None
+        self.event = self.gen.event
         self.ret = ctypes.c_int(0)
+        self.ret_ref = ctypes.byref(self.ret)
         self.res = ctypes.c_void_p(0)
         self.ops: list = []
         self.i = 0
@@ -118,6 +120,7 @@ class Loop:
         self.schedule = schedule
         self.warm = Sink()
         self.lib = library()
+        self.hot = hot()
         self.ep = select.epoll()
         self.by_fd: dict[int, Client] = {}
         self.mask: dict[int, int] = {}
@@ -152,7 +155,8 @@ class Loop:
     # -- statements
 
     def _op_start(self, c: Client) -> int:
-        """Start the client's next statement; return libmariadb's wait flags (0: finished)."""
+        """Start the client's next statement; return libmariadb's wait flags (0: finished).
+        _advance inlines the prepared-statement part of this for the hot path."""
         kind, sql, params = c.ops[c.i]
         if self.by_kind:
             c.ts = time.monotonic()
@@ -165,23 +169,23 @@ class Loop:
             st.set(params)
         c.cur = st
         c.stage = _EXEC
-        return self._op_cont(c, 0, self.lib.mysql_stmt_execute_start(c.ret, st.handle))
+        return self._op_cont(c, 0, self.hot.mysql_stmt_execute_start(c.ret_ref, st.ref))
 
     def _op_cont(self, c: Client, status: int, wait: int = -1) -> int:
         """Continue the statement in flight (``wait`` is the flags a _start just returned);
         0 when it has finished, raising DbError if it failed."""
-        lib = self.lib
+        hot = self.hot
         while True:
             stage = c.stage
             if wait < 0:
                 if stage == _EXEC:
-                    wait = lib.mysql_stmt_execute_cont(c.ret, c.cur.handle, status)
+                    wait = hot.mysql_stmt_execute_cont(c.ret_ref, c.cur.ref, status)
                 elif stage == _STORE:
-                    wait = lib.mysql_stmt_store_result_cont(c.ret, c.cur.handle, status)
+                    wait = hot.mysql_stmt_store_result_cont(c.ret_ref, c.cur.ref, status)
                 elif stage == _QUERY:
-                    wait = lib.mysql_real_query_cont(c.ret, c.conn.handle, status)
+                    wait = self.lib.mysql_real_query_cont(c.ret, c.conn.handle, status)
                 else:
-                    wait = lib.mysql_store_result_cont(ctypes.byref(c.res), c.conn.handle, status)
+                    wait = self.lib.mysql_store_result_cont(ctypes.byref(c.res), c.conn.handle, status)
             if wait:
                 return wait
             wait = -1
@@ -191,20 +195,20 @@ class Loop:
                 if stage == _EXEC and c.cur.has_result:
                     # sysbench stores every result set (mysql_stmt_store_result) and frees it.
                     c.stage = _STORE
-                    wait = lib.mysql_stmt_store_result_start(c.ret, c.cur.handle)
+                    wait = hot.mysql_stmt_store_result_start(c.ret_ref, c.cur.ref)
                     continue
-                lib.mysql_stmt_free_result(c.cur.handle)
+                hot.mysql_stmt_free_result(c.cur.ref)
             elif stage == _QUERY:
                 if c.ret.value:
                     raise c.conn.error()
-                if lib.mysql_field_count(c.conn.handle):
+                if self.lib.mysql_field_count(c.conn.handle):
                     c.stage = _QSTORE
-                    wait = lib.mysql_store_result_start(ctypes.byref(c.res), c.conn.handle)
+                    wait = self.lib.mysql_store_result_start(ctypes.byref(c.res), c.conn.handle)
                     continue
             else:
                 if not c.res.value:
                     raise c.conn.error()
-                lib.mysql_free_result(c.res.value)
+                self.lib.mysql_free_result(c.res.value)
             c.stage = _IDLE
             return 0
 
@@ -223,19 +227,10 @@ class Loop:
             c.measuring, c.now_sink = True, c.sink
         else:
             c.measuring, c.now_sink = False, self.warm
-        c.ops = c.gen(c.rng)
+        c.ops = c.event(c.rng)
         c.i = 0
         c.t_start = now if intended is None else intended
         return True
-
-    def _finish(self, c: Client, now: float) -> None:
-        if c.measuring:
-            s = c.sink
-            s.hist.record((now - c.t_start) * 1e6)
-            s.counts["transactions"] += 1
-            if c.left > 0:
-                c.left -= 1
-        c.last_end = now
 
     def _next(self, c: Client, now: float) -> bool:
         """After a transaction (or at the start): begin the next one now, or schedule it
@@ -259,8 +254,13 @@ class Loop:
         return self._begin(c, now, intended)
 
     def _advance(self, c: Client, status: int, finished: bool = False) -> None:
-        """Drive ``c`` as far as it goes without waiting (``finished``: its statement already has)."""
-        by_kind = self.by_kind
+        """Drive ``c`` as far as it goes without waiting (``finished``: its statement already has).
+
+        The per-query path: the end of a transaction and the start of a prepared statement
+        (_op_start) are written out here, each function call being a measurable share of the
+        client's CPU per point select."""
+        by_kind, mono, closed = self.by_kind, time.monotonic, self.schedule is None
+        execute_start = self.hot.mysql_stmt_execute_start
         wait = 0 if finished else self._op_cont(c, status)
         while True:
             if wait:
@@ -268,21 +268,44 @@ class Loop:
                     self._want(c, wait)
                 return
             # A statement finished.
-            kind = c.ops[c.i][0]
-            now = time.monotonic()
+            ops, i = c.ops, c.i
+            now = mono()
             sink = c.now_sink
+            kind = ops[i][0]
             sink.counts[kind] += 1
             if by_kind and c.measuring:
                 kind_hist(sink.kinds, kind).record((now - c.ts) * 1e6)
-            c.i += 1
-            if c.i < len(c.ops):
+            i += 1
+            if i == len(ops):
+                if c.measuring:
+                    sink.hist.record((now - c.t_start) * 1e6)
+                    sink.counts["transactions"] += 1
+                    if c.left > 0:
+                        c.left -= 1
+                c.last_end = now
+                if not (self._begin(c, now) if closed else self._next(c, now)):
+                    self.active -= 1
+                    return
+                ops, i = c.ops, 0
+            c.i = i
+            _, sql, params = ops[i]
+            if params is None:
                 wait = self._op_start(c)
                 continue
-            self._finish(c, now)
-            if not self._next(c, now):
-                self.active -= 1
-                return
-            wait = self._op_start(c)
+            if by_kind:
+                c.ts = now
+            st = c.stmts[sql]
+            cells = st.int_cells
+            if cells is not None:
+                for cell, v in zip(cells, params):
+                    cell.value = v
+            elif st.nparams:
+                st.set(params)
+            c.cur = st
+            c.stage = _EXEC
+            wait = execute_start(c.ret_ref, st.ref)
+            if not wait:
+                wait = self._op_cont(c, 0, 0)
 
     def _start(self, c: Client, now: float, intended: float | None = None) -> None:
         """Begin a transaction on an idle client (at ``intended``, or the schedule's next
@@ -349,6 +372,7 @@ class Loop:
         for c in clients:
             self._start(c, now)
         poll, timers, retry, by_fd = self.ep.poll, self.timers, self.retry, self.by_fd
+        advance, readable, writable = self._advance, select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP, select.EPOLLOUT
         stop_seen: float | None = None
         while True:
             now = time.monotonic()
@@ -384,10 +408,11 @@ class Loop:
                 c = by_fd.get(fd)
                 if c is None or c.stage == _IDLE:
                     continue
-                status = (WAIT_READ if ev & (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP) else 0) | \
-                         (WAIT_WRITE if ev & select.EPOLLOUT else 0)
+                status = WAIT_READ if ev & readable else 0
+                if ev & writable:
+                    status |= WAIT_WRITE
                 try:
-                    self._advance(c, status)
+                    advance(c, status)
                 except DbError as e:
                     self._failed(c, e)
         self.ep.close()

@@ -86,7 +86,12 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mysql_stmt_error": (ctypes.c_char_p, [_P]),
 }
 
+#: The per-query calls, also bound without argtypes (see hot()).
+_HOT = ("mysql_stmt_execute_start", "mysql_stmt_execute_cont", "mysql_stmt_store_result_start",
+        "mysql_stmt_store_result_cont", "mysql_stmt_free_result")
+
 _libs: tuple[Any, Any] | None = None
+_hot: Any = None
 
 
 def _load() -> tuple[Any, Any]:
@@ -116,16 +121,34 @@ def library() -> Any:
     return _load()[0]
 
 
+def hot() -> Any:
+    """The per-query calls without argtypes: callers pass ctypes objects they made once
+    (``Statement.ref``, a ``byref`` of the return slot), which ctypes hands over unconverted."""
+    global _hot
+    if _hot is None:
+        fast = _load()[0]
+        lib = ctypes.PyDLL(fast._name)
+        for name in _HOT:
+            getattr(lib, name).restype = ctypes.c_int
+        _hot = lib
+    return _hot
+
+
 class Statement:
     """A server-side prepared statement whose parameters live in buffers bound once; ``set``
     writes new values into them (re-binding only when a value's type or size changes)."""
 
-    __slots__ = ("handle", "nparams", "has_result", "_binds", "_cells", "_kinds")
+    __slots__ = ("handle", "ref", "nparams", "has_result", "int_cells", "_binds", "_cells", "_kinds")
 
     def __init__(self, handle: int, nparams: int, has_result: bool):
         self.handle = handle
+        #: The handle as a ctypes object, for the hot calls.
+        self.ref = ctypes.c_void_p(handle)
         self.nparams = nparams
         self.has_result = has_result
+        #: When every parameter is bound as an integer: their cells, so the loop writes values
+        #: straight in (most statements: ids and k).
+        self.int_cells: list[Any] | None = None
         self._binds = (Bind * max(1, nparams))()
         self._cells: list[Any] = [None] * nparams
         self._kinds: list[Any] = [None] * nparams
@@ -143,8 +166,10 @@ class Statement:
             else:
                 self._bind_one(i, v)
                 rebind = True
-        if rebind and _load()[0].mysql_stmt_bind_param(self.handle, ctypes.addressof(self._binds)):
-            raise DbError(0, f"cannot bind parameters of type {[type(v).__name__ for v in values]}")
+        if rebind:
+            if _load()[0].mysql_stmt_bind_param(self.handle, ctypes.addressof(self._binds)):
+                raise DbError(0, f"cannot bind parameters of type {[type(v).__name__ for v in values]}")
+            self.int_cells = list(cells) if all(k is int for k in kinds) else None
 
     def _bind_one(self, i: int, v: Any) -> None:
         b = self._binds[i]

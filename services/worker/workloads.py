@@ -96,10 +96,12 @@ class Generator:
         self._unique = _Unique(seed_rng or random.Random(0), thread_id, threads)
         # Formatted once, so the loop hands the same string objects (and cached hashes) on.
         self.sql = {key: [tpl % t for t in range(data.tables + 1)] for key, (_, tpl) in STATEMENTS.items()}
-        self._next: Callable[[random.Random], Transaction] = _BUILDERS[name](self, thread_id, threads)
+        #: The next transaction from a random stream; the load loop calls this directly, one call
+        #: less per transaction than going through __call__.
+        self.event: Callable[[random.Random], Transaction] = _BUILDERS[name](self, thread_id, threads)
 
     def __call__(self, rng: random.Random) -> Transaction:
-        return self._next(rng)
+        return self.event(rng)
 
     def statements(self) -> list[str]:
         """Every prepared statement this workload may execute (each connection prepares these
