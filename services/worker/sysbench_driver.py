@@ -209,9 +209,10 @@ def run_sysbench(
             return _from_intervals(so.intervals(out), started, measure_wall, warm_s, cpu_s)
         _check(rc, out, stop)
         report = so.parse_final(out)
+        totals = so.totals(report)
         return LoadOutcome(
-            totals=so.totals(report),
-            series=so.series(so.intervals(out)),
+            totals=totals,
+            series=so.with_last_second(so.series(so.intervals(out)), totals, report.total_time_s),
             latency=so.latency(report),
             # sysbench counts ignored errors but does not say which codes they were.
             errors_by_code={},

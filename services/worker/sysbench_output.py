@@ -10,6 +10,7 @@ report_cumulative (src/sysbench.c) and the histogram of sb_histogram.c:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -205,6 +206,20 @@ def series(ivs: list[Interval], interval_s: float = 1.0) -> Series:
         queries=[round(iv.qps * interval_s) for iv in ivs],
         errors=[0 for _ in ivs],
         queue=queue_lengths(ivs),
+    )
+
+
+def with_last_second(s: Series, totals: Totals, total_time_s: float) -> Series:
+    """sysbench drops the last --report-interval line when the run ends on that second's
+    boundary; the totals minus the reported seconds are that second, so the series adds up."""
+    if len(s.transactions) + 1 != math.ceil(total_time_s - 0.05):
+        return s
+    queries = totals.reads + totals.writes + totals.other
+    return Series(
+        transactions=s.transactions + [max(0, totals.transactions - sum(s.transactions))],
+        queries=s.queries + [max(0, queries - sum(s.queries))],
+        errors=s.errors + [0],
+        queue=s.queue + s.queue[-1:],
     )
 
 

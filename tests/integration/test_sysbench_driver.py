@@ -34,7 +34,9 @@ def test_sysbench_run_becomes_a_result_with_series_and_histogram(params):
                                        on_second=seconds.append)
     t = out.totals
     assert t.transactions > 0 and t.reads == 14 * t.transactions and t.other == 2 * t.transactions
-    assert len(out.series.transactions) == 2 and [s["elapsed_s"] for s in seconds] == [1.0, 2.0]
+    assert len(out.series.transactions) == 2
+    # Live progress is sysbench's report lines; it drops the last one when the run ends on it.
+    assert [s["elapsed_s"] for s in seconds] in ([1.0], [1.0, 2.0])
     assert sum(out.latency.histogram["buckets"].values()) == t.transactions
     assert 0 < out.latency.p50_ms <= out.latency.p95_ms <= out.latency.p99_ms <= out.latency.max_ms
     assert 1.9 < out.measured_s < 2.5 and out.warmup_s >= 1.0 and out.client_cpu_s > 0

@@ -103,3 +103,16 @@ def test_lines_that_are_not_reports_are_ignored():
     assert so.parse_interval("Number of threads: 2") is None
     assert so.parse_queue("Threads started!") is None
     assert so.intervals("") == []
+
+
+def test_a_last_second_sysbench_did_not_report_is_the_rest_of_the_totals():
+    """A 2 s run whose second report line sysbench dropped still has two seconds adding up to its totals."""
+    from services.common.messages import Series, Totals
+
+    totals = Totals(transactions=6096, reads=85344, other=12192)
+    one = Series(transactions=[3022], queries=[48374], errors=[0])
+    s = so.with_last_second(one, totals, 2.0074)
+    assert s.transactions == [3022, 3074] and s.queries == [48374, 97536 - 48374] and s.errors == [0, 0]
+    # Complete series, or more than one second missing (something else went wrong), stay as they are.
+    assert so.with_last_second(s, totals, 2.0074) == s
+    assert so.with_last_second(one, totals, 3.0) == one
