@@ -130,8 +130,7 @@ class Loop:
         self.schedule = schedule
         self.warm = Sink()
         self.lib = library()
-        self.hot = hot()
-        h = self.hot
+        h = hot()
         self._exec_start, self._exec_cont = h.mysql_stmt_execute_start, h.mysql_stmt_execute_cont
         self._store_start, self._store_cont = h.mysql_stmt_store_result_start, h.mysql_stmt_store_result_cont
         self._free = h.mysql_stmt_free_result
@@ -167,61 +166,38 @@ class Loop:
 
     # -- statements
 
-    def _op_start(self, c: Client) -> int:
-        """Start the client's next statement; return libmariadb's wait flags (0: finished).
-        _advance inlines the prepared-statement part of this for the hot path."""
-        kind, sql, params = c.ops[c.i]
-        if self.by_kind:
-            c.ts = time.monotonic()
-        if params is None:
-            c.text = sql.encode()
-            c.stage = _QUERY
-            return self._op_cont(c, 0, self.lib.mysql_real_query_start(c.ret, c.conn.handle, c.text, len(c.text)))
-        st = c.stmts[sql]
-        if st.nparams:
-            st.set(params)
-        c.cur = st
-        c.stage = _EXEC
-        return self._op_cont(c, 0, self.hot.mysql_stmt_execute_start(c.ret_ref, st.ref))
+    def _text_start(self, c: Client, sql: str) -> int:
+        """Send a plain-text statement (oltp_insert's); return libmariadb's wait flags, 0 when
+        it has finished."""
+        c.text = sql.encode()
+        c.stage = _QUERY
+        return self._text_cont(c, 0, self.lib.mysql_real_query_start(c.ret, c.conn.handle, c.text, len(c.text)))
 
-    def _op_cont(self, c: Client, status: int, wait: int = -1) -> int:
-        """Continue the statement in flight (``wait`` is the flags a _start just returned);
+    def _text_cont(self, c: Client, status: int, wait: int = -1) -> int:
+        """Continue a plain-text statement (``wait`` is the flags its start just returned);
         0 when it has finished, raising DbError if it failed."""
-        hot = self.hot
+        lib = self.lib
         while True:
             stage = c.stage
             if wait < 0:
-                if stage == _EXEC:
-                    wait = hot.mysql_stmt_execute_cont(c.ret_ref, c.cur.ref, status)
-                elif stage == _STORE:
-                    wait = hot.mysql_stmt_store_result_cont(c.ret_ref, c.cur.ref, status)
-                elif stage == _QUERY:
-                    wait = self.lib.mysql_real_query_cont(c.ret, c.conn.handle, status)
+                if stage == _QUERY:
+                    wait = lib.mysql_real_query_cont(c.ret, c.conn.handle, status)
                 else:
-                    wait = self.lib.mysql_store_result_cont(ctypes.byref(c.res), c.conn.handle, status)
+                    wait = lib.mysql_store_result_cont(ctypes.byref(c.res), c.conn.handle, status)
             if wait:
                 return wait
             wait = -1
-            if stage == _EXEC or stage == _STORE:
-                if c.ret.value:
-                    raise c.conn.stmt_error(c.cur)
-                if stage == _EXEC and c.cur.has_result:
-                    # sysbench stores every result set (mysql_stmt_store_result) and frees it.
-                    c.stage = _STORE
-                    wait = hot.mysql_stmt_store_result_start(c.ret_ref, c.cur.ref)
-                    continue
-                hot.mysql_stmt_free_result(c.cur.ref)
-            elif stage == _QUERY:
+            if stage == _QUERY:
                 if c.ret.value:
                     raise c.conn.error()
-                if self.lib.mysql_field_count(c.conn.handle):
+                if lib.mysql_field_count(c.conn.handle):
                     c.stage = _QSTORE
-                    wait = self.lib.mysql_store_result_start(ctypes.byref(c.res), c.conn.handle)
+                    wait = lib.mysql_store_result_start(ctypes.byref(c.res), c.conn.handle)
                     continue
             else:
                 if not c.res.value:
                     raise c.conn.error()
-                self.lib.mysql_free_result(c.res.value)
+                lib.mysql_free_result(c.res.value)
             c.stage = _IDLE
             return 0
 
@@ -266,78 +242,65 @@ class Loop:
             return False
         return self._begin(c, now, intended)
 
-    def _advance(self, c: Client, status: int, finished: bool = False) -> None:
-        """Drive ``c`` as far as it goes without waiting (``finished``: its statement already has).
+    def _advance(self, c: Client, status: int, start: bool = False) -> None:
+        """Drive ``c`` as far as it goes without waiting; ``start``: begin with statement
+        ``c.i`` of the transaction just begun.
 
-        This is the per-query path, so it is written out: continuing a prepared statement
-        (_op_cont's common case), the end of a transaction, the start of the next one in the
-        closed loop (_begin) and of a prepared statement (_op_start). Each function call saved
-        is a measurable share of the client's CPU per point select."""
-        exec_cont, store_start, free = self._exec_cont, self._store_start, self._free
+        The per-query path, and the only place prepared statements are started and finished;
+        it calls no function of its own between two statements of a closed-loop transaction,
+        each call being a measurable share of the client's CPU per point select."""
         stage = c.stage
-        if finished:
+        if start:
             wait = 0
         elif stage == _EXEC:
-            wait = exec_cont(c.ret_ref, c.cur.ref, status)
+            wait = self._exec_cont(c.ret_ref, c.cur.ref, status)
         elif stage == _STORE:
             wait = self._store_cont(c.ret_ref, c.cur.ref, status)
         else:
-            wait = self._op_cont(c, status)
+            wait = self._text_cont(c, status)
         while True:
             if wait:
                 if c.mask != _IN or wait & WAIT_WRITE:
                     self._want(c, wait)
                 return
-            stage = c.stage
-            if stage == _EXEC or stage == _STORE:
-                if c.ret.value:
-                    raise c.conn.stmt_error(c.cur)
-                if stage == _EXEC and c.cur.has_result:
-                    # sysbench stores every result set (mysql_stmt_store_result) and frees it.
-                    c.stage = _STORE
-                    wait = store_start(c.ret_ref, c.cur.ref)
-                    continue
-                free(c.cur.ref)
-                c.stage = _IDLE
-            # A statement finished.
-            ops, i = c.ops, c.i
             now = _mono()
-            sink = c.now_sink
-            kind = ops[i][0]
-            sink.counts[kind] += 1
-            if c.measuring and self.by_kind:
-                kind_hist(sink.kinds, kind).record((now - c.ts) * 1e6)
-            i += 1
-            if i == len(ops):
-                if c.measuring:
-                    sink.hist.record((now - c.t_start) * 1e6)
-                    sink.counts["transactions"] += 1
-                    if c.left > 0:
-                        c.left -= 1
-                c.last_end = now
-                if self.schedule is not None:
+            if start:
+                start = False
+            else:
+                stage = c.stage
+                if stage == _EXEC or stage == _STORE:
+                    if c.ret.value:
+                        raise c.conn.stmt_error(c.cur)
+                    if stage == _EXEC and c.cur.has_result:
+                        # sysbench stores every result set (mysql_stmt_store_result) and frees it.
+                        c.stage = _STORE
+                        wait = self._store_start(c.ret_ref, c.cur.ref)
+                        continue
+                    self._free(c.cur.ref)
+                    c.stage = _IDLE
+                # A statement finished.
+                sink = c.now_sink
+                kind = c.ops[c.i][0]
+                sink.counts[kind] += 1
+                if c.measuring and self.by_kind:
+                    kind_hist(sink.kinds, kind).record((now - c.ts) * 1e6)
+                c.i += 1
+                if c.i == len(c.ops):
+                    if c.measuring:
+                        sink.hist.record((now - c.t_start) * 1e6)
+                        sink.counts["transactions"] += 1
+                        if c.left > 0:
+                            c.left -= 1
+                    c.last_end = now
                     if not self._next(c, now):
                         self.active -= 1
                         return
-                else:
-                    d = self.deadline
-                    if now >= d[1] or c.done or (c.left == 0 and d[0] <= now):
-                        c.done = True
-                        self.active -= 1
-                        return
-                    if d[0] <= now:
-                        c.measuring, c.now_sink = True, c.sink
-                    else:
-                        c.measuring, c.now_sink = False, self.warm
-                    c.ops = c.event(c.rng)
-                    c.t_start = now
-                ops, i = c.ops, 0
-            c.i = i
-            _, sql, params = ops[i]
-            if params is None:
-                wait = self._op_start(c)
-                continue
+            # Start statement c.i.
+            _, sql, params = c.ops[c.i]
             c.ts = now
+            if params is None:
+                wait = self._text_start(c, sql)
+                continue
             st = c.stmts[sql]
             cells = st.int_cells
             if cells is not None:
@@ -363,11 +326,7 @@ class Loop:
             return
         self.active += 1
         try:
-            wait = self._op_start(c)
-            if wait:
-                self._want(c, wait)
-            else:
-                self._advance(c, 0, finished=True)
+            self._advance(c, 0, start=True)
         except DbError as e:
             self._failed(c, e)
 

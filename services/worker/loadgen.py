@@ -213,9 +213,8 @@ def _child_run(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
             time.sleep(max(0.0, t0 - time.monotonic()))
         drive_clients(clients, deadline, by_kind=job.by_kind, schedule=schedule)
 
-    workers = [threading.Thread(target=drive, daemon=True)]
-    for w in workers:
-        w.start()
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
 
     series: dict[str, list[int]] = {"transactions": [], "queries": [], "errors": [], "queue": []}
     previous = dict.fromkeys(_COUNTERS, 0)
@@ -224,7 +223,7 @@ def _child_run(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
         nonlocal previous
         if schedule is not None:
             # Sampled at the second's end, as sysbench's --rate report prints it; the last
-            # (partial) second at the deadline, not after the threads drained.
+            # (partial) second at the deadline, not after the connections drained.
             series["queue"].append(schedule.queue(min(time.monotonic(), t_end)))
         now = _sample(clients)
         series["transactions"].append(now["transactions"] - previous["transactions"])
@@ -240,7 +239,7 @@ def _child_run(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
             deadline[0] = deadline[1] = 0.0
     cpu0 = time.process_time()
     second = 1
-    while any(w.is_alive() for w in workers):
+    while driver.is_alive():
         boundary = t_measure + second
         timeout = max(0.0, min(boundary, deadline[1]) - time.monotonic())
         if pipe.poll(timeout):
@@ -253,8 +252,7 @@ def _child_run(pipe: multiprocessing.connection.Connection, job: _Job) -> None:
             second += 1
         elif now_t >= deadline[1]:
             break
-    for w in workers:
-        w.join(max(0.1, deadline[1] + DRAIN_GRACE_S - time.monotonic()) if deadline[1] else DRAIN_GRACE_S)
+    driver.join(max(0.1, deadline[1] + DRAIN_GRACE_S - time.monotonic()) if deadline[1] else DRAIN_GRACE_S)
     final = close_second()  # the last (partial) second, with transactions that drained after it
     cpu_s = time.process_time() - cpu0
     errors_by_code = _codes(clients)

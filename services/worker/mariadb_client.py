@@ -90,29 +90,31 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 _HOT = ("mysql_stmt_execute_start", "mysql_stmt_execute_cont", "mysql_stmt_store_result_start",
         "mysql_stmt_store_result_cont", "mysql_stmt_free_result")
 
-_libs: tuple[Any, Any] | None = None
-_hot: Any = None
+_libs: tuple[Any, Any, Any] | None = None
 
 
-def _load() -> tuple[Any, Any]:
+def _load() -> tuple[Any, Any, Any]:
+    """(GIL-holding, GIL-releasing, hot) handles on libmariadb, loaded and initialised once."""
     global _libs
     if _libs is None:
         path = ctypes.util.find_library("mariadb") or "libmariadb.so.3"
         try:
-            fast, blocking = ctypes.PyDLL(path), ctypes.CDLL(path)
+            fast, blocking, hot_ = ctypes.PyDLL(path), ctypes.CDLL(path), ctypes.PyDLL(path)
         except OSError as e:
             raise ClientLibraryError(
                 f"cannot load MariaDB Connector/C ({path}): {e}; install the Debian package libmariadb3 "
-                "(deploy/ensure-services sysbench installs it)") from e
+                "(deploy/ensure-services worker installs it)") from e
         for lib in (fast, blocking):
             for name, (restype, argtypes) in _SIGNATURES.items():
                 fn = getattr(lib, name)
                 fn.restype, fn.argtypes = restype, argtypes
+        for name in _HOT:
+            getattr(hot_, name).restype = ctypes.c_int
         # mysql_init would do this on first use, but it is not thread-safe, and connections
         # are opened from a thread pool.
         if fast.mysql_server_init(0, None, None):
             raise ClientLibraryError(f"cannot initialise MariaDB Connector/C ({path})")
-        _libs = (fast, blocking)
+        _libs = (fast, blocking, hot_)
     return _libs
 
 
@@ -124,14 +126,7 @@ def library() -> Any:
 def hot() -> Any:
     """The per-query calls without argtypes: callers pass ctypes objects they made once
     (``Statement.ref``, a ``byref`` of the return slot), which ctypes hands over unconverted."""
-    global _hot
-    if _hot is None:
-        fast = _load()[0]
-        lib = ctypes.PyDLL(fast._name)
-        for name in _HOT:
-            getattr(lib, name).restype = ctypes.c_int
-        _hot = lib
-    return _hot
+    return _load()[2]
 
 
 class Statement:
@@ -203,7 +198,7 @@ class Connection:
     parameters: host, port, user, password, database, unix_socket, ssl_ca, ssl_disabled."""
 
     def __init__(self, params: Mapping[str, Any], connect_timeout: int = 10):
-        fast, blocking = _load()
+        fast, blocking, _ = _load()
         self._lib = fast
         m = fast.mysql_init(None)
         if not m:
@@ -233,7 +228,7 @@ class Connection:
                        (self._lib.mysql_error(self.handle) or b"").decode(errors="replace"))
 
     def prepare(self, sql: str) -> Statement:
-        fast, blocking = _load()
+        fast, blocking, _ = _load()
         h = fast.mysql_stmt_init(self.handle)
         q = sql.encode()
         if blocking.mysql_stmt_prepare(h, q, len(q)):
@@ -248,7 +243,7 @@ class Connection:
 
     def query(self, sql: str) -> None:
         """Run a statement to its end, waiting (for the rare paths: ROLLBACK after an error)."""
-        fast, blocking = _load()
+        fast, blocking, _ = _load()
         q = sql.encode()
         if blocking.mysql_real_query(self.handle, q, len(q)):
             raise self.error()
