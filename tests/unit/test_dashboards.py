@@ -12,8 +12,8 @@ from services.collector import dashboards
 jsonschema = pytest.importorskip("jsonschema")
 
 ROOT = Path(__file__).resolve().parents[2]
-#: CI runs on a clean clone with ../shared beside the repo.
-SCHEMAS = ROOT.parent / "shared" / "grafana-jsonschema"
+#: Grafana's schemas, vendored with their licence (see tests/schemas/grafana/README.md).
+SCHEMAS = ROOT / "tests" / "schemas" / "grafana"
 BOARDS = dashboards.all_dashboards()
 
 
