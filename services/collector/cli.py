@@ -20,8 +20,8 @@ EXIT_COLLAPSE = 4
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.common.discovery import announced
 
-    from .consumer import Collector
-    from .metrics import CollectorMetrics
+    from services.collector.consumer import Collector
+    from services.collector.prometheus import CollectorMetrics
 
     metrics = CollectorMetrics()
     pools = tuple(p for p in args.pools.split(",") if p)
@@ -34,7 +34,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_dashboards(args: argparse.Namespace, settings: Settings) -> int:
-    from .dashboards import write_dashboards
+    from services.collector.dashboards import write_dashboards
 
     for path in write_dashboards(args.out):
         print(f"wrote {path}")
@@ -42,19 +42,19 @@ def cmd_dashboards(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    from .reporting_cli import run_report
+    from services.collector.reporting_cli import run_report
 
     return run_report(args, settings)
 
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
-    from .reporting_cli import run_compare
+    from services.collector.reporting_cli import run_compare
 
     return run_compare(args, settings)
 
 
 def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
-    from .reporting_cli import run_history
+    from services.collector.reporting_cli import run_history
 
     return run_history(args, settings)
 
@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     g = s.add_mutually_exclusive_group()
     g.add_argument("--delta", action="store_true", help="cells (target/baseline*100)-100")
     g.add_argument("--absolute", action="store_true", help="mean value per target instead of ratios")
-    from .reporting_cli import add_compare_flags, add_history_flags, add_report_flags
+    from services.collector.reporting_cli import add_compare_flags, add_history_flags, add_report_flags
 
     add_report_flags(s)
     add_settings_flags(s)

@@ -16,7 +16,7 @@ from services.common.config import Settings
 from services.common.messages import DecodeError, RunEvent, RunResult, decode
 from services.common.store import Store, StoreError
 
-from .metrics import CollectorMetrics
+from services.collector.prometheus import CollectorMetrics
 
 log = logs.get(__name__)
 

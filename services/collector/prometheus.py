@@ -21,7 +21,7 @@ from services.common.metrics_endpoint import MetricsEndpoint
 from services.common.messages import RunResult
 from services.common.store import ResultRow
 
-from .collapse import CellThroughput, at_top_threads
+from services.reporting.collapse import CellThroughput, at_top_threads
 
 CELL_LABELS = ["campaign", "target", "workload", "threads"]
 #: Campaigns whose cells stay exported; older ones are dropped so series stay bounded.

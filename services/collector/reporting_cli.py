@@ -10,11 +10,11 @@ from pathlib import Path
 from services.common.config import Settings
 from services.common.store import Store
 
-from . import metrics_catalog as mc
-from .collapse import DEFAULT_FRACTION
-from .stats import DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT
+from services.reporting import metrics_catalog as mc
+from services.reporting.collapse import DEFAULT_FRACTION
+from services.reporting.stats import DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT
 
-from .cli import EXIT_COLLAPSE, EXIT_OK, EXIT_USAGE
+from services.collector.cli import EXIT_COLLAPSE, EXIT_OK, EXIT_USAGE
 
 FORMATS = ("text", "markdown", "csv", "json", "ods", "html")
 
@@ -98,8 +98,8 @@ def _write(path: str | None, content: str | bytes) -> None:
 
 
 def run_report(args: argparse.Namespace, settings: Settings) -> int:
-    from .dataset import load
-    from .report import ReportOptions, analyse, render_html_report, render_lines
+    from services.reporting.load import load
+    from services.reporting.report import ReportOptions, analyse, render_html_report, render_lines
 
     if args.format in ("ods", "html") and not args.out:
         print(f"error: --format {args.format} writes a file: give --out FILE", file=sys.stderr)
@@ -117,11 +117,11 @@ def run_report(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_USAGE
     report = analyse(data, opts)
     if args.format == "json":
-        from .exports import render_json
+        from services.reporting.render.exports import render_json
 
         _write(args.out, render_json(report))
     elif args.format == "ods":
-        from .exports import render_ods
+        from services.reporting.render.exports import render_ods
 
         _write(args.out, render_ods(report))
     elif args.format == "html":
@@ -140,9 +140,9 @@ def run_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_compare(args: argparse.Namespace, settings: Settings) -> int:
-    from .analysis import AnalysisOptions
-    from .compare import compare_campaigns, render_compare
-    from .dataset import load
+    from services.reporting.analysis import AnalysisOptions
+    from services.reporting.compare import compare_campaigns, render_compare
+    from services.reporting.load import load
 
     m = mc.metric(args.metric)
     with Store(settings) as store:
@@ -164,7 +164,7 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
         if not args.out:
             print("error: --format ods needs --out FILE", file=sys.stderr)
             return EXIT_USAGE
-        from .compare import render_compare_ods
+        from services.reporting.compare import render_compare_ods
 
         _write(args.out, render_compare_ods(c))
     else:
@@ -173,7 +173,7 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_history(args: argparse.Namespace, settings: Settings) -> int:
-    from .history import history_points, render_history
+    from services.reporting.history import history_points, render_history
 
     m = mc.metric(args.metric)
     with Store(settings) as store:

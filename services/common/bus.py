@@ -13,8 +13,8 @@ from typing import Callable, Iterator
 import pika
 import pika.exceptions as px
 
-from . import logs
-from .config import MAX_RUN_ATTEMPTS, Settings
+from services.common import logs
+from services.common.config import MAX_RUN_ATTEMPTS, Settings
 
 #: Exchange and queue names, under the settings' namespace (default "benchfleet"; tests use
 #: their own). Runs are routed by worker pool so a campaign can be sent to the workers of one

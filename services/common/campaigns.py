@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .store import Store
+from services.common.store import Store
 
 #: States in which a campaign still has work to do; a spec-hash duplicate is only refused
 #: against these (an explicit --idempotency-key is refused against any earlier campaign).

@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .messages import DecodeError
+from services.common.messages import DecodeError
 
 if TYPE_CHECKING:
-    from .bus import Names
+    from services.common.bus import Names
 
 CONTROL_SCHEMA = "benchfleet.control/1"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .metrics_endpoint import MetricsEndpoint
+    from services.common.config import Settings
+    from services.common.metrics_endpoint import MetricsEndpoint
 
 
 def _safe(text: str) -> str:
@@ -52,7 +52,7 @@ def announced(endpoint: "MetricsEndpoint", settings: "Settings", job: str,
     """Serve ``endpoint``'s /metrics and announce it in ``settings.sd_dir`` while the block runs;
     on the way out withdraw the announcement first, so a service stopped on purpose is not
     paged as down, then stop serving."""
-    from . import logs
+    from services.common import logs
 
     port = endpoint.start_http(settings.metrics_addr, settings.metrics_port)
     sd_file = write_sd_file(settings.sd_dir, job, settings.metrics_addr, port, labels) if settings.sd_dir else None

@@ -15,7 +15,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from .spec import DataShape, Target, WorkloadSpec
+from services.common.spec import DataShape, Target, WorkloadSpec
 
 RUN_SCHEMA = "benchfleet.run/1"
 EVENT_SCHEMA = "benchfleet.run-event/1"

@@ -12,8 +12,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from . import server_options
-from .spec import ManagedTarget
+from services.common import server_options
+from services.common.spec import ManagedTarget
 
 #: Where the system server lives when a target names neither binary nor basedir.
 SYSTEM_BINARIES = ("/usr/sbin/mariadbd", "/usr/sbin/mysqld", "/usr/libexec/mariadbd", "/usr/libexec/mysqld")

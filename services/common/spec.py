@@ -21,10 +21,10 @@ from pydantic import (
     model_validator,
 )
 
-from .catalogue import NATIVE_IMPLEMENTED, RAND_TYPES, WORKLOADS, canonical_name
-from .durations import format_duration, parse_duration
-from .server_options import CPU_LIST_PATTERN
-from . import server_options
+from services.workload.catalogue import NATIVE_IMPLEMENTED, RAND_TYPES, WORKLOADS, canonical_name
+from services.common.durations import format_duration, parse_duration
+from services.common.server_options import CPU_LIST_PATTERN
+from services.common import server_options
 
 SPEC_VERSION = 1
 

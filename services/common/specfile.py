@@ -10,7 +10,7 @@ from typing import Any, Iterable
 import yaml
 from pydantic import ValidationError
 
-from .spec import CampaignSpec
+from services.common.spec import CampaignSpec
 
 
 @dataclass(frozen=True)

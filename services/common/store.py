@@ -15,11 +15,11 @@ from typing import Any, Iterable, Sequence
 
 import mysql.connector
 
-from . import logs
-from .config import Settings
-from .messages import RunEvent, RunResult, RunSpec
-from .schema import MIGRATIONS
-from .spec import CampaignSpec
+from services.common import logs
+from services.common.config import Settings
+from services.common.messages import RunEvent, RunResult, RunSpec
+from services.common.schema import MIGRATIONS
+from services.common.spec import CampaignSpec
 
 log = logs.get(__name__)
 

@@ -13,10 +13,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from . import metrics_catalog as mc
-from .collapse import DEFAULT_FRACTION, CellThroughput, collapse_points
-from .stats import DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT, describe, welch_from_stats
-from .tables import MARK_COLLAPSE, Measurement, Table, TableSpec, build_table
+from services.reporting import metrics_catalog as mc
+from services.reporting.collapse import DEFAULT_FRACTION, CellThroughput, collapse_points
+from services.reporting.stats import (DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT, describe, welch_from_stats)
+from services.reporting.tables import MARK_COLLAPSE, Measurement, Table, TableSpec, build_table
 
 
 @dataclass(frozen=True)

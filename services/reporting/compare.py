@@ -12,10 +12,10 @@ import io
 import json
 from dataclasses import dataclass
 
-from . import metrics_catalog as mc
-from .analysis import AnalysisOptions, CampaignData, NamedTable
-from .table_formats import render_markdown
-from .tables import Measurement, TableSpec, build_table, render_text
+from services.reporting import metrics_catalog as mc
+from services.reporting.analysis import AnalysisOptions, CampaignData, NamedTable
+from services.reporting.render.formats import render_markdown
+from services.reporting.tables import Measurement, TableSpec, build_table, render_text
 
 #: Row labels of the two campaigns in every comparison table (the header says which is which).
 LABEL_A, LABEL_B = "A", "B"
@@ -65,7 +65,7 @@ def header_lines(c: Comparison) -> list[str]:
 
 def render_compare_ods(c: Comparison) -> bytes:
     """The comparison as a spreadsheet: which campaign is A and B, one sheet per table, both campaigns' runs."""
-    from .exports import ods_document, run_rows, table_rows
+    from services.reporting.render.exports import ods_document, run_rows, table_rows
 
     sheets = [("campaigns", [[line] for line in header_lines(c)])]
     sheets += [(t.key, table_rows(t)) for t in c.tables]
@@ -75,7 +75,7 @@ def render_compare_ods(c: Comparison) -> bytes:
 
 def render_compare_html(c: Comparison) -> str:
     """The comparison as one self-contained HTML page with the same tables, marks and legends."""
-    from .html_report import _CSS, _e, render_table_html
+    from services.reporting.render.html import _CSS, _e, render_table_html
 
     title = f"benchfleet compare: {c.b.name} against {c.a.name}"
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
@@ -92,14 +92,14 @@ def render_compare(c: Comparison, fmt: str) -> str:
     if fmt == "html":
         return render_compare_html(c)
     if fmt == "json":
-        from .exports import table_data
+        from services.reporting.render.exports import table_data
 
         return json.dumps({"a": c.a.campaign_id, "b": c.b.campaign_id, "metric": c.metric.key,
                            "unmatched_targets": list(c.unmatched),
                            "tables": [dict(table_data(t), target=target) for t, target in zip(c.tables, c.targets)]},
                           indent=1) + "\n"
     if fmt == "csv":
-        from .table_formats import render_csv
+        from services.reporting.render.formats import render_csv
 
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")

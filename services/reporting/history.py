@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from . import metrics_catalog as mc
-from .stats import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, CellStats, Comparison, compare_stats, describe
-from .tables import MARK_FASTER, MARK_SLOWER, MARK_UNTESTED
+from services.reporting import metrics_catalog as mc
+from services.reporting.stats import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, CellStats, Comparison, compare_stats, describe
+from services.reporting.tables import MARK_FASTER, MARK_SLOWER, MARK_UNTESTED
 
 #: History reads only the result columns, so these are the metrics it offers.
 HISTORY_METRICS = ("qps", "tps", "p95_ms", "p99_ms")

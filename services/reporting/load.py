@@ -6,7 +6,7 @@ import json
 
 from services.common.store import Store
 
-from .analysis import CampaignData, RunData
+from services.reporting.analysis import CampaignData, RunData
 
 
 def load(store: Store, ref: str, *, with_docs: bool = True) -> CampaignData:

@@ -8,21 +8,12 @@ from typing import Literal
 
 from services.common.store import Store
 
-from . import metrics_catalog as mc
-from .analysis import (
-    AnalysisOptions,
-    CampaignData,
-    CollapseFinding,
-    NamedTable,
-    all_tables,
-    build,
-    collapse_findings,
-    collapse_lines,
-)
-from .collapse import DEFAULT_FRACTION
-from .stats import DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT
-from .table_formats import render_csv, render_markdown, render_settings
-from .tables import render_text
+from services.reporting import metrics_catalog as mc
+from services.reporting.analysis import (AnalysisOptions, CampaignData, CollapseFinding, NamedTable, all_tables, build, collapse_findings, collapse_lines)
+from services.reporting.collapse import DEFAULT_FRACTION
+from services.reporting.stats import DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT
+from services.reporting.render.formats import render_csv, render_markdown, render_settings
+from services.reporting.tables import render_text
 
 #: Metrics a table can show, with their unit and whether higher is better (kept for callers
 #: of the first version; ``metrics_catalog`` has the full list, including ``status:NAME``).
@@ -101,7 +92,7 @@ def render_lines(report: Report) -> list[str]:
 
 
 def load_report(store: Store, campaign_ref: str, opts: ReportOptions) -> Report:
-    from .dataset import load
+    from services.reporting.load import load
 
     return analyse(load(store, campaign_ref, with_docs=opts.needs_documents()), opts)
 
@@ -113,8 +104,8 @@ def render_report(store: Store, campaign_ref: str, opts: ReportOptions) -> list[
 
 def render_html_report(report: Report) -> str:
     """The self-contained HTML report with plots."""
-    from .html_report import render_html
-    from .plots import all_plots
+    from services.reporting.render.html import render_html
+    from services.reporting.render.plots import all_plots
 
     return render_html(report.data, report.tables, report.collapsed, report.opts.collapse_fraction,
                        all_plots(report.data))

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from .tdist import t_ppf, t_two_sided_p
+from services.reporting.tdist import t_ppf, t_two_sided_p
 
 #: Significance level of the t test; the ratio interval uses confidence 1 - alpha.
 DEFAULT_ALPHA = 0.05

@@ -17,8 +17,8 @@ from services.common.spec import CampaignSpec
 from services.common.specfile import SpecError, load_spec
 from services.common.store import Store, StoreError
 
-from . import plan, server_check
-from .progress import Progress, render
+from services.scheduler import plan, server_check
+from services.scheduler.progress import Progress, render
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 
@@ -82,7 +82,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     from services.common import campaigns
     from services.common.store import spec_hash
 
-    from .guards import check_run_length
+    from services.scheduler.guards import check_run_length
 
     spec = _load(args)
     check_run_length(spec, settings, args.spec)
@@ -141,7 +141,7 @@ def _progress(store: Store, campaign_id: str, total: int, started: float, planne
 
 
 def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
-    from services.collector.report import ReportOptions, render_report
+    from services.reporting.report import ReportOptions, render_report
 
     started = time.time()
     total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
@@ -174,7 +174,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
 
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
-    from .guards import cancel_campaign
+    from services.scheduler.guards import cancel_campaign
 
     done = cancel_campaign(settings, args.campaign)
     if done is None:

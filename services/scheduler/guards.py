@@ -14,7 +14,7 @@ from services.common.spec import CampaignSpec
 from services.common.specfile import FieldError, SpecError
 from services.common.store import Store
 
-from . import plan
+from services.scheduler import plan
 
 log = logs.get("scheduler")
 

@@ -39,7 +39,8 @@ def cmd_data(action: str, argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog=f"worker {action}", description=f"{action} the sbtest tables of every target of a spec")
     p.add_argument("spec")
     args = p.parse_args(argv)
-    from . import prepare, target
+    from services.worker import prepare
+    from services.worker.target import dsn as target
 
     try:
         spec = load_spec(args.spec)
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: --client-cpus: {e}", file=sys.stderr)
         return EXIT_USAGE
-    from .mariadb_client import ClientLibraryError, library
+    from services.worker.driver.native.libmariadb import ClientLibraryError, library
     try:
         library()  # the native driver's client library: missing, the worker would fail every run
     except ClientLibraryError as e:
@@ -94,10 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     from services.common.discovery import announced
 
-    from . import managed
-    from .consumer import Worker
-    from .metrics import WorkerMetrics
-    from .runner import WorkerIdentity
+    from services.worker.target import managed
+    from services.worker.consumer import Worker
+    from services.worker.metrics import WorkerMetrics
+    from services.worker.runner import WorkerIdentity
 
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
     metrics = WorkerMetrics(worker_id)

@@ -17,13 +17,12 @@ from typing import Callable
 from services.common import logs
 from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery
 from services.common.config import Settings
-from services.common.control import (SYNC_HEADER, ControlMessage, declare_control, declare_control_log, decode_control,
-                                     read_log_entry)
+from services.common.control import (SYNC_HEADER, ControlMessage, declare_control, declare_control_log, decode_control, read_log_entry)
 from services.common.messages import DecodeError, RunEvent, RunResult, RunSpec, decode
 
-from .metrics import WorkerMetrics
-from .runner import WorkerIdentity, execute
-from .verdict import judge
+from services.worker.metrics import WorkerMetrics
+from services.worker.runner import WorkerIdentity, execute
+from services.worker.verdict import judge
 
 log = logs.get(__name__)
 

@@ -18,11 +18,11 @@ from typing import Any, Mapping
 import mysql.connector
 import numpy as np
 
-from services.common.catalogue import WORKLOADS
+from services.workload.catalogue import WORKLOADS
 from services.common.spec import IDENT_PATTERN, DataShape, WorkloadSpec
 
-from .distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
-from .target import connect
+from services.workload.distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
+from services.worker.target.dsn import connect
 
 #: Where the shape of prepared tables is remembered, beside the tables themselves.
 SHAPE_TABLE = "benchfleet_shape"

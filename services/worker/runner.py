@@ -14,7 +14,10 @@ import mysql.connector
 from services.common import logs
 from services.common.messages import RunResult, RunSpec
 
-from . import fdlimit, loadgen, prepare, server_run, sysbench_driver, target
+from services.worker import fdlimit, prepare
+from services.worker.driver.native import parent as loadgen
+from services.worker.target import lifecycle as server_run, dsn as target
+from services.worker.driver.sysbench import driver as sysbench_driver
 
 log = logs.get(__name__)
 

@@ -15,7 +15,7 @@ from typing import Callable, Optional, Sequence
 
 from services.common.spec import DataShape, WorkloadSpec
 
-from . import distributions
+from services.workload import distributions
 
 READ = "read"
 WRITE = "write"

@@ -10,7 +10,7 @@ import pytest
 from services.common.bus import Bus
 from services.common.store import Store
 
-from .fleet import Fleet, target_yaml
+from tests.integration.fleet import Fleet, target_yaml
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ import pytest
 
 from services.collector import dashboards
 
-from .fleet import Fleet, target_yaml
-from .monitoring import start_monitoring, wait_for
-from .test_prometheus_queries import substitute
+from tests.integration.fleet import Fleet, target_yaml
+from tests.integration.monitoring import start_monitoring, wait_for
+from tests.integration.test_prometheus_queries import substitute
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ import pytest
 from services.common.bus import Bus
 from services.common.store import Store
 
-from .faults import ThrowawayMariadb, broker_env, broker_listening, restart_broker, wait_orphans_gone
-from .fleet import ROOT, Fleet, target_yaml, wait_for
+from tests.integration.faults import ThrowawayMariadb, broker_env, broker_listening, restart_broker, wait_orphans_gone
+from tests.integration.fleet import ROOT, Fleet, target_yaml, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -13,8 +13,9 @@ import pytest
 
 from bench.scratch_server import ScratchServer
 from services.common.spec import DataShape, WorkloadSpec
-from services.worker import prepare, sysbench_driver
-from services.worker.loadgen import run_load
+from services.worker import prepare
+from services.worker.driver.sysbench import driver as sysbench_driver
+from services.worker.driver.native.parent import run_load
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import pytest
 
 from services.common.spec import DataShape, WorkloadSpec
 from services.worker import prepare
-from services.worker.loadgen import LoadError, run_load
-from services.worker.target import connect
+from services.worker.driver.native.parent import LoadError, run_load
+from services.worker.target.dsn import connect
 
 pytestmark = pytest.mark.integration
 

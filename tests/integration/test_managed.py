@@ -18,7 +18,7 @@ import pytest
 
 from services.common.store import Store
 
-from .fleet import ROOT, Fleet, wait_for
+from tests.integration.fleet import ROOT, Fleet, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +150,7 @@ def test_killed_worker_leaves_no_server_behind(fleet, managed_dir, tmp_path):
     worker.wait(10)
     wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 15, "the managed server to die with its worker")
     # The next worker on this host sweeps the dead worker's datadirs away.
-    from services.worker import managed
+    from services.worker.target import managed
 
     m = managed.ServerManager(base_dir=managed_dir)
     m._sweep_dead_workers()
@@ -162,7 +162,7 @@ def test_server_is_reused_for_the_same_target_and_stopped_for_another(managed_di
     """Consecutive runs of one target and shape share a server; another target stops it first,
     and the datadirs go at close unless kept."""
     from services.common.spec import DataShape, ManagedTarget
-    from services.worker import managed
+    from services.worker.target import managed
 
     m = managed.ServerManager(base_dir=managed_dir)
     a = ManagedTarget(kind="managed", name="a", options={"key_buffer_size": "8M"})

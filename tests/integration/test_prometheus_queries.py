@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from services.collector import dashboards
-from services.collector.metrics import CollectorMetrics
+from services.collector.prometheus import CollectorMetrics
 from services.common.histogram import Histogram
 from services.common.messages import RunSpec
 from services.common.discovery import write_sd_file
 from services.worker.metrics import WorkerMetrics
 
-from .monitoring import get_json, start_monitoring, wait_for
+from tests.integration.monitoring import get_json, start_monitoring, wait_for
 
 pytestmark = pytest.mark.integration
 

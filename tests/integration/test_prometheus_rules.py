@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.collector.metrics import CollectorMetrics
+from services.collector.prometheus import CollectorMetrics
 from services.common.histogram import Histogram
 from services.common.messages import RunResult, RunSpec, Totals
 from services.common.discovery import write_sd_file
 from services.worker.metrics import WorkerMetrics
 
-from .monitoring import need
+from tests.integration.monitoring import need
 
 pytestmark = pytest.mark.integration
 

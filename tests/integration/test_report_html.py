@@ -16,11 +16,11 @@ import mysql.connector
 import pytest
 
 from services.collector.cli import EXIT_COLLAPSE
-from services.collector.synthetic import synthetic_results, synthetic_spec
+from bench.synthetic import synthetic_results, synthetic_spec
 from services.common.store import Store
 from services.scheduler.plan import run_specs
 
-from .fleet import ROOT
+from tests.integration.fleet import ROOT
 
 pytestmark = pytest.mark.integration
 

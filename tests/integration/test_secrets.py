@@ -15,7 +15,7 @@ import pytest
 
 from services.common.bus import Bus
 
-from .fleet import Fleet, wait_for
+from tests.integration.fleet import Fleet, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,9 @@ import pytest
 
 from services.common.messages import Cell, RunSpec
 from services.common.spec import DataShape, DsnTarget, WorkloadSpec
-from services.worker import prepare, runner, sysbench_driver
-from services.worker.loadgen import LoadError
+from services.worker import prepare, runner
+from services.worker.driver.sysbench import driver as sysbench_driver
+from services.worker.driver.native.parent import LoadError
 
 pytestmark = pytest.mark.integration
 

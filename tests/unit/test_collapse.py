@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.collector.collapse import CellThroughput, at_top_threads, collapse_points, collapses
+from services.reporting.collapse import CellThroughput, at_top_threads, collapse_points, collapses
 
 THREADS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 #: q/s from seeds/001 (oltp_simple): one-thread-per-connection against the thread pool.

@@ -11,7 +11,8 @@ import pytest
 
 from services.common.messages import Cell, RunSpec
 from services.common.spec import DataShape, DsnTarget, WorkloadSpec
-from services.worker import fdlimit, runner, server_run
+from services.worker import fdlimit, runner
+from services.worker.target import lifecycle as server_run
 
 
 def test_4096_threads_need_more_than_4200_files():

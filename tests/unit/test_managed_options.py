@@ -6,7 +6,7 @@ import pytest
 
 from services.common import server_options as so
 from services.common.specfile import SpecError, parse_spec
-from services.worker import server_info
+from services.worker.target import info as server_info
 
 HELP = """\
 Usage: mariadbd [OPTIONS]

@@ -4,7 +4,7 @@ import ctypes
 
 import pytest
 
-from services.worker import mariadb_client as mc
+from services.worker.driver.native import libmariadb as mc
 
 
 def test_bind_matches_connector_c_3_layout():

@@ -6,7 +6,7 @@ import json
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.collector.metrics import CollectorMetrics
+from services.collector.prometheus import CollectorMetrics
 from services.common.histogram import Histogram
 from services.common.messages import RunResult, RunSpec, Totals
 from services.common.discovery import remove_sd_file, write_sd_file

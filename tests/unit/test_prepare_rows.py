@@ -5,7 +5,8 @@ import re
 from statistics import mean
 
 from services.common.spec import DataShape, WorkloadSpec
-from services.worker import distributions, prepare
+from services.workload import distributions
+from services.worker import prepare
 
 TSV = re.compile(rb"(\d{6})\t(\d{6})\t(\d{11}(?:-\d{11}){9})\t(\d{11}(?:-\d{11}){4})\n")
 SQL = re.compile(rb"\((\d{6}),(\d{6}),'(\d{11}(?:-\d{11}){9})','(\d{11}(?:-\d{11}){4})'\),")

@@ -10,12 +10,12 @@ import zipfile
 
 import pytest
 
-from services.collector import metrics_catalog as mc
-from services.collector.analysis import AnalysisOptions, CampaignData, RunData, collapse_findings
-from services.collector.compare import compare_campaigns, render_compare
-from services.collector.exports import render_json, render_ods
-from services.collector.history import history_points, render_history
-from services.collector.report import ReportOptions, analyse, render_lines
+from services.reporting import metrics_catalog as mc
+from services.reporting.analysis import AnalysisOptions, CampaignData, RunData, collapse_findings
+from services.reporting.compare import compare_campaigns, render_compare
+from services.reporting.render.exports import render_json, render_ods
+from services.reporting.history import history_points, render_history
+from services.reporting.report import ReportOptions, analyse, render_lines
 from services.common.store import ResultRow
 
 
@@ -158,7 +158,7 @@ def test_compare_as_html_and_spreadsheet():
     import io
     import zipfile
 
-    from services.collector.compare import render_compare_ods
+    from services.reporting.compare import render_compare_ods
 
     a = campaign(POOL_RUNS, cid="pool-a")
     faster = [run(r.target, r.workload, r.threads, r.repetition, r.qps * (1.05 if r.threads == 16 else 1.0))

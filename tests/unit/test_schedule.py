@@ -2,7 +2,7 @@
 
 import random
 
-from services.worker.loadgen import Schedule
+from services.worker.driver.native.parent import Schedule
 
 
 def test_take_returns_increasing_times_and_none_at_the_deadline():

@@ -8,15 +8,8 @@ import unittest
 
 import pytest
 
-from services.collector.stats import (
-    CellStats,
-    compare,
-    compare_stats,
-    describe,
-    ratio_interval,
-    welch_t_test,
-)
-from services.collector.tdist import betainc, t_cdf, t_ppf, t_two_sided_p
+from services.reporting.stats import CellStats, compare, compare_stats, describe, ratio_interval, welch_t_test
+from services.reporting.tdist import betainc, t_cdf, t_ppf, t_two_sided_p
 
 # Three 5-minute q/s repetitions each: a clear 5% gain, and a noisy pair with no real difference.
 FAST = [1050.2, 1047.8, 1053.1]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from services.common.spec import CampaignSpec, DataShape, WorkloadSpec
-from services.worker import sysbench_driver as sd
-from services.worker.loadgen import LoadError
+from services.worker.driver.sysbench import driver as sd
+from services.worker.driver.native.parent import LoadError
 
 PARAMS = {"host": "db1", "port": 3307, "user": "bench", "password": "s3cret", "database": "sbtest_off"}
 

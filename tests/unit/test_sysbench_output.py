@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.worker import sysbench_output as so
+from services.worker.driver.sysbench import output as so
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sysbench"
 

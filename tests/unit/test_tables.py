@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.collector.table_formats import render_csv, render_markdown, render_settings
-from services.collector.tables import Measurement, TableSpec, build_table, render_text
+from services.reporting.render.formats import render_csv, render_markdown, render_settings
+from services.reporting.tables import Measurement, TableSpec, build_table, render_text
 
 
 def runs(target, workload, threads, values, start=1):

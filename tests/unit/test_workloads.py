@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from services.common.spec import DataShape, WorkloadSpec
-from services.worker import distributions as dist
-from services.worker.workloads import IMPLEMENTED, Generator, c_value, pad_value, transaction
+from services.workload import distributions as dist
+from services.workload.statements import IMPLEMENTED, Generator, c_value, pad_value, transaction
 
 SHAPE = DataShape(tables=4, table_size=1000)
 
@@ -167,7 +167,7 @@ def test_statements_lists_what_each_connection_prepares():
 
 def test_every_catalogue_workload_is_implemented():
     """The generator covers all ten sysbench 1.0 OLTP tests of the catalogue."""
-    from services.common.catalogue import WORKLOADS
+    from services.workload.catalogue import WORKLOADS
 
     assert IMPLEMENTED == set(WORKLOADS)
 

@@ -10,9 +10,9 @@ import math
 import re
 from typing import Any
 
-from .analysis import NamedTable
-from .report import Report
-from .tables import format_value, formula_lines, legend_lines
+from services.reporting.analysis import NamedTable
+from services.reporting.report import Report
+from services.reporting.tables import format_value, formula_lines, legend_lines
 
 #: Version of the JSON export's layout; history: 1 = first version.
 JSON_VERSION = 1
@@ -138,7 +138,7 @@ def run_rows(runs: Any) -> list[list[Any]]:
 
 def render_ods(report: Report) -> bytes:
     """The report as an OpenDocument spreadsheet: settings, one sheet per table, collapse, runs."""
-    from .report import head_lines
+    from services.reporting.report import head_lines
 
     sheets: list[tuple[str, list[list[Any]]]] = [("settings", [[line] for line in head_lines(report.data)])]
     sheets += [(named.key, table_rows(named)) for named in report.tables]

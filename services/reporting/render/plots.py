@@ -23,8 +23,8 @@ matplotlib.use("Agg")  # no display: reports are rendered on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter  # noqa: E402
 
-from .analysis import CampaignData, RunData  # noqa: E402
-from .stats import describe  # noqa: E402
+from services.reporting.analysis import CampaignData, RunData  # noqa: E402
+from services.reporting.stats import describe  # noqa: E402
 
 #: Runs of one (target, workload, threads) drawn in a time-series panel; a 10,000-run campaign
 #: would otherwise draw thousands of overlapping lines nobody can read (the note says so).

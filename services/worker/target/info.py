@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from services.common import logs, server_options
 
-from .target import connect
+from services.worker.target.dsn import connect
 
 log = logs.get(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 from services.common import logs, server_options
 from services.common.spec import DataShape, ManagedTarget
 
-from . import managed, server_info, target
+from services.worker.target import managed, info as server_info, dsn as target
 
 log = logs.get(__name__)
 

@@ -41,7 +41,7 @@ from typing import Any
 from services.common import logs, server_binary, server_options
 from services.common.spec import DataShape, ManagedTarget
 
-from .target import TargetError, connect
+from services.worker.target.dsn import TargetError, connect
 
 log = logs.get(__name__)
 

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 from services.common.histogram import Histogram
 
-from .mariadb_client import WAIT_READ, WAIT_WRITE, Connection, DbError, Statement, hot, library
-from .workloads import Generator
+from services.worker.driver.native.libmariadb import (WAIT_READ, WAIT_WRITE, Connection, DbError, Statement, hot, library)
+from services.workload.statements import Generator
 
 if TYPE_CHECKING:
-    from .loadgen import Schedule, _Job
+    from services.worker.driver.native.parent import Schedule, _Job
 
 #: sysbench's default --mysql-ignore-errors: deadlock, record changed, lock wait timeout.
 #: The transaction is rolled back and a new one started, counted as ignored.

@@ -27,10 +27,10 @@ from services.common.histogram import Histogram
 from services.common.messages import Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
 
-from .drive_loop import COUNTERS as _COUNTERS
-from .drive_loop import DRAIN_GRACE_S, Client, drive_clients
-from .drive_loop import kind_hist as _kind_hist
-from .mariadb_client import ClientLibraryError, DbError
+from services.worker.driver.native.loop import COUNTERS as _COUNTERS
+from services.worker.driver.native.loop import DRAIN_GRACE_S, Client, drive_clients
+from services.worker.driver.native.loop import kind_hist as _kind_hist
+from services.worker.driver.native.libmariadb import ClientLibraryError, DbError
 
 #: Seconds the parent gives the load processes to open every connection, per connection.
 CONNECT_BUDGET_S = 0.05

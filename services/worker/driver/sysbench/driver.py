@@ -25,8 +25,8 @@ from typing import Any, Callable, Mapping
 from services.common.messages import Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
 
-from . import sysbench_output as so
-from .loadgen import LoadError, LoadOutcome
+from services.worker.driver.sysbench import output as so
+from services.worker.driver.native.parent import LoadError, LoadOutcome
 
 #: The binary and the Debian package that ships it (named in the error when it is missing).
 BINARY = "sysbench"
