@@ -1,27 +1,36 @@
-"""`collector`: store results from the bus (`serve`) and print comparison tables (`report`)."""
+"""`collector`: store results from the bus (`serve`), print comparison tables (`report`,
+`compare`, `history`) and write the Grafana dashboards. Renderers return text; only this
+module writes it out."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
+from pathlib import Path
 
-from services.common import logs
-from services.common.bus import BusError
-from services.common.config import SettingsError, Settings, add_settings_flags, settings_from
-from services.common.store import StoreError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
-#: `report --fail-on-collapse` found a collapsed cell (the report is still written).
-EXIT_COLLAPSE = 4
+from services.common.cli import (
+    EXIT_CODES_HELP,
+    EXIT_COLLAPSE,
+    EXIT_OK,
+    EXIT_USAGE,
+    run_main,
+)
+from services.common.config import Settings, add_settings_flags
+from services.common.store import Store
+from services.reporting import metrics_catalog as mc
+from services.reporting.collapse import DEFAULT_FRACTION
+from services.reporting.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_CV_THRESHOLD,
+    DEFAULT_MIN_EFFECT,
+)
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    from services.common.discovery import announced
-
     from services.collector.consumer import Collector
     from services.collector.prometheus import CollectorMetrics
+    from services.common.discovery import announced
 
     metrics = CollectorMetrics()
     pools = tuple(p for p in args.pools.split(",") if p)
@@ -41,38 +50,191 @@ def cmd_dashboards(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    from services.collector.reporting_cli import run_report
+FORMATS = ("text", "markdown", "csv", "json", "ods", "html")
 
-    return run_report(args, settings)
+
+def _fraction(text: str) -> float:
+    v = float(text)
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return v
+
+
+def _nonneg(text: str) -> float:
+    v = float(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
+def _metric(text: str) -> str:
+    try:
+        return mc.metric(text).key
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _stat_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--metric", type=_metric, default="qps",
+                   help="qps, tps, p50_ms, p95_ms, p99_ms, max_ms, cpu_us_per_query, client_cpu_us_per_query, "
+                        "or status:NAME (a server status delta per transaction, e.g. status:Key_reads)")
+    s.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA, help="significance level (default 0.05)")
+    s.add_argument("--min-effect", type=_nonneg, default=DEFAULT_MIN_EFFECT,
+                   help="smallest relative difference called a change (default 0.01 = 1%%)")
+    s.add_argument("--mark-high-cv", action="store_true", help="mark cells with unusually high CV by * as the seeds did")
+    s.add_argument("--cv-threshold", type=_nonneg, default=DEFAULT_CV_THRESHOLD,
+                   help="CV above which --mark-high-cv marks a cell (default 0.05)")
+
+
+def add_report_flags(s: argparse.ArgumentParser) -> None:
+    _stat_flags(s)
+    s.add_argument("--format", choices=FORMATS, default="text",
+                   help="text (the seeds' layout), markdown, csv, json, ods (needs --out) or html (needs --out)")
+    s.add_argument("--out", help="write to this file instead of stdout (required for ods and html)")
+    s.add_argument("--html", metavar="FILE", help="write the self-contained HTML report with plots to FILE")
+    s.add_argument("--all-tables", action="store_true", help="text/markdown: every recorded metric, not only --metric")
+    s.add_argument("--collapse-fraction", type=_fraction, default=DEFAULT_FRACTION,
+                   help="q/s below this fraction of the peak at fewer threads is a collapse (default 0.5)")
+    s.add_argument("--fail-on-collapse", action="store_true",
+                   help=f"exit {EXIT_COLLAPSE} (EXIT_COLLAPSE) when any cell collapsed")
+
+
+def add_compare_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("campaign_a", help="the reference campaign (id, or name for its latest)")
+    s.add_argument("campaign_b", help="the campaign compared against A")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--delta", action="store_true", help="cells (B/A*100)-100")
+    g.add_argument("--absolute", action="store_true", help="mean value of A and B instead of ratios")
+    _stat_flags(s)
+    s.add_argument("--format", choices=("text", "markdown", "csv", "json", "html", "ods"), default="text")
+    s.add_argument("--out", help="write to this file (needed for ods)")
+
+
+def add_history_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--target", required=True)
+    s.add_argument("--workload", required=True)
+    s.add_argument("--threads", type=int, required=True)
+    s.add_argument("--metric", choices=("qps", "tps", "p95_ms", "p99_ms"), default="qps")
+    s.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA)
+    s.add_argument("--min-effect", type=_nonneg, default=DEFAULT_MIN_EFFECT)
+    s.add_argument("--format", choices=("text", "csv", "json"), default="text")
+
+
+def _write(path: str | None, content: str | bytes) -> None:
+    if path is None:
+        sys.stdout.write(content if isinstance(content, str) else content.decode())
+        return
+    p = Path(path)
+    if isinstance(content, bytes):
+        p.write_bytes(content)
+    else:
+        p.write_text(content, encoding="utf-8")
+
+
+def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
+    from services.reporting.load import load
+    from services.reporting.report import (
+        ReportOptions,
+        analyse,
+        render_html_report,
+        render_lines,
+    )
+
+    if args.format in ("ods", "html") and not args.out:
+        print(f"error: --format {args.format} writes a file: give --out FILE", file=sys.stderr)
+        return EXIT_USAGE
+    mode = "delta" if args.delta else "absolute" if args.absolute else "ratio"
+    opts = ReportOptions(mode=mode, metric=args.metric, fmt=args.format, high_cv=args.mark_high_cv,
+                         alpha=args.alpha, min_effect=args.min_effect, cv_threshold=args.cv_threshold,
+                         collapse_fraction=args.collapse_fraction, all_tables=args.all_tables)
+    needs_docs = opts.needs_documents() or bool(args.html)
+    with Store(settings) as store:
+        try:
+            data = load(store, args.campaign, with_docs=needs_docs)
+        except LookupError:
+            print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
+            return EXIT_USAGE
+    report = analyse(data, opts)
+    if args.format == "json":
+        from services.reporting.render.exports import render_json
+
+        _write(args.out, render_json(report))
+    elif args.format == "ods":
+        from services.reporting.render.exports import render_ods
+
+        _write(args.out, render_ods(report))
+    elif args.format == "html":
+        _write(args.out, render_html_report(report))
+    else:
+        _write(args.out, "\n".join(render_lines(report)) + "\n")
+    if args.html:
+        from dataclasses import replace
+
+        _write(args.html, render_html_report(analyse(data, replace(opts, fmt="html"))))
+        print(f"wrote {args.html}", file=sys.stderr)
+    if args.fail_on_collapse and report.collapsed:
+        print(f"error: {len(report.collapsed)} collapsed cell(s) in {data.campaign_id}", file=sys.stderr)
+        return EXIT_COLLAPSE
+    return EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
-    from services.collector.reporting_cli import run_compare
+    from services.reporting.analysis import AnalysisOptions
+    from services.reporting.compare import compare_campaigns, render_compare
+    from services.reporting.load import load
 
-    return run_compare(args, settings)
+    m = mc.metric(args.metric)
+    with Store(settings) as store:
+        try:
+            a = load(store, args.campaign_a, with_docs=not m.column)
+            b = load(store, args.campaign_b, with_docs=not m.column)
+        except LookupError as e:
+            print(f"error: {e.args[0]}", file=sys.stderr)
+            return EXIT_USAGE
+    mode = "delta" if args.delta else "absolute" if args.absolute else "ratio"
+    opts = AnalysisOptions(alpha=args.alpha, min_effect=args.min_effect, cv_threshold=args.cv_threshold,
+                           mark_high_cv=args.mark_high_cv)
+    try:
+        c = compare_campaigns(a, b, m, mode, opts)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.format == "ods":
+        if not args.out:
+            print("error: --format ods needs --out FILE", file=sys.stderr)
+            return EXIT_USAGE
+        from services.reporting.compare import render_compare_ods
+
+        _write(args.out, render_compare_ods(c))
+    else:
+        _write(args.out, render_compare(c, args.format))
+    return EXIT_OK
 
 
 def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
-    from services.collector.reporting_cli import run_history
+    from services.reporting.history import history_points, render_history
 
-    return run_history(args, settings)
+    m = mc.metric(args.metric)
+    with Store(settings) as store:
+        rows = store.cell_history(args.target, args.workload, args.threads)
+    points = history_points(rows, m, alpha=args.alpha, min_effect=args.min_effect)
+    cell = f"{args.target} / {args.workload} / {args.threads} threads"
+    _write(None, render_history(points, cell, m, args.format, alpha=args.alpha, min_effect=args.min_effect))
+    return EXIT_OK
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="collector", description=__doc__)
+    p = argparse.ArgumentParser(prog="collector", description=__doc__, epilog=EXIT_CODES_HELP)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="consume results and store them in the results DB")
     s.add_argument("--pools", default="default", help="worker pools whose queue depth to export, comma-separated")
     add_settings_flags(s)
-    s.set_defaults(fn=cmd_serve)
+    s.set_defaults(fn=cmd_serve, long_running=True)
     s = sub.add_parser("report", help="print the comparison table of a campaign")
     s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--delta", action="store_true", help="cells (target/baseline*100)-100")
     g.add_argument("--absolute", action="store_true", help="mean value per target instead of ratios")
-    from services.collector.reporting_cli import add_compare_flags, add_history_flags, add_report_flags
-
     add_report_flags(s)
     add_settings_flags(s)
     s.set_defaults(fn=cmd_report)
@@ -91,20 +253,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        settings = settings_from(args)
-    except SettingsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    # Reports print what they have to say; only the long-running `serve` logs at info by default.
-    explicit = getattr(args, "log_level", None) or os.environ.get("BENCHFLEET_LOG_LEVEL")
-    logs.configure("collector", settings.log_level if explicit or args.command == "serve" else "warning")
-    try:
-        return int(args.fn(args, settings))
-    except (BusError, StoreError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_CONNECT
+    return run_main("collector", lambda: _parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -10,13 +10,12 @@ from __future__ import annotations
 import threading
 import time
 
+from services.collector.prometheus import CollectorMetrics
 from services.common import logs
 from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery
 from services.common.config import Settings
 from services.common.messages import DecodeError, RunEvent, RunResult, decode
 from services.common.store import Store, StoreError
-
-from services.collector.prometheus import CollectorMetrics
 
 log = logs.get(__name__)
 

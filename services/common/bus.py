@@ -15,6 +15,8 @@ import pika.exceptions as px
 
 from services.common import logs
 from services.common.config import MAX_RUN_ATTEMPTS, Settings
+from services.common.errors import BusError
+
 
 #: Exchange and queue names, under the settings' namespace (default "benchfleet"; tests use
 #: their own). Runs are routed by worker pool so a campaign can be sent to the workers of one
@@ -80,9 +82,6 @@ def connection_parameters(settings: Settings) -> pika.URLParameters:
         params.ssl_options = pika.SSLOptions(ctx, params.host)
     return params
 
-
-class BusError(Exception):
-    """The broker cannot be reached or refused a publish; the message says which."""
 
 
 def _quorum_args(dead_exchange: str) -> dict[str, object]:

@@ -8,13 +8,11 @@ from dataclasses import dataclass, fields
 from typing import Mapping
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from services.common.errors import SettingsError
 
 #: A run is delivered at most this often: the runs queue's x-delivery-limit (bus.DELIVERY_LIMIT).
 MAX_RUN_ATTEMPTS = 5
 
-
-class SettingsError(ValueError):
-    """A setting with a value no service can use; the message names the flag or variable."""
 
 
 @dataclass(frozen=True)

@@ -15,20 +15,13 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from services.common.errors import DecodeError
 from services.common.spec import DataShape, Target, WorkloadSpec
 
 RUN_SCHEMA = "benchfleet.run/1"
 EVENT_SCHEMA = "benchfleet.run-event/1"
 RESULT_SCHEMA = "benchfleet.result/1"
 
-
-class DecodeError(Exception):
-    """A message body that is not a message we understand; ``field`` names what is wrong."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}" if field else message)
 
 
 class _Message(BaseModel):

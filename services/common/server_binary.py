@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from services.common import server_options
+from services.common.errors import BinaryNotFound
 from services.common.spec import ManagedTarget
 
 #: Where the system server lives when a target names neither binary nor basedir.
@@ -22,9 +23,6 @@ PLUGIN_OPTIONS = ("plugin_load", "plugin_load_add", "plugin_dir", "plugin_maturi
 #: Seconds `--help --verbose` may take (it prints and exits in well under one).
 HELP_TIMEOUT_S = 30.0
 
-
-class BinaryNotFound(Exception):
-    """The target's server binary is not on this host."""
 
 
 def resolve(target: ManagedTarget) -> Path:

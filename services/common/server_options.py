@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
+from services.common.errors import CpuSplitError
+
 #: Option names as mariadbd spells them, dashes or underscores (`key_buffer_size`,
 #: `thread-handling`). Nothing else ever reaches an argv or a SQL statement.
 OPTION_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,79}$"
@@ -160,13 +162,6 @@ def format_cpus(cpus: Iterable[int]) -> str:
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(out)
 
-
-class CpuSplitError(ValueError):
-    """A CPU list that does not fit the worker; ``field`` is server_cpus or client_cpus."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(f"{field}: {message}")
 
 
 def split_cpus(available: Iterable[int], server: str | None = None, client: str | None = None,

@@ -21,10 +21,15 @@ from pydantic import (
     model_validator,
 )
 
-from services.workload.catalogue import NATIVE_IMPLEMENTED, RAND_TYPES, WORKLOADS, canonical_name
+from services.common import server_options
 from services.common.durations import format_duration, parse_duration
 from services.common.server_options import CPU_LIST_PATTERN
-from services.common import server_options
+from services.workload.catalogue import (
+    NATIVE_IMPLEMENTED,
+    RAND_TYPES,
+    WORKLOADS,
+    canonical_name,
+)
 
 SPEC_VERSION = 1
 

@@ -3,36 +3,14 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 from pydantic import ValidationError
 
+from services.common.errors import FieldError, SpecError
 from services.common.spec import CampaignSpec
-
-
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-    line: int | None = None
-
-    def render(self, source: str) -> str:
-        where = f"{source}:{self.line}: " if self.line else f"{source}: "
-        # One line per error, whatever the user's value held (it may be quoted in the message).
-        message = "\\n".join(self.message.splitlines()) or self.message
-        return f"{where}{self.path or '(spec)'}: {message}"
-
-
-class SpecError(Exception):
-    """A spec that cannot run; ``errors`` has one entry per wrong field."""
-
-    def __init__(self, source: str, errors: list[FieldError]):
-        self.source = source
-        self.errors = errors
-        super().__init__("\n".join(e.render(source) for e in errors))
 
 
 def format_path(loc: Iterable[Any]) -> str:

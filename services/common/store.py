@@ -17,6 +17,7 @@ import mysql.connector
 
 from services.common import logs
 from services.common.config import Settings
+from services.common.errors import StoreError
 from services.common.messages import RunEvent, RunResult, RunSpec
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
@@ -27,9 +28,6 @@ RUN_STATES = ("pending", "running", "done", "failed", "cancelled")
 #: A run in one of these states has its final word; later "running" events must not undo it.
 FINAL_STATES = ("done", "failed", "cancelled")
 
-
-class StoreError(Exception):
-    """The results DB cannot be reached or used; the message says which and where."""
 
 
 @dataclass(frozen=True)

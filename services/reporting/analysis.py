@@ -14,9 +14,25 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from services.reporting import metrics_catalog as mc
-from services.reporting.collapse import DEFAULT_FRACTION, CellThroughput, collapse_points
-from services.reporting.stats import (DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT, describe, welch_from_stats)
-from services.reporting.tables import MARK_COLLAPSE, Measurement, Table, TableSpec, build_table
+from services.reporting.collapse import (
+    DEFAULT_FRACTION,
+    CellThroughput,
+    collapse_points,
+)
+from services.reporting.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_CV_THRESHOLD,
+    DEFAULT_MIN_EFFECT,
+    describe,
+    welch_from_stats,
+)
+from services.reporting.tables import (
+    MARK_COLLAPSE,
+    Measurement,
+    Table,
+    TableSpec,
+    build_table,
+)
 
 
 @dataclass(frozen=True)

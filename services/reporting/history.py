@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from services.reporting import metrics_catalog as mc
-from services.reporting.stats import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, CellStats, Comparison, compare_stats, describe
+from services.reporting.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    CellStats,
+    Comparison,
+    compare_stats,
+    describe,
+)
 from services.reporting.tables import MARK_FASTER, MARK_SLOWER, MARK_UNTESTED
 
 #: History reads only the result columns, so these are the metrics it offers.

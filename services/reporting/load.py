@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from services.common.store import Store
-
 from services.reporting.analysis import CampaignData, RunData
 
 

@@ -7,12 +7,28 @@ from dataclasses import dataclass
 from typing import Literal
 
 from services.common.store import Store
-
 from services.reporting import metrics_catalog as mc
-from services.reporting.analysis import (AnalysisOptions, CampaignData, CollapseFinding, NamedTable, all_tables, build, collapse_findings, collapse_lines)
+from services.reporting.analysis import (
+    AnalysisOptions,
+    CampaignData,
+    CollapseFinding,
+    NamedTable,
+    all_tables,
+    build,
+    collapse_findings,
+    collapse_lines,
+)
 from services.reporting.collapse import DEFAULT_FRACTION
-from services.reporting.stats import DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT
-from services.reporting.render.formats import render_csv, render_markdown, render_settings
+from services.reporting.render.formats import (
+    render_csv,
+    render_markdown,
+    render_settings,
+)
+from services.reporting.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_CV_THRESHOLD,
+    DEFAULT_MIN_EFFECT,
+)
 from services.reporting.tables import render_text
 
 #: Metrics a table can show, with their unit and whether higher is better (kept for callers

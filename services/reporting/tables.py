@@ -12,7 +12,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Literal
 
-from services.reporting.stats import (DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT, CellStats, Comparison, compare_stats, describe)
+from services.reporting.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_CV_THRESHOLD,
+    DEFAULT_MIN_EFFECT,
+    CellStats,
+    Comparison,
+    compare_stats,
+    describe,
+)
 
 Mode = Literal["ratio", "delta", "absolute"]
 MODES: tuple[Mode, ...] = ("ratio", "delta", "absolute")

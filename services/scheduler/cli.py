@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
 
 from services.common import logs
 from services.common.bus import Bus, BusError
-from services.common.config import SettingsError, Settings, add_settings_flags, settings_from
+from services.common.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_main
+from services.common.config import (
+    Settings,
+    add_settings_flags,
+)
 from services.common.durations import format_duration
 from services.common.spec import CampaignSpec
-from services.common.specfile import SpecError, load_spec
-from services.common.store import Store, StoreError
-
+from services.common.specfile import load_spec
+from services.common.store import Store
 from services.scheduler import plan, server_check
 from services.scheduler.progress import Progress, render
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 
 
 def _err(msg: str) -> None:
@@ -81,7 +81,6 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     from services.common import campaigns
     from services.common.store import spec_hash
-
     from services.scheduler.guards import check_run_length
 
     spec = _load(args)
@@ -262,24 +261,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        settings = settings_from(args)
-    except SettingsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    # A CLI prints what happened itself; its info logs would only repeat it on stderr.
-    explicit = getattr(args, "log_level", None) or os.environ.get("BENCHFLEET_LOG_LEVEL")
-    logs.configure("scheduler", settings.log_level if explicit else "warning")
-    try:
-        return int(args.fn(args, settings))
-    except SpecError as e:
-        for line in str(e).splitlines():
-            print(f"error: {line}", file=sys.stderr)
-        return EXIT_USAGE
-    except (BusError, StoreError) as e:
-        _err(str(e))
-        return EXIT_CONNECT
+    return run_main("scheduler", lambda: _parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from services.common.durations import format_duration
 from services.common.spec import CampaignSpec
 from services.common.specfile import FieldError, SpecError
 from services.common.store import Store
-
 from services.scheduler import plan
 
 log = logs.get("scheduler")

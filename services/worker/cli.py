@@ -10,16 +10,22 @@ import socket
 import sys
 from pathlib import Path
 
-from services.common import logs
-from services.common.config import SettingsError, add_settings_flags, settings_from
+from services.common.cli import (
+    EXIT_CODES_HELP,
+    EXIT_CONNECT,
+    EXIT_OK,
+    EXIT_USAGE,
+    error,
+    run_main,
+)
+from services.common.config import Settings, add_settings_flags
+from services.common.errors import SettingsError, TargetError
 from services.common.server_options import parse_cpus
-from services.common.specfile import SpecError, load_spec
-
-EXIT_OK, EXIT_USAGE, EXIT_CONNECT, EXIT_FAILED = 0, 2, 3, 1
+from services.common.specfile import load_spec
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="worker", description=__doc__)
+    p = argparse.ArgumentParser(prog="worker", description=__doc__, epilog=EXIT_CODES_HELP)
     p.add_argument("--pool", default=os.environ.get("BENCHFLEET_POOL", "default"), help="worker pool to take runs from (env BENCHFLEET_POOL)")
     p.add_argument("--id", dest="worker_id", default=os.environ.get("BENCHFLEET_WORKER_ID"),
                    help="worker id in results and logs (env BENCHFLEET_WORKER_ID; default host-pid)")
@@ -32,28 +38,27 @@ def _parser() -> argparse.ArgumentParser:
                    help="where managed servers keep templates and datadirs (env BENCHFLEET_MANAGED_DIR; "
                         "default /var/lib/benchfleet/managed as root)")
     add_settings_flags(p)
+    p.set_defaults(fn=cmd_serve, long_running=True)
     return p
 
 
-def cmd_data(action: str, argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog=f"worker {action}", description=f"{action} the sbtest tables of every target of a spec")
-    p.add_argument("spec")
-    args = p.parse_args(argv)
+def cmd_data(args: argparse.Namespace, settings: Settings) -> int:
+    """``worker prepare|cleanup SPEC``: the sbtest tables of every dsn target of a spec."""
     from services.worker import prepare
-    from services.worker.target import dsn as target
+    from services.worker.target import dsn
 
-    try:
-        spec = load_spec(args.spec)
-    except SpecError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    spec = load_spec(args.spec)
     for t in spec.targets:
         if t.kind == "managed":
             print(f"{t.name}: managed; the worker prepares its tables after starting its server")
             continue
         try:
-            params = target.connect_params(t)
-            if action == "prepare":
+            params = dsn.connect_params(t)
+        except TargetError as e:  # the spec names a password this host does not have
+            error(str(e))
+            return EXIT_USAGE
+        try:
+            if args.action == "prepare":
                 # auto_inc off only when every workload that cares asks for it; with a mix, the
                 # runs that want the other shape re-prepare.
                 auto_inc = ({prepare.auto_inc_of(w) for w in spec.workloads} - {None}) != {False}
@@ -62,49 +67,30 @@ def cmd_data(action: str, argv: list[str]) -> int:
             else:
                 prepare.cleanup(params, spec.data)
                 print(f"{t.name}: dropped sbtest tables in {t.database}")
-        except target.TargetError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_USAGE
         except Exception as e:  # a server error: say which target, never a traceback
-            print(f"error: target {t.name}: {e}", file=sys.stderr)
+            error(f"target {t.name}: {e}")
             return EXIT_CONNECT
     return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("prepare", "cleanup"):
-        return cmd_data(argv[0], argv[1:])
-    args = _parser().parse_args(argv)
-    try:
-        settings = settings_from(args)
-    except SettingsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    logs.configure("worker", settings.log_level)
-    try:
-        cpus = parse_cpus(args.client_cpus) if args.client_cpus else None
-    except ValueError as e:
-        print(f"error: --client-cpus: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    from services.worker.driver.native.libmariadb import ClientLibraryError, library
-    try:
-        library()  # the native driver's client library: missing, the worker would fail every run
-    except ClientLibraryError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    from services.common.discovery import announced
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """Consume runs of the pool until stopped."""
+    cpus = _cpus(args.client_cpus)
+    from services.worker.driver.native.libmariadb import library
 
-    from services.worker.target import managed
+    library()  # the native driver's client library: missing, the worker would fail every run
+    from services.common.discovery import announced
     from services.worker.consumer import Worker
     from services.worker.metrics import WorkerMetrics
     from services.worker.runner import WorkerIdentity
+    from services.worker.target.managed import ServerManager
 
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
     metrics = WorkerMetrics(worker_id)
-    managed.configure(base_dir=Path(args.managed_dir) if args.managed_dir else None, keep_datadirs=args.keep_datadirs)
+    servers = ServerManager(base_dir=Path(args.managed_dir) if args.managed_dir else None,
+                            keep_datadirs=args.keep_datadirs)
     w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), client_cpus=cpus,
-               max_runs=args.max_runs, metrics=metrics)
+               max_runs=args.max_runs, metrics=metrics, servers=servers)
     signal.signal(signal.SIGTERM, lambda *_: w.stop())
     signal.signal(signal.SIGINT, lambda *_: w.stop())
     try:
@@ -112,8 +98,33 @@ def main(argv: list[str] | None = None) -> int:
             w.run_forever()
     finally:
         # Stop the managed server cleanly and remove its datadirs (unless --keep-datadirs).
-        managed.shutdown()
+        servers.close()
     return EXIT_OK
+
+
+def _cpus(text: str | None) -> list[int] | None:
+    try:
+        return parse_cpus(text) if text else None
+    except ValueError as e:
+        raise SettingsError(f"--client-cpus: {e}") from None
+
+
+def _data_parser(action: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"worker {action}", description=f"{action} the sbtest tables of every target of a spec")
+    p.add_argument("spec")
+    p.set_defaults(fn=cmd_data, action=action)
+    return p
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    if argv and argv[0] in ("prepare", "cleanup"):
+        return _data_parser(argv[0]).parse_args(argv[1:])
+    return _parser().parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return run_main("worker", lambda: _parse(argv))
 
 
 if __name__ == "__main__":

@@ -17,11 +17,18 @@ from typing import Callable
 from services.common import logs
 from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery
 from services.common.config import Settings
-from services.common.control import (SYNC_HEADER, ControlMessage, declare_control, declare_control_log, decode_control, read_log_entry)
+from services.common.control import (
+    SYNC_HEADER,
+    ControlMessage,
+    declare_control,
+    declare_control_log,
+    decode_control,
+    read_log_entry,
+)
 from services.common.messages import DecodeError, RunEvent, RunResult, RunSpec, decode
-
 from services.worker.metrics import WorkerMetrics
 from services.worker.runner import WorkerIdentity, execute
+from services.worker.target.managed import ServerManager
 from services.worker.verdict import judge
 
 log = logs.get(__name__)
@@ -44,13 +51,16 @@ class Worker:
 
     def __init__(self, settings: Settings, *, pool: str, identity: WorkerIdentity,
                  client_cpus: list[int] | None = None, max_runs: int | None = None,
-                 run_executor: Callable[..., RunResult] = execute, metrics: WorkerMetrics | None = None):
+                 run_executor: Callable[..., RunResult] = execute, metrics: WorkerMetrics | None = None,
+                 servers: ServerManager | None = None):
         self.settings = settings
         self.pool = pool
         self.identity = identity
         self.client_cpus = client_cpus
         self.max_runs = max_runs
         self.execute = run_executor
+        #: The managed servers this worker starts (owned by whoever made the worker).
+        self.servers = servers
         self.metrics = metrics or WorkerMetrics(identity.worker_id)
         self.stopping = threading.Event()
         self.runs_done = 0
@@ -196,7 +206,7 @@ class Worker:
         rlog.info("run_started", workload=run.cell.workload, threads=run.cell.threads, attempt=attempt)
         self.metrics.run_started(run)
         try:
-            result = self.execute(run, self.identity, attempt=attempt, client_cpus=self.client_cpus, stop=self._run_stop,
+            result = self.execute(run, self.identity, servers=self.servers, attempt=attempt, client_cpus=self.client_cpus, stop=self._run_stop,
                                   on_second=lambda snap: self.metrics.observe_second(run, snap))
         except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
             rlog.exception("run_crashed")

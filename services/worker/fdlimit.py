@@ -13,13 +13,12 @@ from __future__ import annotations
 import resource
 from typing import Callable
 
+from services.common.errors import FdLimitError
+
 #: Descriptors besides the connections: the worker's AMQP and metrics sockets, the pipes to
 #: its load processes, logs, shared libraries, /dev/urandom; sysbench's own files.
 SPARE = 128
 
-
-class FdLimitError(Exception):
-    """The hard RLIMIT_NOFILE is below what the run needs."""
 
 
 def files_needed(threads: int) -> int:

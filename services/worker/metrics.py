@@ -12,12 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from prometheus_client import Counter, Gauge
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from services.common.histogram import Histogram, bucket_value
-from services.common.metrics_endpoint import MetricsEndpoint
 from services.common.messages import RunResult, RunSpec
+from services.common.metrics_endpoint import MetricsEndpoint
 
 RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
 #: Latency bucket bounds (seconds): OLTP statements from sub-millisecond point selects to

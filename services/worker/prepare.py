@@ -18,11 +18,10 @@ from typing import Any, Mapping
 import mysql.connector
 import numpy as np
 
-from services.workload.catalogue import WORKLOADS
 from services.common.spec import IDENT_PATTERN, DataShape, WorkloadSpec
-
-from services.workload.distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
 from services.worker.target.dsn import connect
+from services.workload.catalogue import WORKLOADS
+from services.workload.distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
 
 #: Where the shape of prepared tables is remembered, beside the tables themselves.
 SHAPE_TABLE = "benchfleet_shape"

@@ -13,11 +13,12 @@ import mysql.connector
 
 from services.common import logs
 from services.common.messages import RunResult, RunSpec
-
 from services.worker import fdlimit, prepare
 from services.worker.driver.native import parent as loadgen
-from services.worker.target import lifecycle as server_run, dsn as target
 from services.worker.driver.sysbench import driver as sysbench_driver
+from services.worker.target import dsn as target
+from services.worker.target import lifecycle as server_run
+from services.worker.target.managed import ServerManager
 
 log = logs.get(__name__)
 
@@ -43,7 +44,8 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus: list[int] | None = None,
+def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None = None, attempt: int = 1,
+            client_cpus: list[int] | None = None,
             stop: threading.Event | None = None, on_second: Callable[[dict], None] | None = None) -> RunResult:
     """Run ``run`` to the end and return its result; failures become a failed result, never
     an exception, so the caller always has something to publish before it acks."""
@@ -55,7 +57,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, attempt: int = 1, client_cpus:
         # processes and sysbench it starts next, which inherit the limit.
         fdlimit.ensure(run.cell.threads)
         # Managed targets start (or reuse) their server here and pin the clients apart from it.
-        session = server_run.open_target(run.target, run.data, client_cpus)
+        session = server_run.open_target(servers, run.target, run.data, client_cpus)
         params, client_cpus = session.params, session.client_cpus
         prepare.ensure_tables(params, run.data, seed=0, auto_inc=prepare.auto_inc_of(run.workload))
         drive = sysbench_driver.run_sysbench if run.driver == "sysbench" else loadgen.run_load

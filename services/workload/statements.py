@@ -14,7 +14,6 @@ import random
 from typing import Callable, Optional, Sequence
 
 from services.common.spec import DataShape, WorkloadSpec
-
 from services.workload import distributions
 
 READ = "read"

@@ -15,7 +15,7 @@ from pathlib import Path
 import mysql.connector
 import pytest
 
-from services.collector.cli import EXIT_COLLAPSE
+from services.common.cli import EXIT_COLLAPSE
 from bench.synthetic import synthetic_results, synthetic_spec
 from services.common.store import Store
 from services.scheduler.plan import run_specs

@@ -88,7 +88,8 @@ def _sheet_name(text: str, used: set[str]) -> str:
 def ods_document(sheets: list[tuple[str, list[list[Any]]]]) -> bytes:
     """An OpenDocument spreadsheet with one sheet per (name, rows); numbers stay numbers."""
     from odf.opendocument import OpenDocumentSpreadsheet
-    from odf.table import Table as OdsTable, TableCell, TableRow
+    from odf.table import Table as OdsTable
+    from odf.table import TableCell, TableRow
     from odf.text import P
 
     doc = OpenDocumentSpreadsheet()

@@ -11,8 +11,14 @@ import math
 from typing import Any, Mapping
 
 from services.common.durations import parse_duration
-
-from services.reporting.tables import NO_DATA, Table, failed_lines, format_value, formula_lines, legend_lines
+from services.reporting.tables import (
+    NO_DATA,
+    Table,
+    failed_lines,
+    format_value,
+    formula_lines,
+    legend_lines,
+)
 
 CSV_COLUMNS = (
     "workload", "target", "baseline", "threads", "mode", "value", "mark", "verdict",

@@ -8,10 +8,22 @@ import html
 import time
 from typing import Sequence
 
-from services.reporting.analysis import CampaignData, CollapseFinding, NamedTable, collapse_lines
-from services.reporting.render.plots import Plot
+from services.reporting.analysis import (
+    CampaignData,
+    CollapseFinding,
+    NamedTable,
+    collapse_lines,
+)
 from services.reporting.render.formats import render_settings
-from services.reporting.tables import (MARK_FASTER, MARK_SLOWER, failed_lines, format_value, formula_lines, legend_lines)
+from services.reporting.render.plots import Plot
+from services.reporting.tables import (
+    MARK_FASTER,
+    MARK_SLOWER,
+    failed_lines,
+    format_value,
+    formula_lines,
+    legend_lines,
+)
 
 _CSS = """
 body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 1100px; }

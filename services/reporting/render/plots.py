@@ -12,8 +12,8 @@ import io
 import math
 import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 

@@ -8,21 +8,14 @@ from typing import Any, Mapping
 
 import mysql.connector
 
+from services.common.errors import TargetError
+
 try:
     from mysql.connector.connection_cext import CMySQLConnection
 except ImportError:  # the C extension did not load; assert_c_extension says so by name
     CMySQLConnection = None  # type: ignore[assignment,misc]
 
 from services.common.spec import DsnTarget
-
-
-class TargetError(Exception):
-    """A target that cannot be used as given; ``field`` names the spec field to fix."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}")
 
 
 def _expand(text: str, environ: Mapping[str, str]) -> str:

@@ -17,7 +17,6 @@ import time
 from typing import Any, Mapping, Sequence
 
 from services.common import logs, server_options
-
 from services.worker.target.dsn import connect
 
 log = logs.get(__name__)

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from services.common import logs, server_options
+from services.common.errors import TargetError
 from services.common.spec import DataShape, ManagedTarget
-
-from services.worker.target import managed, info as server_info, dsn as target
+from services.worker.target import dsn, info, managed
 
 log = logs.get(__name__)
 
@@ -33,14 +33,17 @@ class TargetSession:
     client_cpus: list[int] | None
     server: managed.ManagedServer | None = None
     info: dict[str, Any] = field(default_factory=dict)
-    sampler: server_info.StatusSampler | None = None
+    sampler: info.StatusSampler | None = None
 
 
-def open_target(spec_target: Any, data: DataShape, client_cpus: list[int] | None) -> TargetSession:
-    """Connection parameters for the run (starting a managed server when the target is one);
-    raise target.TargetError naming the field to fix."""
+def open_target(servers: managed.ServerManager | None, spec_target: Any, data: DataShape,
+                client_cpus: list[int] | None) -> TargetSession:
+    """Connection parameters for the run (starting a managed server, through the worker's
+    ``servers``, when the target is one); raise TargetError naming the field to fix."""
     if isinstance(spec_target, ManagedTarget):
-        server = managed.manager().ensure(spec_target, data, client_cpus)
+        if servers is None:
+            raise TargetError("kind", "this worker was started without managed servers")
+        server = servers.ensure(spec_target, data, client_cpus)
         info = {"kind": "managed", "binary": str(server.binary), "options": dict(spec_target.options),
                 "server_cpus": server_options.format_cpus(server.server_cpus),
                 "client_cpus": server_options.format_cpus(server.client_cpus),
@@ -48,10 +51,9 @@ def open_target(spec_target: Any, data: DataShape, client_cpus: list[int] | None
                 "port": server.port}
         return TargetSession(server.connect_params(), server.client_cpus, server, info)
     # A dsn run must have the machine alone: stop a managed server left by earlier runs.
-    m = managed.manager(create=False)
-    if m is not None:
-        m.release()
-    return TargetSession(target.connect_params(spec_target), client_cpus, None, {"kind": "dsn"})
+    if servers is not None:
+        servers.release()
+    return TargetSession(dsn.connect_params(spec_target), client_cpus, None, {"kind": "dsn"})
 
 
 @contextlib.contextmanager
@@ -59,10 +61,10 @@ def sampling(session: TargetSession) -> Iterator[None]:
     """Sample the server's status (and CPU) while the load runs."""
     options = session.server.target.options if session.server is not None else {}
     try:
-        session.info.update(server_info.server_identity(session.params, options))
+        session.info.update(info.server_identity(session.params, options))
     except Exception as e:  # extra information: a server that answers the load must not fail for it
         session.info["identity_error"] = f"{type(e).__name__}: {e}"
-    session.sampler = server_info.StatusSampler(
+    session.sampler = info.StatusSampler(
         session.params, server_pid=session.server.pid if session.server is not None else None).start()
     try:
         yield

@@ -31,7 +31,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,7 +39,6 @@ from typing import Any
 
 from services.common import logs, server_binary, server_options
 from services.common.spec import DataShape, ManagedTarget
-
 from services.worker.target.dsn import TargetError, connect
 
 log = logs.get(__name__)
@@ -427,32 +425,3 @@ class ServerManager:
                 continue
             if not Path(f"/proc/{d.name}").exists():
                 shutil.rmtree(d, ignore_errors=True)
-
-
-# ----------------------------------------------------------------------------- worker-wide
-
-_manager: ServerManager | None = None
-_lock = threading.Lock()
-_settings: dict[str, Any] = {}
-
-
-def configure(*, base_dir: Path | None = None, keep_datadirs: bool = False) -> None:
-    """Set how this worker's manager is made (worker CLI flags); call before the first run."""
-    _settings.update(base_dir=base_dir, keep_datadirs=keep_datadirs)
-
-
-def manager(create: bool = True) -> ServerManager | None:
-    global _manager
-    with _lock:
-        if _manager is None and create:
-            _manager = ServerManager(**_settings)
-        return _manager
-
-
-def shutdown() -> None:
-    """Stop this worker's server and remove its datadirs; safe to call more than once."""
-    global _manager
-    with _lock:
-        m, _manager = _manager, None
-    if m is not None:
-        m.close()

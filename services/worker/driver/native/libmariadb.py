@@ -16,6 +16,8 @@ import ctypes
 import ctypes.util
 from typing import Any, Mapping, Sequence
 
+from services.common.errors import ClientLibraryError, DbError
+
 #: libmariadb's wait flags returned by *_start/*_cont (mysql.h).
 WAIT_READ, WAIT_WRITE, WAIT_EXCEPT, WAIT_TIMEOUT = 1, 2, 4, 8
 
@@ -28,17 +30,6 @@ _P = ctypes.c_void_p
 _INT_P = ctypes.POINTER(ctypes.c_int)
 
 
-class ClientLibraryError(Exception):
-    """libmariadb cannot be loaded on this worker."""
-
-
-class DbError(Exception):
-    """A MySQL error with its code (server error or CR_* client error)."""
-
-    def __init__(self, code: int, message: str):
-        self.errno = code
-        self.msg = message
-        super().__init__(f"{message} (error {code})")
 
 
 class Bind(ctypes.Structure):

@@ -17,13 +17,20 @@ import heapq
 import random
 import select
 import time
-from time import monotonic as _mono
 from dataclasses import dataclass, field
+from time import monotonic as _mono
 from typing import TYPE_CHECKING
 
 from services.common.histogram import Histogram
-
-from services.worker.driver.native.libmariadb import (WAIT_READ, WAIT_WRITE, Connection, DbError, Statement, hot, library)
+from services.worker.driver.native.libmariadb import (
+    WAIT_READ,
+    WAIT_WRITE,
+    Connection,
+    DbError,
+    Statement,
+    hot,
+    library,
+)
 from services.workload.statements import Generator
 
 if TYPE_CHECKING:

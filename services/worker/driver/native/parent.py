@@ -20,17 +20,17 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from services.common.errors import LoadError
 from services.common.histogram import Histogram
 from services.common.messages import Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
-
+from services.worker.driver.native.libmariadb import ClientLibraryError, DbError
 from services.worker.driver.native.loop import COUNTERS as _COUNTERS
 from services.worker.driver.native.loop import DRAIN_GRACE_S, Client, drive_clients
 from services.worker.driver.native.loop import kind_hist as _kind_hist
-from services.worker.driver.native.libmariadb import ClientLibraryError, DbError
 
 #: Seconds the parent gives the load processes to open every connection, per connection.
 CONNECT_BUDGET_S = 0.05
@@ -40,14 +40,6 @@ START_MARGIN_S = 0.1
 MAX_EVENTS_RUN_S = 24 * 3600.0
 
 
-
-class LoadError(Exception):
-    """The load could not run at all; ``code`` is the MySQL error code when there is one."""
-
-    def __init__(self, message: str, code: int | None = None):
-        self.message = message
-        self.code = code
-        super().__init__(message)
 
 
 @dataclass(frozen=True)

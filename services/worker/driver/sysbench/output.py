@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from services.common.errors import SysbenchOutputError
 from services.common.histogram import Histogram, bucket_of
 from services.common.messages import Latency, Series, Totals
 
@@ -25,13 +26,6 @@ _INTERVAL = re.compile(
 _QUEUE = re.compile(rf"^\[ *{_NUM}s \] queue length: (\d+), concurrency: (\d+)")
 _HIST_ROW = re.compile(rf"^\s*{_NUM} \|\**\s+(\d+)\s*$")
 
-
-class SysbenchOutputError(Exception):
-    """sysbench's output holds no final report; ``fatal`` carries its FATAL lines, if any."""
-
-    def __init__(self, message: str, fatal: list[str] | None = None):
-        self.fatal = fatal or []
-        super().__init__(message)
 
 
 @dataclass(frozen=True)

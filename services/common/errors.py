@@ -1,0 +1,159 @@
+"""Every error benchfleet raises on purpose, in one tree, so a caller catches one family.
+
+BenchfleetError
+ ├── UsageError          bad input from the user: a spec, a setting, a flag (exit 2)
+ │    ├── SpecError      a spec that cannot run (one FieldError per wrong field)
+ │    └── SettingsError  a setting no service can use (names the flag or variable)
+ ├── DecodeError         a message body that is not a message we understand
+ ├── ConnectError        a service we need is away or refused us (exit 3)
+ │    ├── BusError       RabbitMQ
+ │    └── StoreError     the results DB
+ │         └── StoreUnavailable  the results DB is away (not: it refused this write)
+ └── RunError            a run could not be measured (the run fails with the message)
+      ├── TargetError    a target that cannot be used as given (names the spec field)
+      │    └── BinaryNotFound  a managed target's server binary is not on this host
+      ├── LoadError      the load could not run (with the MySQL error code, if any)
+      │    ├── ClientLibraryError  libmariadb cannot be loaded
+      │    ├── FdLimitError        the hard RLIMIT_NOFILE is too low for the run
+      │    └── SysbenchOutputError sysbench's output holds no final report
+      └── DbError        one MySQL error of the native driver, with its code
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class BenchfleetError(Exception):
+    """Base of every error benchfleet raises on purpose; its text is fit for a user."""
+
+
+# -- the user's input ---------------------------------------------------------------------------
+
+
+class UsageError(BenchfleetError):
+    """Input a user must fix (a CLI exits 2 with it)."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One wrong field of a spec: its path (``targets[1].port``), why, and its YAML line."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def render(self, source: str) -> str:
+        where = f"{source}:{self.line}: " if self.line else f"{source}: "
+        # One line per error, whatever the user's value held (it may be quoted in the message).
+        message = "\\n".join(self.message.splitlines()) or self.message
+        return f"{where}{self.path or '(spec)'}: {message}"
+
+
+class SpecError(UsageError):
+    """A spec that cannot run; ``errors`` has one entry per wrong field."""
+
+    def __init__(self, source: str, errors: list[FieldError]):
+        self.source = source
+        self.errors = errors
+        super().__init__("\n".join(e.render(source) for e in errors))
+
+
+class SettingsError(UsageError, ValueError):
+    """A setting with a value no service can use; the message names the flag or variable."""
+
+
+# -- messages -----------------------------------------------------------------------------------
+
+
+class DecodeError(BenchfleetError):
+    """A message body that is not a message we understand; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+# -- services we talk to ------------------------------------------------------------------------
+
+
+class ConnectError(BenchfleetError):
+    """A service benchfleet needs is away or refused it (a CLI exits 3 with it)."""
+
+
+class BusError(ConnectError):
+    """The broker cannot be reached or refused a publish; the message says which."""
+
+
+class StoreError(ConnectError):
+    """The results DB cannot be reached or used; the message says which and where."""
+
+
+class StoreUnavailable(StoreError):
+    """The results DB is away (connection lost, refused, no database): wait and retry, never
+    blame the message being stored."""
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+class RunError(BenchfleetError):
+    """A run could not be measured; the run fails with this message."""
+
+
+class TargetError(RunError):
+    """A target that cannot be used as given; ``field`` names the spec field to fix."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+class BinaryNotFound(TargetError):
+    """A managed target's server binary (or its install script) is not on this host."""
+
+    def __init__(self, message: str, field: str = "binary"):
+        super().__init__(field, message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class LoadError(RunError):
+    """The load could not run at all; ``code`` is the MySQL error code when there is one."""
+
+    def __init__(self, message: str, code: int | None = None):
+        self.message = message
+        self.code = code
+        super().__init__(message)
+
+
+class ClientLibraryError(LoadError):
+    """libmariadb cannot be loaded on this worker."""
+
+
+class FdLimitError(LoadError):
+    """The hard RLIMIT_NOFILE is below what the run needs."""
+
+
+class SysbenchOutputError(LoadError):
+    """sysbench's output holds no final report; ``fatal`` carries its FATAL lines, if any."""
+
+    def __init__(self, message: str, fatal: list[str] | None = None):
+        self.fatal = fatal or []
+        super().__init__(message)
+
+
+class DbError(RunError):
+    """A MySQL error with its code (server error or CR_* client error)."""
+
+    def __init__(self, code: int, message: str):
+        self.errno = code
+        self.msg = message
+        super().__init__(f"{message} (error {code})")
+
+
+class CpuSplitError(TargetError):
+    """A CPU list that does not fit the worker; ``field`` is server_cpus or client_cpus."""
