@@ -11,7 +11,7 @@ import random
 from typing import Sequence
 
 from services.common.histogram import Histogram
-from services.common.messages import Cell, Latency, RunResult, Series, Totals
+from services.common.messages import Cell, Latency, RunResult, Series, ServerReport, Totals
 from services.common.spec import CampaignSpec
 
 #: Base q/s at one thread and queries per transaction, per workload (roughly this machine's).
@@ -84,7 +84,7 @@ def synthetic_results(spec: CampaignSpec, campaign_id: str, *, seconds: int = 30
                         latency=Latency(p50_ms=hist.percentile(50) / 1000, p95_ms=hist.percentile(95) / 1000,
                                         p99_ms=hist.percentile(99) / 1000, max_ms=hist.max_us / 1000,
                                         histogram=hist.to_wire()),
-                        server={"status_deltas": status, "server_cpu_s": 0.9 * seconds, "client_cpu_s": 0.6 * seconds}
+                        server=ServerReport(status_deltas=status, server_cpu_s=0.9 * seconds, client_cpu_s=0.6 * seconds)
                         if with_status else {},
                     ))
     return out

@@ -16,7 +16,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from services.common.errors import DecodeError
-from services.common.spec import DataShape, Target, WorkloadSpec
+from services.common.spec import DataShape, ServerOptionValue, Target, WorkloadSpec
 
 RUN_SCHEMA = "benchfleet.run/1"
 EVENT_SCHEMA = "benchfleet.run-event/1"
@@ -126,6 +126,41 @@ class Latency(_Message):
     by_kind: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
+class ServerReport(_Message):
+    """What the server did during a run's measured interval, and what it was (``server`` of a
+    result). Managed-target fields stay None for dsn targets; CPU seconds need the server's
+    process on the worker's host, so dsn targets have no server CPU."""
+
+    kind: Literal["dsn", "managed"] | None = None
+    #: What answered: ``SELECT VERSION(), @@version_comment``.
+    version: str | None = None
+    version_comment: str | None = None
+    #: The effective value of every option the spec set (``SHOW GLOBAL VARIABLES``).
+    variables: dict[str, str | None] = Field(default_factory=dict)
+    identity_error: str | None = None
+    #: Managed targets: the binary, the spec's options, the pinning, the start (template copy
+    #: to ready, or reuse of the previous run's server).
+    binary: str | None = None
+    options: dict[str, ServerOptionValue] = Field(default_factory=dict)
+    server_cpus: str | None = None
+    client_cpus: str | None = None
+    reused: bool | None = None
+    start_s: float | None = None
+    pid: int | None = None
+    port: int | None = None
+    #: SHOW GLOBAL STATUS over the measured interval: counter deltas, gauges at its end.
+    status_deltas: dict[str, int] = Field(default_factory=dict)
+    status_end: dict[str, int] = Field(default_factory=dict)
+    status_samples: int = 0
+    threads_running_peak: int | None = None
+    status_error: str | None = None
+    #: CPU seconds over the measured interval (server: from /proc, managed targets only).
+    server_cpu_s: float | None = None
+    client_cpu_s: float | None = None
+    server_cpu_us_per_query: float | None = None
+    client_cpu_us_per_query: float | None = None
+
+
 class RunResult(_Message):
     """What one run measured. ``status`` is ok, failed (with ``error``) or cancelled."""
 
@@ -148,7 +183,7 @@ class RunResult(_Message):
     errors_by_code: dict[str, int] = Field(default_factory=dict)
     series: Series = Series()
     latency: Latency = Latency()
-    server: dict[str, Any] = Field(default_factory=dict)
+    server: ServerReport = ServerReport()
     versions: dict[str, str] = Field(default_factory=dict)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

@@ -125,7 +125,7 @@ def test_status_deltas_interpolate_between_samples():
     sampler = server_info.StatusSampler({})
     sampler.samples = samples
     report = sampler.report(10.5, 12.0)
-    assert report["server_cpu_s"] == 1.5 and report["status_deltas"]["Questions"] == 1500
+    assert report.server_cpu_s == 1.5 and report.status_deltas["Questions"] == 1500
 
 
 def test_proc_stat_cpu_seconds():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from services.common import logs, server_options
@@ -104,7 +105,28 @@ def read_proc_cpu(pid: int) -> float | None:
         return None
 
 
-def server_identity(params: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ServerIdentity:
+    """What answered: its version, and the effective value of every option the spec set."""
+
+    version: str
+    version_comment: str
+    variables: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """What SHOW GLOBAL STATUS (and /proc) said about the measured interval."""
+
+    status_deltas: dict[str, int]
+    status_end: dict[str, int]
+    status_samples: int
+    threads_running_peak: int | None
+    server_cpu_s: float | None
+    status_error: str | None
+
+
+def server_identity(params: Mapping[str, Any], options: Mapping[str, Any]) -> ServerIdentity:
     """Server version and the effective value of every option the spec set."""
     conn = connect(params)
     try:
@@ -122,7 +144,7 @@ def server_identity(params: Mapping[str, Any], options: Mapping[str, Any]) -> di
         effective = {}
         for spec_name, var in names.items():
             effective[spec_name] = values.get(var, values.get(var.removeprefix("skip_")))
-        return {"version": str(version), "version_comment": str(comment), "variables": effective}
+        return ServerIdentity(str(version), str(comment), effective)
     finally:
         conn.close()
 
@@ -183,20 +205,16 @@ class StatusSampler:
             except Exception as e:
                 self.error = self.error or f"{type(e).__name__}: {e}"
 
-    def report(self, t0: float, t1: float) -> dict[str, Any]:
+    def report(self, t0: float, t1: float) -> StatusReport:
         """What the server did between wall times ``t0`` and ``t1`` (the measured interval)."""
-        out: dict[str, Any] = {"status_deltas": status_deltas(self.samples, t0, t1),
-                               "threads_running_peak": peak(self.samples, t0, t1),
-                               "status_end": {}, "status_samples": len(self.samples)}
-        end = _value_at
+        end = {}
         for g in GAUGES:
-            v = end(self.samples, t1, lambda s: s[1].get(g))
+            v = _value_at(self.samples, t1, lambda s: s[1].get(g))
             if v is not None:
-                out["status_end"][g] = int(round(v))
+                end[g] = int(round(v))
         a = _value_at(self.samples, t0, lambda s: s[2])
         b = _value_at(self.samples, t1, lambda s: s[2])
-        if a is not None and b is not None:
-            out["server_cpu_s"] = round(b - a, 3)
-        if self.error:
-            out["status_error"] = self.error
-        return out
+        return StatusReport(status_deltas=status_deltas(self.samples, t0, t1), status_end=end,
+                            status_samples=len(self.samples), threads_running_peak=peak(self.samples, t0, t1),
+                            server_cpu_s=round(b - a, 3) if a is not None and b is not None else None,
+                            status_error=self.error)

@@ -1,27 +1,20 @@
 """The server side of one run: reach (or start) the target, then record what the server did.
 
 The runner calls open_target() before preparing tables, wraps the load in sampling(), and
-puts report() into the result's ``server`` field:
-
-  kind, version, version_comment      what answered
-  options, variables                  the spec's options and their effective values
-  binary, server_cpus, client_cpus,   managed targets only: the build, the pinning, the start
-  start_s, reused, pid                (template copy to ready) or reuse of the previous run's
-  status_deltas, status_end,          SHOW GLOBAL STATUS over the measured interval
-  threads_running_peak
-  server_cpu_s, client_cpu_s,         CPU seconds over the measured interval (server: /proc,
-  server_cpu_us_per_query, ...        managed targets only)
+puts report() (a ServerReport) into the result's ``server`` field.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from services.common import logs, server_options
 from services.common.errors import TargetError
+from services.common.messages import ServerReport
 from services.common.spec import DataShape, ManagedTarget
+from services.worker.driver.contract import LoadOutcome
 from services.worker.target import dsn, info, managed
 
 log = logs.get(__name__)
@@ -29,10 +22,15 @@ log = logs.get(__name__)
 
 @dataclass
 class TargetSession:
+    """One run's target: how to connect, the client CPUs, and what is known of the server."""
+
     params: dict[str, Any]
     client_cpus: list[int] | None
     server: managed.ManagedServer | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+    #: What the report says before the load: the kind, and for managed targets the start.
+    base: ServerReport = ServerReport(kind="dsn")
+    identity: info.ServerIdentity | None = None
+    identity_error: str | None = None
     sampler: info.StatusSampler | None = None
 
 
@@ -44,16 +42,16 @@ def open_target(servers: managed.ServerManager | None, spec_target: Any, data: D
         if servers is None:
             raise TargetError("kind", "this worker was started without managed servers")
         server = servers.ensure(spec_target, data, client_cpus)
-        info = {"kind": "managed", "binary": str(server.binary), "options": dict(spec_target.options),
-                "server_cpus": server_options.format_cpus(server.server_cpus),
-                "client_cpus": server_options.format_cpus(server.client_cpus),
-                "reused": server.reused, "start_s": round(server.start_s, 3), "pid": server.pid,
-                "port": server.port}
-        return TargetSession(server.connect_params(), server.client_cpus, server, info)
+        base = ServerReport(kind="managed", binary=str(server.binary), options=dict(spec_target.options),
+                            server_cpus=server_options.format_cpus(server.server_cpus),
+                            client_cpus=server_options.format_cpus(server.client_cpus),
+                            reused=server.reused, start_s=round(server.start_s, 3), pid=server.pid,
+                            port=server.port)
+        return TargetSession(server.connect_params(), server.client_cpus, server, base)
     # A dsn run must have the machine alone: stop a managed server left by earlier runs.
     if servers is not None:
         servers.release()
-    return TargetSession(dsn.connect_params(spec_target), client_cpus, None, {"kind": "dsn"})
+    return TargetSession(dsn.connect_params(spec_target), client_cpus)
 
 
 @contextlib.contextmanager
@@ -61,9 +59,9 @@ def sampling(session: TargetSession) -> Iterator[None]:
     """Sample the server's status (and CPU) while the load runs."""
     options = session.server.target.options if session.server is not None else {}
     try:
-        session.info.update(info.server_identity(session.params, options))
+        session.identity = info.server_identity(session.params, options)
     except Exception as e:  # extra information: a server that answers the load must not fail for it
-        session.info["identity_error"] = f"{type(e).__name__}: {e}"
+        session.identity_error = f"{type(e).__name__}: {e}"
     session.sampler = info.StatusSampler(
         session.params, server_pid=session.server.pid if session.server is not None else None).start()
     try:
@@ -72,20 +70,23 @@ def sampling(session: TargetSession) -> Iterator[None]:
         session.sampler.stop()
 
 
-def report(session: TargetSession, outcome: Any) -> dict[str, Any]:
-    """The result's ``server`` field for a finished load ``outcome`` (a loadgen.LoadOutcome)."""
-    out = dict(session.info)
+def report(session: TargetSession, outcome: LoadOutcome) -> ServerReport:
+    """The result's ``server`` field for a finished load ``outcome``."""
+    out: dict[str, Any] = {"identity_error": session.identity_error}
+    if session.identity is not None:
+        out.update(version=session.identity.version, version_comment=session.identity.version_comment,
+                   variables=session.identity.variables)
     t0 = outcome.started_at + outcome.warmup_s
-    t1 = t0 + outcome.measured_s
     if session.sampler is not None and outcome.measured_s > 0:
-        out.update(session.sampler.report(t0, t1))
-    client_cpu = getattr(outcome, "client_cpu_s", None)
-    if client_cpu is not None:
-        out["client_cpu_s"] = round(client_cpu, 3)
+        st = session.sampler.report(t0, t0 + outcome.measured_s)
+        out.update(status_deltas=st.status_deltas, status_end=st.status_end, status_samples=st.status_samples,
+                   threads_running_peak=st.threads_running_peak, server_cpu_s=st.server_cpu_s,
+                   status_error=st.status_error)
+    out["client_cpu_s"] = round(outcome.client_cpu_s, 3)
     queries = outcome.totals.queries
     if queries:
-        if "server_cpu_s" in out:
+        if out.get("server_cpu_s") is not None:
             out["server_cpu_us_per_query"] = round(1e6 * out["server_cpu_s"] / queries, 2)
-        if client_cpu:
-            out["client_cpu_us_per_query"] = round(1e6 * client_cpu / queries, 2)
-    return out
+        if outcome.client_cpu_s:
+            out["client_cpu_us_per_query"] = round(1e6 * outcome.client_cpu_s / queries, 2)
+    return session.base.model_copy(update=out)

@@ -27,6 +27,7 @@ from services.common.errors import LoadError
 from services.common.histogram import Histogram
 from services.common.messages import Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
+from services.worker.driver.contract import LoadOutcome
 from services.worker.driver.native.libmariadb import ClientLibraryError, DbError
 from services.worker.driver.native.loop import COUNTERS as _COUNTERS
 from services.worker.driver.native.loop import DRAIN_GRACE_S, Client, drive_clients
@@ -42,24 +43,6 @@ MAX_EVENTS_RUN_S = 24 * 3600.0
 
 
 
-@dataclass(frozen=True)
-class LoadOutcome:
-    """What one run measured, over the measured interval only."""
-
-    totals: Totals
-    series: Series
-    latency: Latency
-    errors_by_code: dict[str, int]
-    warmup_s: float
-    measured_s: float
-    started_at: float
-    ended_at: float
-    #: CPU seconds the load processes used during the measured interval (user + system).
-    client_cpu_s: float = 0.0
-
-    @property
-    def client_cpu_us_per_query(self) -> float:
-        return 1e6 * self.client_cpu_s / self.totals.queries if self.totals.queries else 0.0
 
 
 @dataclass(frozen=True)

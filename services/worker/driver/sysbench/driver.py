@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 from services.common.messages import Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
-from services.worker.driver.native.parent import LoadError, LoadOutcome
+from services.worker.driver.contract import LoadError, LoadOutcome
 from services.worker.driver.sysbench import output as so
 
 #: The binary and the Debian package that ships it (named in the error when it is missing).
