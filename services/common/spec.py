@@ -24,12 +24,7 @@ from pydantic import (
 from services.common import server_options
 from services.common.durations import format_duration, parse_duration
 from services.common.server_options import CPU_LIST_PATTERN
-from services.workload.catalogue import (
-    NATIVE_IMPLEMENTED,
-    RAND_TYPES,
-    WORKLOADS,
-    canonical_name,
-)
+from services.workload.registry import RAND_TYPES, WORKLOADS, canonical_name
 
 SPEC_VERSION = 1
 
@@ -196,7 +191,7 @@ class WorkloadSpec(_Frozen):
 
     @model_validator(mode="after")
     def _options_known(self) -> "WorkloadSpec":
-        accepted = WORKLOADS[canonical_name(self.name)]
+        accepted = WORKLOADS[canonical_name(self.name)].options
         for key, value in self.options.items():
             if key not in accepted:
                 raise ValueError(f"options.{key}: not an option of {self.name} (accepted: {', '.join(sorted(accepted))})")
@@ -226,7 +221,7 @@ class WorkloadSpec(_Frozen):
 
     def option(self, key: str) -> Any:
         """The effective value of a sysbench option: the override, else sysbench's default."""
-        return self.options.get(key, WORKLOADS[self.canonical][key])
+        return self.options.get(key, WORKLOADS[self.canonical].options[key])
 
 
 class CampaignSpec(_Frozen):
@@ -280,13 +275,6 @@ class CampaignSpec(_Frozen):
         dup = sorted({k for k in keys if keys.count(k) > 1})
         if dup:
             raise ValueError(f"workloads: repeated {', '.join(dup)}; give each a distinct label")
-        if self.driver == "native":
-            missing = sorted({w.name for w in self.workloads if w.canonical not in NATIVE_IMPLEMENTED})
-            if missing:
-                raise ValueError(
-                    f"workloads: {', '.join(missing)} not supported by the native driver yet "
-                    f"(supported: {', '.join(sorted(NATIVE_IMPLEMENTED))})"
-                )
         if self.driver == "sysbench":
             zipf = sorted({w.key for w in self.workloads if w.option("rand_type") == "zipfian"})
             if zipf:

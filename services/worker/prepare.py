@@ -20,8 +20,8 @@ import numpy as np
 
 from services.common.spec import IDENT_PATTERN, DataShape, WorkloadSpec
 from services.worker.target.dsn import connect
-from services.workload.catalogue import WORKLOADS
 from services.workload.distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
+from services.workload.registry import definition
 
 #: Where the shape of prepared tables is remembered, beside the tables themselves.
 SHAPE_TABLE = "benchfleet_shape"
@@ -84,8 +84,8 @@ def _existing(cur: Any, database: str) -> set[str]:
 
 def auto_inc_of(workload: WorkloadSpec) -> bool | None:
     """The auto_inc a workload needs its tables prepared with, or None when it does not care
-    (the select_random_* tests only read, and benchfleet's catalogue has no auto_inc for them)."""
-    if "auto_inc" not in WORKLOADS[workload.canonical]:
+    (the select_random_* tests only read and have no auto_inc option)."""
+    if not definition(workload.canonical).table_auto_inc:
         return None
     return bool(workload.option("auto_inc"))
 

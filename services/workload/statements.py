@@ -1,5 +1,7 @@
-"""sysbench 1.0.20's OLTP transactions as data: which statements one event runs, with what
-parameters, so the load loop only executes them.
+"""What every workload's transactions are made of: sysbench's SQL, its column values, its unique
+ids, and the Generator that draws one transaction at a time for one client thread. The
+workloads themselves (which statements an event runs) are registered in oltp.py and
+random_select.py.
 
 A transaction is a list of ``(kind, sql, params)``: ``kind`` is read, write or other (how
 sysbench counts it), ``sql`` the statement with ``?`` placeholders, ``params`` the values
@@ -11,17 +13,30 @@ Pure: no database import, so tests feed literal seeds and check literal statemen
 from __future__ import annotations
 
 import random
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-from services.common.spec import DataShape, WorkloadSpec
 from services.workload import distributions
+from services.workload.registry import OTHER, READ, WRITE, Op, Transaction, definition
 
-READ = "read"
-WRITE = "write"
-OTHER = "other"
 
-Op = tuple[str, str, Optional[tuple]]
-Transaction = list[Op]
+class WorkloadOptions(Protocol):
+    """What the generator reads of a workload (services.common.spec.WorkloadSpec has it)."""
+
+    @property
+    def canonical(self) -> str: ...
+
+    def option(self, key: str) -> Any: ...
+
+
+class TableShape(Protocol):
+    """What the generator reads of the table shape (services.common.spec.DataShape has it)."""
+
+    @property
+    def tables(self) -> int: ...
+
+    @property
+    def table_size(self) -> int: ...
+
 
 #: oltp_common.lua's stmt_defs: statement key -> (kind, template with %u for the table).
 STATEMENTS: dict[str, tuple[str, str]] = {
@@ -37,7 +52,7 @@ STATEMENTS: dict[str, tuple[str, str]] = {
 }
 BEGIN: Op = (OTHER, "BEGIN", ())
 COMMIT: Op = (OTHER, "COMMIT", ())
-_RANGES = ("simple_ranges", "sum_ranges", "order_ranges", "distinct_ranges")
+RANGES = ("simple_ranges", "sum_ranges", "order_ranges", "distinct_ranges")
 
 
 def c_value(rng: random.Random) -> str:
@@ -84,11 +99,12 @@ class Generator:
     slice of the key range as sysbench does (sysbench.tid % threads).
     """
 
-    def __init__(self, workload: WorkloadSpec, data: DataShape, *, thread_id: int = 0,
+    def __init__(self, workload: WorkloadOptions, data: TableShape, *, thread_id: int = 0,
                  threads: int = 1, seed_rng: random.Random | None = None):
-        name = workload.canonical
-        if name not in _BUILDERS:
-            raise ValueError(f"workload {name} has no native implementation")
+        try:
+            self.definition = definition(workload.canonical)
+        except KeyError:
+            raise ValueError(f"workload {workload.canonical} has no native implementation") from None
         self.workload = workload
         self.data = data
         self.draw = distributions.by_name(str(workload.option("rand_type")))
@@ -97,7 +113,7 @@ class Generator:
         self.sql = {key: [tpl % t for t in range(data.tables + 1)] for key, (_, tpl) in STATEMENTS.items()}
         #: The next transaction from a random stream; the load loop calls this directly, one call
         #: less per transaction than going through __call__.
-        self.event: Callable[[random.Random], Transaction] = _BUILDERS[name](self, thread_id, threads)
+        self.event: Callable[[random.Random], Transaction] = self.definition.build(self, thread_id, threads)
 
     def __call__(self, rng: random.Random) -> Transaction:
         return self.event(rng)
@@ -105,7 +121,7 @@ class Generator:
     def statements(self) -> list[str]:
         """Every prepared statement this workload may execute (each connection prepares these
         up front, like sysbench's thread_init)."""
-        return [s for s in _PREPARED[self.workload.canonical](self) if s]
+        return [s for s in self.definition.prepared(self) if s]
 
     # -- pieces shared by the oltp_* events (oltp_common.lua's execute_* functions) --
 
@@ -116,225 +132,11 @@ class Generator:
         return self.draw(r, 1, self.data.table_size)
 
 
-def _trx(g: Generator) -> bool:
-    return not g.workload.option("skip_trx")
-
-
-def _counts(g: Generator) -> dict[str, int]:
-    return {k: int(g.workload.option(k)) for k in
-            ("point_selects", "index_updates", "non_index_updates", "delete_inserts", *_RANGES)}
-
-
-def _point_selects(g: Generator, n: int, r: Callable[[], float], out: Transaction) -> None:
-    if n <= 0:
-        return
-    sql = g.sql["point_selects"][g._table(r)]
-    for _ in range(n):
-        out.append((READ, sql, (g._id(r),)))
-
-
-def _ranges(g: Generator, counts: dict[str, int], r: Callable[[], float], out: Transaction) -> None:
-    span = int(g.workload.option("range_size")) - 1
-    for key in _RANGES:
-        if counts[key] <= 0:
-            continue
-        sql = g.sql[key][g._table(r)]
-        for _ in range(counts[key]):
-            i = g._id(r)
-            out.append((READ, sql, (i, i + span)))
-
-
-def _writes(g: Generator, counts: dict[str, int], rng: random.Random, out: Transaction) -> None:
-    r = rng.random
-    if counts["index_updates"] > 0:
-        sql = g.sql["index_updates"][g._table(r)]
-        for _ in range(counts["index_updates"]):
-            out.append((WRITE, sql, (g._id(r),)))
-    if counts["non_index_updates"] > 0:
-        sql = g.sql["non_index_updates"][g._table(r)]
-        for _ in range(counts["non_index_updates"]):
-            out.append((WRITE, sql, (c_value(rng), g._id(r))))
-    if counts["delete_inserts"] > 0:
-        t = g._table(r)
-        delete, insert = g.sql["deletes"][t], g.sql["inserts"][t]
-        for _ in range(counts["delete_inserts"]):
-            i, k = g._id(r), g._id(r)
-            out.append((WRITE, delete, (i,)))
-            out.append((WRITE, insert, (i, k, c_value(rng), pad_value(rng))))
-
-
-def _build_point_select(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
-    # oltp_point_select forces point_selects=1 and never wraps it in BEGIN/COMMIT.
-    by_table = g.sql["point_selects"]
-    tables, size, draw = g.data.tables, g.data.table_size, g.draw
-
-    def event(rng: random.Random) -> Transaction:
-        r = rng.random
-        return [(READ, by_table[1 + int(r() * tables)], (draw(r, 1, size),))]
-
-    return event
-
-
-def _build_oltp(reads: bool, writes: bool) -> Callable[[Generator, int, int], Callable[[random.Random], Transaction]]:
-    def build(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
-        counts, trx = _counts(g), _trx(g)
-        range_selects = bool(g.workload.option("range_selects"))
-
-        def event(rng: random.Random) -> Transaction:
-            r = rng.random
-            out: Transaction = [BEGIN] if trx else []
-            if reads:
-                _point_selects(g, counts["point_selects"], r, out)
-                if range_selects:
-                    _ranges(g, counts, r, out)
-            if writes:
-                _writes(g, counts, rng, out)
-            if trx:
-                out.append(COMMIT)
-            return out
-
-        return event
-
-    return build
-
-
-def _build_single_write(key: str) -> Callable[[Generator, int, int], Callable[[random.Random], Transaction]]:
-    # oltp_update_index / oltp_update_non_index: the execute_* function alone, no BEGIN/COMMIT.
-    def build(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
-        n = int(g.workload.option(key))
-
-        def event(rng: random.Random) -> Transaction:
-            r = rng.random
-            out: Transaction = []
-            sql = g.sql[key][g._table(r)]
-            for _ in range(n):
-                params = (g._id(r),) if key == "index_updates" else (c_value(rng), g._id(r))
-                out.append((WRITE, sql, params))
-            return out
-
-        return event
-
-    return build
-
-
-def _build_delete(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
-    def event(rng: random.Random) -> Transaction:
-        r = rng.random
-        return [(WRITE, g.sql["deletes"][g._table(r)], (g._id(r),))]
-
-    return event
-
-
-def _build_insert(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
-    # sysbench sends these as text: with auto_inc the id 0 asks the server for the next value;
-    # without it, a unique uint32 shifted into the signed INT range.
-    auto_inc = bool(g.workload.option("auto_inc"))
-
-    def event(rng: random.Random) -> Transaction:
-        r = rng.random
-        table = g._table(r)
-        k = g._id(r)
-        i = 0 if auto_inc else g._unique.next() - 2147483648
-        sql = (f"INSERT INTO sbtest{table} (id, k, c, pad) VALUES "
-               f"({i}, {k}, '{c_value(rng)}', '{pad_value(rng)}')")
-        return [(WRITE, sql, None)]
-
-    return event
-
-
-def _slice(g: Generator, thread_id: int, threads: int) -> tuple[int, int]:
-    # Lua computes these as floats and the C call truncates them to uint32.
-    rlen = g.data.table_size / max(1, threads)
-    rmin = rlen * (thread_id % max(1, threads))
-    return int(rmin), int(rmin + rlen)
-
-
-def _random_points_sql(n: int) -> str:
-    return f"SELECT id, k, c, pad FROM sbtest1 WHERE k IN ({', '.join(['?'] * n)})"
-
-
-def _random_ranges_sql(n: int) -> str:
-    return "SELECT count(k) FROM sbtest1 WHERE " + " OR ".join(["k BETWEEN ? AND ?"] * n)
-
-
-def _build_random_points(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
-    lo, hi = _slice(g, thread_id, threads)
-    n = int(g.workload.option("random_points"))
-    sql, draw = _random_points_sql(n), g.draw
-
-    def event(rng: random.Random) -> Transaction:
-        r = rng.random
-        return [(READ, sql, tuple(draw(r, lo, hi) for _ in range(n)))]
-
-    return event
-
-
-def _build_random_ranges(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
-    lo, hi = _slice(g, thread_id, threads)
-    n, delta = int(g.workload.option("number_of_ranges")), int(g.workload.option("delta"))
-    sql, draw = _random_ranges_sql(n), g.draw
-
-    def event(rng: random.Random) -> Transaction:
-        r = rng.random
-        params: list[int] = []
-        for _ in range(n):
-            v = draw(r, lo, hi)
-            params += (v, v + delta)
-        return [(READ, sql, tuple(params))]
-
-    return event
-
-
-_BUILDERS: dict[str, Callable[[Generator, int, int], Callable[[random.Random], Transaction]]] = {
-    "oltp_point_select": _build_point_select,
-    "oltp_read_only": _build_oltp(reads=True, writes=False),
-    "oltp_read_write": _build_oltp(reads=True, writes=True),
-    "oltp_write_only": _build_oltp(reads=False, writes=True),
-    "oltp_update_index": _build_single_write("index_updates"),
-    "oltp_update_non_index": _build_single_write("non_index_updates"),
-    "oltp_delete": _build_delete,
-    "oltp_insert": _build_insert,
-    "select_random_points": _build_random_points,
-    "select_random_ranges": _build_random_ranges,
-}
-
-
-def _per_table(g: Generator, keys: Sequence[str]) -> list[str]:
+def per_table(g: Generator, keys: Sequence[str]) -> list[str]:
+    """The statements ``keys`` for every table, as a connection prepares them."""
     return [g.sql[k][t] for k in keys for t in range(1, g.data.tables + 1)]
 
 
-def _oltp_prepared(reads: bool, writes: bool) -> Callable[[Generator], list[str]]:
-    def statements(g: Generator) -> list[str]:
-        keys: list[str] = []
-        if reads:
-            keys.append("point_selects")
-            if g.workload.option("range_selects"):
-                keys += _RANGES
-        if writes:
-            keys += ["index_updates", "non_index_updates", "deletes", "inserts"]
-        trx = ["BEGIN", "COMMIT"] if _trx(g) else []
-        return trx + _per_table(g, keys)
-
-    return statements
-
-
-_PREPARED: dict[str, Callable[[Generator], list[str]]] = {
-    "oltp_point_select": lambda g: _per_table(g, ["point_selects"]),
-    "oltp_read_only": _oltp_prepared(reads=True, writes=False),
-    "oltp_read_write": _oltp_prepared(reads=True, writes=True),
-    "oltp_write_only": _oltp_prepared(reads=False, writes=True),
-    "oltp_update_index": lambda g: _per_table(g, ["index_updates"]),
-    "oltp_update_non_index": lambda g: _per_table(g, ["non_index_updates"]),
-    "oltp_delete": lambda g: _per_table(g, ["deletes"]),
-    "oltp_insert": lambda g: [],
-    "select_random_points": lambda g: [_random_points_sql(int(g.workload.option("random_points")))],
-    "select_random_ranges": lambda g: [_random_ranges_sql(int(g.workload.option("number_of_ranges")))],
-}
-
-#: Every workload this module can generate.
-IMPLEMENTED: frozenset[str] = frozenset(_BUILDERS)
-
-
-def transaction(rng: random.Random, workload: WorkloadSpec, data: DataShape) -> Transaction:
+def transaction(rng: random.Random, workload: WorkloadOptions, data: TableShape) -> Transaction:
     """One transaction of ``workload`` (convenience for tests; loops keep a Generator)."""
     return Generator(workload, data)(rng)

@@ -104,7 +104,7 @@ def test_not_yaml_and_not_a_mapping():
 
 def test_every_catalogue_workload_and_2010_name_validates():
     """Each sysbench 1.0 test and each 2010 name is accepted by the spec and the native driver."""
-    from services.workload.catalogue import ALIASES_2010, WORKLOADS
+    from services.workload.registry import ALIASES_2010, WORKLOADS
 
     for name in [*WORKLOADS, *ALIASES_2010]:
         assert parse_spec(replace("oltp_point_select,", f"{name},")).workloads[0].name == name

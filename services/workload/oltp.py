@@ -1,0 +1,181 @@
+"""sysbench 1.0.20's oltp_* tests: which statements one event runs, with what parameters
+(oltp_common.lua's execute_* functions and each test's event())."""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from services.workload.registry import OLTP_OPTIONS, READ, WRITE, Transaction, register
+from services.workload.statements import (
+    BEGIN,
+    COMMIT,
+    RANGES,
+    Generator,
+    c_value,
+    pad_value,
+    per_table,
+)
+
+
+def _trx(g: Generator) -> bool:
+    return not g.workload.option("skip_trx")
+
+
+def _counts(g: Generator) -> dict[str, int]:
+    return {k: int(g.workload.option(k)) for k in
+            ("point_selects", "index_updates", "non_index_updates", "delete_inserts", *RANGES)}
+
+
+def _point_selects(g: Generator, n: int, r: Callable[[], float], out: Transaction) -> None:
+    if n <= 0:
+        return
+    sql = g.sql["point_selects"][g._table(r)]
+    for _ in range(n):
+        out.append((READ, sql, (g._id(r),)))
+
+
+def _ranges(g: Generator, counts: dict[str, int], r: Callable[[], float], out: Transaction) -> None:
+    span = int(g.workload.option("range_size")) - 1
+    for key in RANGES:
+        if counts[key] <= 0:
+            continue
+        sql = g.sql[key][g._table(r)]
+        for _ in range(counts[key]):
+            i = g._id(r)
+            out.append((READ, sql, (i, i + span)))
+
+
+def _writes(g: Generator, counts: dict[str, int], rng: random.Random, out: Transaction) -> None:
+    r = rng.random
+    if counts["index_updates"] > 0:
+        sql = g.sql["index_updates"][g._table(r)]
+        for _ in range(counts["index_updates"]):
+            out.append((WRITE, sql, (g._id(r),)))
+    if counts["non_index_updates"] > 0:
+        sql = g.sql["non_index_updates"][g._table(r)]
+        for _ in range(counts["non_index_updates"]):
+            out.append((WRITE, sql, (c_value(rng), g._id(r))))
+    if counts["delete_inserts"] > 0:
+        t = g._table(r)
+        delete, insert = g.sql["deletes"][t], g.sql["inserts"][t]
+        for _ in range(counts["delete_inserts"]):
+            i, k = g._id(r), g._id(r)
+            out.append((WRITE, delete, (i,)))
+            out.append((WRITE, insert, (i, k, c_value(rng), pad_value(rng))))
+
+
+def _build_point_select(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
+    # oltp_point_select forces point_selects=1 and never wraps it in BEGIN/COMMIT.
+    by_table = g.sql["point_selects"]
+    tables, size, draw = g.data.tables, g.data.table_size, g.draw
+
+    def event(rng: random.Random) -> Transaction:
+        r = rng.random
+        return [(READ, by_table[1 + int(r() * tables)], (draw(r, 1, size),))]
+
+    return event
+
+
+def _build_oltp(reads: bool, writes: bool) -> Callable[[Generator, int, int], Callable[[random.Random], Transaction]]:
+    def build(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
+        counts, trx = _counts(g), _trx(g)
+        range_selects = bool(g.workload.option("range_selects"))
+
+        def event(rng: random.Random) -> Transaction:
+            r = rng.random
+            out: Transaction = [BEGIN] if trx else []
+            if reads:
+                _point_selects(g, counts["point_selects"], r, out)
+                if range_selects:
+                    _ranges(g, counts, r, out)
+            if writes:
+                _writes(g, counts, rng, out)
+            if trx:
+                out.append(COMMIT)
+            return out
+
+        return event
+
+    return build
+
+
+def _build_single_write(key: str) -> Callable[[Generator, int, int], Callable[[random.Random], Transaction]]:
+    # oltp_update_index / oltp_update_non_index: the execute_* function alone, no BEGIN/COMMIT.
+    def build(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
+        n = int(g.workload.option(key))
+
+        def event(rng: random.Random) -> Transaction:
+            r = rng.random
+            out: Transaction = []
+            sql = g.sql[key][g._table(r)]
+            for _ in range(n):
+                params = (g._id(r),) if key == "index_updates" else (c_value(rng), g._id(r))
+                out.append((WRITE, sql, params))
+            return out
+
+        return event
+
+    return build
+
+
+def _build_delete(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
+    def event(rng: random.Random) -> Transaction:
+        r = rng.random
+        return [(WRITE, g.sql["deletes"][g._table(r)], (g._id(r),))]
+
+    return event
+
+
+def _build_insert(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
+    # sysbench sends these as text: with auto_inc the id 0 asks the server for the next value;
+    # without it, a unique uint32 shifted into the signed INT range.
+    auto_inc = bool(g.workload.option("auto_inc"))
+
+    def event(rng: random.Random) -> Transaction:
+        r = rng.random
+        table = g._table(r)
+        k = g._id(r)
+        i = 0 if auto_inc else g._unique.next() - 2147483648
+        sql = (f"INSERT INTO sbtest{table} (id, k, c, pad) VALUES "
+               f"({i}, {k}, '{c_value(rng)}', '{pad_value(rng)}')")
+        return [(WRITE, sql, None)]
+
+    return event
+
+
+def _oltp_prepared(reads: bool, writes: bool) -> Callable[[Generator], list[str]]:
+    def statements(g: Generator) -> list[str]:
+        keys: list[str] = []
+        if reads:
+            keys.append("point_selects")
+            if g.workload.option("range_selects"):
+                keys += RANGES
+        if writes:
+            keys += ["index_updates", "non_index_updates", "deletes", "inserts"]
+        trx = ["BEGIN", "COMMIT"] if _trx(g) else []
+        return trx + per_table(g, keys)
+
+    return statements
+
+
+# -- the registry: one entry per workload ----------------------------------------------------------
+
+_OLTP = "sysbench 1.0.20 src/lua/oltp_common.lua and "
+
+register("oltp_point_select", options=OLTP_OPTIONS, source=_OLTP + "oltp_point_select.lua",
+         prepared=lambda g: per_table(g, ["point_selects"]))(_build_point_select)
+register("oltp_read_only", options=OLTP_OPTIONS, source=_OLTP + "oltp_read_only.lua",
+         prepared=_oltp_prepared(reads=True, writes=False))(_build_oltp(reads=True, writes=False))
+register("oltp_read_write", options=OLTP_OPTIONS, source=_OLTP + "oltp_read_write.lua",
+         prepared=_oltp_prepared(reads=True, writes=True))(_build_oltp(reads=True, writes=True))
+register("oltp_write_only", options=OLTP_OPTIONS, source=_OLTP + "oltp_write_only.lua",
+         prepared=_oltp_prepared(reads=False, writes=True))(_build_oltp(reads=False, writes=True))
+register("oltp_update_index", options=OLTP_OPTIONS, source=_OLTP + "oltp_update_index.lua",
+         prepared=lambda g: per_table(g, ["index_updates"]))(_build_single_write("index_updates"))
+register("oltp_update_non_index", options=OLTP_OPTIONS, source=_OLTP + "oltp_update_non_index.lua",
+         prepared=lambda g: per_table(g, ["non_index_updates"]))(_build_single_write("non_index_updates"))
+register("oltp_delete", options=OLTP_OPTIONS, source=_OLTP + "oltp_delete.lua",
+         prepared=lambda g: per_table(g, ["deletes"]))(_build_delete)
+register("oltp_insert", options=OLTP_OPTIONS, source=_OLTP + "oltp_insert.lua",
+         prepared=lambda g: [])(_build_insert)
