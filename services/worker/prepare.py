@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import mysql.connector
 import numpy as np
 
+from services.common.errors import DbError
 from services.common.spec import IDENT_PATTERN, DataShape, WorkloadSpec
 from services.worker.target.dsn import connect
 from services.workload.distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
@@ -94,7 +95,14 @@ def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0, aut
     """Create the database and sbtest1..N for ``data`` unless tables of that exact shape are
     already there; return True if it (re)created them. ``auto_inc`` is sysbench's option of
     that name (False: id is not AUTO_INCREMENT); None takes tables prepared either way and
-    prepares missing ones with sysbench's default (True)."""
+    prepares missing ones with sysbench's default (True). DbError when the server refuses."""
+    try:
+        return _ensure_tables(params, data, seed, auto_inc)
+    except mysql.connector.Error as e:
+        raise DbError(e.errno or 0, e.msg) from None
+
+
+def _ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int, auto_inc: bool | None) -> bool:
     database = str(params["database"])
     conn = connect(params, database=False)
     try:

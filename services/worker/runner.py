@@ -9,9 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import mysql.connector
-
 from services.common import logs
+from services.common.errors import DbError
 from services.common.messages import RunResult, RunSpec
 from services.worker import fdlimit, prepare
 from services.worker.driver.native import parent as loadgen
@@ -72,7 +71,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         return RunResult(status="failed", error=str(e), started_at=started, ended_at=time.time(), **base)
     except loadgen.LoadError as e:
         return RunResult(status="failed", error=str(e), error_code=e.code, started_at=started, ended_at=time.time(), **base)
-    except mysql.connector.Error as e:
+    except DbError as e:
         return RunResult(status="failed", error=f"MySQL error {e.errno}: {e.msg}", error_code=e.errno,
                          started_at=started, ended_at=time.time(), **base)
     status = "cancelled" if stop is not None and stop.is_set() else "ok"

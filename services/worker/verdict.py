@@ -3,29 +3,13 @@ run (with the MySQL error), not a low number in the comparison table."""
 
 from __future__ import annotations
 
-import re
-
 from services.common.messages import RunResult
+from services.worker.target.dsn import mysql_message
 
 #: Client error codes meaning the connection to the server was lost (the load engine
 #: reconnects on these and counts them by code).
 LOST_CONNECTION = {2006: "MySQL server has gone away", 2013: "Lost connection to MySQL server during query",
                    2055: "Lost connection to MySQL server", 2011: "Lost connection to MySQL server"}
-
-_PLACEHOLDER = re.compile(r"%[-.0-9]*[sdu]")
-
-
-def mysql_message(code: int) -> str:
-    """The client library's text for ``code``, without printf placeholders."""
-    try:
-        from mysql.connector.locales import get_client_error
-
-        text = get_client_error(code) or ""
-    except Exception:  # an unknown code or a missing locale must not hide the code itself
-        text = ""
-    text = _PLACEHOLDER.sub("?", text) if text else LOST_CONNECTION.get(code, "")
-    return text or "unknown error"
-
 
 def judge(result: RunResult) -> RunResult:
     """``result``, marked failed when connections to the target were lost while measuring."""
@@ -35,6 +19,6 @@ def judge(result: RunResult) -> RunResult:
     if not lost:
         return result
     code = max(lost, key=lambda c: lost[c])
-    error = (f"MySQL error {code}: {mysql_message(code)} ({sum(lost.values())} connection(s) lost during the run; "
+    error = (f"MySQL error {code}: {mysql_message(code, LOST_CONNECTION[code])} ({sum(lost.values())} connection(s) lost during the run; "
              "the target went away)")
     return result.model_copy(update={"status": "failed", "error": error, "error_code": code})

@@ -77,3 +77,18 @@ def assert_c_extension(conn: object) -> None:
             f"mysql-connector-python returned {type(conn).__name__}, not CMySQLConnection: "
             "its C extension did not load on this worker",
         )
+
+
+_PLACEHOLDER = re.compile(r"%[-.0-9]*[sdu]")
+
+
+def mysql_message(code: int, fallback: str = "unknown error") -> str:
+    """The client library's text for ``code``, without printf placeholders (``fallback`` when
+    the library has none)."""
+    try:
+        from mysql.connector.locales import get_client_error
+
+        text = get_client_error(code) or ""
+    except Exception:  # an unknown code or a missing locale must not hide the code itself
+        text = ""
+    return _PLACEHOLDER.sub("?", text) if text else fallback

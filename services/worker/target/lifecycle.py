@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from services.common import logs, server_options
 from services.common.errors import TargetError
 from services.common.messages import ServerReport
 from services.common.spec import DataShape, ManagedTarget
-from services.worker.driver.contract import LoadOutcome
 from services.worker.target import dsn, info, managed
+
+if TYPE_CHECKING:  # a type only: targets sit below the drivers
+    from services.worker.driver.contract import LoadOutcome
 
 log = logs.get(__name__)
 
@@ -70,7 +72,7 @@ def sampling(session: TargetSession) -> Iterator[None]:
         session.sampler.stop()
 
 
-def report(session: TargetSession, outcome: LoadOutcome) -> ServerReport:
+def report(session: TargetSession, outcome: "LoadOutcome") -> ServerReport:
     """The result's ``server`` field for a finished load ``outcome``."""
     out: dict[str, Any] = {"identity_error": session.identity_error}
     if session.identity is not None:
