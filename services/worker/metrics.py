@@ -1,6 +1,6 @@
-"""The worker's live Prometheus metrics, fed by the load engine's per-second reports.
+"""The worker's live Prometheus metrics, fed by the load drivers' Progress reports.
 
-Nothing here is touched per query: ``observe_second`` turns one cumulative snapshot a second
+Nothing here is touched per query: ``observe_progress`` turns one cumulative Progress a second
 into counters and gauges. Series of a run are labelled campaign/target/workload/threads
 and dropped when the run finishes, so a worker that runs thousands of cells keeps a
 bounded number of series. """
@@ -8,8 +8,8 @@ bounded number of series. """
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterator
 
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import (
@@ -22,35 +22,39 @@ from prometheus_client.registry import Collector
 from services.common.histogram import Histogram, bucket_value
 from services.common.messages import RunResult, RunSpec
 from services.common.metrics_endpoint import MetricsEndpoint
+from services.worker.driver.contract import Counts, Phase, Progress
 
 RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
 #: Latency bucket bounds (seconds): OLTP statements from sub-millisecond point selects to
 #: multi-second stalls at thousands of clients.
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
-_COUNTS = ("reads", "writes", "other", "transactions", "errors", "ignored_errors", "reconnects")
 _KINDS = {"reads": "read", "writes": "write", "other": "other"}
+_NUMBERS = tuple(f.name for f in fields(Counts) if f.name != "errors_by_code")
 
 
 @dataclass
 class _Run:
-    """Monotonic totals of one run, built from snapshots whose counts restart at measurement."""
+    """Monotonic totals of one run, built from Progress whose counts restart with each phase."""
 
     labels: tuple[str, ...]
     warmup_s: float
     duration_s: float
     threads: int
-    phase: str = "starting"
+    phase: Phase | str = "starting"
     elapsed_s: float = 0.0
-    base: dict[Any, int] = field(default_factory=dict)
-    last: dict[Any, int] = field(default_factory=dict)
+    #: Counts of the phases before this one; ``last`` is the current phase's latest Progress.
+    base: Counts = field(default_factory=Counts)
+    last: Counts = field(default_factory=Counts)
+    base_latency: Histogram = field(default_factory=Histogram)
+    last_latency: Histogram | None = None
     qps: float = 0.0
     tps: float = 0.0
 
-    def total(self, key: Any) -> int:
-        return self.base.get(key, 0) + self.last.get(key, 0)
+    def total(self) -> Counts:
+        return self.base + self.last
 
-    def keys(self, kind: str) -> list[Any]:
-        return sorted({k[1] for k in (*self.base, *self.last) if isinstance(k, tuple) and k[0] == kind})
+    def latency(self) -> Histogram:
+        return Histogram.merged((self.base_latency, self.last_latency or Histogram()))
 
     def progress(self) -> float:
         span = self.warmup_s + self.duration_s
@@ -58,22 +62,16 @@ class _Run:
         return min(max(done / span, 0.0), 1.0) if span > 0 else 0.0
 
 
-def _raw_counts(snapshot: Mapping[str, Any]) -> dict[Any, int]:
-    raw: dict[Any, int] = {k: int(snapshot[k]) for k in _COUNTS if k in snapshot}
-    by_code = snapshot.get("errors_by_code") or {}
-    for code, n in by_code.items():
-        raw[("code", str(code))] = int(n)
-    if "errors" in snapshot:
-        # Errors the engine could not attribute to a server error code still count.
-        unattributed = int(snapshot["errors"]) - sum(int(n) for n in by_code.values())
-        if unattributed > 0:
-            raw[("code", "unknown")] = unattributed
-    hist = snapshot.get("latency")
-    if hist is not None:
-        counts = hist.counts if isinstance(hist, Histogram) else hist
-        for i, n in counts.items():
-            raw[("lat", int(i))] = int(n)
-    return raw
+def _attributed(counts: Counts) -> Counts:
+    """``counts`` with errors no server error code accounts for under the code "unknown"."""
+    unattributed = counts.errors - sum(counts.errors_by_code.values())
+    if unattributed <= 0:
+        return counts
+    return counts + Counts(errors_by_code={"unknown": unattributed})
+
+
+def _restarted(before: Counts, now: Counts) -> bool:
+    return any(getattr(now, k) < getattr(before, k) for k in _NUMBERS)
 
 
 class _RunCollector(Collector):
@@ -103,38 +101,39 @@ def _families(runs: list[_Run]) -> Iterator[Any]:
     latency = HistogramMetricFamily("benchfleet_worker_transaction_latency_seconds", "Transaction latency.", labels=L)
     for r in runs:
         lv = list(r.labels)
+        total = r.total()
         for key, kind in _KINDS.items():
-            queries.add_metric(lv + [kind], r.total(key))
-        tx.add_metric(lv, r.total("transactions"))
-        for code in r.keys("code"):
-            errors.add_metric(lv + [code], r.total(("code", code)))
-        ignored.add_metric(lv, r.total("ignored_errors"))
-        reconnects.add_metric(lv, r.total("reconnects"))
+            queries.add_metric(lv + [kind], getattr(total, key))
+        tx.add_metric(lv, total.transactions)
+        for code, n in sorted(total.errors_by_code.items()):
+            errors.add_metric(lv + [code], n)
+        ignored.add_metric(lv, total.ignored_errors)
+        reconnects.add_metric(lv, total.reconnects)
         qps.add_metric(lv, r.qps)
         tps.add_metric(lv, r.tps)
         progress.add_metric(lv, r.progress())
         for p in ("starting", "warmup", "measure"):
             phase.add_metric(lv + [p], 1.0 if r.phase == p else 0.0)
         threads.add_metric(lv, r.threads)
-        buckets = r.keys("lat")
-        if buckets:
-            latency.add_metric(lv, *_prom_buckets(r, buckets))
+        hist = r.latency()
+        if hist.total:
+            latency.add_metric(lv, *_prom_buckets(hist))
     yield from (queries, tx, errors, ignored, reconnects, qps, tps, progress, phase, threads, latency)
 
 
-def _prom_buckets(r: _Run, buckets: list[int]) -> tuple[list[tuple[str, float]], float]:
+def _prom_buckets(hist: Histogram) -> tuple[list[tuple[str, float]], float]:
     """Our log buckets re-binned into Prometheus' cumulative ``le`` buckets (values in µs)."""
+    buckets = sorted(hist.counts.items())
     out, total_sum, i = [], 0.0, 0
     cumulative = 0
     for le in LATENCY_BUCKETS_S:
-        while i < len(buckets) and bucket_value(buckets[i]) / 1e6 <= le:
-            n = r.total(("lat", buckets[i]))
+        while i < len(buckets) and bucket_value(buckets[i][0]) / 1e6 <= le:
+            n = buckets[i][1]
             cumulative += n
-            total_sum += n * bucket_value(buckets[i]) / 1e6
+            total_sum += n * bucket_value(buckets[i][0]) / 1e6
             i += 1
         out.append((repr(le), cumulative))
-    for b in buckets[i:]:
-        n = r.total(("lat", b))
+    for b, n in buckets[i:]:
         cumulative += n
         total_sum += n * bucket_value(b) / 1e6
     out.append(("+Inf", cumulative))
@@ -164,36 +163,33 @@ class WorkerMetrics(MetricsEndpoint):
             self._runs[run.run_id] = _Run(labels, run.warmup, run.duration, run.cell.threads)
         self._busy.labels(self.worker_id).set(1)
 
-    def observe_second(self, run: RunSpec, snapshot: Mapping[str, Any]) -> None:
-        """Fold one per-second report (cumulative counts, see loadgen) into the run's series.
-
-        Optional keys beyond the load engine's basics: ``errors_by_code`` ({code: count}) and
-        ``latency`` (a cumulative ``Histogram`` of transaction latency, or its ``counts``).
-        """
+    def observe_progress(self, run: RunSpec, progress: Progress) -> None:
+        """Fold one Progress (counts cumulative since its phase began) into the run's series."""
         with self._lock:
             r = self._runs.get(run.run_id)
             if r is None:
                 return  # a report racing run_finished; the run is already gone
-            phase = str(snapshot.get("phase", r.phase))
-            elapsed = float(snapshot.get("elapsed_s", r.elapsed_s))
-            raw = _raw_counts(snapshot)
-            if raw:
-                if phase != r.phase or any(raw.get(k, 0) < v for k, v in r.last.items() if k in raw):
-                    # Counts restart when measurement starts; fold what came before into the
-                    # base so the exported counters never go down.
-                    for k, v in r.last.items():
-                        r.base[k] = r.base.get(k, 0) + v
-                    r.last, prev_elapsed = {}, 0.0
-                else:
-                    prev_elapsed = r.elapsed_s
-                q0 = sum(r.last.get(k, 0) for k in _KINDS)
-                t0 = r.last.get("transactions", 0)
-                r.last.update(raw)
-                dt = elapsed - prev_elapsed
-                if dt > 0:
-                    r.qps = (sum(r.last.get(k, 0) for k in _KINDS) - q0) / dt
-                    r.tps = (r.last.get("transactions", 0) - t0) / dt
-            r.phase, r.elapsed_s = phase, elapsed
+            counts = _attributed(progress.counts)
+            if progress.phase != r.phase or _restarted(r.last, counts):
+                # Counts restart when measurement starts; fold what came before into the
+                # base so the exported counters never go down.
+                r.base = r.base + r.last
+                if r.last_latency is not None:
+                    r.base_latency = Histogram.merged((r.base_latency, r.last_latency))
+                r.last, r.last_latency, prev_elapsed = Counts(), None, 0.0
+            else:
+                prev_elapsed = r.elapsed_s
+            dt = progress.elapsed_s - prev_elapsed
+            if dt > 0:
+                r.qps = (counts.queries - r.last.queries) / dt
+                r.tps = (counts.transactions - r.last.transactions) / dt
+            r.last = counts
+            if progress.latency is not None:
+                r.last_latency = progress.latency
+            r.phase, r.elapsed_s = progress.phase, progress.elapsed_s
+
+    # consumer.py still calls the old name; drop this once it calls observe_progress.
+    observe_second = observe_progress
 
     def run_finished(self, run: RunSpec, result: RunResult | None = None) -> None:
         """Drop the run's series (bounded cardinality) and count it by status."""

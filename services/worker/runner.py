@@ -7,12 +7,12 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 
 from services.common import logs
 from services.common.errors import DbError
 from services.common.messages import RunResult, RunSpec
 from services.worker import fdlimit, prepare
+from services.worker.driver.contract import LoadError, ProgressCallback
 from services.worker.driver.native import parent as loadgen
 from services.worker.driver.sysbench import driver as sysbench_driver
 from services.worker.target import dsn as target
@@ -45,13 +45,15 @@ def _versions() -> dict[str, str]:
 
 def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None = None, attempt: int = 1,
             client_cpus: list[int] | None = None,
-            stop: threading.Event | None = None, on_second: Callable[[dict], None] | None = None) -> RunResult:
+            stop: threading.Event | None = None, on_second: ProgressCallback | None = None) -> RunResult:
     """Run ``run`` to the end and return its result; failures become a failed result, never
-    an exception, so the caller always has something to publish before it acks."""
+    an exception, so the caller always has something to publish before it acks. ``on_second``
+    receives the driver's Progress, about once a second."""
     started = time.time()
     base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                 worker=who.worker_id, host=who.host, attempt=attempt, versions=_versions())
     try:
+        drive = sysbench_driver.run_sysbench if run.driver == "sysbench" else loadgen.run_load
         # Before any connection: one open file per client, in this process and in the load
         # processes and sysbench it starts next, which inherit the limit.
         fdlimit.ensure(run.cell.threads)
@@ -59,17 +61,15 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         session = server_run.open_target(servers, run.target, run.data, client_cpus)
         params, client_cpus = session.params, session.client_cpus
         prepare.ensure_tables(params, run.data, seed=0, auto_inc=prepare.auto_inc_of(run.workload))
-        drive = sysbench_driver.run_sysbench if run.driver == "sysbench" else loadgen.run_load
-        # Only the native driver times single statements (the spec refuses it for sysbench).
-        extra = {"latency_by_kind": True} if run.latency_by_kind and run.driver != "sysbench" else {}
         with server_run.sampling(session):
             outcome = drive(
                 params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
-                client_cpus=client_cpus, stop=stop, on_second=on_second, rate=run.rate, **extra,
+                rate=run.rate, latency_by_kind=bool(run.latency_by_kind), client_cpus=client_cpus,
+                stop=stop, on_progress=on_second,
             )
     except (target.TargetError, fdlimit.FdLimitError) as e:
         return RunResult(status="failed", error=str(e), started_at=started, ended_at=time.time(), **base)
-    except loadgen.LoadError as e:
+    except LoadError as e:
         return RunResult(status="failed", error=str(e), error_code=e.code, started_at=started, ended_at=time.time(), **base)
     except DbError as e:
         return RunResult(status="failed", error=f"MySQL error {e.errno}: {e.msg}", error_code=e.errno,

@@ -9,7 +9,9 @@ import pytest
 
 from services.common.spec import DataShape, WorkloadSpec
 from services.worker import prepare
-from services.worker.driver.native.parent import LoadError, run_load
+from services.common.errors import LoadError
+from services.worker.driver.contract import Progress
+from services.worker.driver.native.parent import run_load
 from services.worker.target.dsn import connect
 
 pytestmark = pytest.mark.integration
@@ -162,26 +164,26 @@ def test_warmup_is_run_but_never_counted(_mariadb, primary_rows_read):
     assert len(out.series.transactions) == 1
 
 
-def test_stop_cancels_a_run_early_and_on_second_reports_progress(_mariadb):
+def test_stop_cancels_a_run_early_and_on_progress_reports_progress(_mariadb):
     """Setting stop ends a long run within a few seconds; progress arrives about once a second."""
     stop, seen = threading.Event(), []
 
-    def note(progress: dict) -> None:
+    def note(progress: Progress) -> None:
         # Stop half a second after the second measured second, counted from the run's own
         # clock: a wall-clock timer would include the spawn time, which varies on a busy host.
         seen.append(progress)
-        if progress["phase"] == "measure" and progress["elapsed_s"] == 2.0:
+        if progress.phase == "measure" and progress.elapsed_s == 2.0:
             threading.Timer(0.5, stop.set).start()
 
     started = time.monotonic()
     out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0,
-                   duration=60, seed=4, processes=2, stop=stop, on_second=note)
+                   duration=60, seed=4, processes=2, stop=stop, on_progress=note)
     assert time.monotonic() - started < 15
     assert 2.0 <= out.measured_s < 4.0 and len(out.series.transactions) == 3
-    measured = [s for s in seen if s["phase"] == "measure"]
-    assert [s["elapsed_s"] for s in measured[:2]] == [1.0, 2.0]
-    assert all(a["queries"] <= b["queries"] for a, b in zip(measured, measured[1:]))
-    assert measured[-1]["transactions"] == out.totals.transactions
+    measured = [s for s in seen if s.phase == "measure"]
+    assert [s.elapsed_s for s in measured[:2]] == [1.0, 2.0]
+    assert all(a.counts.queries <= b.counts.queries for a, b in zip(measured, measured[1:]))
+    assert measured[-1].counts.transactions == out.totals.transactions
 
 
 def test_unreachable_database_raises_load_error_with_the_mysql_code(_mariadb):

@@ -20,6 +20,7 @@ from services.collector.prometheus import CollectorMetrics
 from services.common.histogram import Histogram
 from services.common.messages import RunSpec
 from services.common.discovery import write_sd_file
+from services.worker.driver.contract import Counts, Progress
 from services.worker.metrics import WorkerMetrics
 
 from tests.integration.monitoring import get_json, start_monitoring, wait_for
@@ -50,10 +51,9 @@ def feed_worker(m: WorkerMetrics, runs: list[RunSpec], second: int) -> None:
         for us in range(500, 500 + 300 * second * (i + 1), 7):
             h.record(us)
         tx = 1000 * second * (i + 1)
-        m.observe_second(run, {"phase": "measure", "elapsed_s": float(second), "transactions": tx,
-                               "reads": tx * 14, "writes": 0, "other": tx * 2, "errors": second,
-                               "errors_by_code": {"1205": second}, "ignored_errors": 0, "reconnects": second,
-                               "latency": h})
+        counts = Counts(transactions=tx, reads=tx * 14, writes=0, other=tx * 2, errors=second,
+                        errors_by_code={"1205": second}, reconnects=second)
+        m.observe_progress(run, Progress("measure", float(second), counts, latency=h))
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from services.collector.prometheus import CollectorMetrics
 from services.common.histogram import Histogram
 from services.common.messages import RunResult, RunSpec, Totals
 from services.common.discovery import write_sd_file
+from services.worker.driver.contract import Counts, Progress
 from services.worker.metrics import WorkerMetrics
 
 from tests.integration.monitoring import need
@@ -90,10 +91,10 @@ def result(run: RunSpec, queries: int) -> RunResult:
                      totals=Totals(transactions=queries // 10, reads=queries))
 
 
-def snapshot(second: int, tx: int, **extra) -> dict:
-    """A load-engine report: cumulative counts since the start of measurement."""
-    return {"phase": "measure", "elapsed_s": float(second), "transactions": tx, "reads": tx * 8, "writes": tx,
-            "other": tx, "errors": 0, "ignored_errors": 0, "reconnects": 0, **extra}
+def snapshot(second: int, tx: int, latency: Histogram | None = None, **counts) -> Progress:
+    """A driver's report: cumulative counts since the start of measurement."""
+    return Progress("measure", float(second), Counts(transactions=tx, reads=tx * 8, writes=tx, other=tx, **counts),
+                    latency=latency)
 
 
 def fed_worker() -> WorkerMetrics:
@@ -104,7 +105,7 @@ def fed_worker() -> WorkerMetrics:
     h = Histogram()
     for us in (300, 1200, 9000):
         h.record(us)
-    m.observe_second(busy, snapshot(1, 100, errors=4, errors_by_code={"1205": 3}, latency=h))
+    m.observe_progress(busy, snapshot(1, 100, errors=4, errors_by_code={"1205": 3}, latency=h))
     m.run_finished(done, result(done, 1000))
     return m
 

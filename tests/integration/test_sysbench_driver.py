@@ -10,8 +10,9 @@ import pytest
 from services.common.messages import Cell, RunSpec
 from services.common.spec import DataShape, DsnTarget, WorkloadSpec
 from services.worker import prepare, runner
+from services.worker.driver.contract import Progress
 from services.worker.driver.sysbench import driver as sysbench_driver
-from services.worker.driver.native.parent import LoadError
+from services.common.errors import LoadError
 
 pytestmark = pytest.mark.integration
 
@@ -30,14 +31,14 @@ def params(mariadb_params) -> dict:
 
 def test_sysbench_run_becomes_a_result_with_series_and_histogram(params):
     """A sysbench run yields totals, one series entry per second and a latency histogram, like a native run."""
-    seconds: list[dict] = []
+    seconds: list[Progress] = []
     out = sysbench_driver.run_sysbench(params, WorkloadSpec(name="oltp_read_only"), SHAPE, 2, 1.0, 2.0, 7,
-                                       on_second=seconds.append)
+                                       on_progress=seconds.append)
     t = out.totals
     assert t.transactions > 0 and t.reads == 14 * t.transactions and t.other == 2 * t.transactions
     assert len(out.series.transactions) == 2
     # Live progress is sysbench's report lines; it drops the last one when the run ends on it.
-    assert [s["elapsed_s"] for s in seconds] in ([1.0], [1.0, 2.0])
+    assert [s.elapsed_s for s in seconds] in ([1.0], [1.0, 2.0])
     assert sum(out.latency.histogram["buckets"].values()) == t.transactions
     assert 0 < out.latency.p50_ms <= out.latency.p95_ms <= out.latency.p99_ms <= out.latency.max_ms
     assert 1.9 < out.measured_s < 2.5 and out.warmup_s >= 1.0 and out.client_cpu_s > 0

@@ -10,6 +10,7 @@ from services.collector.prometheus import CollectorMetrics
 from services.common.histogram import Histogram
 from services.common.messages import RunResult, RunSpec, Totals
 from services.common.discovery import remove_sd_file, write_sd_file
+from services.worker.driver.contract import Counts, Progress
 from services.worker.metrics import WorkerMetrics
 
 
@@ -40,17 +41,18 @@ def value(text: bytes, name: str, **labels: str) -> float | None:
     return sum(hits) if hits else None
 
 
-def snapshot(second: int, tx: int, **extra) -> dict:
-    return {"phase": "measure", "elapsed_s": float(second), "transactions": tx, "reads": tx * 8, "writes": tx,
-            "other": tx, "errors": 0, "ignored_errors": 0, "reconnects": 0, **extra}
+def snapshot(second: int, tx: int, phase: str = "measure", latency: Histogram | None = None, **counts) -> Progress:
+    """A driver's report: counts cumulative since the phase began."""
+    return Progress(phase, float(second), Counts(transactions=tx, reads=tx * 8, writes=tx, other=tx, **counts),
+                    latency=latency)
 
 
 def test_per_second_reports_become_counters_and_current_rates():
     """Cumulative reports show as _total counters by kind and as the last second's q/s and tps."""
     m, run = WorkerMetrics("w1"), run_spec()
     m.run_started(run)
-    m.observe_second(run, snapshot(1, 100))
-    m.observe_second(run, snapshot(2, 250))
+    m.observe_progress(run, snapshot(1, 100))
+    m.observe_progress(run, snapshot(2, 250))
     text = m.scrape()
     assert value(text, "benchfleet_worker_queries_total", kind="read", threads="16") == 2000
     assert value(text, "benchfleet_worker_transactions_total") == 250
@@ -65,8 +67,8 @@ def test_counters_never_go_down_when_measurement_restarts_the_counts():
     """Counts restarting at the start of measurement are folded in, so rate() sees no reset."""
     m, run = WorkerMetrics("w1"), run_spec()
     m.run_started(run)
-    m.observe_second(run, {"phase": "warmup", "elapsed_s": 1.0, **{k: v for k, v in snapshot(1, 50).items() if k not in ("phase", "elapsed_s")}})
-    m.observe_second(run, snapshot(1, 10))
+    m.observe_progress(run, snapshot(1, 50, phase="warmup"))
+    m.observe_progress(run, snapshot(1, 10))
     assert value(m.scrape(), "benchfleet_worker_transactions_total") == 60
     assert value(m.scrape(), "benchfleet_worker_run_progress_ratio") == 3 / 12
 
@@ -75,7 +77,7 @@ def test_warmup_reports_without_counts_only_move_progress():
     """The load engine's warm-up notes carry no counts; they advance progress and phase only."""
     m, run = WorkerMetrics("w1"), run_spec()
     m.run_started(run)
-    m.observe_second(run, {"phase": "warmup", "elapsed_s": 1.0, "warmup_s": 2.0})
+    m.observe_progress(run, Progress("warmup", 1.0))
     text = m.scrape()
     assert value(text, "benchfleet_worker_run_phase", phase="warmup") == 1
     assert value(text, "benchfleet_worker_run_progress_ratio") == 1 / 12
@@ -89,7 +91,7 @@ def test_errors_by_code_and_latency_histogram():
     h = Histogram()
     for us in (400, 900, 3000, 80_000):
         h.record(us)
-    m.observe_second(run, snapshot(1, 10, errors=5, errors_by_code={"1205": 3}, latency=h))
+    m.observe_progress(run, snapshot(1, 10, errors=5, errors_by_code={"1205": 3}, latency=h))
     text = m.scrape()
     assert value(text, "benchfleet_worker_errors_total", code="1205") == 3
     assert value(text, "benchfleet_worker_errors_total", code="unknown") == 2
@@ -104,7 +106,7 @@ def test_finished_runs_leave_no_series_behind():
     for n in range(20):
         run = run_spec(f"c1/off/oltp_point_select/{n}/1", threads=n + 1)
         m.run_started(run)
-        m.observe_second(run, snapshot(1, 10))
+        m.observe_progress(run, snapshot(1, 10))
         m.run_finished(run, result(run, 100))
     text = m.scrape()
     assert value(text, "benchfleet_worker_queries_total") is None

@@ -2,7 +2,7 @@
 
 import random
 
-from services.worker.driver.native.parent import Schedule
+from services.worker.driver.native.arrivals import Schedule
 
 
 def test_take_returns_increasing_times_and_none_at_the_deadline():

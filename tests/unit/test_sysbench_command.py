@@ -6,7 +6,7 @@ import pytest
 
 from services.common.spec import CampaignSpec, DataShape, WorkloadSpec
 from services.worker.driver.sysbench import driver as sd
-from services.worker.driver.native.parent import LoadError
+from services.common.errors import LoadError
 
 PARAMS = {"host": "db1", "port": 3307, "user": "bench", "password": "s3cret", "database": "sbtest_off"}
 

@@ -1,14 +1,114 @@
-"""What every load driver gives the runner, whichever drives the load (benchfleet's own load
-processes or the sysbench binary): a LoadOutcome, or a LoadError."""
+"""What every load driver offers the runner, whichever drives the load (benchfleet's own load
+processes or the sysbench binary): one call signature (Driver), a typed Progress about once a
+second while it runs, and a LoadOutcome, or a LoadError, at the end."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Mapping, Protocol
 
 from services.common.errors import LoadError
+from services.common.histogram import Histogram
 from services.common.messages import Latency, Series, Totals
+from services.common.spec import DataShape, WorkloadSpec
 
-__all__ = ["LoadError", "LoadOutcome"]
+__all__ = ["Counts", "Driver", "LoadError", "LoadOutcome", "Phase", "Progress", "ProgressCallback"]
+
+Phase = Literal["warmup", "measure"]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a stretch of a run did (one connection, one load process, one phase); counts of
+    different stretches add up with ``merge`` or ``+``, error codes included."""
+
+    transactions: int = 0
+    reads: int = 0
+    writes: int = 0
+    other: int = 0
+    errors: int = 0
+    ignored_errors: int = 0
+    reconnects: int = 0
+    #: Failed statements by MySQL error code (as text), ignored and reconnected ones included.
+    errors_by_code: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def queries(self) -> int:
+        return self.reads + self.writes + self.other
+
+    def merge(self, other: Counts) -> Counts:
+        """Both stretches together (a new Counts; neither operand changes)."""
+        if other.errors_by_code:
+            codes = dict(self.errors_by_code)
+            for code, n in other.errors_by_code.items():
+                codes[code] = codes.get(code, 0) + n
+        else:
+            # Nothing to add: share the mapping (no Counts ever changes its own).
+            codes = self.errors_by_code
+        return Counts(
+            transactions=self.transactions + other.transactions,
+            reads=self.reads + other.reads,
+            writes=self.writes + other.writes,
+            other=self.other + other.other,
+            errors=self.errors + other.errors,
+            ignored_errors=self.ignored_errors + other.ignored_errors,
+            reconnects=self.reconnects + other.reconnects,
+            errors_by_code=codes,
+        )
+
+    __add__ = merge
+
+    def totals(self) -> Totals:
+        """The same counts as the result message carries them (error codes go beside them)."""
+        return Totals(transactions=self.transactions, reads=self.reads, writes=self.writes, other=self.other,
+                      errors=self.errors, ignored_errors=self.ignored_errors, reconnects=self.reconnects)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A live report of a running load, about once a second. Counts are cumulative since the
+    phase began (not per second), so a report lost or merged late loses nothing."""
+
+    phase: Phase
+    #: Seconds since the phase began.
+    elapsed_s: float
+    #: Everything done since the phase began; the native driver's warm-up reports carry none.
+    counts: Counts = field(default_factory=Counts)
+    #: Open loop only: transactions due by ``elapsed_s`` that had not started; None when closed.
+    queue: int | None = None
+    #: Transaction latency since the phase began, when the driver has it (neither driver sends
+    #: it yet; WorkerMetrics exports it when one does).
+    latency: Histogram | None = None
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+class Driver(Protocol):
+    """How the runner drives a load, whichever driver does it (the registry maps the spec's
+    ``driver`` names to implementations)."""
+
+    def __call__(
+        self,
+        params: Mapping[str, Any],
+        workload: WorkloadSpec,
+        data: DataShape,
+        threads: int,
+        warmup: float,
+        duration: float | None,
+        seed: int,
+        *,
+        events: int | None = None,
+        rate: float | None = None,
+        latency_by_kind: bool = False,
+        client_cpus: list[int] | None = None,
+        stop: threading.Event | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> LoadOutcome:
+        """Warm up for ``warmup`` seconds, then measure for ``duration`` (or ``events``
+        transactions); LoadError when the load cannot run at all."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ and no context switch per query, so the client spends less CPU per query than sy
 thread-per-connection loop and the server, not the client, sets the pace.
 
 The hot path only executes statements and bumps in-memory counters and a latency histogram;
-a control thread samples the counters once a second (see loadgen._child_run).
+a control thread samples the counters once a second (see child.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import select
 import time
 from dataclasses import dataclass, field
 from time import monotonic as _mono
-from typing import TYPE_CHECKING
 
 from services.common.histogram import Histogram
+from services.worker.driver.contract import Counts
+from services.worker.driver.native.arrivals import Schedule
 from services.worker.driver.native.libmariadb import (
     WAIT_READ,
     WAIT_WRITE,
@@ -31,10 +32,8 @@ from services.worker.driver.native.libmariadb import (
     hot,
     library,
 )
+from services.worker.driver.native.protocol import Job
 from services.workload.statements import Generator
-
-if TYPE_CHECKING:
-    from services.worker.driver.native.parent import Schedule, _Job
 
 #: sysbench's default --mysql-ignore-errors: deadlock, record changed, lock wait timeout.
 #: The transaction is rolled back and a new one started, counted as ignored.
@@ -71,6 +70,14 @@ class Sink:
     kinds: dict[str, Histogram] = field(default_factory=dict)
     errors_by_code: dict[str, int] = field(default_factory=dict)
 
+    def counted(self) -> Counts:
+        """The counts so far, read while the loop may still be adding to them."""
+        c = self.counts
+        return Counts(transactions=c["transactions"], reads=c["read"], writes=c["write"], other=c["other"],
+                      errors=c["errors"], ignored_errors=c["ignored_errors"], reconnects=c["reconnects"],
+                      # list(): the loop's thread may add a code meanwhile.
+                      errors_by_code=dict(list(self.errors_by_code.items())))
+
 
 class Client:
     """One connection with its prepared statements, generator, random stream and the state of
@@ -81,7 +88,7 @@ class Client:
                  "res", "ops", "i", "stage", "cur", "text", "t_start", "ts", "now_sink", "measuring", "done",
                  "conn", "fd", "stmts", "mask")
 
-    def __init__(self, job: "_Job", thread_id: int, budget: int | None = None):
+    def __init__(self, job: Job, thread_id: int, budget: int | None = None):
         self.params = job.params
         self.rng = random.Random(f"{job.seed}:{thread_id}")
         self.gen = Generator(job.workload, job.data, thread_id=thread_id, threads=job.threads,
@@ -130,7 +137,7 @@ class Loop:
     ``deadline[0]``); zeroing both stops it early, letting transactions in flight finish."""
 
     def __init__(self, clients: list[Client], deadline: list[float], *, by_kind: bool,
-                 schedule: "Schedule | None" = None):
+                 schedule: Schedule | None = None):
         self.clients = clients
         self.deadline = deadline
         self.by_kind = by_kind
@@ -430,7 +437,7 @@ class Loop:
 
 
 def drive_clients(clients: list[Client], deadline: list[float], *, by_kind: bool,
-                  schedule: "Schedule | None") -> None:
+                  schedule: Schedule | None) -> None:
     """Run the loop; a bug in it stops the whole process's load and is reported by a client."""
     loop = Loop(clients, deadline, by_kind=by_kind, schedule=schedule)
     try:

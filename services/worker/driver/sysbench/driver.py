@@ -24,8 +24,9 @@ from typing import Any, Callable, Mapping
 
 from services.common.messages import Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
-from services.worker.driver.contract import LoadError, LoadOutcome
+from services.worker.driver.contract import LoadError, LoadOutcome, ProgressCallback
 from services.worker.driver.sysbench import output as so
+from services.worker.driver.sysbench.live import LiveProgress
 
 #: The binary and the Debian package that ships it (named in the error when it is missing).
 BINARY = "sysbench"
@@ -163,12 +164,16 @@ def run_sysbench(
     *,
     events: int | None = None,
     rate: float | None = None,
+    latency_by_kind: bool = False,
     client_cpus: list[int] | None = None,
     stop: threading.Event | None = None,
-    on_second: Callable[[dict[str, Any]], None] | None = None,
+    on_progress: ProgressCallback | None = None,
     binary: str = BINARY,
 ) -> LoadOutcome:
     """Warm up, then measure with sysbench; the outcome has the native driver's shape."""
+    if latency_by_kind:
+        raise LoadError("driver sysbench: sysbench reports latency per event only; "
+                        "latency_by_kind needs driver: native")
     path = find_binary(binary)
     cfg = _config_file(params)
     try:
@@ -188,22 +193,11 @@ def run_sysbench(
                        binary=path, config_file=cfg, params=params)
         measure_wall = time.time()
         limit = (duration or 3600.0) + OVERRUN_S
-        collected: list[so.Interval] = []
-
-        def on_line(line: str) -> None:
-            iv = so.parse_interval(line)
-            if iv is None:
-                q = so.parse_queue(line)
-                if q is not None and collected and collected[-1].second == q[0]:
-                    last = collected[-1]
-                    collected[-1] = so.Interval(**{**last.__dict__, "queue_length": q[1], "concurrency": q[2]})
-                return
-            collected.append(iv)
-            if on_second is not None:
-                on_second(_progress(iv))
-
+        live = LiveProgress(on_progress, open_loop=bool(rate)) if on_progress is not None else None
         rc, out, cpu_s = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + limit, stop=stop,
-                                   on_line=on_line)
+                                   on_line=None if live is None else live.feed)
+        if live is not None:
+            live.flush()
         if stop is not None and stop.is_set():
             return _from_intervals(so.intervals(out), started, measure_wall, warm_s, cpu_s)
         _check(rc, out, stop)
@@ -232,25 +226,6 @@ def _check(rc: int, out: str, stop: threading.Event | None) -> None:
     if rc != 0 or fatal:
         why = "; ".join(fatal) if fatal else (out.strip().splitlines() or ["no output"])[-1]
         raise LoadError(f"sysbench exited with status {rc}: {why}", so.fatal_error_code(fatal))
-
-
-def _progress(iv: so.Interval) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "phase": "measure",
-        "elapsed_s": iv.second,
-        "transactions": round(iv.tps),
-        "queries": round(iv.qps),
-        "reads": round(iv.reads),
-        "writes": round(iv.writes),
-        "other": round(iv.other),
-        "errors": 0,
-        "ignored_errors": round(iv.errors_per_s),
-        "reconnects": round(iv.reconnects_per_s),
-        "errors_by_code": {},
-    }
-    if iv.queue_length is not None:
-        out["queue_length"] = iv.queue_length
-    return out
 
 
 def _cancelled(started: float, now: float, warm_s: float) -> LoadOutcome:

@@ -1,0 +1,47 @@
+"""Open-loop arrivals: the intended start times a load process's connections share."""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import random
+import threading
+
+
+class Schedule:
+    """Poisson arrivals shared by the connections of one load process.
+
+    A connection takes the next intended start time, waits until it (if it is in the future)
+    and measures latency from it, so a server that stalls is charged for the transactions that
+    queued meanwhile (coordinated omission corrected). The run's rate is split over the load
+    processes in proportion to their connections; independent Poisson streams add up to one
+    Poisson stream of the whole rate, so this is the same as one schedule for the whole run.
+    """
+
+    def __init__(self, rate: float, start: float, rng: random.Random):
+        self._lock = threading.Lock()
+        self._rate, self._rng = rate, rng
+        #: Intended start times drawn and not yet taken, oldest first.
+        self._pending: collections.deque[float] = collections.deque()
+        self._last = start
+
+    def _draw_until(self, t: float) -> None:
+        while not self._pending or self._pending[-1] <= t:
+            self._last += self._rng.expovariate(self._rate)
+            self._pending.append(self._last)
+
+    def take(self, before: float) -> float | None:
+        """The next intended start time, or None (and nothing taken) if it is at or after ``before``."""
+        with self._lock:
+            if not self._pending:
+                self._draw_until(self._last)
+            t = self._pending[0]
+            if t >= before:
+                return None
+            return self._pending.popleft()
+
+    def queue(self, now: float) -> int:
+        """Transactions due by ``now`` that no connection has started yet."""
+        with self._lock:
+            self._draw_until(now)
+            return bisect.bisect_right(self._pending, now)

@@ -1,0 +1,111 @@
+"""What the native driver's parent and its load processes say to each other over their pipes.
+
+Every message is a frozen, picklable dataclass (the pipes pickle them). The exchange, per load
+process:
+
+    parent -> child   Job (as the process's argument)
+    child  -> parent  Ready, or Failed (it could not open its connections)
+    parent -> child   Go, or Stop (cancelled before the start)
+    child  -> parent  Tick once a measured second, the last one for the partial second
+    parent -> child   Stop, at any time (ends the run early)
+    child  -> parent  Done
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from services.common.histogram import Histogram
+from services.common.messages import Series
+from services.common.spec import DataShape, WorkloadSpec
+from services.worker.driver.contract import Counts
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a load process needs; it crosses the spawn boundary as the process's argument."""
+
+    params: Mapping[str, Any]
+    workload: WorkloadSpec
+    data: DataShape
+    thread_ids: tuple[int, ...]
+    threads: int
+    seed: int
+    cpus: tuple[int, ...]
+    #: Transactions each thread of thread_ids runs while measuring (fixed-event mode), else None.
+    budgets: tuple[int, ...] | None = None
+    #: Open loop: this process's share of the run's arrival rate (transactions/s); 0: closed loop.
+    rate: float = 0.0
+    #: Which load process this is, so each draws its own arrival stream.
+    index: int = 0
+    #: Also time each statement, into one histogram per kind (read/write/other).
+    by_kind: bool = False
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Every connection is open and every statement prepared."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The load process could not open its connections; ``code`` is the MySQL error code, if any."""
+
+    code: int | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Go:
+    """Start at ``t0``, measure from ``t_measure``, stop at ``t_end`` (the parent's monotonic
+    clock, which spawned processes share)."""
+
+    t0: float
+    t_measure: float
+    t_end: float
+
+
+@dataclass(frozen=True)
+class Stop:
+    """End now: transactions in flight finish, no new ones start."""
+
+
+@dataclass(frozen=True)
+class Tick:
+    """The process's counts since measurement began, at the end of measured second ``second``."""
+
+    second: int
+    counts: Counts
+    #: Open loop: transactions due but not started at the end of the second; None when closed.
+    queue: int | None = None
+
+
+@dataclass(frozen=True)
+class Done:
+    """Everything the process measured; the parent merges these into one LoadOutcome."""
+
+    counts: Counts
+    #: Per measured second of this process (the parent adds the processes' seconds up).
+    series: Series
+    hist: Histogram
+    #: Statement latency per kind, empty unless the job asked for it.
+    kinds: Mapping[str, Histogram] = field(default_factory=dict)
+    #: When the last transaction ended (monotonic clock).
+    last_end: float = 0.0
+    cpu_s: float = 0.0
+    #: A bug in the load loop ("TypeError: ..."); the run fails with it.
+    failure: str | None = None
+
+
+ToChild = Go | Stop
+ToParent = Ready | Failed | Tick | Done
+
+
+def merged_kinds(parts: Iterable[Mapping[str, Histogram]]) -> dict[str, Histogram]:
+    """Per-kind histograms of several connections or processes, added kind by kind (new objects)."""
+    out: dict[str, Histogram] = {}
+    for part in parts:
+        for kind, h in part.items():
+            out.setdefault(kind, Histogram()).merge(h)
+    return out
