@@ -13,8 +13,7 @@ from services.common.errors import DbError
 from services.common.messages import RunResult, RunSpec
 from services.worker import fdlimit, prepare
 from services.worker.driver.contract import LoadError, ProgressCallback
-from services.worker.driver.native import parent as loadgen
-from services.worker.driver.sysbench import driver as sysbench_driver
+from services.worker.driver.registry import driver_for
 from services.worker.target import dsn as target
 from services.worker.target import lifecycle as server_run
 from services.worker.target.managed import ServerManager
@@ -53,7 +52,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
     base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                 worker=who.worker_id, host=who.host, attempt=attempt, versions=_versions())
     try:
-        drive = sysbench_driver.run_sysbench if run.driver == "sysbench" else loadgen.run_load
+        drive = driver_for(run.driver)
         # Before any connection: one open file per client, in this process and in the load
         # processes and sysbench it starts next, which inherit the limit.
         fdlimit.ensure(run.cell.threads)

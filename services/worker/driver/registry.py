@@ -1,0 +1,22 @@
+"""The load drivers by the name a spec gives them (``driver: native`` or ``driver: sysbench``)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+from services.common.errors import LoadError
+from services.worker.driver.contract import Driver
+from services.worker.driver.native.parent import run_load
+from services.worker.driver.sysbench.driver import run_sysbench
+
+#: native: benchfleet's own pinned load processes; sysbench: the sysbench 1.0 binary on the worker.
+DRIVERS: Mapping[str, Driver] = MappingProxyType({"native": run_load, "sysbench": run_sysbench})
+
+
+def driver_for(name: str) -> Driver:
+    """The driver a run spec names; LoadError (the run fails) for a name this worker does not know."""
+    try:
+        return DRIVERS[name]
+    except KeyError:
+        raise LoadError(f"driver {name!r}: this worker knows {', '.join(sorted(DRIVERS))}") from None

@@ -1,0 +1,80 @@
+"""The drivers' shared contract: Counts add up, pipe messages survive pickling, one call signature."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+import typing
+
+import pytest
+
+from services.common.errors import LoadError
+from services.common.histogram import Histogram
+from services.common.messages import Series
+from services.common.spec import CampaignSpec, DataShape, WorkloadSpec
+from services.worker.driver.contract import Counts, Driver
+from services.worker.driver.native.protocol import Done, Failed, Go, Job, Ready, Stop, Tick, merged_kinds
+from services.worker.driver.registry import DRIVERS, driver_for
+
+
+def test_counts_add_field_by_field_and_code_by_code():
+    """Counts of two stretches add every count and every error code; neither operand changes."""
+    a = Counts(transactions=10, reads=80, writes=20, other=10, errors=1, errors_by_code={"1205": 1, "1213": 2})
+    b = Counts(transactions=5, reads=40, ignored_errors=3, reconnects=1, errors_by_code={"1213": 3, "2013": 1})
+    total = a + b
+    assert (total.transactions, total.reads, total.writes, total.other, total.queries) == (15, 120, 20, 10, 150)
+    assert (total.errors, total.ignored_errors, total.reconnects) == (1, 3, 1)
+    assert total.errors_by_code == {"1205": 1, "1213": 5, "2013": 1}
+    assert a.errors_by_code == {"1205": 1, "1213": 2} and b.errors_by_code == {"1213": 3, "2013": 1}
+    assert sum([a, b, b], Counts()) == a.merge(b).merge(b)
+    assert total.totals().queries == 150
+
+
+def test_pipe_messages_survive_pickling():
+    """Every message between the native driver's parent and its load processes crosses a pipe intact."""
+    h = Histogram()
+    for us in (120, 340, 9000):
+        h.record(us)
+    job = Job({"host": "127.0.0.1"}, WorkloadSpec(name="oltp_point_select"), DataShape(), (0, 2), 4, 7, (1,),
+              rate=10.0, index=1, by_kind=True)
+    done = Done(Counts(transactions=3, reads=3, errors_by_code={"1205": 1}),
+                Series(transactions=[2, 1], queries=[2, 1], errors=[0, 0]), h, {"read": h}, 12.5, 0.25, None)
+    for msg in (job, Ready(), Failed(1049, "Unknown database"), Go(1.0, 2.0, 3.0), Stop(),
+                Tick(2, Counts(transactions=4), queue=3)):
+        assert pickle.loads(pickle.dumps(msg)) == msg
+    back = pickle.loads(pickle.dumps(done))
+    assert (back.counts, back.series, back.last_end) == (done.counts, done.series, 12.5)
+    assert back.hist.counts == h.counts and back.hist.max_us == h.max_us and back.kinds["read"].total == 3
+
+
+def test_per_kind_histograms_merge_kind_by_kind():
+    """Per-kind histograms of several processes add up per kind, leaving the parts unchanged."""
+    r1, r2, w = Histogram(), Histogram(), Histogram()
+    r1.record(100)
+    r2.record(200)
+    w.record(300)
+    out = merged_kinds([{"read": r1}, {"read": r2, "write": w}])
+    assert (out["read"].total, out["write"].total) == (2, 1)
+    assert r1.total == 1
+
+
+def test_every_spec_driver_is_registered_with_the_one_signature():
+    """Each driver a spec may name is registered, and takes every parameter of the Driver protocol
+    by the same name, kind and default."""
+    names = typing.get_args(CampaignSpec.model_fields["driver"].annotation)
+    assert set(DRIVERS) == set(names)
+    protocol = list(inspect.signature(Driver.__call__).parameters.values())[1:]  # without self
+    for name, drive in DRIVERS.items():
+        params = inspect.signature(drive).parameters
+        for p in protocol:
+            assert p.name in params, f"{name} lacks {p.name}"
+            assert (params[p.name].kind, params[p.name].default) == (p.kind, p.default), f"{name}: {p.name}"
+        extra = [q for q in params.values() if q.name not in {p.name for p in protocol}]
+        assert all(q.default is not inspect.Parameter.empty for q in extra), name
+
+
+def test_unknown_driver_name_fails_the_run_naming_the_known_ones():
+    """A run spec naming a driver this worker does not have fails with the names it does have."""
+    assert driver_for("sysbench") is DRIVERS["sysbench"]
+    with pytest.raises(LoadError, match="native, sysbench"):
+        driver_for("hammerdb")
