@@ -56,7 +56,7 @@ def test_sysbench_running_totals_round_once_so_they_do_not_drift():
     assert [p.queue for p in seen] == [0, 0, 0]
 
 
-def _native_second(processes: list[list[SimpleNamespace]], seconds: list[child._Seconds]) -> Progress:
+def _native_second(seconds: list[child._Seconds]) -> Progress:
     """Every load process closes its second; the parent merges their Ticks."""
     return parent._progress([s.close() for s in seconds])
 
@@ -75,7 +75,7 @@ def test_native_progress_from_two_load_processes_exports_totals_and_rates():
                 c.sink.counts["read"] += 10 * tx_per_client
         procs[0][1].sink.errors_by_code["1213"] = procs[0][1].sink.errors_by_code.get("1213", 0) + 1
         procs[0][1].sink.counts["ignored_errors"] += 1
-        m.observe_progress(run, _native_second(procs, seconds))
+        m.observe_progress(run, _native_second(seconds))
     text = m.scrape()
     assert value(text, "benchfleet_worker_transactions_total") == 4 * 300
     assert value(text, "benchfleet_worker_transactions_per_second") == 4 * 110
@@ -96,7 +96,7 @@ def test_native_warmup_notes_then_measurement():
     procs = [[SimpleNamespace(sink=Sink())]]
     seconds = [child._Seconds(procs[0], None, t_end=1e9)]
     procs[0][0].sink.counts["transactions"] += 7
-    m.observe_progress(run, _native_second(procs, seconds))
+    m.observe_progress(run, _native_second(seconds))
     text = m.scrape()
     assert value(text, "benchfleet_worker_transactions_total") == 7
     assert value(text, "benchfleet_worker_transactions_per_second") == 7

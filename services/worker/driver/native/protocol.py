@@ -98,10 +98,6 @@ class Done:
     failure: str | None = None
 
 
-ToChild = Go | Stop
-ToParent = Ready | Failed | Tick | Done
-
-
 def merged_kinds(parts: Iterable[Mapping[str, Histogram]]) -> dict[str, Histogram]:
     """Per-kind histograms of several connections or processes, added kind by kind (new objects)."""
     out: dict[str, Histogram] = {}
