@@ -22,6 +22,7 @@ from services.reporting.stats import describe, welch_from_stats
 from services.reporting.tables import (
     MARK_COLLAPSE,
     Measurement,
+    Mode,
     Table,
     TableSpec,
     build_table,
@@ -82,18 +83,18 @@ def _has_values(data: CampaignData, m: mc.Metric) -> bool:
     return any(mc.row_value(m, r) is not None for r in data.runs)
 
 
-def build(data: CampaignData, m: mc.Metric, mode: str, opts: ReportOptions,
+def build(data: CampaignData, m: mc.Metric, mode: Mode, opts: ReportOptions,
           collapsed: Sequence[CollapseFinding] = ()) -> Table:
     """One table of ``data`` for metric ``m``; a single-target campaign is always absolute."""
-    mode = mode if len(data.targets) > 1 else "absolute"
+    shape: Mode = mode if len(data.targets) > 1 else "absolute"
     spec = TableSpec(
         targets=data.targets, baseline=data.baseline, workloads=data.workloads, threads=data.threads,
-        mode=mode, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect, cv_threshold=opts.cv_threshold,
+        mode=shape, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect, cv_threshold=opts.cv_threshold,
         mark_high_cv=opts.mark_high_cv, higher_is_better=m.higher_is_better,
         # Latency, CPU and status counts per transaction are small numbers where the decimals
         # matter; throughput keeps the seeds' whole q/s.
-        decimals=None if m.key in ("qps", "tps") or mode != "absolute" else 2,
-    )  # type: ignore[arg-type]
+        decimals=None if m.key in ("qps", "tps") or shape != "absolute" else 2,
+    )
     table = build_table(measurements(data, m), spec)
     if m.key in ("qps", "tps") and collapsed:
         table = mark_collapse(table, collapsed)
@@ -164,7 +165,7 @@ def report_metrics(data: CampaignData) -> list[mc.Metric]:
     return out
 
 
-def all_tables(data: CampaignData, main: mc.Metric, mode: str, opts: ReportOptions,
+def all_tables(data: CampaignData, main: mc.Metric, mode: Mode, opts: ReportOptions,
                collapsed: Sequence[CollapseFinding] = ()) -> list[NamedTable]:
     """The chosen table first, then absolute values of every recorded metric (the HTML, JSON
     and ODS reports carry them all)."""

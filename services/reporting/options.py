@@ -16,6 +16,8 @@ Format = Literal["text", "markdown", "csv", "json", "ods", "html"]
 FORMATS: tuple[Format, ...] = get_args(Format)
 #: Formats that carry every recorded metric's table, so they need the whole stored results.
 FULL_FORMATS: tuple[Format, ...] = ("json", "ods", "html")
+#: Formats a report writes only to a file (``--out``): a spreadsheet, a page with inlined plots.
+FILE_FORMATS: tuple[Format, ...] = ("ods", "html")
 
 
 @dataclass(frozen=True)
