@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import fields, replace
 from pathlib import Path
 
 from services.common.cli import (
@@ -19,12 +20,10 @@ from services.common.cli import (
 from services.common.config import Settings, add_settings_flags
 from services.common.store import Store
 from services.reporting import metrics_catalog as mc
-from services.reporting.collapse import DEFAULT_FRACTION
-from services.reporting.stats import (
-    DEFAULT_ALPHA,
-    DEFAULT_CV_THRESHOLD,
-    DEFAULT_MIN_EFFECT,
-)
+from services.reporting.history import HISTORY_FORMATS, HISTORY_METRICS
+from services.reporting.options import FORMATS, ReportOptions
+
+_DEFAULTS = ReportOptions()
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -50,9 +49,6 @@ def cmd_dashboards(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-FORMATS = ("text", "markdown", "csv", "json", "ods", "html")
-
-
 def _fraction(text: str) -> float:
     v = float(text)
     if not 0 < v < 1:
@@ -75,25 +71,36 @@ def _metric(text: str) -> str:
 
 
 def _stat_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--metric", type=_metric, default="qps",
+    s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric,
                    help="qps, tps, p50_ms, p95_ms, p99_ms, max_ms, cpu_us_per_query, client_cpu_us_per_query, "
                         "or status:NAME (a server status delta per transaction, e.g. status:Key_reads)")
-    s.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA, help="significance level (default 0.05)")
-    s.add_argument("--min-effect", type=_nonneg, default=DEFAULT_MIN_EFFECT,
-                   help="smallest relative difference called a change (default 0.01 = 1%%)")
+    _test_flags(s)
     s.add_argument("--mark-high-cv", action="store_true", help="mark cells with unusually high CV by * as the seeds did")
-    s.add_argument("--cv-threshold", type=_nonneg, default=DEFAULT_CV_THRESHOLD,
+    s.add_argument("--cv-threshold", type=_nonneg, default=_DEFAULTS.cv_threshold,
                    help="CV above which --mark-high-cv marks a cell (default 0.05)")
+
+
+def _test_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--alpha", type=_fraction, default=_DEFAULTS.alpha, help="significance level (default 0.05)")
+    s.add_argument("--min-effect", type=_nonneg, default=_DEFAULTS.min_effect,
+                   help="smallest relative difference called a change (default 0.01 = 1%%)")
+
+
+def _mode_flags(s: argparse.ArgumentParser, delta_help: str, absolute_help: str) -> None:
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--delta", dest="mode", action="store_const", const="delta", help=delta_help)
+    g.add_argument("--absolute", dest="mode", action="store_const", const="absolute", help=absolute_help)
+    s.set_defaults(mode=_DEFAULTS.mode)
 
 
 def add_report_flags(s: argparse.ArgumentParser) -> None:
     _stat_flags(s)
-    s.add_argument("--format", choices=FORMATS, default="text",
+    s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt,
                    help="text (the seeds' layout), markdown, csv, json, ods (needs --out) or html (needs --out)")
     s.add_argument("--out", help="write to this file instead of stdout (required for ods and html)")
     s.add_argument("--html", metavar="FILE", help="write the self-contained HTML report with plots to FILE")
     s.add_argument("--all-tables", action="store_true", help="text/markdown: every recorded metric, not only --metric")
-    s.add_argument("--collapse-fraction", type=_fraction, default=DEFAULT_FRACTION,
+    s.add_argument("--collapse-fraction", type=_fraction, default=_DEFAULTS.collapse_fraction,
                    help="q/s below this fraction of the peak at fewer threads is a collapse (default 0.5)")
     s.add_argument("--fail-on-collapse", action="store_true",
                    help=f"exit {EXIT_COLLAPSE} (EXIT_COLLAPSE) when any cell collapsed")
@@ -102,11 +109,9 @@ def add_report_flags(s: argparse.ArgumentParser) -> None:
 def add_compare_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("campaign_a", help="the reference campaign (id, or name for its latest)")
     s.add_argument("campaign_b", help="the campaign compared against A")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--delta", action="store_true", help="cells (B/A*100)-100")
-    g.add_argument("--absolute", action="store_true", help="mean value of A and B instead of ratios")
+    _mode_flags(s, "cells (B/A*100)-100", "mean value of A and B instead of ratios")
     _stat_flags(s)
-    s.add_argument("--format", choices=("text", "markdown", "csv", "json", "html", "ods"), default="text")
+    s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt)
     s.add_argument("--out", help="write to this file (needed for ods)")
 
 
@@ -114,10 +119,9 @@ def add_history_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--target", required=True)
     s.add_argument("--workload", required=True)
     s.add_argument("--threads", type=int, required=True)
-    s.add_argument("--metric", choices=("qps", "tps", "p95_ms", "p99_ms"), default="qps")
-    s.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA)
-    s.add_argument("--min-effect", type=_nonneg, default=DEFAULT_MIN_EFFECT)
-    s.add_argument("--format", choices=("text", "csv", "json"), default="text")
+    s.add_argument("--metric", choices=HISTORY_METRICS, default=_DEFAULTS.metric)
+    _test_flags(s)
+    s.add_argument("--format", dest="fmt", choices=HISTORY_FORMATS, default=_DEFAULTS.fmt)
 
 
 def _write(path: str | None, content: str | bytes) -> None:
@@ -131,45 +135,41 @@ def _write(path: str | None, content: str | bytes) -> None:
         p.write_text(content, encoding="utf-8")
 
 
+def _options(args: argparse.Namespace) -> ReportOptions:
+    """The report options a subcommand's flags set (each flag's dest is the option's name)."""
+    given = {f.name: getattr(args, f.name) for f in fields(ReportOptions) if hasattr(args, f.name)}
+    return ReportOptions(**given)
+
+
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     from services.reporting.load import load
-    from services.reporting.report import (
-        ReportOptions,
-        analyse,
-        render_html_report,
-        render_lines,
-    )
+    from services.reporting.options import FILE_FORMATS
+    from services.reporting.report import analyse, render_html_report, render_lines
 
-    if args.format in ("ods", "html") and not args.out:
-        print(f"error: --format {args.format} writes a file: give --out FILE", file=sys.stderr)
+    opts = _options(args)
+    if opts.fmt in FILE_FORMATS and not args.out:
+        print(f"error: --format {opts.fmt} writes a file: give --out FILE", file=sys.stderr)
         return EXIT_USAGE
-    mode = "delta" if args.delta else "absolute" if args.absolute else "ratio"
-    opts = ReportOptions(mode=mode, metric=args.metric, fmt=args.format, high_cv=args.mark_high_cv,
-                         alpha=args.alpha, min_effect=args.min_effect, cv_threshold=args.cv_threshold,
-                         collapse_fraction=args.collapse_fraction, all_tables=args.all_tables)
-    needs_docs = opts.needs_documents() or bool(args.html)
     with Store(settings) as store:
         try:
-            data = load(store, args.campaign, with_docs=needs_docs)
+            data = load(store, args.campaign, with_results=opts.needs_results() or bool(args.html))
         except LookupError:
             print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
             return EXIT_USAGE
     report = analyse(data, opts)
-    if args.format == "json":
+    if opts.fmt == "json":
         from services.reporting.render.exports import render_json
 
         _write(args.out, render_json(report))
-    elif args.format == "ods":
+    elif opts.fmt == "ods":
         from services.reporting.render.exports import render_ods
 
         _write(args.out, render_ods(report))
-    elif args.format == "html":
+    elif opts.fmt == "html":
         _write(args.out, render_html_report(report))
     else:
         _write(args.out, "\n".join(render_lines(report)) + "\n")
     if args.html:
-        from dataclasses import replace
-
         _write(args.html, render_html_report(analyse(data, replace(opts, fmt="html"))))
         print(f"wrote {args.html}", file=sys.stderr)
     if args.fail_on_collapse and report.collapsed:
@@ -179,47 +179,44 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
-    from services.reporting.analysis import AnalysisOptions
     from services.reporting.compare import compare_campaigns, render_compare
     from services.reporting.load import load
 
-    m = mc.metric(args.metric)
+    opts = _options(args)
+    if opts.fmt == "ods" and not args.out:
+        print("error: --format ods needs --out FILE", file=sys.stderr)
+        return EXIT_USAGE
+    # A comparison shows the chosen metric only: whole results only for a metric they alone hold.
+    whole = not opts.table_metric.column
     with Store(settings) as store:
         try:
-            a = load(store, args.campaign_a, with_docs=not m.column)
-            b = load(store, args.campaign_b, with_docs=not m.column)
+            a = load(store, args.campaign_a, with_results=whole)
+            b = load(store, args.campaign_b, with_results=whole)
         except LookupError as e:
             print(f"error: {e.args[0]}", file=sys.stderr)
             return EXIT_USAGE
-    mode = "delta" if args.delta else "absolute" if args.absolute else "ratio"
-    opts = AnalysisOptions(alpha=args.alpha, min_effect=args.min_effect, cv_threshold=args.cv_threshold,
-                           mark_high_cv=args.mark_high_cv)
     try:
-        c = compare_campaigns(a, b, m, mode, opts)
+        c = compare_campaigns(a, b, opts)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    if args.format == "ods":
-        if not args.out:
-            print("error: --format ods needs --out FILE", file=sys.stderr)
-            return EXIT_USAGE
+    if opts.fmt == "ods":
         from services.reporting.compare import render_compare_ods
 
         _write(args.out, render_compare_ods(c))
     else:
-        _write(args.out, render_compare(c, args.format))
+        _write(args.out, render_compare(c, opts.fmt))
     return EXIT_OK
 
 
 def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     from services.reporting.history import history_points, render_history
 
-    m = mc.metric(args.metric)
+    opts = _options(args)
     with Store(settings) as store:
-        rows = store.cell_history(args.target, args.workload, args.threads)
-    points = history_points(rows, m, alpha=args.alpha, min_effect=args.min_effect)
+        entries = store.cell_history(args.target, args.workload, args.threads)
     cell = f"{args.target} / {args.workload} / {args.threads} threads"
-    _write(None, render_history(points, cell, m, args.format, alpha=args.alpha, min_effect=args.min_effect))
+    _write(None, render_history(history_points(entries, opts), cell, opts))
     return EXIT_OK
 
 
@@ -232,9 +229,7 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_serve, long_running=True)
     s = sub.add_parser("report", help="print the comparison table of a campaign")
     s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--delta", action="store_true", help="cells (target/baseline*100)-100")
-    g.add_argument("--absolute", action="store_true", help="mean value per target instead of ratios")
+    _mode_flags(s, "cells (target/baseline*100)-100", "mean value per target instead of ratios")
     add_report_flags(s)
     add_settings_flags(s)
     s.set_defaults(fn=cmd_report)

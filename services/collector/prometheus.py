@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 
 from services.common.messages import RunResult
 from services.common.metrics_endpoint import MetricsEndpoint
-from services.common.store import ResultRow
+from services.common.results import ResultRow
 from services.reporting.collapse import CellThroughput, at_top_threads
 
 CELL_LABELS = ["campaign", "target", "workload", "threads"]
@@ -99,17 +99,17 @@ class CollectorMetrics(MetricsEndpoint):
             reps = [(q, t) for c, k, q, t in self._runs.values() if c == result.campaign_id and k == key]
         self.cell_finished(result.campaign_id, *key, [q for q, _ in reps], [t for _, t in reps])
 
-    def restore(self, results: Iterable[tuple[str, ResultRow]]) -> None:
+    def restore(self, results: Iterable[ResultRow]) -> None:
         """Export the cells of results stored before this collector started (oldest campaign
         first), so a restart does not empty the dashboards; counts nothing as newly stored."""
         by_cell: dict[tuple[str, _CellKey], list[tuple[float, float]]] = {}
         with self._lock:
-            for campaign_id, row in results:
+            for row in results:
                 if row.status != "ok":
                     continue
                 key = (row.target, row.workload, row.threads)
-                self._runs[row.run_id] = (campaign_id, key, row.qps, row.tps)
-                by_cell.setdefault((campaign_id, key), []).append((row.qps, row.tps))
+                self._runs[row.run_id] = (row.campaign_id, key, row.qps, row.tps)
+                by_cell.setdefault((row.campaign_id, key), []).append((row.qps, row.tps))
         for (campaign_id, key), reps in by_cell.items():
             self.cell_finished(campaign_id, *key, [q for q, _ in reps], [t for _, t in reps])
 

@@ -7,18 +7,19 @@ reports and progress read it. Every write is idempotent, so redelivered messages
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import mysql.connector
+from pydantic import ValidationError
 
 from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError
 from services.common.messages import RunEvent, RunResult, RunSpec
+from services.common.results import COLUMNS, HistoryEntry, ResultRow
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
 
@@ -27,6 +28,8 @@ log = logs.get(__name__)
 RUN_STATES = ("pending", "running", "done", "failed", "cancelled")
 #: A run in one of these states has its final word; later "running" events must not undo it.
 FINAL_STATES = ("done", "failed", "cancelled")
+_ROW_SELECT = ", ".join(COLUMNS)
+_ROW_SELECT_R = ", ".join(f"r.{c}" for c in COLUMNS)
 
 
 
@@ -39,22 +42,6 @@ class CampaignRow:
     total_runs: int
     state: str
     created_at: float
-
-
-@dataclass(frozen=True)
-class ResultRow:
-    run_id: str
-    target: str
-    workload: str
-    threads: int
-    repetition: int
-    status: str
-    qps: float
-    tps: float
-    p95_ms: float
-    p99_ms: float
-    measured_s: float
-    error: str | None
 
 
 def spec_hash(spec: CampaignSpec) -> str:
@@ -268,44 +255,52 @@ class Store:
             self._execute("UPDATE campaigns SET state='running' WHERE campaign_id=%s AND state='submitted'", (campaign_id,))
 
     def results(self, campaign_id: str) -> list[ResultRow]:
+        """The columns of every result of a campaign (no whole results: see ``stored_results``)."""
         return [
-            ResultRow(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5], float(r[6]), float(r[7]), float(r[8]),
-                      float(r[9]), float(r[10]), r[11])
+            ResultRow.from_columns(r)
             for r in self._rows(
-                "SELECT run_id, target, workload, threads, repetition, status, qps, tps, p95_ms, p99_ms, measured_s, error"
-                " FROM results WHERE campaign_id=%s ORDER BY workload, threads, target, repetition",
+                f"SELECT {_ROW_SELECT} FROM results WHERE campaign_id=%s ORDER BY workload, threads, target, repetition",
                 (campaign_id,),
             )
         ]
 
-    def recent_results(self, campaigns: int) -> list[tuple[str, ResultRow]]:
-        """(campaign id, result) of the ``campaigns`` newest campaigns, oldest campaign first."""
+    def recent_results(self, campaigns: int) -> list[ResultRow]:
+        """The results of the ``campaigns`` newest campaigns, oldest campaign first."""
         ids = [r[0] for r in self._rows("SELECT campaign_id FROM campaigns ORDER BY created_at DESC LIMIT %s", (campaigns,))]
-        return [(cid, row) for cid in reversed(ids) for row in self.results(cid)]
+        return [row for cid in reversed(ids) for row in self.results(cid)]
 
-    def result_documents(self, campaign_id: str) -> list[tuple[str, str]]:
-        """(run_id, whole stored result as JSON text) of every result of a campaign, for reports
-        that need series, histograms or server status beyond the result columns."""
-        return [(r[0], r[1]) for r in self._rows(
+    def stored_results(self, campaign_id: str) -> list[RunResult]:
+        """Every whole stored result of a campaign, decoded, for reports that need series,
+        histograms or the server report beyond the result columns."""
+        return [_decode_stored(run_id, text) for run_id, text in self._rows(
             "SELECT run_id, result_json FROM results WHERE campaign_id=%s", (campaign_id,))]
 
-    def cell_history(self, target: str, workload: str, threads: int) -> list[tuple[str, str, float, ResultRow]]:
-        """(campaign_id, campaign name, created_at, result) for one cell across every campaign, oldest first."""
+    def cell_history(self, target: str, workload: str, threads: int) -> list[HistoryEntry]:
+        """One cell's results across every campaign, oldest campaign first."""
         return [
-            (r[0], r[1], float(r[2]), ResultRow(r[3], r[4], r[5], int(r[6]), int(r[7]), r[8], float(r[9]),
-                                                float(r[10]), float(r[11]), float(r[12]), float(r[13]), r[14]))
+            HistoryEntry(r[0], float(r[1]), ResultRow.from_columns(r[2:]))
             for r in self._rows(
-                "SELECT c.campaign_id, c.name, c.created_at, r.run_id, r.target, r.workload, r.threads, r.repetition,"
-                " r.status, r.qps, r.tps, r.p95_ms, r.p99_ms, r.measured_s, r.error"
+                f"SELECT c.name, c.created_at, {_ROW_SELECT_R}"
                 " FROM results r JOIN campaigns c ON c.campaign_id = r.campaign_id"
                 " WHERE r.target=%s AND r.workload=%s AND r.threads=%s ORDER BY c.created_at, r.repetition",
                 (target, workload, threads),
             )
         ]
 
-    def result_json(self, run_id: str) -> dict[str, Any] | None:
+    def result(self, run_id: str) -> RunResult | None:
+        """The whole stored result of one run, decoded; None when the run has none."""
         rows = self._rows("SELECT result_json FROM results WHERE run_id=%s", (run_id,))
-        return json.loads(rows[0][0]) if rows else None
+        return _decode_stored(run_id, rows[0][0]) if rows else None
 
     def result_count(self, run_id: str) -> int:
         return int(self._rows("SELECT COUNT(*) FROM results WHERE run_id=%s", (run_id,))[0][0])
+
+
+def _decode_stored(run_id: str, text: str) -> RunResult:
+    # pydantic-core parses the JSON itself: a 10,000-run report decodes every result at once.
+    try:
+        return RunResult.model_validate_json(text)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise StoreError(f"stored result of run {run_id} does not decode: {where}: {err['msg']}") from None

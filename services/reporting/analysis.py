@@ -1,7 +1,7 @@
 """A campaign's results as plain data, and everything computed from them for a report: the
 tables (one per metric and shape), collapse findings with a significance test, plot series.
 
-Pure: ``CampaignData`` is built by ``dataset.load`` (the only part touching the store) or by
+Pure: ``CampaignData`` is built by ``load.load`` (the only part touching the store) or by
 tests from literals; nothing here imports the store, pika or mysql.connector.
 """
 
@@ -13,53 +13,20 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from services.common.results import ResultRow
+
 from services.reporting import metrics_catalog as mc
-from services.reporting.collapse import (
-    DEFAULT_FRACTION,
-    CellThroughput,
-    collapse_points,
-)
-from services.reporting.stats import (
-    DEFAULT_ALPHA,
-    DEFAULT_CV_THRESHOLD,
-    DEFAULT_MIN_EFFECT,
-    describe,
-    welch_from_stats,
-)
+from services.reporting.collapse import CellThroughput, collapse_points
+from services.reporting.options import ReportOptions
+from services.reporting.stats import describe, welch_from_stats
 from services.reporting.tables import (
     MARK_COLLAPSE,
     Measurement,
+    Mode,
     Table,
     TableSpec,
     build_table,
 )
-
-
-@dataclass(frozen=True)
-class RunData:
-    """One stored result: the indexed columns, and the whole result document when loaded."""
-
-    run_id: str
-    target: str
-    workload: str
-    threads: int
-    repetition: int
-    status: str
-    qps: float
-    tps: float
-    p95_ms: float
-    p99_ms: float
-    measured_s: float = 0.0
-    error: str | None = None
-    doc: Mapping[str, Any] | None = None
-
-    def value(self, m: mc.Metric) -> float | None:
-        """This run's number for metric ``m``; None for a failed run or one that did not record it."""
-        if self.status != "ok":
-            return None
-        if m.column:
-            return float(getattr(self, m.key))
-        return mc.value(m, self.doc) if self.doc is not None else None
 
 
 @dataclass(frozen=True)
@@ -74,19 +41,8 @@ class CampaignData:
     workloads: tuple[str, ...]
     threads: tuple[int, ...]
     settings: Mapping[str, Any] = field(default_factory=dict)
-    runs: tuple[RunData, ...] = ()
+    runs: tuple[ResultRow, ...] = ()
     created_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class AnalysisOptions:
-    """Statistics settings shared by every table of a report."""
-
-    alpha: float = DEFAULT_ALPHA
-    min_effect: float = DEFAULT_MIN_EFFECT
-    cv_threshold: float = DEFAULT_CV_THRESHOLD
-    mark_high_cv: bool = False
-    collapse_fraction: float = DEFAULT_FRACTION
 
 
 @dataclass(frozen=True)
@@ -118,27 +74,27 @@ class CollapseFinding:
 
 def measurements(data: CampaignData, m: mc.Metric) -> list[Measurement]:
     return [
-        Measurement(r.target, r.workload, r.threads, r.repetition, r.value(m), failed=r.status != "ok")
+        Measurement(r.target, r.workload, r.threads, r.repetition, mc.row_value(m, r), failed=r.status != "ok")
         for r in data.runs
     ]
 
 
 def _has_values(data: CampaignData, m: mc.Metric) -> bool:
-    return any(r.value(m) is not None for r in data.runs)
+    return any(mc.row_value(m, r) is not None for r in data.runs)
 
 
-def build(data: CampaignData, m: mc.Metric, mode: str, opts: AnalysisOptions,
+def build(data: CampaignData, m: mc.Metric, mode: Mode, opts: ReportOptions,
           collapsed: Sequence[CollapseFinding] = ()) -> Table:
     """One table of ``data`` for metric ``m``; a single-target campaign is always absolute."""
-    mode = mode if len(data.targets) > 1 else "absolute"
+    shape: Mode = mode if len(data.targets) > 1 else "absolute"
     spec = TableSpec(
         targets=data.targets, baseline=data.baseline, workloads=data.workloads, threads=data.threads,
-        mode=mode, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect, cv_threshold=opts.cv_threshold,
+        mode=shape, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect, cv_threshold=opts.cv_threshold,
         mark_high_cv=opts.mark_high_cv, higher_is_better=m.higher_is_better,
         # Latency, CPU and status counts per transaction are small numbers where the decimals
         # matter; throughput keeps the seeds' whole q/s.
-        decimals=None if m.key in ("qps", "tps") or mode != "absolute" else 2,
-    )  # type: ignore[arg-type]
+        decimals=None if m.key in ("qps", "tps") or shape != "absolute" else 2,
+    )
     table = build_table(measurements(data, m), spec)
     if m.key in ("qps", "tps") and collapsed:
         table = mark_collapse(table, collapsed)
@@ -158,7 +114,7 @@ def mark_collapse(table: Table, found: Sequence[CollapseFinding]) -> Table:
     return dataclasses.replace(table, rows=tuple(rows))
 
 
-def collapse_findings(data: CampaignData, opts: AnalysisOptions = AnalysisOptions()) -> list[CollapseFinding]:
+def collapse_findings(data: CampaignData, opts: ReportOptions = ReportOptions()) -> list[CollapseFinding]:
     """Collapsed cells: mean q/s below the fraction of the lower-concurrency peak, and the drop
     significant by Welch's test (with fewer than 2 repetitions the fraction alone decides)."""
     values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
@@ -199,17 +155,17 @@ def collapse_lines(found: Sequence[CollapseFinding], fraction: float) -> list[st
 def report_metrics(data: CampaignData) -> list[mc.Metric]:
     """Every metric this campaign recorded: throughput, latency, CPU and each status delta."""
     out = [mc.BUILTIN[k] for k in ("qps", "tps", "p95_ms", "p99_ms")]
-    docs = [r.doc for r in data.runs if r.doc is not None]
-    if not docs:
+    results = [r.result for r in data.runs if r.result is not None]
+    if not results:
         return out
     for key in ("p50_ms", "cpu_us_per_query", "client_cpu_us_per_query"):
         if _has_values(data, mc.BUILTIN[key]):
             out.append(mc.BUILTIN[key])
-    out.extend(mc.metric(mc.STATUS_PREFIX + name) for name in mc.available_status(docs))
+    out.extend(mc.metric(mc.STATUS_PREFIX + name) for name in mc.available_status(results))
     return out
 
 
-def all_tables(data: CampaignData, main: mc.Metric, mode: str, opts: AnalysisOptions,
+def all_tables(data: CampaignData, main: mc.Metric, mode: Mode, opts: ReportOptions,
                collapsed: Sequence[CollapseFinding] = ()) -> list[NamedTable]:
     """The chosen table first, then absolute values of every recorded metric (the HTML, JSON
     and ODS reports carry them all)."""

@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass
 
 from services.reporting import metrics_catalog as mc
-from services.reporting.analysis import AnalysisOptions, CampaignData, NamedTable
+from services.reporting.analysis import CampaignData, NamedTable
+from services.reporting.options import Format, ReportOptions
 from services.reporting.render.formats import render_markdown
 from services.reporting.tables import Measurement, TableSpec, build_table, render_text
 
@@ -33,9 +34,10 @@ class Comparison:
     unmatched: tuple[str, ...]
 
 
-def compare_campaigns(a: CampaignData, b: CampaignData, m: mc.Metric, mode: str = "ratio",
-                      opts: AnalysisOptions = AnalysisOptions()) -> Comparison:
-    """One table per target common to both campaigns, over their common workloads and thread counts."""
+def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = ReportOptions()) -> Comparison:
+    """One table per target common to both campaigns, over their common workloads and thread
+    counts, of ``opts.metric`` in ``opts.mode``."""
+    m = opts.table_metric
     targets = [t for t in a.targets if t in b.targets]
     workloads = tuple(w for w in a.workloads if w in b.workloads)
     threads = tuple(t for t in a.threads if t in b.threads)
@@ -44,12 +46,12 @@ def compare_campaigns(a: CampaignData, b: CampaignData, m: mc.Metric, mode: str 
                          "(target, workload and thread count)")
     tables = []
     for target in targets:
-        ms = [Measurement(label, r.workload, r.threads, r.repetition, r.value(m), failed=r.status != "ok")
+        ms = [Measurement(label, r.workload, r.threads, r.repetition, mc.row_value(m, r), failed=r.status != "ok")
               for label, data in ((LABEL_A, a), (LABEL_B, b)) for r in data.runs if r.target == target]
         spec = TableSpec(targets=(LABEL_A, LABEL_B), baseline=LABEL_A, workloads=workloads, threads=threads,
-                         mode=mode, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect,
+                         mode=opts.mode, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect,
                          cv_threshold=opts.cv_threshold, mark_high_cv=opts.mark_high_cv,
-                         higher_is_better=m.higher_is_better)  # type: ignore[arg-type]
+                         higher_is_better=m.higher_is_better)
         tables.append(NamedTable(f"{m.key}_{target}", f"target {target}: {m.description}, B against A",
                                  m, build_table(ms, spec)))
     unmatched = tuple(sorted(set(a.targets) ^ set(b.targets)))
@@ -87,8 +89,10 @@ def render_compare_html(c: Comparison) -> str:
     return "\n".join(parts) + "\n"
 
 
-def render_compare(c: Comparison, fmt: str) -> str:
-    """The comparison as text, markdown, csv, json or html."""
+def render_compare(c: Comparison, fmt: Format) -> str:
+    """The comparison as text, markdown, csv, json or html (``render_compare_ods`` makes the ODS file)."""
+    if fmt == "ods":
+        raise ValueError("an ODS comparison is bytes: use render_compare_ods")
     if fmt == "html":
         return render_compare_html(c)
     if fmt == "json":

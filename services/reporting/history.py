@@ -11,19 +11,15 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from services.reporting import metrics_catalog as mc
-from services.reporting.stats import (
-    DEFAULT_ALPHA,
-    DEFAULT_MIN_EFFECT,
-    CellStats,
-    Comparison,
-    compare_stats,
-    describe,
-)
+from services.common.results import HistoryEntry
+from services.reporting.options import Format, ReportOptions
+from services.reporting.stats import CellStats, Comparison, compare_stats, describe
 from services.reporting.tables import MARK_FASTER, MARK_SLOWER, MARK_UNTESTED
 
 #: History reads only the result columns, so these are the metrics it offers.
 HISTORY_METRICS = ("qps", "tps", "p95_ms", "p99_ms")
+#: A history is one small table: these of the report formats fit it.
+HISTORY_FORMATS: tuple[Format, ...] = ("text", "csv", "json")
 
 
 @dataclass(frozen=True)
@@ -38,26 +34,28 @@ class HistoryPoint:
     vs_previous: Comparison | None
 
 
-def history_points(rows: Iterable[tuple[str, str, float, object]], m: mc.Metric, *, alpha: float = DEFAULT_ALPHA,
-                   min_effect: float = DEFAULT_MIN_EFFECT) -> list[HistoryPoint]:
-    """Group ``(campaign_id, name, created_at, ResultRow)`` rows by campaign, oldest first."""
+def history_points(entries: Iterable[HistoryEntry], opts: ReportOptions = ReportOptions()) -> list[HistoryPoint]:
+    """Group one cell's results by campaign, oldest first, each compared with the one before."""
+    m = opts.table_metric
     if m.key not in HISTORY_METRICS:
         raise ValueError(f"history shows {', '.join(HISTORY_METRICS)}, not {m.key}")
     groups: dict[str, tuple[str, float, list[float], int]] = {}
-    for cid, name, created, r in rows:
-        n, at, vals, failed = groups.get(cid, (name, created, [], 0))
-        if getattr(r, "status") == "ok":
+    for e in entries:
+        r = e.row
+        n, at, vals, failed = groups.get(r.campaign_id, (e.campaign_name, e.created_at, [], 0))
+        if r.status == "ok":
             vals.append(float(getattr(r, m.key)))
         else:
             failed += 1
-        groups[cid] = (n, at, vals, failed)
+        groups[r.campaign_id] = (n, at, vals, failed)
     points: list[HistoryPoint] = []
     prev: CellStats | None = None
     for cid, (name, at, vals, failed) in sorted(groups.items(), key=lambda kv: kv[1][1]):
         stats = describe(vals) if vals else None
         comp = None
         if stats is not None and prev is not None:
-            comp = compare_stats(stats, prev, alpha=alpha, min_effect=min_effect, higher_is_better=m.higher_is_better)
+            comp = compare_stats(stats, prev, alpha=opts.alpha, min_effect=opts.min_effect,
+                                 higher_is_better=m.higher_is_better)
         points.append(HistoryPoint(cid, name, at, stats, failed, comp))
         if stats is not None:
             prev = stats
@@ -84,9 +82,11 @@ def _row(p: HistoryPoint, places: int) -> list[str]:
 COLUMNS = ["campaign", "created (UTC)", "n", "mean", "stdev", "cv %", "95% CI", "failed", "vs previous"]
 
 
-def render_history(points: list[HistoryPoint], cell: str, m: mc.Metric, fmt: str = "text", *,
-                   alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT) -> str:
-    """The history as aligned text (with a legend), csv or json."""
+def render_history(points: list[HistoryPoint], cell: str, opts: ReportOptions = ReportOptions()) -> str:
+    """The history as aligned text (with a legend), csv or json (``opts.fmt``)."""
+    m, fmt, alpha, min_effect = opts.table_metric, opts.fmt, opts.alpha, opts.min_effect
+    if fmt not in HISTORY_FORMATS:
+        raise ValueError(f"a history renders as {', '.join(HISTORY_FORMATS)}, not {fmt}")
     places = 0 if m.key in ("qps", "tps") else 2
     rows = [_row(p, places) for p in points]
     if fmt == "json":

@@ -1,30 +1,26 @@
-"""Read a campaign from the results DB into ``analysis.CampaignData`` (the report's only I/O)."""
+"""Read a campaign from the results DB into ``analysis.CampaignData`` (the reports' only I/O)."""
 
 from __future__ import annotations
 
-import json
-
 from services.common.store import Store
-from services.reporting.analysis import CampaignData, RunData
+from services.reporting.analysis import CampaignData
+from services.reporting.options import ReportOptions
+from services.reporting.report import Report, analyse
 
 
-def load(store: Store, ref: str, *, with_docs: bool = True) -> CampaignData:
-    """The campaign ``ref`` (id, or name for the latest) with its results.
+def load(store: Store, ref: str, *, with_results: bool = True) -> CampaignData:
+    """The campaign ``ref`` (id, or name for the latest) with its result rows.
 
-    ``with_docs`` also parses every stored result document (series, histogram, server status);
-    text tables of q/s, tps or p95/p99 need only the columns and skip that cost.
+    ``with_results`` also reads and decodes every whole stored result (series, histogram, server
+    report) into its row; text tables of q/s, tps or p95/p99 need only the columns and skip that cost.
     """
     c = store.campaign(ref)
     if c is None:
         raise LookupError(f"no campaign {ref!r} in the results DB")
-    docs = {}
-    if with_docs:
-        docs = {run_id: json.loads(text) for run_id, text in store.result_documents(c.campaign_id)}
-    runs = tuple(
-        RunData(r.run_id, r.target, r.workload, r.threads, r.repetition, r.status, r.qps, r.tps, r.p95_ms,
-                r.p99_ms, r.measured_s, r.error, docs.get(r.run_id))
-        for r in store.results(c.campaign_id)
-    )
+    rows = store.results(c.campaign_id)
+    if with_results:
+        whole = {r.run_id: r for r in store.stored_results(c.campaign_id)}
+        rows = [row.with_result(whole.get(row.run_id)) for row in rows]
     spec = c.spec
     settings = spec.model_dump(mode="json", exclude_none=True)
     settings["campaign_id"] = c.campaign_id
@@ -32,5 +28,10 @@ def load(store: Store, ref: str, *, with_docs: bool = True) -> CampaignData:
         campaign_id=c.campaign_id, name=c.name, state=c.state,
         targets=tuple(t.name for t in spec.targets), baseline=spec.baseline_name,
         workloads=tuple(w.key for w in spec.workloads), threads=tuple(sorted(spec.threads)),
-        settings=settings, runs=runs, created_at=c.created_at,
+        settings=settings, runs=tuple(rows), created_at=c.created_at,
     )
+
+
+def load_report(store: Store, ref: str, opts: ReportOptions) -> Report:
+    """The report of campaign ``ref``, reading the whole stored results only when ``opts`` needs them."""
+    return analyse(load(store, ref, with_results=opts.needs_results()), opts)

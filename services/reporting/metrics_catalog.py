@@ -1,14 +1,17 @@
 """Which number of a run a table shows: q/s, tps, latency percentiles, server status deltas
 per transaction, CPU per query.
 
-Pure: a metric reads one run's stored result (plain dicts) and returns a number, or None when
-the run did not record it (status deltas and CPU seconds come from managed targets only).
+Pure: a metric reads one run's result row or its whole ``RunResult`` and returns a number, or
+None when the run did not record it (status deltas and CPU seconds come from managed targets only).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Iterable
+
+from services.common.messages import RunResult
+from services.common.results import ResultRow
 
 #: Prefix of a metric naming a server status variable: ``status:Key_reads`` is Key_reads per transaction.
 STATUS_PREFIX = "status:"
@@ -21,7 +24,7 @@ class Metric:
     key: str
     unit: str
     higher_is_better: bool
-    #: Read from the result columns (cheap) rather than the stored result JSON.
+    #: Read from the result columns (cheap) rather than the whole stored result.
     column: bool = False
     description: str = ""
 
@@ -40,12 +43,6 @@ BUILTIN: dict[str, Metric] = {
     )
 }
 
-# Where a result may carry CPU seconds: the managed-target work records them in ``server``;
-# older or DSN-target results have none, and the metric is then missing, not zero.
-_SERVER_CPU_KEYS = ("server_cpu_s", "cpu_s")
-_CLIENT_CPU_KEYS = ("client_cpu_s",)
-
-
 def metric(key: str) -> Metric:
     """The metric for ``key``; ``status:NAME`` is any server status variable per transaction."""
     if key in BUILTIN:
@@ -59,57 +56,41 @@ def metric(key: str) -> Metric:
     raise ValueError(f"unknown metric {key!r} (known: {known})")
 
 
-def _queries(doc: Mapping[str, Any]) -> int:
-    t = doc.get("totals") or {}
-    return int(t.get("reads", 0)) + int(t.get("writes", 0)) + int(t.get("other", 0))
-
-
-def _first(d: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
-    for k in keys:
-        v = d.get(k)
-        if isinstance(v, (int, float)):
-            return float(v)
-    return None
-
-
-def status_deltas(doc: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The server status deltas of a result, or an empty mapping when it has none."""
-    server = doc.get("server") or {}
-    deltas = server.get("status_deltas") if isinstance(server, Mapping) else None
-    return deltas if isinstance(deltas, Mapping) else {}
-
-
-def value(m: Metric, doc: Mapping[str, Any]) -> float | None:
-    """The metric's value for one stored result (``RunResult`` as JSON); None when not recorded."""
-    if doc.get("status") != "ok":
+def value(m: Metric, result: RunResult) -> float | None:
+    """The metric's value for one whole stored result; None when the run failed or did not record it."""
+    if result.status != "ok":
         return None
-    measured = float(doc.get("measured_s") or 0.0)
-    totals = doc.get("totals") or {}
+    measured, totals, server = result.measured_s, result.totals, result.server
     if m.key == "qps":
-        return _queries(doc) / measured if measured > 0 else None
+        return totals.queries / measured if measured > 0 else None
     if m.key == "tps":
-        return int(totals.get("transactions", 0)) / measured if measured > 0 else None
+        return totals.transactions / measured if measured > 0 else None
     if m.key.endswith("_ms") and m.key in BUILTIN:
-        v = (doc.get("latency") or {}).get(m.key)
-        return float(v) if isinstance(v, (int, float)) else None
-    server = doc.get("server") or {}
+        return float(getattr(result.latency, m.key))
     if m.key in ("cpu_us_per_query", "client_cpu_us_per_query"):
-        keys = _SERVER_CPU_KEYS if m.key == "cpu_us_per_query" else _CLIENT_CPU_KEYS
-        cpu = _first(server, keys) if isinstance(server, Mapping) else None
-        if cpu is None and m.key == "client_cpu_us_per_query":
-            cpu = _first(doc, keys)
-        q = _queries(doc)
-        return 1e6 * cpu / q if cpu is not None and q else None
+        # CPU seconds come from managed targets (server) and the load processes (client); a
+        # result without them has the metric missing, not zero.
+        cpu = server.server_cpu_s if m.key == "cpu_us_per_query" else server.client_cpu_s
+        return 1e6 * cpu / totals.queries if cpu is not None and totals.queries else None
     if m.key.startswith(STATUS_PREFIX):
-        delta = status_deltas(doc).get(m.key[len(STATUS_PREFIX):])
-        trx = int(totals.get("transactions", 0))
-        return float(delta) / trx if isinstance(delta, (int, float)) and trx else None
+        delta = server.status_deltas.get(m.key[len(STATUS_PREFIX):])
+        return delta / totals.transactions if delta is not None and totals.transactions else None
     return None
 
 
-def available_status(docs: list[Mapping[str, Any]]) -> list[str]:
+def row_value(m: Metric, row: ResultRow) -> float | None:
+    """The metric's value for one result row: from its columns when the metric is one, else from
+    its whole result (None when the row was read without it)."""
+    if row.status != "ok":
+        return None
+    if m.column:
+        return float(getattr(row, m.key))
+    return value(m, row.result) if row.result is not None else None
+
+
+def available_status(results: Iterable[RunResult]) -> list[str]:
     """Status variable names recorded by any of the results, sorted, for the report's metric list."""
     names: set[str] = set()
-    for d in docs:
-        names.update(k for k, v in status_deltas(d).items() if isinstance(v, (int, float)))
+    for r in results:
+        names.update(r.server.status_deltas)
     return sorted(names)

@@ -1,15 +1,14 @@
-"""`collector report`: a campaign's settings, comparison tables and collapse list, read from the
-results DB, as text, Markdown, CSV, JSON, ODS or a self-contained HTML file with plots."""
+"""`collector report`: a campaign's settings, comparison tables and collapse list, as text,
+Markdown, CSV, JSON, ODS or a self-contained HTML file with plots.
+
+Pure: the campaign comes in as ``CampaignData`` (``load.load`` reads it from the results DB).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-from services.common.store import Store
-from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import (
-    AnalysisOptions,
     CampaignData,
     CollapseFinding,
     NamedTable,
@@ -18,45 +17,13 @@ from services.reporting.analysis import (
     collapse_findings,
     collapse_lines,
 )
-from services.reporting.collapse import DEFAULT_FRACTION
+from services.reporting.options import ReportOptions
 from services.reporting.render.formats import (
     render_csv,
     render_markdown,
     render_settings,
 )
-from services.reporting.stats import (
-    DEFAULT_ALPHA,
-    DEFAULT_CV_THRESHOLD,
-    DEFAULT_MIN_EFFECT,
-)
 from services.reporting.tables import render_text
-
-#: Metrics a table can show, with their unit and whether higher is better (kept for callers
-#: of the first version; ``metrics_catalog`` has the full list, including ``status:NAME``).
-METRICS = {k: (m.unit, m.higher_is_better) for k, m in mc.BUILTIN.items()}
-FORMATS = ("text", "markdown", "csv", "json", "ods", "html")
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    mode: Literal["ratio", "delta", "absolute"] = "ratio"
-    metric: str = "qps"
-    fmt: Literal["text", "markdown", "csv", "json", "ods", "html"] = "text"
-    high_cv: bool = False
-    alpha: float = DEFAULT_ALPHA
-    min_effect: float = DEFAULT_MIN_EFFECT
-    cv_threshold: float = DEFAULT_CV_THRESHOLD
-    collapse_fraction: float = DEFAULT_FRACTION
-    #: Text and Markdown: print every table (each recorded metric), not only the chosen one.
-    all_tables: bool = False
-
-    def analysis(self) -> AnalysisOptions:
-        return AnalysisOptions(alpha=self.alpha, min_effect=self.min_effect, cv_threshold=self.cv_threshold,
-                               mark_high_cv=self.high_cv, collapse_fraction=self.collapse_fraction)
-
-    def needs_documents(self) -> bool:
-        """Whether the whole stored results must be read (series, histograms, status), not only columns."""
-        return self.fmt in ("json", "ods", "html") or self.all_tables or not mc.metric(self.metric).column
 
 
 @dataclass(frozen=True)
@@ -75,15 +42,14 @@ class Report:
 
 def analyse(data: CampaignData, opts: ReportOptions) -> Report:
     """Tables and collapse findings of a campaign (pure)."""
-    a = opts.analysis()
-    collapsed = tuple(collapse_findings(data, a))
-    m = mc.metric(opts.metric)
-    if opts.needs_documents() and (opts.fmt in ("json", "ods", "html") or opts.all_tables):
-        tables = tuple(all_tables(data, m, opts.mode, a, collapsed))
+    collapsed = tuple(collapse_findings(data, opts))
+    m = opts.table_metric
+    if opts.every_table:
+        tables = tuple(all_tables(data, m, opts.mode, opts, collapsed))
     else:
         shape = opts.mode if len(data.targets) > 1 else "absolute"
         tables = (NamedTable(f"{m.key}_{shape}", f"{m.description} ({shape})", m,
-                             build(data, m, opts.mode, a, collapsed)),)
+                             build(data, m, opts.mode, opts, collapsed)),)
     return Report(data, opts, tables, collapsed)
 
 
@@ -105,17 +71,6 @@ def render_lines(report: Report) -> list[str]:
     lines.append("")
     lines.extend(collapse_lines(report.collapsed, report.opts.collapse_fraction))
     return lines
-
-
-def load_report(store: Store, campaign_ref: str, opts: ReportOptions) -> Report:
-    from services.reporting.load import load
-
-    return analyse(load(store, campaign_ref, with_docs=opts.needs_documents()), opts)
-
-
-def render_report(store: Store, campaign_ref: str, opts: ReportOptions) -> list[str]:
-    """Lines of the report: settings, then the table, in the chosen format (text, markdown, csv)."""
-    return render_lines(load_report(store, campaign_ref, opts))
 
 
 def render_html_report(report: Report) -> str:

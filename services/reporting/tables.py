@@ -2,7 +2,7 @@
 
 ``build_table`` turns measurements into a ``Table`` (numbers, marks, statistics per cell);
 ``render_text`` prints it like the seeds. Renderers return lines; callers print them.
-Markdown, CSV and the settings block live in ``table_formats``.
+Markdown, CSV and the settings block live in ``render.formats``.
 """
 
 from __future__ import annotations

@@ -140,7 +140,9 @@ def _progress(store: Store, campaign_id: str, total: int, started: float, planne
 
 
 def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
-    from services.reporting.report import ReportOptions, render_report
+    from services.reporting.load import load_report
+    from services.reporting.options import ReportOptions
+    from services.reporting.report import render_lines
 
     started = time.time()
     total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
@@ -164,7 +166,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
                 time.sleep(args.poll)
             if tty:
                 print(file=sys.stderr)
-            for line in render_report(store, campaign_id, ReportOptions()):
+            for line in render_lines(load_report(store, campaign_id, ReportOptions())):
                 print(line)
             return EXIT_FAILED if p.failed else EXIT_OK
     except KeyboardInterrupt:

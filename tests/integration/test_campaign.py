@@ -67,8 +67,8 @@ def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
         assert all(r.status == "ok" and r.qps > 0 for r in results), [(r.run_id, r.error) for r in results]
         counts = store.run_counts(campaign_id)
         assert counts["done"] == 16 and counts["pending"] == counts["running"] == 0
-        detail = store.result_json(results[0].run_id)
-        assert detail["latency"]["p95_ms"] > 0 and detail["series"]["queries"]
+        detail = store.result(results[0].run_id)
+        assert detail is not None and detail.latency.p95_ms > 0 and detail.series.queries
 
     with Bus(fleet.settings) as bus:
         dead = bus.get(bus.names.dead)

@@ -4,7 +4,6 @@ leaves no server behind when it is killed."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -98,19 +97,20 @@ def test_two_targets_differing_in_one_option_and_a_server_that_cannot_start(flee
     cid = campaign_id(done.stdout)
     assert "8 / off" in done.stdout or re.search(r"^\s*8\b", done.stdout, re.M), done.stdout
     with Store(fleet.settings) as store:
-        docs = {json.loads(doc)["cell"]["target"]: json.loads(doc) for _, doc in store.result_documents(cid)}
-    off, eight, broken = docs["off"], docs["8"], docs["broken"]
-    assert off["status"] == "ok" and eight["status"] == "ok", (off.get("error"), eight.get("error"))
-    assert off["server"]["variables"] == {"key_buffer_size": "8388608", "key_cache_segments": "0"}
-    assert eight["server"]["variables"] == {"key_buffer_size": "8388608", "key_cache_segments": "8"}
-    assert eight["server"]["version"].startswith("10.")
-    assert eight["server"]["status_deltas"]["Com_select"] > 0
-    assert eight["server"]["status_deltas"]["Key_read_requests"] > 0
-    assert eight["server"]["threads_running_peak"] >= 1
-    assert eight["server"]["server_cpu_s"] > 0 and eight["server"]["client_cpu_s"] > 0
-    assert eight["server"]["server_cpus"] != eight["server"]["client_cpus"] or len(os.sched_getaffinity(0)) == 1
-    assert broken["status"] == "failed"
-    assert "exited with code" in broken["error"] and "no-such-handling" in broken["error"], broken["error"]
+        results = {r.cell.target: r for r in store.stored_results(cid)}
+    off, eight, broken = results["off"], results["8"], results["broken"]
+    assert off.status == "ok" and eight.status == "ok", (off.error, eight.error)
+    assert off.server.variables == {"key_buffer_size": "8388608", "key_cache_segments": "0"}
+    assert eight.server.variables == {"key_buffer_size": "8388608", "key_cache_segments": "8"}
+    assert eight.server.version is not None and eight.server.version.startswith("10.")
+    assert eight.server.status_deltas["Com_select"] > 0
+    assert eight.server.status_deltas["Key_read_requests"] > 0
+    assert eight.server.threads_running_peak is not None and eight.server.threads_running_peak >= 1
+    assert eight.server.server_cpu_s and eight.server.server_cpu_s > 0
+    assert eight.server.client_cpu_s and eight.server.client_cpu_s > 0
+    assert eight.server.server_cpus != eight.server.client_cpus or len(os.sched_getaffinity(0)) == 1
+    assert broken.status == "failed" and broken.error is not None
+    assert "exited with code" in broken.error and "no-such-handling" in broken.error, broken.error
 
 
 def test_bad_option_fails_validation_naming_it(tmp_path):

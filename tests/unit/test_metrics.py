@@ -180,13 +180,15 @@ def test_announced_serves_then_withdraws(tmp_path):
 def test_collector_restore_exports_earlier_cells_without_counting_them_as_stored():
     """A restarted collector shows the cells already in the results DB; a later redelivery still
     replaces its repetition instead of adding one."""
-    from services.common.store import ResultRow
+    from services.common.results import ResultRow
 
     def row(run_id: str, threads: int, qps: float, status: str = "ok") -> ResultRow:
-        return ResultRow(run_id, "off", "oltp_point_select", threads, 1, status, qps, qps / 2, 1.0, 2.0, 10.0, None)
+        return ResultRow(run_id=run_id, campaign_id="c0", target="off", workload="oltp_point_select",
+                         threads=threads, repetition=1, status=status, qps=qps, tps=qps / 2, p95_ms=1.0,
+                         p99_ms=2.0, measured_s=10.0, error=None)
 
     m = CollectorMetrics()
-    m.restore([("c0", row("c0/a", 1, 100.0)), ("c0", row("c0/b", 1, 300.0)), ("c0", row("c0/c", 8, 50.0, "failed"))])
+    m.restore([row("c0/a", 1, 100.0), row("c0/b", 1, 300.0), row("c0/c", 8, 50.0, "failed")])
     text = m.scrape()
     assert value(text, "benchfleet_cell_queries_per_second", campaign="c0", threads="1") == 200
     assert value(text, "benchfleet_cell_repetitions", campaign="c0", threads="1") == 2

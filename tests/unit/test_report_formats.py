@@ -10,18 +10,21 @@ import zipfile
 
 import pytest
 
+from services.common.messages import Cell, Latency, RunResult, ServerReport, Totals
+from services.common.results import HistoryEntry, ResultRow
 from services.reporting import metrics_catalog as mc
-from services.reporting.analysis import AnalysisOptions, CampaignData, RunData, collapse_findings
+from services.reporting.analysis import CampaignData, collapse_findings
 from services.reporting.compare import compare_campaigns, render_compare
-from services.reporting.render.exports import render_json, render_ods
 from services.reporting.history import history_points, render_history
-from services.reporting.report import ReportOptions, analyse, render_lines
-from services.common.store import ResultRow
+from services.reporting.options import ReportOptions
+from services.reporting.render.exports import render_json, render_ods
+from services.reporting.report import analyse, render_lines
 
 
-def run(target, workload, threads, rep, qps, *, status="ok", doc=None):
-    return RunData(f"c.{target}.{workload}.t{threads}.r{rep}", target, workload, threads, rep, status,
-                   qps, qps, 1.0, 2.0, 60.0, None, doc)
+def run(target, workload, threads, rep, qps, *, status="ok", result=None, cid="c"):
+    return ResultRow(run_id=f"{cid}.{target}.{workload}.t{threads}.r{rep}", campaign_id=cid, target=target,
+                     workload=workload, threads=threads, repetition=rep, status=status, qps=qps, tps=qps,
+                     p95_ms=1.0, p99_ms=2.0, measured_s=60.0, error=None, result=result)
 
 
 def campaign(runs, targets=("tpc", "pool"), threads=(16, 4096), cid="c", name="pool"):
@@ -69,27 +72,26 @@ def test_noisy_drop_is_not_a_collapse_but_a_single_run_is_judged_by_the_fraction
 
 def test_collapse_fraction_is_settable():
     """With a fraction of 0.001 the seeds' 282-of-172083 drop no longer counts as a collapse."""
-    assert collapse_findings(campaign(POOL_RUNS), AnalysisOptions(collapse_fraction=0.001)) == []
+    assert collapse_findings(campaign(POOL_RUNS), ReportOptions(collapse_fraction=0.001)) == []
 
 
-def _doc(transactions, queries, key_reads=None, server_cpu=None):
-    server = {}
-    if key_reads is not None:
-        server["status_deltas"] = {"Key_reads": key_reads}
-    if server_cpu is not None:
-        server["server_cpu_s"] = server_cpu
-    return {"status": "ok", "measured_s": 10.0, "totals": {"transactions": transactions, "reads": queries},
-            "latency": {"p50_ms": 1.5, "p95_ms": 4.0, "p99_ms": 9.0}, "server": server}
+def _result(transactions, queries, key_reads=None, server_cpu=None, target="t", rep=1):
+    server = ServerReport(status_deltas={} if key_reads is None else {"Key_reads": key_reads},
+                          server_cpu_s=server_cpu)
+    return RunResult(run_id=f"c.{target}.r{rep}", campaign_id="c", cell=Cell(target=target, workload="w", threads=4),
+                     repetition=rep, status="ok", worker="w1", host="h", started_at=0.0, ended_at=10.0,
+                     measured_s=10.0, totals=Totals(transactions=transactions, reads=queries),
+                     latency=Latency(p50_ms=1.5, p95_ms=4.0, p99_ms=9.0), server=server)
 
 
 def test_status_delta_and_cpu_metrics_are_per_transaction_and_per_query_and_absent_when_not_recorded():
     """Key_reads per transaction and server CPU µs per query come from the stored result; a result
     without them gives no value rather than zero."""
-    doc = _doc(1000, 10000, key_reads=250, server_cpu=2.0)
+    doc = _result(1000, 10000, key_reads=250, server_cpu=2.0)
     assert mc.value(mc.metric("status:Key_reads"), doc) == 0.25
     assert mc.value(mc.metric("cpu_us_per_query"), doc) == pytest.approx(200.0)
     assert mc.value(mc.metric("p50_ms"), doc) == 1.5
-    bare = _doc(1000, 10000)
+    bare = _result(1000, 10000)
     assert mc.value(mc.metric("status:Key_reads"), bare) is None
     assert mc.value(mc.metric("cpu_us_per_query"), bare) is None
     with pytest.raises(ValueError, match="unknown metric 'bogus'"):
@@ -98,7 +100,7 @@ def test_status_delta_and_cpu_metrics_are_per_transaction_and_per_query_and_abse
 
 def test_key_reads_per_transaction_table_says_fewer_is_better():
     """A table of status:Key_reads marks the target with fewer reads per transaction as better (+)."""
-    runs = [run(t, "w", 4, i + 1, 1.0, doc=_doc(1000, 1000, key_reads=k))
+    runs = [run(t, "w", 4, i + 1, 1.0, result=_result(1000, 1000, key_reads=k, target=t, rep=i + 1))
             for t, ks in (("off", [500, 505, 495]), ("8", [100, 102, 98])) for i, k in enumerate(ks)]
     data = CampaignData("c", "n", "finished", ("off", "8"), "off", ("w",), (4,), {}, tuple(runs))
     lines = render_lines(analyse(data, ReportOptions(metric="status:Key_reads")))
@@ -142,7 +144,7 @@ def test_compare_two_campaigns_cell_by_cell():
     faster = [run(r.target, r.workload, r.threads, r.repetition, r.qps * (1.05 if r.threads == 16 else 1.0))
               for r in POOL_RUNS if r.target == "pool"]
     b = campaign(faster + [run("extra", "oltp_point_select", 16, 1, 1.0)], targets=("pool", "extra"), cid="pool-b")
-    c = compare_campaigns(a, b, mc.metric("qps"))
+    c = compare_campaigns(a, b, ReportOptions(metric="qps"))
     out = render_compare(c, "text").splitlines()
     assert out[:3] == ["A = pool-a (pool, finished)", "B = pool-b (pool, finished)",
                        "Targets in only one campaign (not compared): extra, tpc"]
@@ -163,7 +165,7 @@ def test_compare_as_html_and_spreadsheet():
     a = campaign(POOL_RUNS, cid="pool-a")
     faster = [run(r.target, r.workload, r.threads, r.repetition, r.qps * (1.05 if r.threads == 16 else 1.0))
               for r in POOL_RUNS if r.target == "pool"]
-    c = compare_campaigns(a, campaign(faster, targets=("pool",), cid="pool-b"), mc.metric("qps"))
+    c = compare_campaigns(a, campaign(faster, targets=("pool",), cid="pool-b"), ReportOptions(metric="qps"))
     page = render_compare(c, "html")
     assert page.startswith("<!DOCTYPE html>") and "http" not in page.split("<body>")[1]
     assert 'class="num faster"' in page and "105.00+" in page and "B = pool-b" in page
@@ -172,7 +174,7 @@ def test_compare_as_html_and_spreadsheet():
 
 
 def _history_row(cid, name, at, rep, qps, status="ok"):
-    return (cid, name, at, ResultRow(f"{cid}.r{rep}", "off", "w", 8, rep, status, qps, qps, 1.0, 2.0, 60.0, None))
+    return HistoryEntry(name, at, run("off", "w", 8, rep, qps, status=status, cid=cid))
 
 
 def test_history_compares_each_campaign_with_the_one_before():
@@ -180,10 +182,10 @@ def test_history_compares_each_campaign_with_the_one_before():
     rows = ([_history_row("c1", "n", 100.0, i + 1, q) for i, q in enumerate([1000.0, 1005.0, 995.0])]
             + [_history_row("c2", "n", 200.0, i + 1, q) for i, q in enumerate([900.0, 905.0, 895.0])]
             + [_history_row("c2", "n", 200.0, 4, 0.0, status="failed")])
-    points = history_points(rows, mc.metric("qps"))
+    points = history_points(rows, ReportOptions(metric="qps"))
     assert [(p.campaign_id, p.stats.n, p.failed) for p in points] == [("c1", 3, 0), ("c2", 3, 1)]
     assert points[1].vs_previous.verdict == "slower"
-    text = render_history(points, "off / w / 8 threads", mc.metric("qps")).splitlines()
+    text = render_history(points, "off / w / 8 threads", ReportOptions(metric="qps")).splitlines()
     assert text[0] == "History of off / w / 8 threads (q/s)"
     assert text[3].split()[:4] == ["c1", "1970-01-01", "00:01", "3"]
     assert text[4].endswith("-10.00%-")

@@ -8,13 +8,16 @@ import io
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Iterable
+
+from services.common.results import COLUMNS, ResultRow
 
 from services.reporting.analysis import NamedTable
 from services.reporting.report import Report
 from services.reporting.tables import format_value, formula_lines, legend_lines
 
-#: Version of the JSON export's layout; history: 1 = first version.
+#: Version of the JSON export's layout; history: 1 = first version (additive since: each run
+#: carries every column of ``ResultRow``, campaign_id included).
 JSON_VERSION = 1
 
 
@@ -51,12 +54,6 @@ def table_data(named: NamedTable) -> dict[str, Any]:
     }
 
 
-def _run_row(r) -> dict[str, Any]:
-    return {"run_id": r.run_id, "target": r.target, "workload": r.workload, "threads": r.threads,
-            "repetition": r.repetition, "status": r.status, "qps": r.qps, "tps": r.tps, "p95_ms": r.p95_ms,
-            "p99_ms": r.p99_ms, "measured_s": r.measured_s, "error": r.error}
-
-
 def render_json(report: Report) -> str:
     """The report as one JSON document (``format_version`` tells its layout)."""
     d = report.data
@@ -69,7 +66,7 @@ def render_json(report: Report) -> str:
                        "cv_threshold": report.opts.cv_threshold, "collapse_fraction": report.opts.collapse_fraction},
         "tables": [table_data(t) for t in report.tables],
         "collapse": [dict(f.__dict__, p=_num(f.p)) for f in report.collapsed],
-        "runs": [_run_row(r) for r in d.runs],
+        "runs": [dict(zip(COLUMNS, r.columns())) for r in d.runs],
     }
     return json.dumps(doc, indent=1, sort_keys=False, default=str) + "\n"
 
@@ -129,12 +126,9 @@ def table_rows(named: NamedTable) -> list[list[Any]]:
     return rows
 
 
-RUN_COLUMNS = ["run_id", "target", "workload", "threads", "repetition", "status", "qps", "tps", "p95_ms", "p99_ms",
-               "measured_s", "error"]
-
-
-def run_rows(runs: Any) -> list[list[Any]]:
-    return [RUN_COLUMNS] + [[_run_row(r)[c] for c in RUN_COLUMNS] for r in runs]
+def run_rows(runs: Iterable[ResultRow]) -> list[list[Any]]:
+    """The raw runs as spreadsheet rows: a header of the result row's columns, then one row per run."""
+    return [list(COLUMNS)] + [list(r.columns()) for r in runs]
 
 
 def render_ods(report: Report) -> bytes:

@@ -23,7 +23,8 @@ matplotlib.use("Agg")  # no display: reports are rendered on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter  # noqa: E402
 
-from services.reporting.analysis import CampaignData, RunData  # noqa: E402
+from services.common.results import ResultRow  # noqa: E402
+from services.reporting.analysis import CampaignData  # noqa: E402
 from services.reporting.stats import describe  # noqa: E402
 
 #: Runs of one (target, workload, threads) drawn in a time-series panel; a 10,000-run campaign
@@ -77,7 +78,7 @@ def _grid(n: int, cols: int = 2, w: float = 5.0, h: float = 3.2, share: bool = F
     return fig, flat[:n]
 
 
-def _ok(runs: Sequence[RunData]) -> list[RunData]:
+def _ok(runs: Sequence[ResultRow]) -> list[ResultRow]:
     return [r for r in runs if r.status == "ok"]
 
 
@@ -114,10 +115,10 @@ def latency_vs_threads(data: CampaignData) -> Plot:
     styles = {"p50_ms": ":", "p95_ms": "--", "p99_ms": "-"}
     by_cell: dict[tuple[str, str, int, str], list[float]] = defaultdict(list)
     for r in _ok(data.runs):
-        lat = (r.doc or {}).get("latency") or {}
         for key in styles:
-            v = lat.get(key, getattr(r, key, None))
-            if isinstance(v, (int, float)) and v > 0:
+            # Without the whole result only p95/p99 are known (result columns); p50 is then missing.
+            v = getattr(r.result.latency, key) if r.result is not None else getattr(r, key, None)
+            if v is not None and v > 0:
                 by_cell[(r.target, r.workload, r.threads, key)].append(float(v))
     fig, axes = _grid(len(data.workloads))
     for ax, workload in zip(axes, data.workloads):
@@ -143,7 +144,7 @@ def latency_vs_threads(data: CampaignData) -> Plot:
 def throughput_over_time(data: CampaignData, workload: str) -> Plot:
     """Per-second q/s of each run after warm-up, one panel per thread count, coloured by target."""
     colors = _colors(data.targets)
-    runs = sorted((r for r in _ok(data.runs) if r.workload == workload and r.doc is not None),
+    runs = sorted((r for r in _ok(data.runs) if r.workload == workload and r.result is not None),
                   key=lambda r: (r.threads, data.targets.index(r.target) if r.target in data.targets else 0,
                                  r.repetition))
     # Shared axes: one set of tick labels per row/column (text is most of the drawing time),
@@ -155,7 +156,7 @@ def throughput_over_time(data: CampaignData, workload: str) -> Plot:
         for r in runs:
             if r.threads != threads:
                 continue
-            series = ((r.doc or {}).get("series") or {}).get("queries") or []
+            series = r.result.series.queries if r.result is not None else []
             if not series:
                 continue
             if shown[r.target] >= MAX_SERIES_PER_CELL:

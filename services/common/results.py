@@ -1,0 +1,86 @@
+"""The one row type of a stored result: what the store returns, what reports, exports and the
+collector's Prometheus restore read.
+
+A row holds the indexed columns of the results table; reports that need series, histograms or
+the server report also get the whole stored ``RunResult``, decoded, in ``result``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+from services.common.messages import RunResult
+
+RunStatus = Literal["ok", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One run's stored result: its columns, and the decoded whole result when it was read."""
+
+    run_id: str
+    campaign_id: str
+    target: str
+    workload: str
+    threads: int
+    repetition: int
+    status: RunStatus
+    qps: float
+    tps: float
+    p95_ms: float
+    p99_ms: float
+    measured_s: float
+    error: str | None
+    #: The whole stored result (series, histograms, server report); None when only the columns
+    #: were read, which is all a text table of q/s, tps or p95/p99 needs. Not a column, and
+    #: left out of equality: two reads of one run compare equal with or without it.
+    result: RunResult | None = field(default=None, compare=False, repr=False, metadata={"column": False})
+
+    @classmethod
+    def of(cls, result: RunResult) -> "ResultRow":
+        """The row the store keeps for ``result``, carrying the result itself."""
+        return cls(run_id=result.run_id, campaign_id=result.campaign_id, target=result.cell.target,
+                   workload=result.cell.workload, threads=result.cell.threads, repetition=result.repetition,
+                   status=result.status, qps=result.qps, tps=result.tps, p95_ms=result.latency.p95_ms,
+                   p99_ms=result.latency.p99_ms, measured_s=result.measured_s, error=result.error,
+                   result=result)
+
+    @classmethod
+    def from_columns(cls, values: Sequence[Any]) -> "ResultRow":
+        """A row from database values in ``COLUMNS`` order (numbers coerced to the field's type)."""
+        if len(values) != len(COLUMNS):
+            raise ValueError(f"a result row has {len(COLUMNS)} columns ({', '.join(COLUMNS)}), got {len(values)}")
+        return cls(*[convert(v) for convert, v in zip(_CONVERTERS, values)])
+
+    def columns(self) -> tuple[Any, ...]:
+        """The row's column values in ``COLUMNS`` order (what an export writes per run)."""
+        return tuple(getattr(self, name) for name in COLUMNS)
+
+    def with_result(self, result: RunResult | None) -> "ResultRow":
+        """The same row carrying ``result`` (built directly: ``dataclasses.replace`` costs a
+        10,000-run report a third of a second)."""
+        return type(self)(*self.columns(), result=result)
+
+
+#: The results table's columns a row holds, in order: derived from the type, so the store's
+#: SELECT and every export's run columns follow a field added here.
+COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ResultRow) if f.metadata.get("column", True))
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+_COERCE = {"int": int, "float": float}
+_CONVERTERS = tuple(_COERCE.get(str(f.type), _same) for f in dataclasses.fields(ResultRow) if f.name in COLUMNS)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A result of one cell with the campaign it belongs to, for a cell's history across campaigns."""
+
+    campaign_name: str
+    created_at: float
+    row: ResultRow
