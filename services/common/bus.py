@@ -1,60 +1,27 @@
-"""RabbitMQ: the topology, confirmed publishing and consuming, with bounded reconnects.
+"""RabbitMQ: the topology, confirmed publishing and consuming with bounded reconnects, and the
+control log. The one module that imports pika; everything else uses the Broker interface
+(services/common/broker.py) that RabbitBus implements.
 
-One Bus owns one pika BlockingConnection and must be used from one thread only; a worker
-thread that publishes gets a Bus of its own (pika connections are not thread-safe).
+One RabbitBus owns one pika BlockingConnection and must be used from one thread only; a thread
+that publishes gets a RabbitBus of its own (pika connections are not thread-safe). Every pika
+failure leaves this module as a BusError.
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 import pika
 import pika.exceptions as px
 
 from services.common import logs
+from services.common.broker import QUEUE_HEADER, REASON_HEADER, Broker, BusFactory, Delivery, Names
 from services.common.config import MAX_RUN_ATTEMPTS, Settings
-from services.common.errors import BusError
-
-
-#: Exchange and queue names, under the settings' namespace (default "benchfleet"; tests use
-#: their own). Runs are routed by worker pool so a campaign can be sent to the workers of one
-#: host or rack; results and the dead letters have one queue each.
-@dataclass(frozen=True)
-class Names:
-    namespace: str = "benchfleet"
-
-    @property
-    def runs_exchange(self) -> str:
-        return f"{self.namespace}.runs"
-
-    @property
-    def results(self) -> str:
-        return f"{self.namespace}.results"
-
-    @property
-    def dead(self) -> str:
-        return f"{self.namespace}.dead"
-
-    @property
-    def control(self) -> str:
-        """Fanout exchange of control messages (cancel a campaign) that every worker hears."""
-        return f"{self.namespace}.control"
-
-    @property
-    def control_log(self) -> str:
-        """Stream queue bound to the control exchange: every control message, replayed by each
-        worker when it connects (see services/common/control.py)."""
-        return f"{self.namespace}.control.log"
-
-    @property
-    def control_sync(self) -> str:
-        """Fanout exchange bound to the control log only: where a worker appends its sync marker."""
-        return f"{self.namespace}.control.sync"
-
-    def runs_queue(self, pool: str) -> str:
-        return f"{self.namespace}.runs.{pool}"
+from services.common.control import SYNC_HEADER, ControlMessage, read_control, read_log_entry
+from services.common.errors import BusError, DecodeError
 
 #: A message redelivered this many times (a consumer crashing on it) is dead-lettered by the
 #: quorum queue itself instead of looping forever.
@@ -63,6 +30,19 @@ DELIVERY_LIMIT = MAX_RUN_ATTEMPTS
 #: Reconnect attempts and the cap of the exponential backoff between them, in seconds.
 CONNECT_ATTEMPTS = 8
 BACKOFF_CAP_S = 8.0
+#: Seconds ``consume`` serves the connection between two checks of ``should_stop``/``on_tick``.
+TICK_S = 0.5
+
+#: How long the control log keeps a message. A campaign's queued runs outlive their cancel by
+#: far less than this; a worker that connects later than that replays nothing about it.
+CONTROL_LOG_MAX_AGE = "30D"
+#: Stream segments of 1 MB, so the age limit frees old messages (retention drops whole segments
+#: only, and the default 500 MB segment would never fill with control messages and markers).
+CONTROL_LOG_ARGS: dict[str, object] = {
+    "x-queue-type": "stream", "x-max-age": CONTROL_LOG_MAX_AGE, "x-stream-max-segment-size-bytes": 1_000_000,
+}
+#: Unacked control-log messages in flight during a replay (a stream consumer needs a prefetch).
+CONTROL_REPLAY_PREFETCH = 500
 
 log = logs.get(__name__)
 
@@ -83,23 +63,31 @@ def connection_parameters(settings: Settings) -> pika.URLParameters:
     return params
 
 
-
 def _quorum_args(dead_exchange: str) -> dict[str, object]:
     return {"x-queue-type": "quorum", "x-dead-letter-exchange": dead_exchange, "x-delivery-limit": DELIVERY_LIMIT}
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """A received message: its body, headers and the tag to ack it with."""
+@contextlib.contextmanager
+def _as_bus_error(what: str) -> Iterator[None]:
+    """pika's errors (connection or channel lost, broker refusal) as one BusError saying what
+    we were doing; callers reconnect on it."""
+    try:
+        yield
+    except (px.AMQPError, ConnectionError) as e:
+        raise BusError(f"{what}: {type(e).__name__} {e}".rstrip()) from None
 
-    body: bytes
-    delivery_tag: int
-    redelivered: bool
-    headers: dict[str, object]
-    routing_key: str
+
+def _delivery(method: object, props: object, body: bytes) -> Delivery:
+    return Delivery(body, method.delivery_tag, method.redelivered,  # type: ignore[attr-defined]
+                    dict(props.headers or {}), method.routing_key)  # type: ignore[attr-defined]
 
 
-class Bus:
+def rabbit_factory(settings: Settings) -> BusFactory:
+    """Makes RabbitBus connections to the broker of ``settings``, named for the broker's tools."""
+    return lambda name: RabbitBus(settings, name=name)
+
+
+class RabbitBus(Broker):
     """A connection to RabbitMQ with the benchfleet topology declared on it."""
 
     def __init__(self, settings: Settings, *, name: str = "benchfleet"):
@@ -110,7 +98,7 @@ class Bus:
         self.channel: pika.adapters.blocking_connection.BlockingChannel | None = None
 
     # -- connection -------------------------------------------------------------------------
-    def connect(self, attempts: int = CONNECT_ATTEMPTS) -> "Bus":
+    def connect(self, attempts: int = CONNECT_ATTEMPTS) -> "RabbitBus":
         """Connect with exponential backoff; raise BusError after ``attempts`` failures."""
         params = connection_parameters(self.settings)
         params.client_properties = {"connection_name": self.name}
@@ -121,7 +109,7 @@ class Bus:
                 self.channel = self.connection.channel()
                 self.channel.confirm_delivery()
                 return self
-            except (px.AMQPConnectionError, OSError) as e:
+            except (px.AMQPError, OSError) as e:
                 if attempt == attempts:
                     raise BusError(
                         f"cannot connect to RabbitMQ at {self.settings.redacted_amqp_url()} after "
@@ -140,67 +128,86 @@ class Bus:
             pass
         self.connection = self.channel = None
 
-    def __enter__(self) -> "Bus":
+    def __enter__(self) -> "RabbitBus":
         return self.connect() if self.connection is None else self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
-    def ch(self) -> "pika.adapters.blocking_connection.BlockingChannel":
+    def _ch(self) -> "pika.adapters.blocking_connection.BlockingChannel":
         if self.channel is None:
-            raise BusError("not connected")
+            raise BusError("not connected to RabbitMQ")
         return self.channel
+
+    @property
+    def _conn(self) -> pika.BlockingConnection:
+        if self.connection is None:
+            raise BusError("not connected to RabbitMQ")
+        return self.connection
 
     # -- topology ---------------------------------------------------------------------------
     def declare(self, pools: tuple[str, ...] = ("default",)) -> None:
-        """Declare exchanges and durable quorum queues; safe to repeat from every service."""
-        ch, n = self.ch, self.names
-        ch.exchange_declare(n.dead, exchange_type="fanout", durable=True)
-        ch.queue_declare(n.dead, durable=True, arguments={"x-queue-type": "quorum"})
-        ch.queue_bind(n.dead, n.dead)
-        ch.exchange_declare(n.results, exchange_type="fanout", durable=True)
-        ch.queue_declare(n.results, durable=True, arguments=_quorum_args(n.dead))
-        ch.queue_bind(n.results, n.results)
-        ch.exchange_declare(n.runs_exchange, exchange_type="direct", durable=True)
-        for pool in pools:
-            ch.queue_declare(n.runs_queue(pool), durable=True, arguments=_quorum_args(n.dead))
-            ch.queue_bind(n.runs_queue(pool), n.runs_exchange, routing_key=pool)
+        ch, n = self._ch, self.names
+        with _as_bus_error("declaring the queues"):
+            ch.exchange_declare(n.dead, exchange_type="fanout", durable=True)
+            ch.queue_declare(n.dead, durable=True, arguments={"x-queue-type": "quorum"})
+            ch.queue_bind(n.dead, n.dead)
+            ch.exchange_declare(n.results, exchange_type="fanout", durable=True)
+            ch.queue_declare(n.results, durable=True, arguments=_quorum_args(n.dead))
+            ch.queue_bind(n.results, n.results)
+            ch.exchange_declare(n.runs_exchange, exchange_type="direct", durable=True)
+            for pool in pools:
+                ch.queue_declare(n.runs_queue(pool), durable=True, arguments=_quorum_args(n.dead))
+                ch.queue_bind(n.runs_queue(pool), n.runs_exchange, routing_key=pool)
+
+    def declare_control_log(self) -> None:
+        """Declare the control exchange, the control log (a stream) bound to it, and the sync
+        exchange that only the log is bound to. Scheduler and workers both do this before use."""
+        ch, n = self._ch, self.names
+        with _as_bus_error("declaring the control log"):
+            ch.exchange_declare(n.control, exchange_type="fanout", durable=True)
+            ch.exchange_declare(n.control_sync, exchange_type="fanout", durable=True)
+            ch.queue_declare(n.control_log, durable=True, arguments=CONTROL_LOG_ARGS)
+            ch.queue_bind(n.control_log, n.control)
+            ch.queue_bind(n.control_log, n.control_sync)
 
     # -- publishing -------------------------------------------------------------------------
-    def publish(self, exchange: str, routing_key: str, body: bytes, headers: dict[str, object] | None = None) -> None:
-        """Publish persistently and wait for the broker's confirm; raise BusError if it is
-        unroutable or nacked, so the caller never believes a lost message was sent."""
+    def publish(self, exchange: str, routing_key: str, body: bytes, headers: Mapping[str, object] | None = None) -> None:
         props = pika.BasicProperties(
-            delivery_mode=pika.DeliveryMode.Persistent, content_type="application/json", headers=headers or {}
+            delivery_mode=pika.DeliveryMode.Persistent, content_type="application/json", headers=dict(headers or {})
         )
         try:
-            self.ch.basic_publish(exchange, routing_key, body, properties=props, mandatory=True)
+            self._ch.basic_publish(exchange, routing_key, body, properties=props, mandatory=True)
         except px.UnroutableError:
             raise BusError(f"message to {exchange!r} with key {routing_key!r} was unroutable (no queue bound)") from None
         except px.NackError:
             raise BusError(f"broker refused (nacked) a message to {exchange!r}") from None
+        except (px.AMQPError, ConnectionError) as e:
+            raise BusError(f"publishing to {exchange!r}: {type(e).__name__} {e}".rstrip()) from None
 
     def publish_runs(self, pool: str, bodies: list[bytes]) -> None:
-        """Publish a campaign's runs all-or-nothing, in one AMQP transaction on a channel of
-        its own: a failure part-way leaves no run of the campaign in the queue."""
-        assert self.connection is not None
-        ch = self.connection.channel()
+        """One AMQP transaction on a channel of its own: a failure part-way leaves no run of the
+        campaign in the queue."""
         props = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent, content_type="application/json")
+        ch = None
         try:
+            ch = self._conn.channel()
             ch.tx_select()
             for body in bodies:
                 ch.basic_publish(self.names.runs_exchange, pool, body, properties=props)
             ch.tx_commit()
         except Exception as e:
             try:
-                ch.tx_rollback()
+                if ch is not None:
+                    ch.tx_rollback()
             except Exception:  # the channel may be gone with the error; nothing was committed
                 pass
             raise BusError(f"publishing {len(bodies)} runs to pool {pool!r} failed, none were published: {e}") from None
         finally:
             try:
-                ch.close()
+                if ch is not None:
+                    ch.close()
             except Exception:
                 pass
 
@@ -208,47 +215,45 @@ class Bus:
         self.publish(self.names.results, "", body)
 
     def dead_letter(self, body: bytes, reason: str, queue: str) -> None:
-        """Park a message we cannot handle in the dead-letter queue, with the reason."""
-        self.publish(self.names.dead, "", body, headers={"x-benchfleet-reason": reason[:1000], "x-benchfleet-queue": queue})
+        self.publish(self.names.dead, "", body, headers={REASON_HEADER: reason[:1000], QUEUE_HEADER: queue})
 
     # -- consuming --------------------------------------------------------------------------
     def queue_depth(self, queue: str) -> int:
-        return int(self.ch.queue_declare(queue, passive=True).method.message_count)
+        with _as_bus_error(f"reading the depth of {queue!r}"):
+            return int(self._ch.queue_declare(queue, passive=True).method.message_count)
 
     def get(self, queue: str) -> Delivery | None:
-        """Fetch one message without a consumer (tests, tools); None when the queue is empty."""
-        method, props, body = self.ch.basic_get(queue, auto_ack=False)
-        if method is None:
-            return None
-        return Delivery(body, method.delivery_tag, method.redelivered, dict(props.headers or {}), method.routing_key)
+        with _as_bus_error(f"getting from {queue!r}"):
+            method, props, body = self._ch.basic_get(queue, auto_ack=False)
+        return None if method is None else _delivery(method, props, body)
 
     def ack(self, tag: int) -> None:
-        self.ch.basic_ack(tag)
+        with _as_bus_error("acking a delivery"):
+            self._ch.basic_ack(tag)
+
+    def nack(self, tag: int, requeue: bool) -> None:
+        with _as_bus_error("nacking a delivery"):
+            self._ch.basic_nack(tag, requeue=requeue)
 
     def consume(self, queue: str, prefetch: int, on_message: Callable[[Delivery], None],
-                should_stop: Callable[[], bool], tick_s: float = 0.5,
-                on_tick: Callable[["Bus"], None] | None = None) -> None:
-        """Deliver messages to ``on_message`` until ``should_stop()``; the callback acks.
-        ``on_tick`` runs on this thread between deliveries (queue depths, housekeeping)."""
-        ch = self.ch
-        ch.basic_qos(prefetch_count=prefetch)
-
-        def _cb(_ch: object, method: object, props: object, body: bytes) -> None:
-            on_message(Delivery(body, method.delivery_tag, method.redelivered,  # type: ignore[attr-defined]
-                                dict(props.headers or {}), method.routing_key))  # type: ignore[attr-defined]
-
-        tag = ch.basic_consume(queue, _cb, auto_ack=False)
+                should_stop: Callable[[], bool], on_tick: Callable[[], None] | None = None) -> None:
+        ch, conn = self._ch, self._conn
+        with _as_bus_error(f"consuming from {queue!r}"):
+            ch.basic_qos(prefetch_count=prefetch)
+            tag = ch.basic_consume(queue, lambda _c, method, props, body: on_message(_delivery(method, props, body)),
+                                   auto_ack=False)
         try:
             while not should_stop():
-                assert self.connection is not None
-                self.connection.process_data_events(time_limit=tick_s)
+                # Callbacks run inside process_data_events; their exceptions pass through untouched.
+                with _as_bus_error(f"consuming from {queue!r}"):
+                    conn.process_data_events(time_limit=TICK_S)
                 if ch.is_closed:
                     # The broker closed the channel (e.g. a delivery outlived consumer_timeout);
                     # process_data_events does not raise for that, so say it here and let the
                     # caller reconnect instead of waiting on a dead channel forever.
                     raise BusError("the broker closed the consuming channel")
                 if on_tick is not None:
-                    on_tick(self)
+                    on_tick()
         finally:
             try:
                 if ch.is_open:
@@ -257,23 +262,98 @@ class Bus:
                 pass
 
     def call_threadsafe(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on this connection's thread (acks from a worker thread)."""
-        assert self.connection is not None
-        self.connection.add_callback_threadsafe(fn)
+        with _as_bus_error("handing a callback to the connection's thread"):
+            self._conn.add_callback_threadsafe(fn)
 
+    # -- control ----------------------------------------------------------------------------
+    def publish_control(self, message: ControlMessage) -> None:
+        # One publish tells the connected workers (their private queues) and appends the message
+        # to the control log (a stream bound to the same exchange). The log is always bound, so
+        # the publish is mandatory and confirmed: a cancel the log did not get is an error.
+        self.declare_control_log()
+        self.publish(self.names.control, "", message.encode())
 
-def reconnecting(settings: Settings, name: str, pools: tuple[str, ...] = ("default",),
-                 should_stop: Callable[[], bool] = lambda: False) -> Iterator[Bus]:
-    """Yield connected, declared Buses forever: when the caller's loop breaks on a connection
-    error, the next iteration reconnects with backoff (long campaigns survive broker restarts)."""
-    while not should_stop():
-        bus = Bus(settings, name=name)
-        bus.connect()
-        bus.declare(pools)
+    def subscribe_control(self, on_control: Callable[[ControlMessage], None]) -> None:
+        self.declare_control_log()
+
+        def on_body(_c: object, _m: object, _p: object, body: bytes) -> None:
+            msg = read_control(body, "control")
+            if msg is not None:
+                on_control(msg)
+
+        ch = self._ch
+        with _as_bus_error("subscribing to control messages"):
+            # An exclusive, auto-deleted queue of this connection's own, so every worker hears
+            # each control message; private, so auto-ack loses nothing another worker needed.
+            queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
+            ch.queue_bind(queue, self.names.control)
+            ch.basic_consume(queue, on_body, auto_ack=True)
+
+    def replay_control_log(self, reader: str, on_control: Callable[[ControlMessage], None], *,
+                           should_stop: Callable[[], bool], timeout_s: float) -> int:
+        """Reads the stream from its first message on a channel of its own, after appending this
+        reader's marker through the sync exchange (see services/common/control.py for why the
+        marker is how the replay knows it is complete)."""
+        self.declare_control_log()
+        token = f"{reader}-{secrets.token_hex(8)}"
+        state = {"end": False, "replayed": 0}
+
+        def on_entry(c: object, method: object, props: object, body: bytes) -> None:
+            c.basic_ack(method.delivery_tag)  # type: ignore[attr-defined]
+            if state["end"]:
+                return  # past the marker: the private queue delivers these
+            try:
+                kind, msg = read_log_entry(dict(props.headers or {}), body, token)  # type: ignore[attr-defined]
+            except DecodeError as e:
+                log.error("control_message_undecodable", reason=str(e), source="control_log")
+                return
+            if kind == "end":
+                state["end"] = True
+            elif msg is not None:
+                state["replayed"] += 1
+                on_control(msg)
+
+        conn = self._conn
+        ch = None
         try:
-            yield bus
+            with _as_bus_error("replaying the control log"):
+                ch = conn.channel()
+                ch.confirm_delivery()
+                ch.basic_qos(prefetch_count=CONTROL_REPLAY_PREFETCH)
+                ch.basic_consume(self.names.control_log, on_entry, auto_ack=False,
+                                 arguments={"x-stream-offset": "first"})
+            self.publish(self.names.control_sync, "", b"", headers={SYNC_HEADER: token})
+            deadline = time.monotonic() + timeout_s
+            while not state["end"] and not should_stop():
+                if time.monotonic() > deadline:
+                    raise BusError(f"the control log replay did not reach this reader's marker within {timeout_s:.0f} s")
+                with _as_bus_error("replaying the control log"):
+                    conn.process_data_events(time_limit=0.2)
         finally:
-            bus.close()
+            try:
+                if ch is not None and ch.is_open:
+                    ch.close()
+            except Exception:  # the connection may be gone; the caller handles that
+                pass
+        return int(state["replayed"])
 
+    # -- tools and tests (RabbitMQ only, not part of the Broker interface) ------------------
+    def tap(self, queue: str, exchange: str, routing_key: str = "") -> None:
+        """A durable classic queue of ``queue``'s name bound to ``exchange``: a copy of what is
+        published there, for tests to read with ``get``."""
+        with _as_bus_error(f"tapping {exchange!r}"):
+            self._ch.queue_declare(queue, durable=False, auto_delete=False)
+            self._ch.queue_bind(queue, exchange, routing_key=routing_key)
 
-CONNECTION_ERRORS = (px.AMQPConnectionError, px.ChannelClosed, px.ConnectionClosed, px.StreamLostError, px.ChannelWrongStateError)
+    def delete_queue(self, queue: str) -> None:
+        with _as_bus_error(f"deleting {queue!r}"):
+            self._ch.queue_delete(queue)
+
+    def delete_topology(self, pools: tuple[str, ...]) -> None:
+        """Delete every queue and exchange of this namespace (a test fleet's teardown)."""
+        n = self.names
+        with _as_bus_error("deleting the topology"):
+            for q in (*(n.runs_queue(p) for p in pools), n.results, n.dead, n.control_log):
+                self._ch.queue_delete(q)
+            for ex in (n.runs_exchange, n.results, n.dead, n.control, n.control_sync):
+                self._ch.exchange_delete(ex)

@@ -8,7 +8,7 @@ Schema history:
 
 Each worker binds an exclusive, auto-deleted queue to the control exchange, so a control
 message reaches every worker connected at that moment. The control log, a RabbitMQ stream
-queue (``Names.control_log``, kept CONTROL_LOG_MAX_AGE), is bound to the same exchange, so the
+queue (``Names.control_log``, kept ``bus.CONTROL_LOG_MAX_AGE``), is bound to the same exchange, so the
 one publish that tells the connected workers also appends the message to the log. A worker that
 connects later (or reconnects after a broker restart) replays the log from its first message
 before it takes a run, so it drops the queued runs of a campaign cancelled while it was away.
@@ -21,31 +21,26 @@ see it): an empty body with the header SYNC_HEADER set to a token of its own. Ev
 published to the control exchange before the marker's confirm sits before the marker in the
 log, so the replay is complete when the worker reads its own marker. Markers of other workers
 are skipped.
+
+This module holds the contract and the pure pieces; declaring and replaying live with the
+broker implementations (services/common/bus.py, services/common/stub_bus.py).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Literal, Mapping
+from typing import Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.common.messages import DecodeError
-
-if TYPE_CHECKING:
-    from services.common.bus import Names
+from services.common import logs
+from services.common.errors import DecodeError
 
 CONTROL_SCHEMA = "benchfleet.control/1"
 
-#: How long the control log keeps a message. A campaign's queued runs outlive their cancel by
-#: far less than this; a worker that connects later than that replays nothing about it.
-CONTROL_LOG_MAX_AGE = "30D"
-#: Stream segments of 1 MB, so the age limit frees old messages (retention drops whole segments
-#: only, and the default 500 MB segment would never fill with control messages and markers).
-CONTROL_LOG_ARGS: dict[str, object] = {
-    "x-queue-type": "stream", "x-max-age": CONTROL_LOG_MAX_AGE, "x-stream-max-segment-size-bytes": 1_000_000,
-}
+log = logs.get(__name__)
+
 #: Header of a sync marker in the control log; its value is the token of the reader that wrote it.
 SYNC_HEADER = "x-benchfleet-sync"
 
@@ -79,25 +74,6 @@ def decode_control(body: bytes) -> ControlMessage:
         raise DecodeError(".".join(str(p) for p in err["loc"]), err["msg"]) from e
 
 
-def declare_control(ch: object, exchange: str) -> str:
-    """Declare the control exchange and a private queue bound to it; returns the queue name."""
-    ch.exchange_declare(exchange, exchange_type="fanout", durable=True)  # type: ignore[attr-defined]
-    q = ch.queue_declare("", exclusive=True, auto_delete=True)  # type: ignore[attr-defined]
-    name = q.method.queue
-    ch.queue_bind(name, exchange)  # type: ignore[attr-defined]
-    return name
-
-
-def declare_control_log(ch: object, names: "Names") -> None:
-    """Declare the control exchange, the control log (a stream) bound to it, and the sync
-    exchange that only the log is bound to. Scheduler and workers both call this before use."""
-    ch.exchange_declare(names.control, exchange_type="fanout", durable=True)  # type: ignore[attr-defined]
-    ch.exchange_declare(names.control_sync, exchange_type="fanout", durable=True)  # type: ignore[attr-defined]
-    ch.queue_declare(names.control_log, durable=True, arguments=CONTROL_LOG_ARGS)  # type: ignore[attr-defined]
-    ch.queue_bind(names.control_log, names.control)  # type: ignore[attr-defined]
-    ch.queue_bind(names.control_log, names.control_sync)  # type: ignore[attr-defined]
-
-
 def read_log_entry(headers: Mapping[str, object], body: bytes, token: str) -> tuple[str, ControlMessage | None]:
     """Classify one message read from the control log by the reader whose marker is ``token``:
     ("end", None) for that reader's own marker (the replay is complete), ("marker", None) for
@@ -109,3 +85,13 @@ def read_log_entry(headers: Mapping[str, object], body: bytes, token: str) -> tu
             marker = marker.decode(errors="replace")
         return ("end" if marker == token else "marker"), None
     return "control", decode_control(body)
+
+
+def read_control(body: bytes, source: str) -> ControlMessage | None:
+    """The control message in ``body``, or None (logged) when it cannot be decoded: control
+    messages are not redelivered, so there is nothing to dead-letter."""
+    try:
+        return decode_control(body)
+    except DecodeError as e:
+        log.error("control_message_undecodable", reason=str(e), source=source)
+        return None

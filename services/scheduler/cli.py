@@ -9,18 +9,20 @@ import time
 from typing import Any
 
 from services.common import logs
-from services.common.bus import Bus, BusError
+from services.common.bus import RabbitBus, rabbit_factory
 from services.common.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_main
 from services.common.config import (
     Settings,
     add_settings_flags,
 )
+from services.common.campaigns import Duplicate
 from services.common.durations import format_duration
 from services.common.spec import CampaignSpec
 from services.common.specfile import load_spec
 from services.common.store import Store
 from services.scheduler import plan, server_check
 from services.scheduler.progress import Progress, render
+from services.scheduler.submit import StoreLedger, submit
 
 
 def _err(msg: str) -> None:
@@ -87,41 +89,25 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     check_run_length(spec, settings, args.spec)
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
-    log = logs.get("scheduler").bind(campaign_id=campaign_id)
     key = args.idempotency_key or campaigns.default_key(spec_hash(spec))
-    earlier = None
-    with Store(settings) as store, Bus(settings, name="benchfleet scheduler") as bus:
-        bus.declare((spec.pool,))
-        # One submit at a time decides "duplicate or not" and records, so two identical
-        # submits racing each other still give one campaign.
-        campaigns.lock_submit(store)
-        try:
-            dup = None if args.force else campaigns.find_duplicate(store, key, explicit=bool(args.idempotency_key))
-            if dup is not None:
-                _err(f"campaign {dup.campaign_id} ({dup.state}) was already submitted with this "
-                     f"{'idempotency key' if args.idempotency_key else 'spec'}; nothing published "
-                     "(--force submits it again)")
-                if args.json:
-                    print(json.dumps({"campaign_id": dup.campaign_id, "duplicate": True}))
-                earlier = store.campaign(dup.campaign_id)
-            else:
-                store.record_campaign(campaign_id, spec, runs)
-                campaigns.set_key(store, campaign_id, None if args.force and not args.idempotency_key else key)
-                try:
-                    bus.publish_runs(spec.pool, [r.encode() for r in runs])
-                except BusError:
-                    # Nothing was published (one transaction): take the campaign back out as well.
-                    store.delete_campaign(campaign_id)
-                    raise
-        finally:
-            campaigns.unlock_submit(store)
-    if earlier is not None:
-        return _wait(settings, earlier.campaign_id, earlier.spec, args) if args.wait else EXIT_OK
-    log.info("campaign_submitted", runs=len(runs), pool=spec.pool)
+    with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler") as bus:
+        outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
+                         explicit_key=bool(args.idempotency_key), force=args.force)
+        earlier = store.campaign(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
+    if isinstance(outcome, Duplicate):
+        _err(f"campaign {outcome.campaign_id} ({outcome.state}) was already submitted with this "
+             f"{'idempotency key' if args.idempotency_key else 'spec'}; nothing published "
+             "(--force submits it again)")
+        if args.json:
+            print(json.dumps({"campaign_id": outcome.campaign_id, "duplicate": True}))
+        if earlier is None or not args.wait:
+            return EXIT_OK
+        return _wait(settings, earlier.campaign_id, earlier.spec, args)
+    logs.get("scheduler").bind(campaign_id=campaign_id).info("campaign_submitted", runs=outcome.runs, pool=outcome.pool)
     if args.json and not args.wait:
-        print(json.dumps({"campaign_id": campaign_id, "runs": len(runs), "pool": spec.pool}))
+        print(json.dumps({"campaign_id": campaign_id, "runs": outcome.runs, "pool": outcome.pool}))
     else:
-        print(f"campaign {campaign_id}: {len(runs)} runs published to pool {spec.pool}")
+        print(f"campaign {campaign_id}: {outcome.runs} runs published to pool {outcome.pool}")
     if not args.wait:
         return EXIT_OK
     return _wait(settings, campaign_id, spec, args)
@@ -177,7 +163,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     from services.scheduler.guards import cancel_campaign
 
-    done = cancel_campaign(settings, args.campaign)
+    done = cancel_campaign(settings, args.campaign, rabbit_factory(settings))
     if done is None:
         _err(f"no campaign {args.campaign!r} in the results DB")
         return EXIT_USAGE

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from services.common import campaigns, logs
-from services.common.bus import Bus
+from services.common.broker import BusFactory
 from services.common.config import Settings
-from services.common.control import ControlMessage, declare_control_log
+from services.common.control import ControlMessage
 from services.common.durations import format_duration
 from services.common.spec import CampaignSpec
 from services.common.specfile import FieldError, SpecError
@@ -31,7 +31,7 @@ def check_run_length(spec: CampaignSpec, settings: Settings, source: str) -> Non
         )])
 
 
-def cancel_campaign(settings: Settings, ref: str) -> tuple[str, int] | None:
+def cancel_campaign(settings: Settings, ref: str, connect: BusFactory) -> tuple[str, int] | None:
     """Cancel a campaign by id or name: pending runs are dropped in the results DB, and every
     worker is told to stop the campaign's active run and drop its queued runs (workers that
     connect later too, from the control log). None when there is no such campaign."""
@@ -40,12 +40,9 @@ def cancel_campaign(settings: Settings, ref: str) -> tuple[str, int] | None:
         if c is None:
             return None
         dropped = campaigns.cancel(store, c.campaign_id, time.time())
-    with Bus(settings, name="benchfleet scheduler cancel") as bus:
-        declare_control_log(bus.ch, bus.names)
-        # One publish tells the connected workers (their private queues) and appends the cancel
-        # to the control log (a stream bound to the same exchange), which a worker connecting
-        # later replays before it takes a run. The log is always bound, so the publish is
-        # mandatory and confirmed: a cancel the log did not get is an error, not a silent loss.
-        bus.publish(bus.names.control, "", ControlMessage(action="cancel", campaign_id=c.campaign_id).encode())
+    with connect("benchfleet scheduler cancel") as bus:
+        # Confirmed, and appended to the control log that a worker connecting later replays
+        # before it takes a run: a cancel the log did not get is an error, not a silent loss.
+        bus.publish_control(ControlMessage(action="cancel", campaign_id=c.campaign_id))
     log.info("campaign_cancelled", campaign_id=c.campaign_id, pending_dropped=dropped)
     return c.campaign_id, dropped

@@ -79,6 +79,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.worker.driver.native.libmariadb import library
 
     library()  # the native driver's client library: missing, the worker would fail every run
+    from services.common.bus import rabbit_factory
     from services.common.discovery import announced
     from services.worker.consumer import Worker
     from services.worker.metrics import WorkerMetrics
@@ -89,8 +90,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     metrics = WorkerMetrics(worker_id)
     servers = ServerManager(base_dir=Path(args.managed_dir) if args.managed_dir else None,
                             keep_datadirs=args.keep_datadirs)
-    w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), client_cpus=cpus,
-               max_runs=args.max_runs, metrics=metrics, servers=servers)
+    w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), connect=rabbit_factory(settings),
+               client_cpus=cpus, max_runs=args.max_runs, metrics=metrics, servers=servers)
     signal.signal(signal.SIGTERM, lambda *_: w.stop())
     signal.signal(signal.SIGINT, lambda *_: w.stop())
     try:

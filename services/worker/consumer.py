@@ -1,31 +1,28 @@
 """The worker's consumer: one run at a time from its pool's queue, measured off the I/O thread.
 
 The run executes in its own thread while this thread keeps serving the connection, so AMQP
-heartbeats flow during 15-minute runs; the ack is handed back with add_callback_threadsafe,
+heartbeats flow during 15-minute runs; the ack is handed back with ``call_threadsafe``,
 after the result has been published with a confirm (never before: a crash in between means
 a redelivery and a replaced result, never a lost one).
+
+The consumer sees the broker only through the Broker interface (services/common/broker.py);
+the worker CLI hands it a RabbitMQ factory, the unit tests an in-memory one.
 """
 
 from __future__ import annotations
 
 import collections
-import secrets
+import enum
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 from services.common import logs
-from services.common.bus import CONNECTION_ERRORS, Bus, BusError, Delivery
+from services.common.broker import Broker, BusFactory, Delivery
 from services.common.config import Settings
-from services.common.control import (
-    SYNC_HEADER,
-    ControlMessage,
-    declare_control,
-    declare_control_log,
-    decode_control,
-    read_log_entry,
-)
-from services.common.messages import DecodeError, RunEvent, RunResult, RunSpec, decode
+from services.common.control import ControlMessage
+from services.common.errors import BusError, DecodeError
+from services.common.messages import RunEvent, RunResult, RunSpec, decode
 from services.worker.metrics import WorkerMetrics
 from services.worker.runner import WorkerIdentity, execute
 from services.worker.target.managed import ServerManager
@@ -39,29 +36,67 @@ RECENT_RUNS = 256
 #: Seconds to wait before handing a failed attempt back for another try, per attempt so far
 #: (a restarting target gets a moment to come back).
 RETRY_PAUSE_S = 2.0
+#: First pause before reconnecting or publishing again after a broker error; it doubles up to
+#: BACKOFF_CAP_S.
+BACKOFF_S = 1.0
+BACKOFF_CAP_S = 30.0
 #: Give up (and reconnect) when the control log replay has not reached this worker's marker
 #: within this many seconds; no run is taken meanwhile.
 CONTROL_REPLAY_TIMEOUT_S = 60.0
-#: Unacked control-log messages in flight during the replay (a stream consumer needs a prefetch).
-CONTROL_REPLAY_PREFETCH = 500
+
+
+class RunExecutor(Protocol):
+    """Measures one run and returns its result; failures are a failed result, not an exception
+    (services.worker.runner.execute; the unit tests pass fakes)."""
+
+    def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None, attempt: int,
+                 client_cpus: list[int] | None, stop: threading.Event,
+                 on_second: Callable[[Any], None]) -> RunResult: ...
+
+
+class AfterRun(enum.Enum):
+    """What happens to a run's delivery once the run has ended."""
+
+    #: Shutting down mid-run: back to the queue unmeasured, for another worker.
+    HAND_BACK = "hand_back"
+    #: A failed attempt with attempts left: back to the queue (the quorum queue counts it).
+    RETRY = "retry"
+    #: Publish the result (ok, or cancelled with the campaign), then ack.
+    PUBLISH = "publish"
+    #: The last attempt failed: publish the failed result, dead-letter the run spec, ack.
+    GIVE_UP = "give_up"
+
+
+def after_run(status: str, attempt: int, attempts: int, *, stopping: bool) -> AfterRun:
+    """The decision for a run that ended with ``status`` on delivery ``attempt`` of ``attempts``."""
+    if stopping and status == "cancelled":
+        return AfterRun.HAND_BACK
+    if status == "failed":
+        # Only the last attempt's failure is stored; a worker shutting down stores it at once.
+        return AfterRun.RETRY if attempt < attempts and not stopping else AfterRun.GIVE_UP
+    return AfterRun.PUBLISH
 
 
 class Worker:
     """Consumes run specs of one pool until stopped."""
 
-    def __init__(self, settings: Settings, *, pool: str, identity: WorkerIdentity,
+    def __init__(self, settings: Settings, *, pool: str, identity: WorkerIdentity, connect: BusFactory,
                  client_cpus: list[int] | None = None, max_runs: int | None = None,
-                 run_executor: Callable[..., RunResult] = execute, metrics: WorkerMetrics | None = None,
-                 servers: ServerManager | None = None):
+                 run_executor: RunExecutor = execute, metrics: WorkerMetrics | None = None,
+                 servers: ServerManager | None = None, retry_pause_s: float = RETRY_PAUSE_S,
+                 backoff_s: float = BACKOFF_S):
         self.settings = settings
         self.pool = pool
         self.identity = identity
+        self.connect = connect
         self.client_cpus = client_cpus
         self.max_runs = max_runs
         self.execute = run_executor
         #: The managed servers this worker starts (owned by whoever made the worker).
         self.servers = servers
         self.metrics = metrics or WorkerMetrics(identity.worker_id)
+        self.retry_pause_s = retry_pause_s
+        self.backoff_s = backoff_s
         self.stopping = threading.Event()
         self.runs_done = 0
         self._active: threading.Thread | None = None
@@ -85,92 +120,43 @@ class Worker:
 
     def run_forever(self) -> None:
         """Consume until stopped, reconnecting with backoff when the broker goes away."""
-        delay = 1.0
+        delay = self.backoff_s
         while not self._should_stop():
-            bus = Bus(self.settings, name=f"benchfleet worker {self.identity.worker_id}")
+            bus = self.connect(f"benchfleet worker {self.identity.worker_id}")
             try:
                 bus.connect()
-                bus.declare((self.pool,))
-                declare_control_log(bus.ch, bus.names)
-                # Listen first, then replay: a cancel published from now on reaches the private
-                # queue, and every earlier one is in the log before this worker's marker.
-                bus.ch.basic_consume(declare_control(bus.ch, bus.names.control),
-                                     lambda _c, _m, _p, body: self._on_control(body), auto_ack=True)
-                self._replay_control_log(bus)
-                delay = 1.0
+                self._listen(bus)
+                delay = self.backoff_s
                 log.info("worker_consuming", pool=self.pool, worker=self.identity.worker_id)
                 bus.consume(bus.names.runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop)
-            except (BusError, *CONNECTION_ERRORS) as e:
+            except BusError as e:
                 log.warning("worker_bus_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
                 # Never take a new run while the previous one is still measuring.
                 if self._active is not None:
                     self._active.join()
-                time.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                self.stopping.wait(delay)
+                delay = min(delay * 2, BACKOFF_CAP_S)
             finally:
                 bus.close()
 
-    def _replay_control_log(self, bus: Bus) -> None:
-        """Read the control log from its first message up to a sync marker this worker appends
-        now, before the first run is taken: cancels published while the worker was away (not
-        started yet, or reconnecting) land in ``_cancelled``. BusError when the marker does not
-        come back in time (the caller reconnects)."""
-        assert bus.connection is not None
-        token = f"{self.identity.worker_id}-{secrets.token_hex(8)}"
-        ch = bus.connection.channel()
-        replayed = {"end": False, "cancels": 0}
-
-        def on_entry(c: object, method: object, props: object, body: bytes) -> None:
-            c.basic_ack(method.delivery_tag)  # type: ignore[attr-defined]
-            if replayed["end"]:
-                return  # past the marker: the private queue delivers these
-            try:
-                kind, msg = read_log_entry(dict(props.headers or {}), body, token)  # type: ignore[attr-defined]
-            except DecodeError as e:
-                log.error("control_message_undecodable", reason=str(e), source="control_log")
-                return
-            if kind == "end":
-                replayed["end"] = True
-            elif msg is not None:
-                replayed["cancels"] += 1
-                self._apply_control(msg)
-
-        try:
-            ch.confirm_delivery()
-            ch.basic_qos(prefetch_count=CONTROL_REPLAY_PREFETCH)
-            ch.basic_consume(bus.names.control_log, on_entry, auto_ack=False, arguments={"x-stream-offset": "first"})
-            bus.publish(bus.names.control_sync, "", b"", headers={SYNC_HEADER: token})
-            deadline = time.monotonic() + CONTROL_REPLAY_TIMEOUT_S
-            while not replayed["end"] and not self.stopping.is_set():
-                if time.monotonic() > deadline:
-                    raise BusError(f"the control log replay did not reach this worker's marker within "
-                                   f"{CONTROL_REPLAY_TIMEOUT_S:.0f} s")
-                bus.connection.process_data_events(time_limit=0.2)
-        finally:
-            try:
-                if ch.is_open:
-                    ch.close()
-            except Exception:  # the connection may be gone; the caller handles that
-                pass
-        log.info("control_log_replayed", cancels=replayed["cancels"], cancelled_campaigns=len(self._cancelled))
-
-    def _on_control(self, body: bytes) -> None:
-        """A control message: cancelling a campaign stops its active run here within seconds."""
-        try:
-            msg = decode_control(body)
-        except DecodeError as e:
-            # auto-acked and private to this worker: log it; there is nothing to redeliver.
-            log.error("control_message_undecodable", reason=str(e))
-            return
-        self._apply_control(msg)
+    def _listen(self, bus: Broker) -> None:
+        """Declare, hear control messages, and catch up on the ones sent while away."""
+        bus.declare((self.pool,))
+        # Listen first, then replay: a cancel published from now on reaches this connection,
+        # and every earlier one is in the log before this worker's marker.
+        bus.subscribe_control(self._apply_control)
+        n = bus.replay_control_log(self.identity.worker_id, self._apply_control,
+                                   should_stop=self.stopping.is_set, timeout_s=CONTROL_REPLAY_TIMEOUT_S)
+        log.info("control_log_replayed", cancels=n, cancelled_campaigns=len(self._cancelled))
 
     def _apply_control(self, msg: ControlMessage) -> None:
+        """A control message: cancelling a campaign stops its active run here within seconds."""
         self._cancelled.add(msg.campaign_id)
         if self._active_campaign == msg.campaign_id and self._active is not None and self._active.is_alive():
             log.info("run_cancel_requested", campaign_id=msg.campaign_id)
             self._run_stop.set()
 
-    def _on_message(self, bus: Bus, d: Delivery) -> None:
+    def _on_message(self, bus: Broker, d: Delivery) -> None:
         try:
             run = decode(d.body, expect=(RunSpec,))
         except DecodeError as e:
@@ -187,11 +173,7 @@ class Worker:
             log.info("run_dropped_cancelled", campaign_id=run.campaign_id, run_id=run.run_id)
             bus.ack(d.delivery_tag)
             return
-        # Quorum queues count returned deliveries; a delivery returned because its consumer's
-        # connection died may not be counted, but it is flagged redelivered.
-        attempt = int(d.headers.get("x-delivery-count", 0) or 0) + 1
-        if d.redelivered:
-            attempt = max(attempt, 2)
+        attempt = d.attempt
         bus.publish_result(RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="running",
                                     worker=self.identity.worker_id, attempt=attempt, at=time.time()).encode())
         self._run_stop = threading.Event()
@@ -200,14 +182,14 @@ class Worker:
                                         name=f"run-{run.run_id}", daemon=True)
         self._active.start()
 
-    def _run(self, bus: Bus, d: Delivery, run: RunSpec, attempt: int) -> None:
+    def _run(self, bus: Broker, d: Delivery, run: RunSpec, attempt: int) -> None:
         tag = d.delivery_tag
         rlog = log.bind(campaign_id=run.campaign_id, run_id=run.run_id, target=run.cell.target)
         rlog.info("run_started", workload=run.cell.workload, threads=run.cell.threads, attempt=attempt)
         self.metrics.run_started(run)
         try:
-            result = self.execute(run, self.identity, servers=self.servers, attempt=attempt, client_cpus=self.client_cpus, stop=self._run_stop,
-                                  on_second=lambda snap: self.metrics.observe_second(run, snap))
+            result = self.execute(run, self.identity, servers=self.servers, attempt=attempt, client_cpus=self.client_cpus,
+                                  stop=self._run_stop, on_second=lambda snap: self.metrics.observe_second(run, snap))
         except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
             rlog.exception("run_crashed")
             now = time.time()
@@ -215,27 +197,24 @@ class Worker:
                                status="failed", error=f"worker error: {type(e).__name__}: {e}", worker=self.identity.worker_id,
                                host=self.identity.host, attempt=attempt, started_at=now, ended_at=now)
         result = judge(result)
-        if self.stopping.is_set() and result.status == "cancelled":
-            # Shutting down: give the run back to the queue for another worker, unmeasured.
+        decision = after_run(result.status, attempt, self.settings.run_attempts, stopping=self.stopping.is_set())
+        if decision is AfterRun.HAND_BACK:
             rlog.info("run_requeued_on_shutdown")
             self.metrics.run_finished(run, None)
-            self._hand_back(bus, lambda: bus.ch.basic_nack(tag, requeue=True))
+            self._hand_back(bus, lambda: bus.nack(tag, requeue=True))
             return
-        if result.status == "failed" and attempt < self.settings.run_attempts and not self.stopping.is_set():
-            # Hand it back for another try (the quorum queue counts the delivery); only the
-            # last attempt's failure is stored.
+        if decision is AfterRun.RETRY:
             rlog.warning("run_attempt_failed", attempt=attempt, of=self.settings.run_attempts, error=result.error,
                          error_code=result.error_code)
             self.metrics.run_finished(run, None)
-            self._run_stop.wait(RETRY_PAUSE_S * attempt)
-            self._hand_back(bus, lambda: bus.ch.basic_nack(tag, requeue=True))
+            self._run_stop.wait(self.retry_pause_s * attempt)
+            self._hand_back(bus, lambda: bus.nack(tag, requeue=True))
             return
-        self._publish(result, rlog)
-        if result.status == "failed":
+        self._on_own_bus(lambda pub: pub.publish_result(result.encode()), run.run_id)
+        if decision is AfterRun.GIVE_UP:
             # Out of attempts: park the run spec with the reason, next to the failed result.
             reason = f"run failed after {attempt} attempt(s): {result.error}"
-            self._on_own_bus(lambda pub: pub.dead_letter(d.body, reason, pub.names.runs_queue(self.pool)),
-                             run.run_id)
+            self._on_own_bus(lambda pub: pub.dead_letter(d.body, reason, pub.names.runs_queue(self.pool)), run.run_id)
         self.metrics.run_finished(run, result)
         self._recent[run.run_id] = None
         while len(self._recent) > RECENT_RUNS:
@@ -244,35 +223,32 @@ class Worker:
         self.runs_done += 1
         self._hand_back(bus, lambda: bus.ack(tag))
 
-    def _publish(self, result: RunResult, rlog: object) -> None:
-        """Publish with confirms on a connection of this thread's own, retrying until it lands."""
-        self._on_own_bus(lambda pub: pub.publish_result(result.encode()), result.run_id)
-
-    def _on_own_bus(self, fn: Callable[[Bus], None], run_id: str) -> None:
+    def _on_own_bus(self, fn: Callable[[Broker], None], run_id: str) -> None:
         """Run ``fn`` on a connection of this thread's own, retrying until it succeeds."""
-        delay = 1.0
+        delay = self.backoff_s
         while True:
             try:
-                with Bus(self.settings, name=f"benchfleet worker {self.identity.worker_id} results") as pub:
+                with self.connect(f"benchfleet worker {self.identity.worker_id} results") as pub:
                     pub.declare((self.pool,))
                     fn(pub)
                 return
-            except (BusError, *CONNECTION_ERRORS) as e:
+            except BusError as e:
                 log.warning("result_publish_retry", run_id=run_id, error=str(e), retry_in_s=delay)
                 time.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                delay = min(delay * 2, BACKOFF_CAP_S)
 
     @staticmethod
-    def _hand_back(bus: Bus, fn: Callable[[], None]) -> None:
+    def _hand_back(bus: Broker, fn: Callable[[], None]) -> None:
+        """Run ``fn`` (an ack or a nack) on the consuming connection's thread."""
         def safe() -> None:
             try:
                 fn()
-            except CONNECTION_ERRORS:
+            except BusError:
                 # The delivery died with its connection; the broker redelivers it and the
                 # recent-runs memory acks it without measuring again.
                 pass
 
         try:
             bus.call_threadsafe(safe)
-        except Exception:
+        except BusError:
             pass

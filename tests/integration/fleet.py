@@ -14,7 +14,7 @@ from pathlib import Path
 
 import mysql.connector
 
-from services.common.bus import Bus
+from services.common.bus import RabbitBus
 from services.common.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,13 +81,9 @@ class Fleet:
 
     def teardown(self) -> None:
         self.stop()
-        bus = Bus(self.settings).connect(attempts=2)
-        n = bus.names
+        bus = RabbitBus(self.settings).connect(attempts=2)
         # The collector declares the "default" pool's queue too (it exports its depth).
-        for q in (n.runs_queue(self.pool), n.runs_queue("default"), n.results, n.dead, n.control_log):
-            bus.ch.queue_delete(q)
-        for ex in (n.runs_exchange, n.results, n.dead, n.control, n.control_sync):
-            bus.ch.exchange_delete(ex)
+        bus.delete_topology((self.pool, "default"))
         bus.close()
         conn = mysql.connector.connect(**{k: v for k, v in self.settings.db_params().items() if k != "database"})
         conn.cursor().execute(f"DROP DATABASE IF EXISTS `{self.settings.db_name}`")

@@ -7,7 +7,7 @@ import json
 import mysql.connector
 import pytest
 
-from services.common.bus import Bus
+from services.common.bus import RabbitBus
 from services.common.store import Store
 
 from tests.integration.fleet import Fleet, target_yaml
@@ -41,7 +41,7 @@ def spec_text(fleet: Fleet) -> str:
 def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
     """Every run of a 2-target campaign is stored exactly once and the report has the seeds'
     shape; a poison message before it is dead-lettered and the worker keeps consuming."""
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         bus.declare((fleet.pool,))
         bus.publish(bus.names.runs_exchange, fleet.pool, b'{"schema": "benchfleet.run/1", "run_id": 42}')
     fleet.start_collector()
@@ -70,7 +70,7 @@ def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
         detail = store.result(results[0].run_id)
         assert detail is not None and detail.latency.p95_ms > 0 and detail.series.queries
 
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         dead = bus.get(bus.names.dead)
         assert dead is not None, "the poison message was not dead-lettered"
         assert "undecodable run message" in str(dead.headers.get("x-benchfleet-reason"))

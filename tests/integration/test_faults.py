@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from services.common.bus import Bus
+from services.common.bus import RabbitBus
 from services.common.store import Store
 
 from tests.integration.faults import ThrowawayMariadb, broker_env, broker_listening, restart_broker, wait_orphans_gone
@@ -92,7 +92,7 @@ def assert_exactly_once(fleet: Fleet, campaign_id: str, total: int) -> None:
     assert len(planned) == total
     assert sorted(r.run_id for r in results) == sorted(planned), "a run has no result, or a result no run"
     assert all(r.status == "ok" and r.qps > 0 for r in results), [(r.run_id, r.status, r.error) for r in results]
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 0
         assert bus.queue_depth(bus.names.results) == 0
 
@@ -162,7 +162,7 @@ def test_collector_stopped_for_part_of_a_campaign(fleet):
     collector.wait(20)
 
     def waiting() -> int:
-        with Bus(fleet.settings) as bus:
+        with RabbitBus(fleet.settings) as bus:
             return bus.queue_depth(bus.names.results)
     wait_for(lambda: waiting() >= 2, 120, "results waiting in the queue")
     assert counts(fleet, cid)["done"] < 4
@@ -204,7 +204,7 @@ def test_target_killed_mid_run(fleet):
     assert attempts[killed.run_id] == 2
     assert state == "finished_with_failures", state
     reasons = []
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         while (d := bus.get(bus.names.dead)) is not None:
             reasons.append(str(d.headers.get("x-benchfleet-reason")))
             bus.ack(d.delivery_tag)
@@ -260,7 +260,7 @@ def test_cancel_drops_pending_and_stops_the_active_run(fleet):
     other = submit(fleet, spec_text(fleet, name="after", threads="[1]", duration="1s", repeat=1))
     wait_for(lambda: finished(fleet, other, 1), 60, "the next campaign's run")
     assert counts(fleet, other)["done"] == 1
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 0
     assert "cancelled" in fleet.cli("scheduler", "status", cid).stdout
 
@@ -273,7 +273,7 @@ def test_worker_started_after_a_cancel_drops_the_campaigns_runs(fleet):
     cid = submit(fleet, spec_text(fleet, name="cancelledearly", threads="[1, 2]", duration="2s", repeat=2))
     r = fleet.cli("scheduler", "cancel", cid)
     assert r.returncode == 0 and "4 pending runs dropped" in r.stdout, r.stdout + r.stderr
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 4, "the cancelled runs should still be queued"
     fleet.start_worker("w1")
     other = submit(fleet, spec_text(fleet, name="afterearly", threads="[1]", duration="1s", repeat=1))
@@ -285,7 +285,7 @@ def test_worker_started_after_a_cancel_drops_the_campaigns_runs(fleet):
         assert store.campaign(cid).state == "cancelled"
     c = counts(fleet, cid)
     assert c["cancelled"] == 4 and c["done"] == c["failed"] == c["running"] == 0, c
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 0
     logs = "".join(p.read_text(errors="replace") for p in fleet.workdir.glob("worker-*.log"))
     assert logs.count('"run_dropped_cancelled"') == 4, logs
@@ -302,7 +302,7 @@ def test_duplicate_submission_is_refused_unless_forced(fleet):
     path.write_text(text)
     again = fleet.cli("scheduler", "submit", str(path))
     assert again.returncode == 0 and f"campaign {first}" in again.stderr and "already submitted" in again.stderr
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 1
     forced = submit(fleet, text, "--force")
     assert forced != first
@@ -310,7 +310,7 @@ def test_duplicate_submission_is_refused_unless_forced(fleet):
     path.write_text(text.replace("repeat: 1", "repeat: 2"))
     dup = fleet.cli("scheduler", "submit", str(path), "--idempotency-key", "nightly-42", "--json")
     assert json.loads(dup.stdout) == {"campaign_id": keyed, "duplicate": True}
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 3
     with Store(fleet.settings) as store:
         assert len(store.campaigns()) == 3
@@ -319,9 +319,9 @@ def test_duplicate_submission_is_refused_unless_forced(fleet):
 def test_bad_messages_on_every_queue_are_dead_lettered(fleet):
     """Undecodable and wrong-version messages on the runs and results queues are dead-lettered
     with the reason, a bad control message is ignored, and the consumers keep going."""
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         bus.declare((fleet.pool,))
-        bus.ch.exchange_declare(bus.names.control, exchange_type="fanout", durable=True)
+        bus.declare_control_log()
         n = bus.names
         bus.publish(n.runs_exchange, fleet.pool, b"\xff not json")
         bus.publish(n.runs_exchange, fleet.pool, b'{"schema": "benchfleet.run/2", "run_id": "x"}')
@@ -332,12 +332,12 @@ def test_bad_messages_on_every_queue_are_dead_lettered(fleet):
     fleet.start_collector()
     fleet.start_worker("w1")
     time.sleep(2)
-    with Bus(fleet.settings) as bus:
-        bus.ch.basic_publish(bus.names.control, "", b"garbage")
+    with RabbitBus(fleet.settings) as bus:
+        bus.publish(bus.names.control, "", b"garbage")
     cid = submit(fleet, spec_text(fleet, name="afterbad", threads="[1]", duration="1s", repeat=1))
     wait_for(lambda: finished(fleet, cid, 1), 60, "a good run after the bad messages")
     reasons = []
-    with Bus(fleet.settings) as bus:
+    with RabbitBus(fleet.settings) as bus:
         while (d := bus.get(bus.names.dead)) is not None:
             reasons.append((d.headers.get("x-benchfleet-queue"), str(d.headers.get("x-benchfleet-reason"))))
             bus.ack(d.delivery_tag)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.bus import Bus
+from services.common.bus import RabbitBus
 
 from tests.integration.fleet import Fleet, wait_for
 
@@ -43,13 +43,12 @@ def test_passwords_never_leak(fleet, tmp_path):
     captured: list[bytes] = []
     try:
         fleet.extra_env["BF_TARGET_PW"] = password
-        with Bus(fleet.settings) as bus:
+        with RabbitBus(fleet.settings) as bus:
             bus.declare((fleet.pool,))
             n = bus.names
             for q, ex, key in ((f"{n.namespace}.capture.runs", n.runs_exchange, fleet.pool),
                                (f"{n.namespace}.capture.results", n.results, "")):
-                bus.ch.queue_declare(q, durable=False, auto_delete=False)
-                bus.ch.queue_bind(q, ex, routing_key=key)
+                bus.tap(q, ex, key)
         fleet.start_collector()
         worker = fleet.start_worker("w1")
         spec = tmp_path / "secret.yaml"
@@ -84,12 +83,12 @@ def test_passwords_never_leak(fleet, tmp_path):
         cid = re.search(r"campaign (\S+):", out).group(1)
         reports = [fleet.cli("collector", "report", cid, "--format", fmt).stdout for fmt in ("text", "markdown", "json")]
         status = fleet.cli("scheduler", "status", cid, "--json").stdout
-        with Bus(fleet.settings) as bus:
+        with RabbitBus(fleet.settings) as bus:
             for q in (f"{bus.names.namespace}.capture.runs", f"{bus.names.namespace}.capture.results"):
                 while (d := bus.get(q)) is not None:
                     captured.append(d.body)
                     bus.ack(d.delivery_tag)
-                bus.ch.queue_delete(q)
+                bus.delete_queue(q)
         logs = "\n".join(p.read_text(errors="replace") for p in fleet.workdir.glob("*.log"))
     finally:
         root_sql(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'; DROP DATABASE IF EXISTS bf_it_secret;")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.bus import Names, connection_parameters
+from services.common.broker import Names
+from services.common.bus import CONTROL_LOG_ARGS, connection_parameters
 from services.common.config import Settings, settings_from
-from services.common.control import CONTROL_LOG_ARGS, SYNC_HEADER, ControlMessage, decode_control, read_log_entry
+from services.common.control import SYNC_HEADER, ControlMessage, decode_control, read_log_entry
 from services.common.messages import Cell, DecodeError, RunResult
 from services.worker.verdict import judge
 

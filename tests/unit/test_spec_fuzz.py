@@ -64,7 +64,7 @@ class Refuse:
 @pytest.fixture
 def no_io(monkeypatch):
     monkeypatch.setattr(cli, "Store", Refuse)
-    monkeypatch.setattr(cli, "Bus", Refuse)
+    monkeypatch.setattr(cli, "RabbitBus", Refuse)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

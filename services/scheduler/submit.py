@@ -1,0 +1,99 @@
+"""The submit transaction: under the submit lock, refuse a duplicate or record the campaign,
+then publish all of its runs or none, and take the campaign back out when publishing failed.
+
+It takes the results DB as a CampaignLedger and the broker as a Broker, so the CLI keeps only
+arguments and printing, and the unit tests drive it with an in-memory ledger and bus.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from services.common import campaigns
+from services.common.broker import Broker
+from services.common.campaigns import Duplicate
+from services.common.errors import BusError
+from services.common.messages import RunSpec
+from services.common.spec import CampaignSpec
+from services.common.store import Store
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A campaign recorded and every one of its runs queued."""
+
+    campaign_id: str
+    runs: int
+    pool: str
+
+
+class CampaignLedger(Protocol):
+    """What submitting needs of the results DB (StoreLedger is the real one)."""
+
+    def lock_submit(self) -> bool:
+        """Take the lock that serialises submits; whether it was granted."""
+        ...
+
+    def unlock_submit(self) -> None: ...
+
+    def find_duplicate(self, key: str, explicit: bool) -> Duplicate | None:
+        """The earlier campaign submitted with ``key``: any (explicit key) or an active one."""
+        ...
+
+    def record(self, campaign_id: str, spec: CampaignSpec, runs: Sequence[RunSpec], key: str | None) -> None:
+        """Record the campaign and its pending runs, with its idempotency key (None: no key)."""
+        ...
+
+    def delete(self, campaign_id: str) -> None:
+        """Take a recorded campaign and its runs back out."""
+        ...
+
+
+class StoreLedger(CampaignLedger):
+    """The campaign ledger in the results DB."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def lock_submit(self) -> bool:
+        return campaigns.lock_submit(self.store)
+
+    def unlock_submit(self) -> None:
+        campaigns.unlock_submit(self.store)
+
+    def find_duplicate(self, key: str, explicit: bool) -> Duplicate | None:
+        return campaigns.find_duplicate(self.store, key, explicit=explicit)
+
+    def record(self, campaign_id: str, spec: CampaignSpec, runs: Sequence[RunSpec], key: str | None) -> None:
+        self.store.record_campaign(campaign_id, spec, runs)
+        campaigns.set_key(self.store, campaign_id, key)
+
+    def delete(self, campaign_id: str) -> None:
+        self.store.delete_campaign(campaign_id)
+
+
+def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id: str, runs: Sequence[RunSpec], *,
+           key: str, explicit_key: bool, force: bool) -> Submitted | Duplicate:
+    """Record ``campaign_id`` and publish its ``runs``, or return the earlier campaign this one
+    duplicates (nothing recorded or published). BusError when publishing failed: then no run
+    is queued and the campaign is not recorded either."""
+    bus.declare((spec.pool,))
+    # One submit at a time decides "duplicate or not" and records, so two identical submits
+    # racing each other still give one campaign.
+    ledger.lock_submit()
+    try:
+        dup = None if force else ledger.find_duplicate(key, explicit=explicit_key)
+        if dup is not None:
+            return dup
+        # --force without an explicit key records no key, so it never blocks a later submit.
+        ledger.record(campaign_id, spec, runs, None if force and not explicit_key else key)
+        try:
+            bus.publish_runs(spec.pool, [r.encode() for r in runs])
+        except BusError:
+            # Nothing was published (one transaction): take the campaign back out as well.
+            ledger.delete(campaign_id)
+            raise
+        return Submitted(campaign_id, len(runs), spec.pool)
+    finally:
+        ledger.unlock_submit()
