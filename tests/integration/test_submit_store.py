@@ -1,0 +1,65 @@
+"""The submit transaction with the real results DB (its own database) and the in-memory bus: the
+ledger's SQL (lock, duplicate check, record, delete) does what the unit tests assume."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+
+import mysql.connector
+import pytest
+
+from services.common import campaigns
+from services.common.campaigns import Duplicate
+from services.common.errors import BusError
+from services.common.store import Store, spec_hash
+from services.common.stub_bus import StubBroker
+from services.scheduler.submit import StoreLedger, Submitted, submit
+
+from tests.unit.consumer_fixtures import SPEC, runs
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(mariadb_params, settings):
+    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
+    st = Store(s).open()
+    yield st
+    st.close()
+    conn = mysql.connector.connect(**mariadb_params)
+    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
+    conn.close()
+
+
+def lock_is_free(store: Store) -> bool:
+    return bool(store._rows("SELECT IS_FREE_LOCK(%s)", (campaigns.SUBMIT_LOCK,))[0][0])
+
+
+def go(broker: StubBroker, store: Store, campaign_id: str) -> Submitted | Duplicate:
+    key = campaigns.default_key(spec_hash(SPEC))
+    with broker.bus("scheduler") as bus:
+        return submit(StoreLedger(store), bus, SPEC, campaign_id, runs(campaign_id), key=key, explicit_key=False, force=False)
+
+
+def test_a_failed_publish_leaves_nothing_in_the_results_db(store):
+    """The broker drops mid-publish: the campaign and its runs are gone from the results DB, the
+    lock is free, and submitting again records it with every run pending."""
+    broker = StubBroker()
+    broker.lose_connections(after_publishes=3)
+    with pytest.raises(BusError):
+        go(broker, store, "units-1")
+    assert store.campaign("units-1") is None
+    assert store._rows("SELECT COUNT(*) FROM runs")[0][0] == 0
+    assert lock_is_free(store)
+    assert go(broker, store, "units-2") == Submitted("units-2", 8, "default")
+    assert store.run_counts("units-2")["pending"] == 8
+    assert len(broker.messages(broker.names.runs_queue("default"))) == 8
+
+
+def test_the_same_spec_is_refused_while_its_campaign_is_submitted(store):
+    """The second submit of the same spec finds the first campaign by its spec hash."""
+    broker = StubBroker()
+    go(broker, store, "units-1")
+    assert go(broker, store, "units-2") == Duplicate("units-1", "submitted")
+    assert store.campaign("units-2") is None and lock_is_free(store)

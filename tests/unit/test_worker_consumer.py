@@ -1,0 +1,281 @@
+"""The worker's consumer against the in-memory bus, with a fake run executor: which runs are
+measured, what is published, acked, handed back and dead-lettered, and how many attempts."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Iterator
+
+import pytest
+
+from services.common.broker import Delivery
+from services.common.config import Settings
+from services.common.control import ControlMessage
+from services.common.messages import RunEvent, RunResult, RunSpec
+from services.common.stub_bus import StubBroker
+from services.worker.consumer import AfterRun, Worker, after_run
+from services.worker.runner import WorkerIdentity
+
+from tests.unit.consumer_fixtures import publish_runs, published, result, runs, wait_until
+
+POOL = "default"
+
+
+class FakeRuns:
+    """Stands in for the runner: each run ends with the status scripted for its attempt (ok when
+    none is), and ``hold`` makes a run wait until released or stopped (then it is cancelled)."""
+
+    def __init__(self, script: dict[str, list[str]] | None = None, *, hold: bool = False, crash: bool = False):
+        self.script = script or {}
+        self.hold = hold
+        self.crash = crash
+        self.calls: list[tuple[str, int]] = []
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, stop, on_second) -> RunResult:
+        self.calls.append((run.run_id, attempt))
+        self.started.set()
+        if self.crash:
+            raise RuntimeError("boom")
+        if self.hold:
+            while not (self.release.is_set() or stop.is_set()):
+                stop.wait(0.005)
+            if stop.is_set():
+                return result(run, "cancelled", attempt=attempt, queries=300)
+        steps = self.script.get(run.run_id, [])
+        status = steps[attempt - 1] if attempt <= len(steps) else "ok"
+        error = "MySQL error 2003: Can't connect to server on '127.0.0.1'" if status == "failed" else None
+        return result(run, status, attempt=attempt, error=error)
+
+
+@pytest.fixture
+def broker() -> StubBroker:
+    return StubBroker()
+
+
+def worker(broker: StubBroker, fake: FakeRuns, *, attempts: int = 3) -> Worker:
+    return Worker(Settings(run_attempts=attempts), pool=POOL, identity=WorkerIdentity("w1", host="h1"), connect=broker.bus,
+                  run_executor=fake, retry_pause_s=0, backoff_s=0.01)
+
+
+@contextlib.contextmanager
+def serving(w: Worker) -> Iterator[None]:
+    t = threading.Thread(target=w.run_forever, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        w.stop()
+        t.join(10)
+    assert not t.is_alive(), "the worker did not stop"
+
+
+def results(broker: StubBroker) -> list[RunResult]:
+    return [m for m in published(broker, broker.names.results) if isinstance(m, RunResult)]
+
+
+def events(broker: StubBroker) -> list[RunEvent]:
+    return [m for m in published(broker, broker.names.results) if isinstance(m, RunEvent)]
+
+
+def dead(broker: StubBroker) -> list[Delivery]:
+    return broker.messages(broker.names.dead)
+
+
+def test_every_run_is_measured_once_and_acked_after_its_result(broker):
+    """Eight queued runs: each measured once, each with a 'running' event and an ok result,
+    and nothing left in the runs queue or unacked."""
+    planned = runs()
+    publish_runs(broker, [r.encode() for r in planned])
+    fake = FakeRuns()
+    with serving(worker(broker, fake)):
+        broker.join(broker.names.runs_queue(POOL))
+    assert fake.calls == [(r.run_id, 1) for r in planned]
+    assert [r.run_id for r in results(broker)] == [r.run_id for r in planned]
+    assert all(r.status == "ok" and r.qps == 100 for r in results(broker))
+    assert [e.run_id for e in events(broker)] == [r.run_id for r in planned]
+    assert broker.unacked() == 0 and dead(broker) == []
+
+
+def test_undecodable_runs_are_dead_lettered_with_the_reason_and_the_worker_goes_on(broker):
+    """Garbage and a wrong-version run are parked with the reason and their queue; the next
+    good run is measured."""
+    good = runs()[0]
+    with broker.bus("test") as bus:
+        bus.declare((POOL,))
+        bus.publish(bus.names.runs_exchange, POOL, b"\xff not json")
+        bus.publish(bus.names.runs_exchange, POOL, b'{"schema": "benchfleet.run/2", "run_id": "x"}')
+        bus.publish(bus.names.runs_exchange, POOL, good.encode())
+    fake = FakeRuns()
+    with serving(worker(broker, fake)):
+        broker.join(broker.names.runs_queue(POOL))
+    parked = dead(broker)
+    assert [d.body for d in parked] == [b"\xff not json", b'{"schema": "benchfleet.run/2", "run_id": "x"}']
+    assert all(d.headers["x-benchfleet-queue"] == "benchfleet.runs.default" for d in parked)
+    assert "undecodable run message: not JSON" in parked[0].dead_letter_reason
+    assert "benchfleet.run/2" in parked[1].dead_letter_reason
+    assert fake.calls == [(good.run_id, 1)] and [r.run_id for r in results(broker)] == [good.run_id]
+
+
+def test_a_finished_run_delivered_again_is_acked_without_measuring(broker):
+    """The same run spec twice (a redelivery after a broker hiccup): measured and stored once."""
+    run = runs()[0]
+    publish_runs(broker, [run.encode(), run.encode()])
+    fake = FakeRuns()
+    with serving(worker(broker, fake)):
+        broker.join(broker.names.runs_queue(POOL))
+    assert fake.calls == [(run.run_id, 1)]
+    assert len(results(broker)) == 1
+
+
+def test_connection_lost_while_measuring_stores_the_result_once(broker):
+    """The broker drops the worker's connection mid-run: the result still lands (on a
+    connection of its own), the run comes back redelivered and is acked unmeasured."""
+    run = runs()[0]
+    publish_runs(broker, [run.encode()])
+    fake = FakeRuns(hold=True)
+    with serving(worker(broker, fake)):
+        assert fake.started.wait(5)
+        broker.lose_connections()
+        fake.release.set()
+        broker.join(broker.names.runs_queue(POOL))
+    assert fake.calls == [(run.run_id, 1)]
+    assert [(r.run_id, r.status) for r in results(broker)] == [(run.run_id, "ok")]
+    assert broker.connects >= 3, "the worker should have reconnected"
+
+
+def test_worker_reconnects_after_the_broker_refused_it_for_a_while(broker):
+    """A broker restart: connections dropped and refused twice; the worker comes back and
+    measures what is queued afterwards."""
+    fake = FakeRuns()
+    w = worker(broker, fake)
+    with serving(w):
+        with broker.bus("probe") as probe:
+            probe.declare((POOL,))
+        connects = broker.connects
+        broker.lose_connections(refuse=2)
+        wait_until(lambda: broker.connects > connects, "the worker to reconnect")
+        run = runs()[0]
+        publish_runs(broker, [run.encode()])
+        broker.join(broker.names.runs_queue(POOL))
+    assert fake.calls == [(run.run_id, 1)]
+
+
+def test_failed_attempts_are_retried_then_stored_failed_and_the_run_dead_lettered(broker):
+    """A run failing every time is tried run_attempts times (the queue counts each return);
+    only the last failure is stored, and the run spec is parked with the reason."""
+    run = runs()[0]
+    publish_runs(broker, [run.encode()])
+    fake = FakeRuns({run.run_id: ["failed"] * 3})
+    with serving(worker(broker, fake, attempts=3)):
+        broker.join(broker.names.runs_queue(POOL))
+    assert fake.calls == [(run.run_id, 1), (run.run_id, 2), (run.run_id, 3)]
+    assert [e.attempt for e in events(broker)] == [1, 2, 3]
+    stored = results(broker)
+    assert [(r.status, r.attempt) for r in stored] == [("failed", 3)]
+    parked = dead(broker)
+    assert len(parked) == 1 and parked[0].body == run.encode()
+    assert parked[0].dead_letter_reason.startswith("run failed after 3 attempt(s): MySQL error 2003")
+    assert parked[0].headers["x-benchfleet-queue"] == "benchfleet.runs.default"
+
+
+def test_a_run_failing_once_is_stored_ok_from_its_second_attempt(broker):
+    """A target that recovers: attempt 1 fails, attempt 2 is stored ok, nothing is parked."""
+    run = runs()[0]
+    publish_runs(broker, [run.encode()])
+    fake = FakeRuns({run.run_id: ["failed", "ok"]})
+    with serving(worker(broker, fake)):
+        broker.join(broker.names.runs_queue(POOL))
+    assert fake.calls == [(run.run_id, 1), (run.run_id, 2)]
+    assert [(r.status, r.attempt) for r in results(broker)] == [("ok", 2)]
+    assert dead(broker) == []
+
+
+def test_a_crashing_executor_fails_the_run_instead_of_wedging_the_worker(broker):
+    """A bug in the run code: the run is stored failed with the exception and parked; the
+    worker takes the next run."""
+    first, second = runs()[:2]
+    publish_runs(broker, [first.encode(), second.encode()])
+    fake = FakeRuns(crash=True)
+    with serving(worker(broker, fake, attempts=1)):
+        broker.join(broker.names.runs_queue(POOL))
+    assert [(r.run_id, r.status, r.error) for r in results(broker)] == [
+        (first.run_id, "failed", "worker error: RuntimeError: boom"), (second.run_id, "failed", "worker error: RuntimeError: boom")]
+    assert len(dead(broker)) == 2
+
+
+def test_runs_of_a_campaign_cancelled_before_the_worker_started_are_dropped(broker):
+    """A cancel in the control log is replayed before the first run: the cancelled campaign's
+    runs are acked unmeasured, another campaign's run is measured."""
+    cancelled, other = runs("c1"), runs("c2")[0]
+    publish_runs(broker, [r.encode() for r in cancelled] + [other.encode()])
+    with broker.bus("scheduler") as bus:
+        bus.publish_control(ControlMessage(action="cancel", campaign_id="c1"))
+    fake = FakeRuns()
+    with serving(worker(broker, fake)):
+        broker.join(broker.names.runs_queue(POOL))
+    assert fake.calls == [(other.run_id, 1)]
+    assert [r.run_id for r in results(broker)] == [other.run_id]
+    assert dead(broker) == []
+
+
+def test_a_cancel_during_a_run_stops_it_and_stores_a_partial_cancelled_result(broker):
+    """Cancelling the campaign of the active run stops it; its cancelled result is stored and
+    acked (not handed back), and the campaign's queued runs are dropped."""
+    first, second = runs()[:2]
+    publish_runs(broker, [first.encode(), second.encode()])
+    fake = FakeRuns(hold=True)
+    with serving(worker(broker, fake)):
+        assert fake.started.wait(5)
+        with broker.bus("scheduler") as bus:
+            bus.publish_control(ControlMessage(action="cancel", campaign_id=first.campaign_id))
+        broker.join(broker.names.runs_queue(POOL))
+    assert fake.calls == [(first.run_id, 1)]
+    assert [(r.run_id, r.status) for r in results(broker)] == [(first.run_id, "cancelled")]
+    assert dead(broker) == []
+
+
+def test_shutdown_during_a_run_hands_it_back_unmeasured(broker):
+    """Stopping the worker mid-run: no result is published, the run goes back to the queue
+    (marked redelivered) for another worker."""
+    run = runs()[0]
+    publish_runs(broker, [run.encode()])
+    fake = FakeRuns(hold=True)
+    w = worker(broker, fake)
+    with serving(w):
+        assert fake.started.wait(5)
+    assert results(broker) == []
+    back = broker.messages(broker.names.runs_queue(POOL))
+    assert [d.body for d in back] == [run.encode()]
+    assert back[0].redelivered and back[0].attempt == 2
+    assert broker.unacked() == 0 and dead(broker) == []
+
+
+@pytest.mark.parametrize("status, attempt, stopping, decision", [
+    ("ok", 1, False, AfterRun.PUBLISH),
+    ("cancelled", 1, False, AfterRun.PUBLISH),
+    ("cancelled", 1, True, AfterRun.HAND_BACK),
+    ("failed", 1, False, AfterRun.RETRY),
+    ("failed", 2, False, AfterRun.RETRY),
+    ("failed", 3, False, AfterRun.GIVE_UP),
+    ("failed", 1, True, AfterRun.GIVE_UP),
+    ("ok", 1, True, AfterRun.PUBLISH),
+])
+def test_what_happens_to_a_run_once_it_ended(status, attempt, stopping, decision):
+    """With 3 attempts: retry failures until the last, hand back only runs cut short by a
+    shutdown, publish everything else."""
+    assert after_run(status, attempt, 3, stopping=stopping) is decision
+
+
+@pytest.mark.parametrize("headers, redelivered, attempt", [
+    ({"x-delivery-count": 0}, False, 1),
+    ({}, False, 1),
+    ({"x-delivery-count": 2}, True, 3),
+    ({}, True, 2),  # returned by a lost connection, not counted: still a second attempt
+    ({"x-delivery-count": "junk"}, False, 1),
+])
+def test_attempt_number_of_a_delivery(headers, redelivered, attempt):
+    """The attempt comes from the quorum queue's delivery count, at least 2 when redelivered."""
+    assert Delivery(b"", 1, redelivered, headers).attempt == attempt
