@@ -18,9 +18,21 @@ import pika
 import pika.exceptions as px
 
 from services.common import logs
-from services.common.broker import QUEUE_HEADER, REASON_HEADER, Broker, BusFactory, Delivery, Names
+from services.common.broker import (
+    QUEUE_HEADER,
+    REASON_HEADER,
+    Broker,
+    BusFactory,
+    Delivery,
+    Names,
+)
 from services.common.config import MAX_RUN_ATTEMPTS, Settings
-from services.common.control import SYNC_HEADER, ControlMessage, read_control, read_log_entry
+from services.common.control import (
+    SYNC_HEADER,
+    ControlMessage,
+    read_control,
+    read_log_entry,
+)
 from services.common.errors import BusError, DecodeError
 
 #: A message redelivered this many times (a consumer crashing on it) is dead-lettered by the

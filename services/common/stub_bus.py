@@ -24,9 +24,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Mapping
 
-from services.common.broker import DELIVERY_COUNT_HEADER, QUEUE_HEADER, REASON_HEADER, Broker, Delivery, Names
+from services.common.broker import (
+    DELIVERY_COUNT_HEADER,
+    QUEUE_HEADER,
+    REASON_HEADER,
+    Broker,
+    Delivery,
+    Names,
+)
 from services.common.config import MAX_RUN_ATTEMPTS
-from services.common.control import SYNC_HEADER, ControlMessage, read_control, read_log_entry
+from services.common.control import (
+    SYNC_HEADER,
+    ControlMessage,
+    read_control,
+    read_log_entry,
+)
 from services.common.errors import BusError, DecodeError
 
 #: Seconds an idle ``consume`` waits for something to happen before it checks ``should_stop``.

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from services.common.results import ResultRow
-
 from services.reporting import metrics_catalog as mc
 from services.reporting.collapse import CellThroughput, collapse_points
 from services.reporting.options import ReportOptions

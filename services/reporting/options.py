@@ -8,7 +8,11 @@ from typing import Literal, get_args
 
 from services.reporting import metrics_catalog as mc
 from services.reporting.collapse import DEFAULT_FRACTION
-from services.reporting.stats import DEFAULT_ALPHA, DEFAULT_CV_THRESHOLD, DEFAULT_MIN_EFFECT
+from services.reporting.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_CV_THRESHOLD,
+    DEFAULT_MIN_EFFECT,
+)
 from services.reporting.tables import MODES, Mode
 
 Format = Literal["text", "markdown", "csv", "json", "ods", "html"]

@@ -10,12 +10,12 @@ from typing import Any
 
 from services.common import logs
 from services.common.bus import RabbitBus, rabbit_factory
+from services.common.campaigns import Duplicate
 from services.common.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_main
 from services.common.config import (
     Settings,
     add_settings_flags,
 )
-from services.common.campaigns import Duplicate
 from services.common.durations import format_duration
 from services.common.spec import CampaignSpec
 from services.common.specfile import load_spec

@@ -15,7 +15,7 @@ import collections
 import enum
 import threading
 import time
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
@@ -23,6 +23,7 @@ from services.common.config import Settings
 from services.common.control import ControlMessage
 from services.common.errors import BusError, DecodeError
 from services.common.messages import RunEvent, RunResult, RunSpec, decode
+from services.worker.driver.contract import ProgressCallback
 from services.worker.metrics import WorkerMetrics
 from services.worker.runner import WorkerIdentity, execute
 from services.worker.target.managed import ServerManager
@@ -51,7 +52,7 @@ class RunExecutor(Protocol):
 
     def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None, attempt: int,
                  client_cpus: list[int] | None, stop: threading.Event,
-                 on_second: Callable[[Any], None]) -> RunResult: ...
+                 on_progress: ProgressCallback) -> RunResult: ...
 
 
 class AfterRun(enum.Enum):
@@ -189,7 +190,7 @@ class Worker:
         self.metrics.run_started(run)
         try:
             result = self.execute(run, self.identity, servers=self.servers, attempt=attempt, client_cpus=self.client_cpus,
-                                  stop=self._run_stop, on_second=lambda snap: self.metrics.observe_second(run, snap))
+                                  stop=self._run_stop, on_progress=lambda p: self.metrics.observe_progress(run, p))
         except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
             rlog.exception("run_crashed")
             now = time.time()

@@ -188,8 +188,6 @@ class WorkerMetrics(MetricsEndpoint):
                 r.last_latency = progress.latency
             r.phase, r.elapsed_s = progress.phase, progress.elapsed_s
 
-    # consumer.py still calls the old name; drop this once it calls observe_progress.
-    observe_second = observe_progress
 
     def run_finished(self, run: RunSpec, result: RunResult | None = None) -> None:
         """Drop the run's series (bounded cardinality) and count it by status."""

@@ -44,9 +44,9 @@ def _versions() -> dict[str, str]:
 
 def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None = None, attempt: int = 1,
             client_cpus: list[int] | None = None,
-            stop: threading.Event | None = None, on_second: ProgressCallback | None = None) -> RunResult:
+            stop: threading.Event | None = None, on_progress: ProgressCallback | None = None) -> RunResult:
     """Run ``run`` to the end and return its result; failures become a failed result, never
-    an exception, so the caller always has something to publish before it acks. ``on_second``
+    an exception, so the caller always has something to publish before it acks. ``on_progress``
     receives the driver's Progress, about once a second."""
     started = time.time()
     base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
@@ -64,7 +64,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
             outcome = drive(
                 params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
                 rate=run.rate, latency_by_kind=bool(run.latency_by_kind), client_cpus=client_cpus,
-                stop=stop, on_progress=on_second,
+                stop=stop, on_progress=on_progress,
             )
     except (target.TargetError, fdlimit.FdLimitError) as e:
         return RunResult(status="failed", error=str(e), started_at=started, ended_at=time.time(), **base)

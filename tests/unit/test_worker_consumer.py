@@ -34,7 +34,7 @@ class FakeRuns:
         self.started = threading.Event()
         self.release = threading.Event()
 
-    def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, stop, on_second) -> RunResult:
+    def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, stop, on_progress) -> RunResult:
         self.calls.append((run.run_id, attempt))
         self.started.set()
         if self.crash:

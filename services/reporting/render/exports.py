@@ -11,7 +11,6 @@ import re
 from typing import Any, Iterable
 
 from services.common.results import COLUMNS, ResultRow
-
 from services.reporting.analysis import NamedTable
 from services.reporting.report import Report
 from services.reporting.tables import format_value, formula_lines, legend_lines

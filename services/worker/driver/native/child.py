@@ -20,8 +20,22 @@ from services.common.messages import Series
 from services.worker.driver.contract import Counts
 from services.worker.driver.native.arrivals import Schedule
 from services.worker.driver.native.libmariadb import ClientLibraryError, DbError
-from services.worker.driver.native.loop import DRAIN_GRACE_S, Client, counted, drive_clients
-from services.worker.driver.native.protocol import Done, Failed, Go, Job, Ready, Stop, Tick, merged_kinds
+from services.worker.driver.native.loop import (
+    DRAIN_GRACE_S,
+    Client,
+    counted,
+    drive_clients,
+)
+from services.worker.driver.native.protocol import (
+    Done,
+    Failed,
+    Go,
+    Job,
+    Ready,
+    Stop,
+    Tick,
+    merged_kinds,
+)
 
 
 def main(pipe: multiprocessing.connection.Connection, job: Job) -> None:

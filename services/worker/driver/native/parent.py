@@ -21,10 +21,23 @@ from services.common.errors import LoadError
 from services.common.histogram import Histogram
 from services.common.messages import Latency, Series
 from services.common.spec import DataShape, WorkloadSpec
-from services.worker.driver.contract import Counts, LoadOutcome, Progress, ProgressCallback
+from services.worker.driver.contract import (
+    Counts,
+    LoadOutcome,
+    Progress,
+    ProgressCallback,
+)
 from services.worker.driver.native import child
 from services.worker.driver.native.loop import DRAIN_GRACE_S
-from services.worker.driver.native.protocol import Done, Failed, Go, Job, Stop, Tick, merged_kinds
+from services.worker.driver.native.protocol import (
+    Done,
+    Failed,
+    Go,
+    Job,
+    Stop,
+    Tick,
+    merged_kinds,
+)
 
 #: Seconds the parent gives the load processes to open every connection, per connection.
 CONNECT_BUDGET_S = 0.05
