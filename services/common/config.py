@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Mapping
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -25,7 +25,8 @@ class Settings:
     db_host: str = "127.0.0.1"
     db_port: int = 3306
     db_user: str = "root"
-    db_password: str = ""
+    #: Never in repr (tracebacks, debug logs); see __repr__ for the AMQP URL's password.
+    db_password: str = field(default="", repr=False)
     db_name: str = "benchfleet"
     db_socket: str = ""
     #: Seconds between AMQP heartbeats; runs go on off the I/O thread so heartbeats keep flowing.
@@ -54,6 +55,14 @@ class Settings:
 
     def redacted_amqp_url(self) -> str:
         return redact_url(self.amqp_url)
+
+    def __repr__(self) -> str:
+        # Settings reach logs and tracebacks; the passwords (the DB's, and the broker's inside
+        # its URL) never do.
+        shown = ", ".join(
+            f"{f.name}={redact_url(self.amqp_url)!r}" if f.name == "amqp_url" else f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self) if f.repr)
+        return f"Settings({shown}, db_password={'***' if self.db_password else ''!r})"
 
     def db_params(self) -> dict[str, object]:
         params: dict[str, object] = {"host": self.db_host, "port": self.db_port, "user": self.db_user,
@@ -122,17 +131,15 @@ def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str]
                 raise SettingsError(f"{_source(f.name, flag)}: {raw!r} is not a whole number") from None
         else:
             values[f.name] = raw
-    pw_file = getattr(args, "db_password_file", None) if args is not None else None
-    pw_file = pw_file or env.get("BENCHFLEET_DB_PASSWORD_FILE")
+    flag_file = getattr(args, "db_password_file", None) if args is not None else None
+    pw_file = flag_file or env.get("BENCHFLEET_DB_PASSWORD_FILE")
     if pw_file:
-        with open(pw_file) as fh:
-            values["db_password"] = fh.read().strip()
+        values["db_password"] = _read_secret(pw_file, "--db-password-file" if flag_file else "BENCHFLEET_DB_PASSWORD_FILE")
     # The broker password stays out of the URL in env files and `ps`: a file or its own variable.
     amqp_pw_file = env.get("BENCHFLEET_AMQP_PASSWORD_FILE")
     amqp_pw = env.get("BENCHFLEET_AMQP_PASSWORD")
     if amqp_pw_file:
-        with open(amqp_pw_file) as fh:
-            amqp_pw = fh.read().strip()
+        amqp_pw = _read_secret(amqp_pw_file, "BENCHFLEET_AMQP_PASSWORD_FILE")
     if amqp_pw:
         values["amqp_url"] = with_password(str(values.get("amqp_url", Settings.amqp_url)), amqp_pw)
     attempts = int(values.get("run_attempts", Settings.run_attempts))  # type: ignore[call-overload]
@@ -140,6 +147,14 @@ def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str]
         raise SettingsError(f"{_source('run_attempts', getattr(args, 'run_attempts', None))}: must be 1 to "
                             f"{MAX_RUN_ATTEMPTS} (the runs queue dead-letters a run delivered more often)")
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def _read_secret(path: str, source: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SettingsError(f"{source}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
 
 
 def _source(field: str, flag: object) -> str:

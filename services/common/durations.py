@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -29,6 +30,8 @@ def parse_duration(value: object) -> float:
                 raise ValueError(f"{value!r} is not a duration: use 90s, 15m, 1h30m or seconds")
     else:
         raise ValueError(f"expected a duration like 90s, 15m or 1h, got {type(value).__name__}")
+    if not math.isfinite(seconds):
+        raise ValueError("must be a finite duration")
     if seconds < 0:
         raise ValueError("must be >= 0")
     return seconds

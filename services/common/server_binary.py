@@ -1,7 +1,9 @@
 """Finding a managed target's server binary and asking it which options it accepts.
 
-Used by the scheduler (check a spec before publishing it, when the binary is on its host) and
-by the worker (check again before starting, where the binary really runs).
+Used by the scheduler (check a spec before publishing it, against the system server binary
+only: never a path a spec names) and by the worker (check again before starting, against the
+binary it will run). Neither loads plugins to list their options: a spec may not load plugins
+(server_options.RESERVED_CODE), and `--help --verbose` with plugin_load would dlopen them.
 """
 
 from __future__ import annotations
@@ -18,11 +20,18 @@ from services.common.spec import ManagedTarget
 
 #: Where the system server lives when a target names neither binary nor basedir.
 SYSTEM_BINARIES = ("/usr/sbin/mariadbd", "/usr/sbin/mysqld", "/usr/libexec/mariadbd", "/usr/libexec/mysqld")
-#: Options that load plugins, passed to `--help --verbose` too so plugin options are listed.
-PLUGIN_OPTIONS = ("plugin_load", "plugin_load_add", "plugin_dir", "plugin_maturity")
 #: Seconds `--help --verbose` may take (it prints and exits in well under one).
 HELP_TIMEOUT_S = 30.0
 
+
+
+def system_binary() -> Path:
+    """The server installed on this host (a trusted path, never one from a spec)."""
+    for c in SYSTEM_BINARIES:
+        p = Path(c)
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    raise BinaryNotFound(f"no system server binary here (tried {', '.join(SYSTEM_BINARIES)})")
 
 
 def resolve(target: ManagedTarget) -> Path:
@@ -57,14 +66,9 @@ def install_script(target: ManagedTarget, binary: Path) -> Path:
     raise BinaryNotFound(f"no install script for {binary} (tried {', '.join(str(c) for c in candidates)})")
 
 
-def _plugin_args(target: ManagedTarget) -> tuple[str, ...]:
-    plugin = {k: v for k, v in target.options.items() if server_options.normalise(k) in PLUGIN_OPTIONS}
-    return tuple(server_options.argv(plugin))
-
-
 @functools.lru_cache(maxsize=32)
-def _help(binary: str, mtime: float, extra: tuple[str, ...], basedir: str | None) -> str:
-    argv = [binary, "--no-defaults", *([f"--basedir={basedir}"] if basedir else []), *extra, "--help", "--verbose"]
+def _help(binary: str, mtime: float, basedir: str | None) -> str:
+    argv = [binary, "--no-defaults", *([f"--basedir={basedir}"] if basedir else []), "--help", "--verbose"]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=HELP_TIMEOUT_S, stdin=subprocess.DEVNULL)
     if "--help" not in p.stdout and "Variables (--variable-name=value)" not in p.stdout:
         raise BinaryNotFound(f"{binary} --help --verbose printed no option list (exit {p.returncode}): "
@@ -72,16 +76,23 @@ def _help(binary: str, mtime: float, extra: tuple[str, ...], basedir: str | None
     return p.stdout
 
 
-def accepted_options(target: ManagedTarget, binary: Path) -> frozenset[str]:
-    """Option names (underscored) ``binary`` accepts, with the target's plugins loaded."""
-    text = _help(str(binary), binary.stat().st_mtime, _plugin_args(target), target.basedir)
+def accepted_options(binary: Path, basedir: str | None = None) -> frozenset[str]:
+    """Option names (underscored) ``binary`` accepts, built-in plugins included."""
+    text = _help(str(binary), binary.stat().st_mtime, basedir)
     return server_options.parse_help(text)
 
 
-def option_errors(target: ManagedTarget, binary: Path) -> list[tuple[str, str]]:
-    """(option name, message) for every option of ``target`` that ``binary`` does not accept."""
-    accepted = accepted_options(target, binary)
+def option_errors(target: ManagedTarget, binary: Path, basedir: str | None = None) -> list[tuple[str, str]]:
+    """(option name, message) for every option of ``target`` that is reserved or that
+    ``binary`` does not accept (``basedir``: the build it belongs to, when not the system's)."""
     out = []
+    for name, value in target.options.items():
+        problem = server_options.name_problem(name) or server_options.value_problem(value)
+        if problem:
+            out.append((name, problem))
+    if out:
+        return out  # never ask a binary about options a spec may not set
+    accepted = accepted_options(binary, basedir)
     for name in server_options.unknown_options(target.options, accepted):
         hint = server_options.suggestion(name, accepted)
         out.append((name, f"not an option of {binary}" + (f" (did you mean {hint}?)" if hint else "")))

@@ -7,6 +7,7 @@ arguments, so everything here is tested on literal text.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Iterable, Mapping
 
@@ -24,13 +25,41 @@ CPU_LIST_PATTERN = r"^\d{1,4}(-\d{1,4})?(,\d{1,4}(-\d{1,4})?)*$"
 
 #: Options the worker sets itself for every managed server; a spec may not change them,
 #: because they decide where the server keeps its files, who it runs as and how the
-#: clients reach it (init_file would also run arbitrary SQL as root).
-RESERVED = frozenset({
+#: clients reach it.
+WORKER_OWNED = frozenset({
     "datadir", "port", "socket", "pid_file", "log_error", "user", "basedir", "bind_address",
     "defaults_file", "defaults_extra_file", "defaults_group_suffix", "no_defaults", "print_defaults",
-    "init_file", "bootstrap", "skip_grant_tables", "skip_networking", "help", "verbose", "version",
-    "daemonize", "chroot", "tmpdir", "log_basename",
+    "bootstrap", "skip_grant_tables", "skip_networking", "help", "verbose", "version",
+    "daemonize", "chroot",
 })
+
+#: Options a spec may never set, with the reason, because a spec comes from whoever may submit
+#: and the server runs on a worker beside the fleet's secrets:
+#:  - code: plugins are shared libraries the server dlopen()s (plugin_load, plugin_load_add,
+#:    plugin_dir, plugin_maturity widens what loads); galera's wsrep_provider is one too and
+#:    wsrep_notify_cmd / wsrep_sst_method run programs; init_file, init_connect, init_slave and
+#:    init_rpl_role run SQL the workload did not ask for (init_file as root);
+#:  - paths: every option that names a file or directory the server reads or writes (logs,
+#:    binary and relay logs, tablespaces outside the datadir, temporary directories, message
+#:    and character set directories, stopword files, TLS keys, secure_file_priv, debug traces),
+#:    so a server can only touch its own scratch datadir. Matched by name and by pattern
+#:    (RESERVED_PREFIXES, RESERVED_SUFFIXES) so a build's extra path options are caught too;
+#:    a few harmless switches that match a pattern (core_file, innodb_status_file) go with them.
+RESERVED_CODE = frozenset({"init_file", "init_connect", "init_slave", "init_rpl_role", "wsrep_provider",
+                           "wsrep_notify_cmd", "wsrep_sst_method"})
+RESERVED_PATHS = frozenset({
+    "log_basename", "log_bin", "log_bin_index", "relay_log", "relay_log_index", "log_tc", "log_ddl_recovery",
+    "secure_file_priv", "language", "tmpdir",
+})
+#: Name prefixes reserved whole: plugins, SQL run at start or connect, galera, the server's TLS
+#: identity files, debug traces.
+RESERVED_PREFIXES = ("plugin_", "init_", "wsrep", "ssl", "debug")
+#: Name endings of path-valued options (general_log_file, innodb_data_home_dir, aria_log_dir_path,
+#: innodb_buffer_pool_filename, innodb_undo_directory, innodb_tmpdir, ...).
+RESERVED_SUFFIXES = ("_dir", "_directory", "_file", "_filename", "_path", "tmpdir")
+
+#: Kept for callers that knew one set: every exact name a spec may not set.
+RESERVED = WORKER_OWNED | RESERVED_CODE | RESERVED_PATHS
 
 #: Prefixes my_getopt accepts in front of option names (`--skip-name-resolve`, `--loose-x`).
 _PREFIXES = ("skip_", "enable_", "disable_", "loose_", "maximum_")
@@ -41,17 +70,39 @@ def normalise(name: str) -> str:
     return name.replace("-", "_")
 
 
+def readings(name: str) -> list[str]:
+    """Every option ``name`` may set: itself and each form without my_getopt's prefixes
+    (`loose-skip-plugin-load` -> loose_skip_plugin_load, skip_plugin_load, plugin_load)."""
+    out = [normalise(name)]
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in _PREFIXES:
+            if out[-1].startswith(prefix) and len(out[-1]) > len(prefix):
+                out.append(out[-1][len(prefix):])
+                stripped = True
+                break
+    return out
+
+
+def reserved_problem(name: str) -> str | None:
+    """Why a spec may not set option ``name`` (see RESERVED_CODE and RESERVED_PATHS), or None."""
+    bases = readings(name)
+    if any(b in WORKER_OWNED for b in bases):
+        return "set by the worker for every managed server; a spec may not change it"
+    if any(b in RESERVED_CODE or b.startswith(("plugin_", "init_", "wsrep")) for b in bases):
+        return "reserved: it loads code or runs SQL or programs on the worker; a spec may not set it"
+    if any(b in RESERVED_PATHS or b.startswith(RESERVED_PREFIXES) or b.endswith(RESERVED_SUFFIXES) for b in bases):
+        return ("reserved: it names a file or directory on the worker; the managed server keeps every "
+                "file in its own datadir")
+    return None
+
+
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a spec option (pattern or reserved), or None."""
     if not re.fullmatch(OPTION_NAME_PATTERN, name):
         return "invalid option name (allowed: lowercase letters, digits, _ and -)"
-    base = normalise(name)
-    for prefix in ("loose_", "skip_", "enable_", "disable_"):
-        if base.startswith(prefix) and base[len(prefix):] in RESERVED:
-            base = base[len(prefix):]
-    if base in RESERVED:
-        return "set by the worker for every managed server; a spec may not change it"
-    return None
+    return reserved_problem(name)
 
 
 def render_value(value: object) -> str | None:
@@ -67,11 +118,16 @@ def render_value(value: object) -> str | None:
 
 def value_problem(value: object) -> str | None:
     """Why ``value`` cannot be passed as an option value, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
     text = render_value(value)
     if text is None:
         return None
     if not re.fullmatch(OPTION_VALUE_PATTERN, text):
         return "invalid value (allowed: letters, digits and _ . , : + / @ = % -; no spaces or quotes)"
+    # A path option this module does not know still cannot leave the datadir.
+    if text.startswith("/") or ".." in text.split("/"):
+        return "an absolute path or '..' is not accepted in option values; the server keeps its files in its datadir"
     return None
 
 

@@ -7,15 +7,18 @@ Version history of the spec format (``spec_version``):
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
     PlainSerializer,
+    Strict,
     Tag,
     field_validator,
     model_validator,
@@ -24,7 +27,7 @@ from pydantic import (
 from services.common import server_options
 from services.common.durations import format_duration, parse_duration
 from services.common.server_options import CPU_LIST_PATTERN
-from services.workload.registry import RAND_TYPES, WORKLOADS, canonical_name
+from services.workload.registry import OPTION_LIMITS, RAND_TYPES, WORKLOADS, canonical_name
 
 SPEC_VERSION = 1
 
@@ -36,18 +39,96 @@ PREPARE_FIXED = frozenset({"secondary", "create_secondary"})
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 IDENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
+# -- bounds: every number a spec holds is finite and bounded, so nothing downstream (planning,
+# the open-loop schedule, statement builders, timeouts) can loop, hang or allocate without end.
+
+#: The most runs one campaign may expand to (targets x workloads x threads x repeat): at a few
+#: seconds each that is days of measuring; the scheduler publishes them in one transaction.
+MAX_RUNS = 100_000
+#: Concurrent connections of one run (a client port range; the worker also needs the fds).
+MAX_THREADS = 65_535
+MAX_TARGETS = 64
+MAX_WORKLOADS = 128
+MAX_THREAD_COUNTS = 1024
+#: The longest duration or warm-up a spec may ask for (a week). The scheduler also refuses runs
+#: longer than its settings' max_run_s (2 h by default), where the settings are known.
+MAX_DURATION_S = 7 * 86_400
+#: start_timeout and stop_timeout of a managed server.
+MAX_TIMEOUT_S = 3_600
+#: Open-loop arrivals per second for a whole run: far above what one worker can drive, low
+#: enough that the arrival schedule stays a few MB per second of backlog.
+MAX_RATE = 1_000_000
+MAX_SEED = 2**63 - 1
+MAX_DESCRIPTION = 2_000
+#: The highest CPU number in a CPU list (Linux's largest NR_CPUS is 8192).
+MAX_CPU = 8_191
+MAX_SERVER_OPTIONS = 200
+
+#: Schemas a target's database may never be: the server's own. Prepare creates and drops
+#: tables in the target database. The results DB's name is refused too, by the scheduler and
+#: the worker, which know it from their settings.
+SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+#: Text a report prints must not move the cursor, recolour the terminal or reorder what is
+#: shown: C0/C1 control characters (tab and newline aside), DEL and Unicode bidi controls.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def _number_as_name(v: Any) -> Any:
     # The seeds name targets "8" and "32"; unquoted in YAML those are numbers.
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
+def _cpu_list(v: Any) -> Any:
+    # server_cpus: 0 is a number in YAML; booleans are not CPU lists.
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+def _cpus_in_range(v: str) -> str:
+    cpus = server_options.parse_cpus(v)  # ValueError names a range that goes backwards
+    if cpus and cpus[-1] > MAX_CPU:
+        raise ValueError(f"CPU {cpus[-1]} is above {MAX_CPU}")
+    return v
+
+
+def _printable(v: str) -> str:
+    m = _UNPRINTABLE.search(v)
+    if m:
+        raise ValueError(f"holds the control character U+{ord(m.group()):04X}; reports print this text")
+    return v
+
+
+def _not_system_schema(v: str) -> str:
+    if v.lower() in SYSTEM_SCHEMAS:
+        raise ValueError(f"{v} is a system schema of the server; prepare would create and drop tables in it")
+    return v
+
+
 Name = Annotated[str, BeforeValidator(_number_as_name), Field(pattern=NAME_PATTERN)]
 Identifier = Annotated[str, Field(pattern=IDENT_PATTERN)]
+#: A target's database: an identifier that is not one of the server's own schemas.
+Database = Annotated[str, Field(pattern=IDENT_PATTERN), AfterValidator(_not_system_schema)]
+#: Whole numbers are whole numbers: `true`, `5.0` and `"5"` are refused, not converted.
+Int = Annotated[int, Strict()]
+#: A finite number (an int is accepted); `.inf`, `.nan` and booleans are refused.
+Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 Seconds = Annotated[
     float,
     BeforeValidator(parse_duration),
     PlainSerializer(format_duration, return_type=str),
 ]
+CpuList = Annotated[str, BeforeValidator(_cpu_list), Field(max_length=255, pattern=CPU_LIST_PATTERN),
+                    AfterValidator(_cpus_in_range)]
+#: An absolute path without spaces or shell characters (binaries and basedirs of builds,
+#: sockets, CA files).
+PATH_PATTERN = r"^/[A-Za-z0-9_.+/-]{1,255}$"
+Path_ = Annotated[str, Field(pattern=PATH_PATTERN)]
+#: A password file as a worker finds it: a path that may start with ~ or hold ${VAR}s.
+PASSWORD_FILE_PATTERN = r"^[A-Za-z0-9_.+/~${}-]{1,255}$"
+#: Host names, IPv4 and IPv6 addresses: nothing that could be read as another argument.
+HOST_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$"
+#: Hosts that never leave the machine: no TLS needed for a password to stay private.
+LOCAL_HOSTS = frozenset({"localhost", "::1"})
 
 
 class _Frozen(BaseModel):
@@ -59,19 +140,25 @@ class DsnTarget(_Frozen):
 
     kind: Literal["dsn"] = "dsn"
     name: Name
-    host: str = "127.0.0.1"
-    port: Annotated[int, Field(ge=1, le=65535)] = 3306
-    socket: str | None = None
+    host: Annotated[str, Field(pattern=HOST_PATTERN)] = "127.0.0.1"
+    port: Annotated[Int, Field(ge=1, le=65535)] = 3306
+    socket: Path_ | None = None
     user: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.@-]{1,80}$")] = "root"
     #: Only the empty password may be written in a spec: run messages travel through the
     #: broker and are logged, so a real password is named by password_env/password_file and
-    #: read by the worker from its own environment.
+    #: read by the worker from its own environment. Which names a worker accepts is the
+    #: worker operator's choice (BENCHFLEET_TARGET_PASSWORD_ENV / _DIRS), never the fleet's own.
     password: Literal[""] | None = None
-    password_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
-    password_file: str | None = None
-    database: Identifier = "sbtest"
-    ssl_ca: str | None = None
-    ssl_disabled: bool = False
+    password_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")] | None = None
+    password_file: Annotated[str, Field(pattern=PASSWORD_FILE_PATTERN)] | None = None
+    database: Database = "sbtest"
+    #: TLS towards the target: verify (certificate and host name, against ssl_ca or the
+    #: worker's CA bundle), preferred (TLS when the server offers it, unverified) or disabled.
+    #: Default: verify when a password crosses the network (a remote host with password_env or
+    #: password_file), else preferred. ``ssl_disabled: true`` is the older spelling of disabled.
+    tls: Literal["verify", "preferred", "disabled"] | None = None
+    ssl_ca: Path_ | None = None
+    ssl_disabled: Annotated[bool, Strict()] = False
 
     @field_validator("password", mode="before")
     @classmethod
@@ -88,7 +175,26 @@ class DsnTarget(_Frozen):
         given = [f for f in ("password", "password_env", "password_file") if getattr(self, f) is not None]
         if len(given) > 1:
             raise ValueError(f"give only one of {', '.join(given)}")
+        if self.ssl_disabled and self.tls not in (None, "disabled"):
+            raise ValueError(f"tls: {self.tls} contradicts ssl_disabled: true")
+        if self.tls == "disabled" and self.ssl_ca is not None:
+            raise ValueError("ssl_ca: given with tls: disabled")
         return self
+
+    @property
+    def remote(self) -> bool:
+        """Whether connections leave this machine (TCP to a host other than loopback)."""
+        return self.socket is None and not (self.host in LOCAL_HOSTS or self.host.startswith("127."))
+
+    @property
+    def tls_mode(self) -> Literal["verify", "preferred", "disabled"]:
+        """The TLS the worker uses: the spec's, else verify for a password sent to a remote host."""
+        if self.tls is not None:
+            return self.tls
+        if self.ssl_disabled:
+            return "disabled"
+        sends_password = self.password_env is not None or self.password_file is not None
+        return "verify" if self.remote and sends_password else "preferred"
 
 
 def _target_kind(v: Any) -> str:
@@ -97,8 +203,6 @@ def _target_kind(v: Any) -> str:
     return getattr(v, "kind", "dsn")
 
 
-#: An absolute path without spaces or shell characters (binaries and basedirs of builds).
-PATH_PATTERN = r"^/[A-Za-z0-9_.+/-]{1,255}$"
 ServerOptionValue = Union[bool, int, float, str, None]
 
 
@@ -110,18 +214,17 @@ class ManagedTarget(_Frozen):
     name: Name
     #: The server binary; default: the system's mariadbd. ``basedir`` names another build
     #: (its bin/ or sbin/ holds the server, its scripts/ the install script).
-    binary: Annotated[str, Field(pattern=PATH_PATTERN)] | None = None
-    basedir: Annotated[str, Field(pattern=PATH_PATTERN)] | None = None
+    binary: Path_ | None = None
+    basedir: Path_ | None = None
     #: Passed as --name=value in this order; names are checked against `--help --verbose`.
-    options: dict[str, ServerOptionValue] = Field(default_factory=dict)
+    #: Options that name paths or load code are reserved (server_options.reserved_problem).
+    options: Annotated[dict[str, ServerOptionValue], Field(max_length=MAX_SERVER_OPTIONS)] = Field(default_factory=dict)
     #: CPU lists like "0" or "2-3"; default: the worker splits its CPUs (server first half).
-    server_cpus: Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) else v),
-                           Field(pattern=CPU_LIST_PATTERN)] | None = None
-    client_cpus: Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) else v),
-                           Field(pattern=CPU_LIST_PATTERN)] | None = None
-    database: Identifier = "sbtest"
-    start_timeout: Seconds = 60.0
-    stop_timeout: Seconds = 60.0
+    server_cpus: CpuList | None = None
+    client_cpus: CpuList | None = None
+    database: Database = "sbtest"
+    start_timeout: Annotated[Seconds, Field(gt=0, le=MAX_TIMEOUT_S)] = 60.0
+    stop_timeout: Annotated[Seconds, Field(gt=0, le=MAX_TIMEOUT_S)] = 60.0
 
     @field_validator("options")
     @classmethod
@@ -130,7 +233,7 @@ class ManagedTarget(_Frozen):
         for name, value in v.items():
             problem = server_options.name_problem(name) or server_options.value_problem(value)
             if problem:
-                raise ValueError(f"{name}: {problem}")
+                raise ValueError(f"{shown(name)}: {problem}")
             base = server_options.normalise(name)
             if base in seen:
                 raise ValueError(f"{name}: same option as {seen[base]}")
@@ -154,8 +257,8 @@ Target = Annotated[
 class DataShape(_Frozen):
     """The sbtest tables a workload runs on (sysbench's --tables, --table-size, engine)."""
 
-    tables: Annotated[int, Field(ge=1, le=1024)] = 1
-    table_size: Annotated[int, Field(ge=1, le=2_000_000_000)] = 10_000
+    tables: Annotated[Int, Field(ge=1, le=1024)] = 1
+    table_size: Annotated[Int, Field(ge=1, le=2_000_000_000)] = 10_000
     engine: Literal["InnoDB", "MyISAM", "Aria"] = "InnoDB"
 
     @field_validator("engine", mode="before")
@@ -173,9 +276,10 @@ class DataShape(_Frozen):
 class WorkloadSpec(_Frozen):
     """One test of the campaign, with sysbench option overrides and a row label for tables."""
 
-    name: str
+    name: Annotated[str, Field(max_length=64)]
     label: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
-    options: dict[str, int | float | bool | str] = Field(default_factory=dict)
+    options: dict[str, Annotated[int, Strict()] | Annotated[float, Strict()] | Annotated[bool, Strict()] | str] = Field(
+        default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -186,7 +290,7 @@ class WorkloadSpec(_Frozen):
     @classmethod
     def _known(cls, v: str) -> str:
         if canonical_name(v) not in WORKLOADS:
-            raise ValueError(f"unknown workload {v!r}; known: {', '.join(sorted(WORKLOADS))}")
+            raise ValueError(f"unknown workload {shown(v)!r}; known: {', '.join(sorted(WORKLOADS))}")
         return v
 
     @model_validator(mode="after")
@@ -194,13 +298,16 @@ class WorkloadSpec(_Frozen):
         accepted = WORKLOADS[canonical_name(self.name)].options
         for key, value in self.options.items():
             if key not in accepted:
-                raise ValueError(f"options.{key}: not an option of {self.name} (accepted: {', '.join(sorted(accepted))})")
+                raise ValueError(f"options.{shown(key)}: not an option of {self.name} "
+                                 f"(accepted: {', '.join(sorted(accepted))})")
             default = accepted[key]
             if isinstance(default, bool) and not isinstance(value, bool):
                 raise ValueError(f"options.{key}: must be true or false")
             if isinstance(default, int) and not isinstance(default, bool):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise ValueError(f"options.{key}: must be a whole number >= 0")
+                if value > OPTION_LIMITS[key]:
+                    raise ValueError(f"options.{key}: must be <= {OPTION_LIMITS[key]:,}")
             if key == "rand_type" and value not in RAND_TYPES:
                 raise ValueError(f"options.rand_type: must be one of {', '.join(RAND_TYPES)}")
             if key in PREPARE_FIXED and value != default:
@@ -229,32 +336,26 @@ class CampaignSpec(_Frozen):
 
     spec_version: Literal[1] = SPEC_VERSION
     name: Name
-    description: str = ""
+    description: Annotated[str, Field(max_length=MAX_DESCRIPTION), AfterValidator(_printable)] = ""
     pool: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] = "default"
     #: native: benchfleet's load processes; sysbench: the sysbench 1.0 binary on the worker.
     driver: Literal["native", "sysbench"] = "native"
-    targets: Annotated[list[Target], Field(min_length=1)]
-    baseline: Annotated[str, BeforeValidator(_number_as_name)] | None = None
-    workloads: Annotated[list[WorkloadSpec], Field(min_length=1)]
+    targets: Annotated[list[Target], Field(min_length=1, max_length=MAX_TARGETS)]
+    baseline: Name | None = None
+    workloads: Annotated[list[WorkloadSpec], Field(min_length=1, max_length=MAX_WORKLOADS)]
     data: DataShape = DataShape()
-    threads: Annotated[list[Annotated[int, Field(gt=0, le=65535)]], Field(min_length=1)]
-    duration: Seconds
-    warmup: Seconds = 0.0
-    repeat: Annotated[int, Field(ge=1, le=1000)] = 1
-    seed: Annotated[int, Field(ge=0)] = 0
+    threads: Annotated[list[Annotated[Int, Field(gt=0, le=MAX_THREADS)]],
+                       Field(min_length=1, max_length=MAX_THREAD_COUNTS)]
+    duration: Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]
+    warmup: Annotated[Seconds, Field(le=MAX_DURATION_S)] = 0.0
+    repeat: Annotated[Int, Field(ge=1, le=1000)] = 1
+    seed: Annotated[Int, Field(ge=0, le=MAX_SEED)] = 0
     #: Open loop: transactions/s for the whole run, arriving as a Poisson stream (sysbench's
     #: --rate); latency counts from each intended start. 0: closed loop.
-    rate: Annotated[float, Field(ge=0)] = 0.0
+    rate: Annotated[Number, Field(ge=0, le=MAX_RATE)] = 0.0
     #: Also record latency per statement kind (read/write/other) besides per transaction; it
     #: costs a clock read per statement in the load loop, so it is off unless asked for.
-    latency_by_kind: bool = False
-
-    @field_validator("duration")
-    @classmethod
-    def _positive_duration(cls, v: float) -> float:
-        if v <= 0:
-            raise ValueError("must be > 0")
-        return v
+    latency_by_kind: Annotated[bool, Strict()] = False
 
     @field_validator("threads")
     @classmethod
@@ -275,6 +376,17 @@ class CampaignSpec(_Frozen):
         dup = sorted({k for k in keys if keys.count(k) > 1})
         if dup:
             raise ValueError(f"workloads: repeated {', '.join(dup)}; give each a distinct label")
+        runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
+        if runs > MAX_RUNS:
+            raise ValueError(f"repeat: {len(self.targets)} targets x {len(self.workloads)} workloads x "
+                             f"{len(self.threads)} thread counts x {self.repeat} repetitions = {runs:,} runs; "
+                             f"a campaign may have at most {MAX_RUNS:,}")
+        clash = run_id_clash(names, keys)
+        if clash:
+            (t1, w1), (t2, w2) = clash
+            raise ValueError(f"targets: target {t1!r} with workload {w1!r} and target {t2!r} with workload "
+                             f"{w2!r} give the same run ids ({t1}.{w1}); rename one so the names do not "
+                             "join the same way with '.'")
         if self.driver == "sysbench":
             zipf = sorted({w.key for w in self.workloads if w.option("rand_type") == "zipfian"})
             if zipf:
@@ -282,6 +394,11 @@ class CampaignSpec(_Frozen):
                                  "the sysbench driver runs 1.0.20 (use driver: native)")
             if self.latency_by_kind:
                 raise ValueError("latency_by_kind: sysbench reports latency per event only; use driver: native")
+            for i, t in enumerate(self.targets):
+                if isinstance(t, DsnTarget) and t.tls_mode == "verify":
+                    raise ValueError(f"targets[{i}].tls: sysbench 1.0.20 cannot verify the server's certificate, "
+                                     "and a password would cross the network; use driver: native, or tls: "
+                                     "preferred to accept an unverified connection")
         return self
 
     @property
@@ -299,3 +416,38 @@ class CampaignSpec(_Frozen):
             if w.key == key:
                 return w
         raise KeyError(key)
+
+    @property
+    def total_runs(self) -> int:
+        return len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
+
+    def public_dump(self) -> dict[str, Any]:
+        """The spec as plain data for reports and exports: without where passwords are kept
+        (password_env, password_file), which says where to look on a worker."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        for t in data.get("targets", []):
+            for key in PRIVATE_TARGET_FIELDS:
+                t.pop(key, None)
+        return data
+
+
+#: Target fields that locate a secret on the workers: kept out of reports and exports.
+PRIVATE_TARGET_FIELDS = ("password", "password_env", "password_file")
+
+
+def run_id_clash(targets: list[str], workloads: list[str]) -> tuple[tuple[str, str], tuple[str, str]] | None:
+    """Two (target, workload) pairs whose run ids would be equal: run ids join the names with
+    '.', so target `a` with workload `b.c` and target `a.b` with workload `c` would collide."""
+    seen: dict[str, tuple[str, str]] = {}
+    for t in targets:
+        for w in workloads:
+            joined = f"{t}.{w}"
+            if joined in seen and seen[joined] != (t, w):
+                return seen[joined], (t, w)
+            seen[joined] = (t, w)
+    return None
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` cut to ``limit`` characters for an error message (a key may be a megabyte long)."""
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-import yaml
 from pydantic import ValidationError
 
+from services.common import yaml_input
 from services.common.errors import FieldError, SpecError
-from services.common.spec import CampaignSpec
+from services.common.spec import CampaignSpec, shown
+from services.common.yaml_input import NodePath, lookup_line
 
 
 def format_path(loc: Iterable[Any]) -> str:
@@ -19,10 +21,10 @@ def format_path(loc: Iterable[Any]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif isinstance(part, str) and not re.fullmatch(r"[A-Za-z0-9_.-]+", part):
-            out += f"[{part!r}]"  # a key like "\r" or "a: b" must not break the one-line message
+        elif isinstance(part, str) and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", part):
+            out += f"[{shown(part)!r}]"  # a key like "\r", "a: b" or a megabyte long stays one short line
         else:
-            out += ("." if out else "") + str(part)
+            out += ("." if out else "") + shown(str(part))
     return out
 
 
@@ -43,10 +45,15 @@ _MESSAGES = {
     "model_type": "must be a mapping",
     "too_short": "must have at least {min_length} item(s)",
     "string_pattern_mismatch": "invalid value (allowed: letters, digits, and _ . - ; pattern {pattern})",
+    "string_too_long": "must be at most {max_length} characters",
+    "too_long": "must have at most {max_length} item(s)",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
 }
 
 
-_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*(?:\[\d+\])*): (.+)$", re.S)
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*(?:\[\d+\](?:\.[A-Za-z0-9_]+)*)*): (.+)$", re.S)
 
 
 def _message(err: dict[str, Any]) -> str:
@@ -87,55 +94,10 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML 1.2 booleans: only true/false. The seeds name targets `off`, `on`, `8`; YAML 1.1
-    would silently turn `off` into False."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
-    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
-def _line_index(text: str) -> dict[tuple[Any, ...], int]:
-    """Map every YAML node path to its 1-based line."""
-    lines: dict[tuple[Any, ...], int] = {}
-    try:
-        root = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError:
-        return lines
-
-    def walk(node: Any, path: tuple[Any, ...]) -> None:
-        lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                key = k.value
-                lines[path + (key,)] = k.start_mark.line + 1
-                walk(v, path + (key,))
-                lines[path + (key,)] = k.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, path + (i,))
-
-    if root is not None:
-        walk(root, ())
-    return lines
-
-
-def _lookup_line(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
-    for n in range(len(loc), -1, -1):
-        if loc[:n] in lines:
-            return lines[loc[:n]]
-    return None
-
-
-def errors_from_validation(exc: ValidationError, data: Any, text: str = "") -> list[FieldError]:
-    """Turn a pydantic ValidationError into one FieldError per problem, deduplicated."""
-    lines = _line_index(text) if text else {}
+def errors_from_validation(exc: ValidationError, data: Any, lines: dict[NodePath, int] | None = None) -> list[FieldError]:
+    """Turn a pydantic ValidationError into one FieldError per problem, deduplicated; ``lines``
+    (from yaml_input.load) gives each its YAML line."""
+    lines = lines or {}
     out: list[FieldError] = []
     seen: set[tuple[str, str]] = set()
     for err in exc.errors():
@@ -147,43 +109,70 @@ def errors_from_validation(exc: ValidationError, data: Any, text: str = "") -> l
         if m:
             path = f"{path}.{m.group(1)}" if path else m.group(1)
             message = m.group(2)
+            loc = loc + tuple(int(i) if i else k for k, i in re.findall(r"([A-Za-z0-9_]+)|\[(\d+)\]", m.group(1)))
         if (path, message) in seen:
             continue
         seen.add((path, message))
-        out.append(FieldError(path, message, _lookup_line(lines, loc)))
+        out.append(FieldError(path, message, lookup_line(lines, loc)))
     return out
 
 
 def parse_spec(text: str, source: str = "spec") -> CampaignSpec:
     """Validate spec text; raise SpecError naming each wrong field."""
+    return _parse(text, source)[0]
+
+
+def _parse(text: str, source: str) -> tuple[CampaignSpec, dict[NodePath, int]]:
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(e, "problem", None) or str(e)
-        raise SpecError(source, [FieldError("", f"not valid YAML: {problem}", line)]) from None
+        data, lines = yaml_input.load(text)
+    except yaml_input.YamlProblem as e:
+        raise SpecError(source, [FieldError(e.path, e.message, e.line)]) from None
     if not isinstance(data, dict):
         raise SpecError(source, [FieldError("", "a spec is a YAML mapping (name:, targets:, workloads:, ...)")])
     try:
-        return CampaignSpec.model_validate(data)
+        return CampaignSpec.model_validate(data), lines
     except ValidationError as e:
-        raise SpecError(source, errors_from_validation(e, data, text)) from None
+        raise SpecError(source, errors_from_validation(e, data, lines)) from None
+
+
+def read_spec_text(path: str | Path) -> str:
+    """The text of a spec file; SpecError when it cannot be read, is too big or is not UTF-8."""
+    try:
+        return yaml_input.read_text(path)
+    except OSError as e:
+        raise SpecError(str(path), [FieldError("", f"cannot read spec: {e.strerror}")]) from None
+    except yaml_input.YamlProblem as e:
+        raise SpecError(str(path), [FieldError(e.path, e.message, e.line)]) from None
+
+
+@dataclass(frozen=True)
+class SpecSource:
+    """Where a valid spec came from, so checks made after validation (run length, server
+    options, the results DB's name) point at the YAML line too."""
+
+    name: str
+    lines: Mapping[NodePath, int] = field(default_factory=dict)
+
+    def error(self, loc: NodePath, message: str) -> FieldError:
+        return FieldError(format_path(loc), message, lookup_line(dict(self.lines), loc))
+
+
+def load_spec_source(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[CampaignSpec, SpecSource]:
+    """Read and validate a spec file, with its source; ``overrides`` replace top-level fields
+    (CLI flags)."""
+    spec, lines = _parse(read_spec_text(path), str(path))
+    if not overrides:
+        return spec, SpecSource(str(path), lines)
+    data = spec.model_dump(mode="json", exclude_none=True)
+    data.update(overrides)
+    name = f"{path} (with command-line overrides)"
+    try:
+        return CampaignSpec.model_validate(data), SpecSource(name, {k: v for k, v in lines.items()
+                                                                     if not k or k[0] not in overrides})
+    except ValidationError as e:
+        raise SpecError(name, errors_from_validation(e, data)) from None
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> CampaignSpec:
     """Read and validate a spec file; ``overrides`` replace top-level fields (CLI flags)."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise SpecError(str(path), [FieldError("", f"cannot read spec: {e.strerror}")]) from None
-    if not overrides:
-        return parse_spec(text, str(path))
-    spec = parse_spec(text, str(path))
-    data = spec.model_dump(mode="json", exclude_none=True)
-    data.update(overrides)
-    try:
-        return CampaignSpec.model_validate(data)
-    except ValidationError as e:
-        raise SpecError(f"{path} (with command-line overrides)", errors_from_validation(e, data)) from None
+    return load_spec_source(path, overrides)[0]

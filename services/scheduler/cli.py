@@ -18,9 +18,9 @@ from services.common.config import (
 )
 from services.common.durations import format_duration
 from services.common.spec import CampaignSpec
-from services.common.specfile import load_spec
+from services.common.specfile import load_spec_source
 from services.common.store import Store
-from services.scheduler import plan, server_check
+from services.scheduler import plan, preflight
 from services.scheduler.progress import Progress, render
 from services.scheduler.submit import StoreLedger, submit
 
@@ -40,17 +40,17 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _load(args: argparse.Namespace) -> CampaignSpec:
-    spec = load_spec(args.spec, _overrides(args) or None)
-    # Managed targets: option names against the server binary, where this host has it.
-    for note in server_check.check_managed(spec, args.spec):
+def _load(args: argparse.Namespace, settings: Settings) -> CampaignSpec:
+    """The spec, checked as submit checks it (validate, plan and submit accept the same specs)."""
+    spec, source = load_spec_source(args.spec, _overrides(args) or None)
+    for note in preflight.check(spec, settings, source):
         print(f"note: {note}", file=sys.stderr)
     return spec
 
 
 def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
-    spec = _load(args)
-    print(f"{args.spec}: ok ({len(plan.expand(spec, 'x'))} runs)")
+    spec = _load(args, settings)
+    print(f"{args.spec}: ok ({spec.total_runs} runs)")
     return EXIT_OK
 
 
@@ -60,7 +60,7 @@ def cmd_schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
-    spec = _load(args)
+    spec = _load(args, settings)
     runs = plan.expand(spec, f"{spec.name}-<id>")
     est = plan.estimated_seconds(spec, args.workers)
     if args.json:
@@ -83,10 +83,8 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     from services.common import campaigns
     from services.common.store import spec_hash
-    from services.scheduler.guards import check_run_length
 
-    spec = _load(args)
-    check_run_length(spec, settings, args.spec)
+    spec = _load(args, settings)
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
     key = args.idempotency_key or campaigns.default_key(spec_hash(spec))

@@ -1,5 +1,5 @@
-"""What the scheduler refuses or undoes: runs too long for the broker's ack timeout, a
-campaign submitted twice, and cancelling a campaign."""
+"""What the scheduler undoes: cancelling a campaign. (What it refuses before publishing is in
+services/scheduler/preflight.py.)"""
 
 from __future__ import annotations
 
@@ -9,26 +9,9 @@ from services.common import campaigns, logs
 from services.common.broker import BusFactory
 from services.common.config import Settings
 from services.common.control import ControlMessage
-from services.common.durations import format_duration
-from services.common.spec import CampaignSpec
-from services.common.specfile import FieldError, SpecError
 from services.common.store import Store
-from services.scheduler import plan
 
 log = logs.get("scheduler")
-
-
-def check_run_length(spec: CampaignSpec, settings: Settings, source: str) -> None:
-    """Refuse a spec whose run (warm-up + measurement + overhead) would outlast max_run_s: the
-    broker closes a consumer whose delivery stays unacked past its consumer_timeout, and the
-    run would be delivered again."""
-    run_s = spec.warmup + spec.duration + plan.RUN_OVERHEAD_S
-    if run_s > settings.max_run_s:
-        raise SpecError(source, [FieldError(
-            "duration",
-            f"a run of {format_duration(round(run_s))} (warmup + duration) exceeds the longest allowed run "
-            f"{format_duration(settings.max_run_s)} (BENCHFLEET_MAX_RUN_S; keep it below RabbitMQ's consumer_timeout)",
-        )])
 
 
 def cancel_campaign(settings: Settings, ref: str, connect: BusFactory) -> tuple[str, int] | None:

@@ -55,6 +55,20 @@ RANDOM_OPTIONS: Mapping[str, object] = MappingProxyType(
     {"random_points": 10, "number_of_ranges": 10, "delta": 5, "rand_type": "special"}
 )
 
+#: The largest value a spec may give each whole-number option. Statement counts are per
+#: transaction (sysbench's defaults are 1 to 10) and each placeholder list is built in memory
+#: for every event; range sizes and deltas stay within the largest table.
+OPTION_LIMITS: Mapping[str, int] = MappingProxyType(
+    {
+        **dict.fromkeys(("point_selects", "simple_ranges", "sum_ranges", "order_ranges", "distinct_ranges",
+                         "index_updates", "non_index_updates", "delete_inserts"), 1_000),
+        "random_points": 1_000,
+        "number_of_ranges": 1_000,
+        "range_size": 2_000_000_000,
+        "delta": 2_000_000_000,
+    }
+)
+
 
 @dataclass(frozen=True)
 class Workload:

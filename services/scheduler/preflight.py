@@ -1,0 +1,42 @@
+"""What the scheduler refuses before anything is recorded or published, beyond the spec model
+itself: checks that need the settings or the host. `validate`, `plan` and `submit` run the same
+ones, so a spec that validates is one that is accepted."""
+
+from __future__ import annotations
+
+from services.common.config import Settings
+from services.common.durations import format_duration
+from services.common.errors import FieldError, SpecError
+from services.common.spec import CampaignSpec
+from services.common.specfile import SpecSource
+from services.scheduler import plan, server_check
+
+
+def run_length_errors(spec: CampaignSpec, settings: Settings, source: SpecSource) -> list[FieldError]:
+    """A run (warm-up + measurement + overhead) may not outlast max_run_s: the broker closes a
+    consumer whose delivery stays unacked past its consumer_timeout, and the run would be
+    delivered again."""
+    run_s = spec.warmup + spec.duration + plan.RUN_OVERHEAD_S
+    if run_s <= settings.max_run_s:
+        return []
+    return [source.error(("duration",), (
+        f"a run of {format_duration(round(run_s))} (warmup + duration) exceeds the longest allowed run "
+        f"{format_duration(settings.max_run_s)} (BENCHFLEET_MAX_RUN_S; keep it below RabbitMQ's consumer_timeout)"))]
+
+
+def results_db_errors(spec: CampaignSpec, settings: Settings, source: SpecSource) -> list[FieldError]:
+    """No target may use the results DB's own database: prepare drops and creates tables there."""
+    return [source.error(("targets", i, "database"),
+                         f"{t.database} is the results DB's database (BENCHFLEET_DB_NAME); benchmark tables "
+                         "would be created and dropped in it")
+            for i, t in enumerate(spec.targets) if t.database.lower() == settings.db_name.lower()]
+
+
+def check(spec: CampaignSpec, settings: Settings, source: SpecSource) -> list[str]:
+    """Raise SpecError naming every problem; return notes (checks left to the workers)."""
+    errors = run_length_errors(spec, settings, source) + results_db_errors(spec, settings, source)
+    option_errors, notes = server_check.check_managed(spec, source)
+    errors += option_errors
+    if errors:
+        raise SpecError(source.name, errors)
+    return notes
