@@ -29,12 +29,12 @@ _DEFAULTS = ReportOptions()
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.consumer import Collector
     from services.collector.prometheus import CollectorMetrics
-    from services.common.bus import rabbit_factory
+    from services.common.bus import Role, rabbit_factory
     from services.common.discovery import announced
 
     metrics = CollectorMetrics()
     pools = tuple(p for p in args.pools.split(",") if p)
-    c = Collector(connect=rabbit_factory(settings), open_store=lambda: Store(settings).open(), pools=pools,
+    c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
                   metrics=metrics)
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())

@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Mapping
 import pika
 import pika.exceptions as px
 
-from services.common import logs
+from services.common import logs, topology
 from services.common.broker import (
     QUEUE_HEADER,
     REASON_HEADER,
@@ -34,6 +34,7 @@ from services.common.control import (
     read_log_entry,
 )
 from services.common.errors import BusError, DecodeError
+from services.common.topology import Role
 
 #: A message redelivered this many times (a consumer crashing on it) is dead-lettered by the
 #: quorum queue itself instead of looping forever.
@@ -94,17 +95,19 @@ def _delivery(method: object, props: object, body: bytes) -> Delivery:
                     dict(props.headers or {}), method.routing_key)  # type: ignore[attr-defined]
 
 
-def rabbit_factory(settings: Settings) -> BusFactory:
-    """Makes RabbitBus connections to the broker of ``settings``, named for the broker's tools."""
-    return lambda name: RabbitBus(settings, name=name)
+def rabbit_factory(settings: Settings, role: Role = Role.ALL) -> BusFactory:
+    """Makes RabbitBus connections to the broker of ``settings``, named for the broker's tools,
+    declaring what ``role`` uses (its broker user may do no more: services/common/topology.py)."""
+    return lambda name: RabbitBus(settings, name=name, role=role)
 
 
 class RabbitBus(Broker):
     """A connection to RabbitMQ with the benchfleet topology declared on it."""
 
-    def __init__(self, settings: Settings, *, name: str = "benchfleet"):
+    def __init__(self, settings: Settings, *, name: str = "benchfleet", role: Role = Role.ALL):
         self.settings = settings
         self.name = name
+        self.role = role
         self.names = Names(settings.namespace)
         self.connection: pika.BlockingConnection | None = None
         self.channel: pika.adapters.blocking_connection.BlockingChannel | None = None
@@ -160,18 +163,16 @@ class RabbitBus(Broker):
 
     # -- topology ---------------------------------------------------------------------------
     def declare(self, pools: tuple[str, ...] = ("default",)) -> None:
-        ch, n = self._ch, self.names
+        """What this connection's role uses (services/common/topology.py); safe to repeat."""
+        ch = self._ch
         with _as_bus_error("declaring the queues"):
-            ch.exchange_declare(n.dead, exchange_type="fanout", durable=True)
-            ch.queue_declare(n.dead, durable=True, arguments={"x-queue-type": "quorum"})
-            ch.queue_bind(n.dead, n.dead)
-            ch.exchange_declare(n.results, exchange_type="fanout", durable=True)
-            ch.queue_declare(n.results, durable=True, arguments=_quorum_args(n.dead))
-            ch.queue_bind(n.results, n.results)
-            ch.exchange_declare(n.runs_exchange, exchange_type="direct", durable=True)
-            for pool in pools:
-                ch.queue_declare(n.runs_queue(pool), durable=True, arguments=_quorum_args(n.dead))
-                ch.queue_bind(n.runs_queue(pool), n.runs_exchange, routing_key=pool)
+            for step in topology.steps(self.names, pools, self.role, _quorum_args(self.names.dead)):
+                if isinstance(step, topology.Exchange):
+                    ch.exchange_declare(step.name, exchange_type=step.kind, durable=True)
+                elif isinstance(step, topology.Queue):
+                    ch.queue_declare(step.name, durable=True, arguments=step.arguments)
+                else:
+                    ch.queue_bind(step.queue, step.exchange, routing_key=step.routing_key or None)
 
     def declare_control_log(self) -> None:
         """Declare the control exchange, the control log (a stream) bound to it, and the sync

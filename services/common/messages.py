@@ -11,12 +11,20 @@ Additive, optional fields (no version change): run ``rate`` and ``latency_by_kin
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from services.common.errors import DecodeError
-from services.common.spec import DataShape, ServerOptionValue, Target, WorkloadSpec
+from services.common.spec import (
+    MAX_DURATION_S,
+    MAX_RATE,
+    MAX_THREADS,
+    DataShape,
+    ServerOptionValue,
+    Target,
+    WorkloadSpec,
+)
 
 RUN_SCHEMA = "benchfleet.run/1"
 EVENT_SCHEMA = "benchfleet.run-event/1"
@@ -36,7 +44,7 @@ class Cell(_Message):
 
     target: str
     workload: str
-    threads: int
+    threads: Annotated[int, Field(gt=0, le=MAX_THREADS)]
 
 
 class RunSpec(_Message):
@@ -54,13 +62,14 @@ class RunSpec(_Message):
     workload: WorkloadSpec
     data: DataShape
     driver: str = "native"
-    duration: float
-    warmup: float
+    #: Bounded as in the spec, so a worker refuses a message no valid spec could have made.
+    duration: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]
+    warmup: Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
     seed: int
     published_at: float
     #: Open loop: transactions/s for the whole run (Poisson arrivals). None (left out of the
     #: JSON, so workers that predate it still accept the message): closed loop.
-    rate: float | None = None
+    rate: Annotated[float, Field(ge=0, le=MAX_RATE, allow_inf_nan=False)] | None = None
     #: Also time each statement, per kind; None (left out of the message) when not asked.
     latency_by_kind: bool | None = None
 

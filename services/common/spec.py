@@ -154,8 +154,9 @@ class DsnTarget(_Frozen):
     database: Database = "sbtest"
     #: TLS towards the target: verify (certificate and host name, against ssl_ca or the
     #: worker's CA bundle), preferred (TLS when the server offers it, unverified) or disabled.
-    #: Default: verify when a password crosses the network (a remote host with password_env or
-    #: password_file), else preferred. ``ssl_disabled: true`` is the older spelling of disabled.
+    #: Default: verify when ssl_ca is given or a password crosses the network (a remote host
+    #: with password_env or password_file), else preferred. ``ssl_disabled: true`` is the older
+    #: spelling of disabled.
     tls: Literal["verify", "preferred", "disabled"] | None = None
     ssl_ca: Path_ | None = None
     ssl_disabled: Annotated[bool, Strict()] = False
@@ -177,8 +178,8 @@ class DsnTarget(_Frozen):
             raise ValueError(f"give only one of {', '.join(given)}")
         if self.ssl_disabled and self.tls not in (None, "disabled"):
             raise ValueError(f"tls: {self.tls} contradicts ssl_disabled: true")
-        if self.tls == "disabled" and self.ssl_ca is not None:
-            raise ValueError("ssl_ca: given with tls: disabled")
+        if self.tls in ("disabled", "preferred") and self.ssl_ca is not None:
+            raise ValueError(f"ssl_ca: given with tls: {self.tls}; a CA is for tls: verify")
         return self
 
     @property
@@ -193,6 +194,8 @@ class DsnTarget(_Frozen):
             return self.tls
         if self.ssl_disabled:
             return "disabled"
+        if self.ssl_ca is not None:
+            return "verify"
         sends_password = self.password_env is not None or self.password_file is not None
         return "verify" if self.remote and sends_password else "preferred"
 

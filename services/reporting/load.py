@@ -22,7 +22,7 @@ def load(store: Store, ref: str, *, with_results: bool = True) -> CampaignData:
         whole = {r.run_id: r for r in store.stored_results(c.campaign_id)}
         rows = [row.with_result(whole.get(row.run_id)) for row in rows]
     spec = c.spec
-    settings = spec.model_dump(mode="json", exclude_none=True)
+    settings = spec.public_dump()  # no password_env/password_file in reports and exports
     settings["campaign_id"] = c.campaign_id
     return CampaignData(
         campaign_id=c.campaign_id, name=c.name, state=c.state,

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from services.common import logs
-from services.common.bus import RabbitBus, rabbit_factory
+from services.common.bus import RabbitBus, Role, rabbit_factory
 from services.common.campaigns import Duplicate
 from services.common.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_main
 from services.common.config import (
@@ -88,7 +88,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
     key = args.idempotency_key or campaigns.default_key(spec_hash(spec))
-    with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler") as bus:
+    with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler", role=Role.SCHEDULER) as bus:
         outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
                          explicit_key=bool(args.idempotency_key), force=args.force)
         earlier = store.campaign(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
@@ -161,7 +161,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     from services.scheduler.guards import cancel_campaign
 
-    done = cancel_campaign(settings, args.campaign, rabbit_factory(settings))
+    done = cancel_campaign(settings, args.campaign, rabbit_factory(settings, Role.SCHEDULER))
     if done is None:
         _err(f"no campaign {args.campaign!r} in the results DB")
         return EXIT_USAGE

@@ -76,10 +76,16 @@ def cmd_data(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """Consume runs of the pool until stopped."""
     cpus = _cpus(args.client_cpus)
+    from services.common import logs
+    from services.worker.target.secret_policy import SecretPolicy
+
+    # Which passwords specs may name here: refused at start when misconfigured, not per run.
+    policy = SecretPolicy.from_environ(os.environ)
+    logs.get("worker").info("target_password_policy", **policy.describe())
     from services.worker.driver.native.libmariadb import library
 
     library()  # the native driver's client library: missing, the worker would fail every run
-    from services.common.bus import rabbit_factory
+    from services.common.bus import Role, rabbit_factory
     from services.common.discovery import announced
     from services.worker.consumer import Worker
     from services.worker.metrics import WorkerMetrics
@@ -90,7 +96,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     metrics = WorkerMetrics(worker_id)
     servers = ServerManager(base_dir=Path(args.managed_dir) if args.managed_dir else None,
                             keep_datadirs=args.keep_datadirs)
-    w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), connect=rabbit_factory(settings),
+    w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), connect=rabbit_factory(settings, Role.WORKER),
                client_cpus=cpus, max_runs=args.max_runs, metrics=metrics, servers=servers)
     signal.signal(signal.SIGTERM, lambda *_: w.stop())
     signal.signal(signal.SIGINT, lambda *_: w.stop())

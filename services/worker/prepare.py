@@ -7,13 +7,15 @@ index in the same (freshly built) state sysbench leaves it in.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import mysql.connector
 import numpy as np
@@ -128,15 +130,29 @@ def _ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int, auto_i
             cur.execute(f"DROP TABLE IF EXISTS {_quote(t)}")
     finally:
         conn.close()
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, data.tables)) as pool:
+    with _infile_dir() as infiles, ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, data.tables)) as pool:
         # list() re-raises the first failure of any table here.
-        list(pool.map(lambda n: _load_table(params, data, n, seed, auto_inc), range(1, data.tables + 1)))
+        list(pool.map(lambda n: _load_table(params, data, n, seed, auto_inc, infiles), range(1, data.tables + 1)))
     return True
 
 
-def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int, auto_inc: bool = True) -> None:
+@contextlib.contextmanager
+def _infile_dir() -> Iterator[str]:
+    """A private directory (in /dev/shm when there is one, so the files never reach a disk)
+    holding this prepare's LOAD DATA files, removed afterwards. The loading connections may
+    send only files from it: a server asking for any other file (a rogue target can ask for
+    one in answer to any statement) is refused by the client library."""
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    path = tempfile.mkdtemp(prefix="benchfleet-load-", dir=shm)
+    try:
+        yield os.path.realpath(path)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int, auto_inc: bool, infiles: str) -> None:
     gen = rng_for(seed, n)
-    conn = connect(dict(params, allow_local_infile=True))
+    conn = connect(dict(params, allow_local_infile=False, allow_local_infile_in_path=infiles))
     try:
         cur = conn.cursor()
         for sql in LOAD_SESSION:
@@ -146,7 +162,7 @@ def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int, a
         size = data.table_size
         # Autocommitted chunks: measured faster here than one transaction with InnoDB's
         # empty-table bulk load, which was 1.4-2x slower on MariaDB 10.11.
-        done = _load_infile(cur, gen, n, size)
+        done = _load_infile(cur, gen, n, size, infiles)
         if not done:
             gen = rng_for(seed, n)  # the INSERTs draw the table's rows from the start of its stream
         head = f"INSERT INTO `sbtest{n}` (id, k, c, pad) VALUES "
@@ -161,12 +177,11 @@ def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int, a
         conn.close()
 
 
-def _load_infile(cur: Any, gen: np.random.Generator, n: int, size: int) -> int:
-    """Load sbtest``n`` with LOAD DATA LOCAL INFILE from a file rewritten per chunk (in /dev/shm
-    when there is one, so it never reaches a disk); return the rows loaded: ``size``, or 0 when
-    the server or client refuses LOCAL INFILE and the caller must INSERT instead."""
-    directory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    with tempfile.NamedTemporaryFile(prefix=f"benchfleet-sbtest{n}-", suffix=".tsv", dir=directory) as f:
+def _load_infile(cur: Any, gen: np.random.Generator, n: int, size: int, directory: str) -> int:
+    """Load sbtest``n`` with LOAD DATA LOCAL INFILE from a file in ``directory`` rewritten per
+    chunk; return the rows loaded: ``size``, or 0 when the server or client refuses LOCAL INFILE
+    and the caller must INSERT instead."""
+    with tempfile.NamedTemporaryFile(prefix=f"sbtest{n}-", suffix=".tsv", dir=directory) as f:
         # The next chunk is generated while the server loads this one (the connector releases
         # the GIL while it waits), so the client's work overlaps the server's.
         with ThreadPoolExecutor(max_workers=1) as ahead:

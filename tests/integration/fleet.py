@@ -18,6 +18,12 @@ from services.common.bus import RabbitBus
 from services.common.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The variable naming which variables specs may name for passwords (services/worker/target/secret_policy.py).
+TARGET_PASSWORD_ENV = "BENCHFLEET_TARGET_PASSWORD_ENV"
+#: Test workers accept passwords from variables with this prefix ...
+TEST_PASSWORD_PREFIX = "BF_"
+#: ... and hold the local server's password for target_yaml's targets in this one.
+TEST_TARGET_PASSWORD = "BF_TEST_TARGET_PW"
 
 
 @dataclass
@@ -44,6 +50,10 @@ class Fleet:
         })
         if s.db_password and "BENCHFLEET_DB_PASSWORD_FILE" not in env:
             env["BENCHFLEET_DB_PASSWORD"] = s.db_password
+        # The workers' secret policy: specs of these tests name their targets' passwords in
+        # BF_* variables (target_yaml), which a worker accepts only when its operator says so.
+        env[TARGET_PASSWORD_ENV] = TEST_PASSWORD_PREFIX + "*"
+        env[TEST_TARGET_PASSWORD] = s.db_password
         env.update(self.extra_env)
         return env
 
@@ -91,14 +101,13 @@ class Fleet:
 
 
 def target_yaml(settings: Settings, name: str, database: str) -> str:
-    """A dsn target on the local server with the test's own credentials (never a literal password)."""
+    """A dsn target on the local server with the test's own credentials (never a literal
+    password): the workers of a Fleet hold them in TEST_TARGET_PASSWORD, a variable their
+    secret policy allows (the fleet's own BENCHFLEET_* variables never are)."""
     lines = [f"  - name: {name}", f"    host: {settings.db_host}", f"    port: {settings.db_port}",
              f"    user: {settings.db_user}", f"    database: {database}"]
-    pw_file = os.environ.get("BENCHFLEET_DB_PASSWORD_FILE")
-    if pw_file:
-        lines.append(f"    password_file: {pw_file}")
-    elif settings.db_password:
-        lines.append("    password_env: BENCHFLEET_DB_PASSWORD")
+    if settings.db_password:
+        lines.append(f"    password_env: {TEST_TARGET_PASSWORD}")
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,7 @@ leaves no server behind when it is killed."""
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -172,6 +173,12 @@ def test_server_is_reused_for_the_same_target_and_stopped_for_another(managed_di
         pid = first.pid
         assert not first.reused and first.start_s < 30
         assert os.sched_getaffinity(pid) == set(first.server_cpus)
+        if os.geteuid() == 0:
+            # Its own unprivileged user (not mysql, which owns the system server's data), owning its datadir.
+            uid = pwd.getpwnam(managed.SERVER_USER).pw_uid
+            status = Path(f"/proc/{pid}/status").read_text()
+            assert re.search(rf"^Uid:\s+{uid}\s", status, re.M), status
+            assert first.datadir.stat().st_uid == uid and managed.SERVER_USER != "mysql"
         again = m.ensure(a, DataShape())
         assert again.reused and again.pid == pid
         other = m.ensure(b, DataShape())

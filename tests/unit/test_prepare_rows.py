@@ -98,12 +98,12 @@ class _FileCursor:
             self.loaded.append(f.read())
 
 
-def test_load_infile_sends_the_rows_in_order_while_the_next_chunk_is_generated(monkeypatch):
+def test_load_infile_sends_the_rows_in_order_while_the_next_chunk_is_generated(monkeypatch, tmp_path):
     """Generating ahead changes nothing: the chunks are the table's rows 1..size, in order, as
     generated one after the other from the table's stream, the last one shorter."""
     monkeypatch.setattr(prepare, "LOAD_ROWS", 300)
     cur = _FileCursor()
-    assert prepare._load_infile(cur, prepare.rng_for(5, 2), 2, 1000) == 1000
+    assert prepare._load_infile(cur, prepare.rng_for(5, 2), 2, 1000, str(tmp_path)) == 1000
     gen = prepare.rng_for(5, 2)
     expected = [bytes(prepare.rows(gen, s, min(300, 1000 - s), 1000)) for s in range(0, 1000, 300)]
     assert cur.loaded == expected
@@ -113,4 +113,4 @@ def test_load_infile_sends_the_rows_in_order_while_the_next_chunk_is_generated(m
 
 def test_load_infile_reports_a_refused_local_infile():
     """The server refusing LOCAL INFILE on the first chunk means: INSERT instead (0 rows loaded)."""
-    assert prepare._load_infile(_FileCursor(refuse=True), prepare.rng_for(0, 1), 1, 1000) == 0
+    assert prepare._load_infile(_FileCursor(refuse=True), prepare.rng_for(0, 1), 1, 1000, "/tmp") == 0

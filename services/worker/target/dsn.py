@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 from typing import Any, Mapping
 
 import mysql.connector
 
+from services.common.config import Settings
 from services.common.errors import TargetError
+from services.worker.target.secret_policy import SecretPolicy, resolve_password
 
 try:
     from mysql.connector.connection_cext import CMySQLConnection
@@ -18,39 +21,44 @@ except ImportError:  # the C extension did not load; assert_c_extension says so 
 from services.common.spec import DsnTarget
 
 
-def _expand(text: str, environ: Mapping[str, str]) -> str:
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: environ.get(m.group(1), m.group(0)), text)
+def system_ca_bundle() -> str | None:
+    """The worker's CA bundle (Debian: /etc/ssl/certs/ca-certificates.crt), for tls: verify
+    without an ssl_ca of the target's own."""
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile, "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    return None
 
 
-def connect_params(target: DsnTarget, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
-    """mysql.connector keyword arguments for ``target``, with its password resolved here."""
+def connect_params(target: DsnTarget, environ: Mapping[str, str] = os.environ,
+                   policy: SecretPolicy | None = None) -> dict[str, Any]:
+    """mysql.connector keyword arguments for ``target``, with its password resolved here under
+    the worker's secret policy (``policy``, else the one ``environ`` configures). TargetError,
+    naming the spec field, before anything is connected."""
     where = f"targets.{target.name}"
+    # The scheduler refuses this too; a worker never prepares tables in the results DB.
+    if target.database.lower() == environ.get("BENCHFLEET_DB_NAME", Settings.db_name).lower():
+        raise TargetError(f"{where}.database", f"{target.database} is the results DB's database")
     params: dict[str, Any] = {"host": target.host, "port": target.port, "user": target.user,
                               "database": target.database}
     if target.socket:
         params["unix_socket"] = target.socket
-    if target.password_env is not None:
-        if target.password_env not in environ:
-            raise TargetError(f"{where}.password_env",
-                              f"environment variable {target.password_env} is not set on this worker")
-        params["password"] = environ[target.password_env]
-    elif target.password_file is not None:
-        # ${VAR} and ~ are expanded on the worker, so one spec serves hosts that keep the file
-        # in different places (e.g. password_file: ${BENCHFLEET_SECRETS}/db_password).
-        path = os.path.expanduser(_expand(target.password_file, environ))
-        try:
-            with open(path, encoding="utf-8") as f:
-                params["password"] = f.read().strip()
-        except OSError as e:
-            raise TargetError(f"{where}.password_file",
-                              f"cannot read {path} on this worker: {e.strerror}") from e
-    else:
-        params["password"] = ""
-    if target.ssl_disabled:
+    try:
+        policy = policy or SecretPolicy.from_environ(environ)
+    except ValueError as e:  # SettingsError: the worker checked it at start; the environment changed
+        raise TargetError(where, f"the worker's secret policy is unusable: {e}") from None
+    params["password"] = resolve_password(where, target.password_env, target.password_file, environ, policy)
+    mode = target.tls_mode
+    if mode == "disabled":
         params["ssl_disabled"] = True
-    elif target.ssl_ca:
-        params["ssl_ca"] = target.ssl_ca
-        params["ssl_verify_cert"] = True
+    elif mode == "verify":
+        # Certificate and host name, so a password never goes to whoever answers on the way.
+        ca = target.ssl_ca or system_ca_bundle()
+        if ca is None:
+            raise TargetError(f"{where}.tls", "verify needs ssl_ca (this worker has no CA bundle); or set "
+                                              "tls: preferred to accept an unverified connection")
+        params.update(ssl_ca=ca, ssl_verify_cert=True, ssl_verify_identity=True)
     return params
 
 

@@ -13,7 +13,7 @@ its server restarts on its own data, so the sbtest tables are prepared once per 
 table shape, and a start costs the server's start-up time only.
 
 A worker never leaves a server behind: the server runs in its own process group, and its
-parent-death signal (prctl PR_SET_PDEATHSIG, SIGKILL) is set after the switch to the mysql
+parent-death signal (prctl PR_SET_PDEATHSIG, SIGKILL) is set after the switch to the server's
 user (a credential change clears it). That signal fires when the *thread* that forked the
 server ends, so every server is forked from one long-lived thread of this module, never from
 the short-lived thread of a run.
@@ -43,8 +43,13 @@ from services.worker.target.dsn import TargetError, connect
 
 log = logs.get(__name__)
 
-#: The unix user a server runs as when the worker is root (mariadbd refuses to run as root).
-SERVER_USER = "mysql"
+#: The unix user a server runs as when the worker is root (mariadbd refuses to run as root): a
+#: user of its own that owns nothing but the scratch datadirs, not `mysql`, which owns the
+#: system server's datadir. deploy/ensure-services worker creates it.
+SERVER_USER = "benchfleet-mysqld"
+#: How to create SERVER_USER by hand (said when it is missing).
+SERVER_USER_HINT = (f"create it with deploy/ensure-services worker, or: useradd --system --user-group "
+                    f"--no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {SERVER_USER}")
 #: The account the load processes use on a managed server (created in the template).
 CLIENT_USER = "benchfleet"
 #: Lines of the server's error log quoted in a failed run's error message.
@@ -70,14 +75,14 @@ def default_dir() -> Path:
 
 
 def _server_ids() -> tuple[int, int] | None:
-    """(uid, gid) to run servers as: the mysql user when root, else None (run as ourselves)."""
+    """(uid, gid) to run servers as: SERVER_USER when root, else None (run as ourselves)."""
     if os.geteuid() != 0:
         return None
     try:
         pw = pwd.getpwnam(SERVER_USER)
     except KeyError:
         raise TargetError("kind", f"the worker runs as root and there is no {SERVER_USER!r} user to run "
-                                  "mariadbd as (mariadbd refuses to run as root)") from None
+                                  f"mariadbd as (mariadbd refuses to run as root); {SERVER_USER_HINT}") from None
     return pw.pw_uid, pw.pw_gid
 
 
@@ -91,7 +96,7 @@ def _chown_tree(path: Path, ids: tuple[int, int] | None) -> None:
 
 
 def _child_setup(ids: tuple[int, int] | None, cpus: list[int] | None, parent: int):
-    """The server's pre-exec: own session, drop to the mysql user, then the parent-death
+    """The server's pre-exec: own session, drop to SERVER_USER, then the parent-death
     signal (after the uid change, which would clear it), then pin to the server CPUs."""
 
     def setup() -> None:
@@ -382,7 +387,7 @@ class ServerManager:
         except server_binary.BinaryNotFound as e:
             raise TargetError(f"{where}.binary", str(e)) from None
         try:
-            errors = server_binary.option_errors(target, binary)
+            errors = server_binary.option_errors(target, binary, target.basedir)
         except (server_binary.BinaryNotFound, OSError, subprocess.SubprocessError) as e:
             raise TargetError(f"{where}.binary", f"cannot list the options of {binary}: {e}") from None
         if errors:

@@ -22,6 +22,7 @@ from services.common.errors import ClientLibraryError, DbError
 WAIT_READ, WAIT_WRITE, WAIT_EXCEPT, WAIT_TIMEOUT = 1, 2, 4, 8
 
 _OPT_CONNECT_TIMEOUT = 0
+_OPT_LOCAL_INFILE = 8
 _OPT_SSL_VERIFY_SERVER_CERT = 21
 _OPT_NONBLOCK = 6000
 _TYPE_NULL, _TYPE_LONGLONG, _TYPE_DOUBLE, _TYPE_STRING = 6, 8, 5, 254
@@ -198,6 +199,9 @@ class Connection:
         fast.mysql_options(m, _OPT_NONBLOCK, None)
         timeout = ctypes.c_uint(connect_timeout)
         fast.mysql_options(m, _OPT_CONNECT_TIMEOUT, ctypes.addressof(timeout))
+        # Connector/C sends any file a server asks for by default; a rogue target could ask.
+        no_infile = ctypes.c_uint(0)
+        fast.mysql_options(m, _OPT_LOCAL_INFILE, ctypes.addressof(no_infile))
         if params.get("ssl_ca") and not params.get("ssl_disabled"):
             fast.mysql_ssl_set(m, None, None, str(params["ssl_ca"]).encode(), None, None)
             verify = ctypes.c_char(b"\x01")

@@ -1,0 +1,72 @@
+"""What each service declares on the broker, by role, so each role's broker user needs only its
+own permissions (deploy/ensure-services grants them; see the README's security model).
+
+RabbitMQ checks, per resource name: configure to declare (or delete) an exchange or queue;
+write on the queue and read on the exchange to bind them; write on an exchange to publish; read
+on a queue to consume. Declaring a new queue with a dead-letter exchange also needs write on
+that exchange and read on the queue. The results exchange and queue share a name, so whoever
+binds the results queue may also publish results: only the worker (who publishes them) binds
+it. Whoever binds a runs queue could bind it to an exchange of its own and inject runs: only
+the scheduler (who publishes runs) binds them.
+
+Pure: the bus (services/common/bus.py) executes the steps.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from services.common.broker import Names
+
+
+class Role(enum.Enum):
+    """Who connects: each declares what it uses. ALL declares everything (tests, tools)."""
+
+    ALL = "all"
+    SCHEDULER = "scheduler"
+    WORKER = "worker"
+    COLLECTOR = "collector"
+
+
+@dataclass(frozen=True)
+class Exchange:
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    arguments: dict[str, object] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class Binding:
+    queue: str
+    exchange: str
+    routing_key: str = ""
+
+
+Step = Union[Exchange, Queue, Binding]
+
+
+def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[str, object]) -> list[Step]:
+    """The declarations of ``role`` for ``pools``, in order (exchanges before their bindings).
+    ``quorum_args`` are the arguments of a work queue (quorum, dead-lettered, delivery limit)."""
+    n = names
+    out: list[Step] = [Exchange(n.dead, "fanout"), Queue(n.dead, {"x-queue-type": "quorum"}),
+                       Binding(n.dead, n.dead)]
+    if role in (Role.ALL, Role.WORKER):
+        out += [Exchange(n.results, "fanout"), Queue(n.results, quorum_args), Binding(n.results, n.results)]
+    elif role is Role.COLLECTOR:
+        out.append(Queue(n.results, quorum_args))  # consumed here; bound by the workers
+    if role in (Role.ALL, Role.SCHEDULER):
+        out.append(Exchange(n.runs_exchange, "direct"))
+    for pool in pools:
+        out.append(Queue(n.runs_queue(pool), quorum_args))
+        if role in (Role.ALL, Role.SCHEDULER):
+            out.append(Binding(n.runs_queue(pool), n.runs_exchange, pool))
+    return out

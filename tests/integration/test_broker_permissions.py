@@ -1,0 +1,124 @@
+"""Least privilege on the broker: deploy/ensure-services makes one user per role, and each may do
+its job and no more (the worker cannot publish runs or cancels, the scheduler cannot publish
+results, the collector can only consume). Runs the real script, twice, on a vhost of its own."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from services.common.bus import RabbitBus, Role
+from services.common.config import Settings, with_password
+from services.common.control import ControlMessage
+from services.common.errors import BusError
+from services.common.messages import RunEvent
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+POOL = "perm"
+
+
+def _rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", "-q", *args], check=False, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def deployed(rabbitmq, tmp_path):
+    """ensure-services rabbitmq, run twice, for a vhost, users and namespace of this test's own."""
+    if os.geteuid() != 0 or shutil.which("rabbitmqctl") is None:
+        msg = "needs root and rabbitmqctl (the broker's users are made with it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    tag = f"bftest-{secrets.token_hex(3)}"
+    env = dict(os.environ, BENCHFLEET_AMQP_VHOST=tag, BENCHFLEET_AMQP_USER_PREFIX=tag, BENCHFLEET_NAMESPACE=tag,
+               BENCHFLEET_SECRETS=str(tmp_path / "secrets"), BENCHFLEET_VAR=str(tmp_path / "var"))
+    try:
+        runs = [subprocess.run([str(ROOT / "deploy" / "ensure-services"), "rabbitmq"], env=env, capture_output=True,
+                               text=True, timeout=300) for _ in range(2)]
+        passwords = [(tmp_path / "secrets" / f"amqp_password_{r}").read_text() for r in ("scheduler", "worker", "collector")]
+        yield tag, tmp_path, runs, passwords
+    finally:
+        _rabbitmqctl("delete_vhost", tag)
+        for role in ("scheduler", "worker", "collector"):
+            _rabbitmqctl("delete_user", f"{tag}-{role}")
+
+
+def _settings(tmp_path: Path, tag: str, role: str) -> Settings:
+    env = dict(line.split("=", 1) for line in (tmp_path / "var" / "fleet.env").read_text().splitlines()
+               if line and not line.startswith("#"))
+    prefix = "BENCHFLEET_" if role == "scheduler" else f"BENCHFLEET_{role.upper()}_"
+    password = Path(env[f"{prefix}AMQP_PASSWORD_FILE"]).read_text().strip()
+    return Settings(amqp_url=with_password(env[f"{prefix}AMQP_URL"], password), namespace=tag)
+
+
+def _refused(fn) -> str:
+    """Run ``fn`` (a publish); return the broker's refusal, or fail if it was accepted."""
+    try:
+        fn()
+    except BusError as e:
+        assert "ACCESS_REFUSED" in str(e), e
+        return str(e)
+    raise AssertionError("the broker accepted a publish this role may not make")
+
+
+def _bus(settings: Settings, role: Role) -> RabbitBus:
+    return RabbitBus(settings, name=f"perm {role.value}", role=role)
+
+
+def test_each_role_does_its_job_and_no_more(deployed):
+    """Scheduler publishes runs and cancels; the worker takes runs, publishes results and reads
+    the control log; the collector takes results. Each is refused the others' publishes."""
+    tag, tmp_path, runs, passwords = deployed
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    # Idempotent: the second run kept the passwords and wrote the same fleet.env.
+    again = [(tmp_path / "secrets" / f"amqp_password_{r}").read_text() for r in ("scheduler", "worker", "collector")]
+    assert again == passwords and len(set(passwords)) == 3
+    sched, work, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker", "collector"))
+    users = [urlsplit(s.amqp_url).username for s in (sched, work, coll)]
+    assert users == [f"{tag}-scheduler", f"{tag}-worker", f"{tag}-collector"]
+
+    cancels: list[ControlMessage] = []
+    with _bus(work, Role.WORKER) as w:  # a worker may come first: it declares, never binds runs
+        w.declare((POOL,))
+        w.subscribe_control(cancels.append)
+        assert w.replay_control_log("perm", cancels.append, should_stop=lambda: False, timeout_s=30) == 0
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+        s.publish_runs(POOL, [b'{"run": 1}'])
+        s.publish_control(ControlMessage(action="cancel", campaign_id="c"))
+    with _bus(sched, Role.SCHEDULER) as s:
+        _refused(lambda: s.publish_result(b"{}"))
+
+    event = RunEvent(run_id="r", campaign_id="c", state="running", worker="w", at=0.0).encode()
+    with _bus(work, Role.WORKER) as w:
+        w.declare((POOL,))
+        assert w.replay_control_log("perm", cancels.append, should_stop=lambda: False, timeout_s=30) == 1
+        assert cancels[-1].campaign_id == "c"
+        d = w.get(w.names.runs_queue(POOL))
+        assert d is not None and d.body == b'{"run": 1}'
+        w.ack(d.delivery_tag)
+        w.publish_result(event)
+        w.dead_letter(b"x", "test", w.names.results)
+    for exchange in ("runs_exchange", "control"):
+        with _bus(work, Role.WORKER) as w:
+            _refused(lambda: w.publish(getattr(w.names, exchange), POOL, b"{}"))
+    with _bus(work, Role.WORKER) as w:
+        _refused(lambda: w.publish_runs(POOL, [b"{}"]))
+
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.declare((POOL,))
+        d = c.get(c.names.results)
+        assert d is not None and d.body == event
+        c.ack(d.delivery_tag)
+        assert c.queue_depth(c.names.dead) >= 1
+    for exchange in ("results", "runs_exchange"):
+        with _bus(coll, Role.COLLECTOR) as c:
+            _refused(lambda: c.publish(getattr(c.names, exchange), POOL, b"{}"))
