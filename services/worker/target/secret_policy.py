@@ -125,8 +125,8 @@ class SecretPolicy:
 
     def describe(self) -> dict[str, object]:
         """The policy for the worker's start-up log line (names and directories, no secrets)."""
-        return {"password_env": sorted(self.env_names) + [p + "*" for p in self.env_prefixes],
-                "password_dirs": list(self.dirs)}
+        return {"allowed_env": sorted(self.env_names) + [p + "*" for p in self.env_prefixes],
+                "allowed_dirs": list(self.dirs)}
 
 
 def expand(text: str, environ: Mapping[str, str]) -> str:
