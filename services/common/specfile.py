@@ -53,7 +53,7 @@ _MESSAGES = {
 }
 
 
-_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*(?:\[\d+\](?:\.[A-Za-z0-9_]+)*)*): (.+)$", re.S)
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*(?:\[\d+\](?:\.[A-Za-z0-9_-]+)*)*): (.+)$", re.S)
 
 
 def _message(err: dict[str, Any]) -> str:
@@ -109,7 +109,7 @@ def errors_from_validation(exc: ValidationError, data: Any, lines: dict[NodePath
         if m:
             path = f"{path}.{m.group(1)}" if path else m.group(1)
             message = m.group(2)
-            loc = loc + tuple(int(i) if i else k for k, i in re.findall(r"([A-Za-z0-9_]+)|\[(\d+)\]", m.group(1)))
+            loc = loc + tuple(int(i) if i else k for k, i in re.findall(r"([A-Za-z0-9_-]+)|\[(\d+)\]", m.group(1)))
         if (path, message) in seen:
             continue
         seen.add((path, message))

@@ -81,7 +81,7 @@ def test_managed_target_loads():
     ('  - {kind: managed, name: x, options: {key_buffer_size: "1M; DROP TABLE t"}}', "targets[1].options.key_buffer_size: invalid value"),
     ('  - {kind: managed, name: x, options: {"key buffer": 1}}', "targets[1].options: key buffer: invalid option name"),
     ('  - {kind: managed, name: x, options: {datadir: /tmp/x}}', "targets[1].options.datadir: set by the worker"),
-    ('  - {kind: managed, name: x, options: {skip-grant-tables: true}}', "targets[1].options: skip-grant-tables: set by the worker"),
+    ('  - {kind: managed, name: x, options: {skip-grant-tables: true}}', "targets[1].options.skip-grant-tables: set by the worker"),
     ('  - {kind: managed, name: x, options: {init_file: /tmp/x.sql}}', "targets[1].options.init_file: reserved: it loads code"),
     ('  - {kind: managed, name: x, options: {key_buffer_size: 1M, key-buffer-size: 2M}}', "same option as key_buffer_size"),
     ('  - {kind: managed, name: x, binary: "/usr/sbin/mariadbd; rm -rf /"}', "targets[1].binary: invalid value"),
