@@ -1,0 +1,94 @@
+"""Least privilege in the pure parts: what each broker role declares, what settings and reports
+show of secrets, which server options a spec may set, and the TLS a target gets by default."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common import server_binary, server_options, topology
+from services.common.bus import Names
+from services.common.config import Settings, settings_from
+from services.common.errors import SettingsError
+from services.common.spec import DsnTarget, ManagedTarget
+from services.common.specfile import parse_spec
+from services.common.topology import Binding, Role
+
+N = Names("bf")
+
+
+def bindings(role: Role) -> set[tuple[str, str]]:
+    return {(s.queue, s.exchange) for s in topology.steps(N, ("p",), role, {}) if isinstance(s, Binding)}
+
+
+def test_only_the_publisher_of_runs_binds_runs_and_only_the_worker_binds_results():
+    """Binding a queue needs write on it, and the results queue shares its exchange's name: so
+    the scheduler never binds results, the worker and collector never bind runs."""
+    assert ("bf.runs.p", "bf.runs") in bindings(Role.SCHEDULER)
+    assert ("bf.results", "bf.results") not in bindings(Role.SCHEDULER)
+    assert ("bf.results", "bf.results") in bindings(Role.WORKER)
+    assert ("bf.runs.p", "bf.runs") not in bindings(Role.WORKER) | bindings(Role.COLLECTOR)
+    assert bindings(Role.COLLECTOR) == {("bf.dead", "bf.dead")}
+    assert bindings(Role.ALL) == bindings(Role.SCHEDULER) | bindings(Role.WORKER)
+    # Every role still has the queues it consumes or reports on.
+    queues = {s.name for s in topology.steps(N, ("p",), Role.COLLECTOR, {}) if isinstance(s, topology.Queue)}
+    assert {"bf.results", "bf.runs.p", "bf.dead"} <= queues
+
+
+def test_settings_never_show_a_password():
+    """repr (tracebacks, debug logs) hides the results DB's password and the broker's in its URL."""
+    s = Settings(db_password="db-secret-1", amqp_url="amqp://u:amqp-secret-2@h:5672/v")
+    text = repr(s) + str(s)
+    assert "db-secret-1" not in text and "amqp-secret-2" not in text
+    assert "amqp://u:***@h:5672/v" in text and "db_password='***'" in text
+
+
+def test_an_unreadable_password_file_is_a_usage_error_naming_the_setting(tmp_path):
+    with pytest.raises(SettingsError, match="BENCHFLEET_DB_PASSWORD_FILE: cannot read"):
+        settings_from(None, env={"BENCHFLEET_DB_PASSWORD_FILE": str(tmp_path / "missing")})
+
+
+def test_reports_get_the_spec_without_where_passwords_are_kept():
+    spec = parse_spec("name: r\ntargets: [{name: a, database: d, password_env: PW}, "
+                      "{name: b, database: e, password_file: /x/pw}]\nworkloads: [oltp_point_select]\n"
+                      "threads: [1]\nduration: 1s\n")
+    text = str(spec.public_dump())
+    assert "password" not in text and "PW" not in text and "/x/pw" not in text and "'a'" in text
+
+
+@pytest.mark.parametrize("name", ["plugin_load_add", "plugin-dir", "loose-plugin-load", "enable-init-file",
+                                  "skip-grant-tables", "maximum-plugin-maturity", "general_log_file",
+                                  "innodb_undo_directory", "innodb_tmpdir", "aria_log_dir_path", "log_bin",
+                                  "wsrep_provider", "ssl_key", "secure_file_priv", "debug", "language"])
+def test_options_that_load_code_or_name_paths_are_reserved(name):
+    assert server_options.name_problem(name) is not None
+
+
+@pytest.mark.parametrize("name", ["key_buffer_size", "key_cache_segments", "thread_handling", "general_log",
+                                  "log_slow_query", "innodb_adaptive_hash_index", "innodb_file_per_table",
+                                  "skip_name_resolve", "performance_schema", "innodb_buffer_pool_size"])
+def test_tuning_options_stay_allowed(name):
+    assert server_options.name_problem(name) is None
+
+
+def test_option_checking_never_asks_a_binary_about_reserved_options(monkeypatch, tmp_path):
+    """A reserved option is refused without running the target's binary at all."""
+    def refuse(*a, **k):
+        raise AssertionError("a binary was run")
+
+    monkeypatch.setattr(server_binary.subprocess, "run", refuse)
+    target = ManagedTarget.model_construct(kind="managed", name="m", options={"plugin_load_add": "x.so"})
+    assert server_binary.option_errors(target, tmp_path / "mariadbd")[0][0] == "plugin_load_add"
+
+
+@pytest.mark.parametrize("fields, mode", [
+    ({"host": "db.example.com", "password_env": "PW"}, "verify"),
+    ({"host": "db.example.com"}, "preferred"),
+    ({"host": "127.0.0.1", "password_env": "PW"}, "preferred"),
+    ({"host": "localhost", "password_file": "/pw"}, "preferred"),
+    ({"host": "db.example.com", "socket": "/run/mysqld/mysqld.sock", "password_env": "PW"}, "preferred"),
+    ({"host": "db.example.com", "password_env": "PW", "tls": "preferred"}, "preferred"),
+    ({"host": "db.example.com", "password_env": "PW", "ssl_disabled": True}, "disabled"),
+    ({"host": "127.0.0.1", "ssl_ca": "/ca.pem"}, "verify"),
+])
+def test_tls_is_verified_by_default_when_a_password_crosses_the_network(fields, mode):
+    assert DsnTarget(name="a", **fields).tls_mode == mode

@@ -1,0 +1,159 @@
+"""What a worker refuses even when a run message asks for it: a password the operator did not
+allow (the fleet's own above all), a reserved server option. The run fails with a reason that
+names the field, and nothing is connected, started or sent."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from services.common.errors import DecodeError
+from services.common.messages import Cell, RunSpec, decode
+from services.common.spec import DataShape, DsnTarget, ManagedTarget, WorkloadSpec
+from services.worker import cli as worker_cli
+from services.worker import prepare, runner
+from services.worker.target import dsn, managed
+
+SECRET = "fleet-broker-password-0xC0FFEE"
+
+
+@pytest.fixture
+def nothing_happens(monkeypatch):
+    """Any connection, process start or server start fails the test."""
+
+    def refuse(*a, **k):
+        raise AssertionError(f"the worker connected or started something: {a[:1]}")
+
+    monkeypatch.setattr(dsn.mysql.connector, "connect", refuse)
+    monkeypatch.setattr(prepare, "connect", refuse)
+    monkeypatch.setattr(managed.subprocess, "Popen", refuse)
+    monkeypatch.setattr(managed.subprocess, "run", refuse)
+    from services.common import server_binary
+
+    monkeypatch.setattr(server_binary.subprocess, "run", refuse)
+
+
+@pytest.fixture
+def fleet_env(monkeypatch, tmp_path):
+    """A worker's environment: the fleet's secrets and settings, and what the operator allows."""
+    secrets = tmp_path / "secrets"
+    allowed = tmp_path / "target-passwords"
+    for d in (secrets, allowed):
+        d.mkdir()
+    (secrets / "amqp_password").write_text(SECRET)
+    (allowed / "bench").write_text("bench-password\n")
+    for k in [k for k in os.environ if k.startswith("BENCHFLEET_TARGET_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("BENCHFLEET_SECRETS", str(secrets))
+    monkeypatch.setenv("BENCHFLEET_MANAGED_DIR", str(tmp_path / "managed"))
+    monkeypatch.setenv("BENCHFLEET_AMQP_PASSWORD", SECRET)
+    monkeypatch.setenv("BENCHFLEET_AMQP_PASSWORD_FILE", str(secrets / "amqp_password"))
+    monkeypatch.setenv("BENCH_PW", "bench-password")
+    monkeypatch.setenv("BENCHFLEET_TARGET_PASSWORD_ENV", "BENCH_*")
+    monkeypatch.setenv("BENCHFLEET_TARGET_PASSWORD_DIRS", str(allowed))
+    return tmp_path
+
+
+def run_of(target) -> RunSpec:
+    return RunSpec(run_id="c.a.w.t1.r1", campaign_id="c", campaign_name="c", seq=0, total_runs=1,
+                   cell=Cell(target=target.name, workload="oltp_point_select", threads=1), repetition=1,
+                   target=target, workload=WorkloadSpec(name="oltp_point_select"), data=DataShape(),
+                   duration=1.0, warmup=0.0, seed=1, published_at=time.time())
+
+
+def remote(**fields) -> DsnTarget:
+    return DsnTarget(name="a", host="db.example.com", user="bench", database="sbtest", **fields)
+
+
+@pytest.mark.parametrize("fields, field, reason", [
+    ({"password_env": "BENCHFLEET_AMQP_PASSWORD"}, "targets.a.password_env", "one of the fleet's own variables"),
+    ({"password_env": "HOME"}, "targets.a.password_env", "BENCHFLEET_TARGET_PASSWORD_ENV: BENCH_*"),
+    ({"password_file": "${BENCHFLEET_SECRETS}/amqp_password"}, "targets.a.password_file", "the fleet's own secrets"),
+    ({"password_file": "${BENCHFLEET_AMQP_PASSWORD}"}, "targets.a.password_file", "not in a directory this worker"),
+    ({"password_file": "/etc/shadow"}, "targets.a.password_file", "not in a directory this worker"),
+])
+def test_a_forbidden_password_fails_the_run_before_anything_connects(fleet_env, nothing_happens, fields, field, reason):
+    """The run fails naming the spec field and why; the fleet's secret is in no part of the result."""
+    res = runner.execute(run_of(remote(**fields)), runner.WorkerIdentity("w1"))
+    assert res.status == "failed" and res.error.startswith(f"{field}: "), res.error
+    assert reason in res.error, res.error
+    assert SECRET not in res.encode().decode()
+
+
+def test_a_symlink_into_the_secrets_is_refused(fleet_env, nothing_happens):
+    """A link in an allowed directory that points at the fleet's secrets is resolved and refused."""
+    (fleet_env / "target-passwords" / "sneaky").symlink_to(fleet_env / "secrets" / "amqp_password")
+    res = runner.execute(run_of(remote(password_file=str(fleet_env / "target-passwords" / "sneaky"))),
+                         runner.WorkerIdentity("w1"))
+    assert res.status == "failed" and "the fleet's own secrets" in res.error, res.error
+
+
+def test_nothing_is_allowed_until_the_operator_says_so(fleet_env, monkeypatch, nothing_happens):
+    """Without BENCHFLEET_TARGET_PASSWORD_ENV/_DIRS a worker uses no password a spec names."""
+    monkeypatch.delenv("BENCHFLEET_TARGET_PASSWORD_ENV")
+    monkeypatch.delenv("BENCHFLEET_TARGET_PASSWORD_DIRS")
+    for fields in ({"password_env": "BENCH_PW"}, {"password_file": str(fleet_env / "target-passwords" / "bench")}):
+        res = runner.execute(run_of(remote(**fields)), runner.WorkerIdentity("w1"))
+        assert res.status == "failed" and "none configured" in res.error, res.error
+
+
+def test_allowed_passwords_are_used_with_tls_verified_for_remote_hosts(fleet_env):
+    """What the operator allows is read; a password sent to a remote host gets verified TLS,
+    a local one the server's TLS as offered, and tls: disabled is the explicit opt-out."""
+    by_env = dsn.connect_params(remote(password_env="BENCH_PW"))
+    by_file = dsn.connect_params(remote(password_file=str(fleet_env / "target-passwords" / "bench")))
+    assert by_env["password"] == by_file["password"] == "bench-password"
+    assert by_env["ssl_verify_cert"] and by_env["ssl_verify_identity"] and by_env["ssl_ca"]
+    local = dsn.connect_params(DsnTarget(name="a", host="127.0.0.1", password_env="BENCH_PW", database="d"))
+    assert "ssl_verify_cert" not in local and "ssl_disabled" not in local
+    opt_out = dsn.connect_params(remote(password_env="BENCH_PW", tls="disabled"))
+    assert opt_out["ssl_disabled"] and "ssl_verify_cert" not in opt_out
+
+
+def test_the_results_db_is_refused_as_a_target_database(fleet_env, monkeypatch, nothing_happens):
+    """A run message naming the results DB's database fails, whatever the scheduler let through."""
+    monkeypatch.setenv("BENCHFLEET_DB_NAME", "results_here")
+    res = runner.execute(run_of(DsnTarget(name="a", database="results_here")), runner.WorkerIdentity("w1"))
+    assert res.status == "failed" and res.error.startswith("targets.a.database: "), res.error
+
+
+def test_a_run_message_with_a_reserved_option_is_not_decoded():
+    """A message whose managed target sets plugin_load_add is refused naming the option."""
+    body = json.loads(run_of(ManagedTarget(kind="managed", name="m", options={"key_buffer_size": "8M"})).encode())
+    body["target"]["options"] = {"plugin_load_add": "evil.so"}
+    with pytest.raises(DecodeError) as e:
+        decode(json.dumps(body).encode(), expect=(RunSpec,))
+    assert "plugin_load_add" in str(e.value) and "reserved" in str(e.value)
+
+
+@pytest.mark.parametrize("options", [{"plugin_dir": "/tmp/evil", "plugin_load_add": "evil.so"},
+                                     {"general_log_file": "/root/.bashrc"}, {"init_file": "/tmp/x.sql"}])
+def test_a_reserved_option_that_got_through_starts_nothing(fleet_env, nothing_happens, tmp_path, options):
+    """Even a target built without validation (an older scheduler): the worker checks again,
+    before it runs any binary, and the run fails naming the option."""
+    target = ManagedTarget.model_construct(kind="managed", name="m", options=options, binary="/bin/true")
+    servers = managed.ServerManager(base_dir=tmp_path / "managed")
+    try:
+        res = runner.execute(run_of(target), runner.WorkerIdentity("w1"), servers=servers)
+    finally:
+        servers.close()
+    first = next(iter(options))
+    assert res.status == "failed" and res.error.startswith(f"targets.m.options.{first}: reserved"), res.error
+    assert not (tmp_path / "managed" / "templates").exists()
+
+
+def test_a_worker_refuses_to_start_with_a_policy_naming_the_fleets_secrets(monkeypatch, tmp_path, capsys):
+    """An operator allowing a BENCHFLEET_* variable or the secrets directory is told at start."""
+    monkeypatch.setenv("BENCHFLEET_SECRETS", str(tmp_path))
+    for var, value in (("BENCHFLEET_TARGET_PASSWORD_ENV", "BENCHFLEET_AMQP_PASSWORD"),
+                       ("BENCHFLEET_TARGET_PASSWORD_DIRS", str(tmp_path))):
+        monkeypatch.delenv("BENCHFLEET_TARGET_PASSWORD_ENV", raising=False)
+        monkeypatch.delenv("BENCHFLEET_TARGET_PASSWORD_DIRS", raising=False)
+        monkeypatch.setenv(var, value)
+        assert worker_cli.main(["--max-runs", "0"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {var}: ") and "fleet's own" in err, err
