@@ -63,6 +63,8 @@ def render_lines(report: Report) -> list[str]:
     if fmt == "csv":
         return render_csv(report.main.table)
     lines = head_lines(report.data)
+    if fmt == "markdown":
+        lines = [md_text(line) for line in lines]  # the settings hold user text (description)
     tables = report.tables if report.opts.all_tables else report.tables[:1]
     for i, named in enumerate(tables):
         if len(tables) > 1:

@@ -92,3 +92,13 @@ def test_option_checking_never_asks_a_binary_about_reserved_options(monkeypatch,
 ])
 def test_tls_is_verified_by_default_when_a_password_crosses_the_network(fields, mode):
     assert DsnTarget(name="a", **fields).tls_mode == mode
+
+
+def test_markdown_reports_show_user_text_as_text():
+    """A description's HTML, links, emphasis and table pipes are escaped in Markdown reports."""
+    from services.reporting.render.formats import md_text
+
+    out = md_text("<img src=x onerror=alert(1)> [click](http://evil) *bold* a|b")
+    assert "<" not in out.replace("\\<", "") and "[" not in out.replace("\\[", "")
+    assert "\\*bold\\*" in out and "a\\|b" in out
+    assert md_text("# not a heading").startswith("\\#") and md_text("key_buffer_size=8M") == "key_buffer_size=8M"
