@@ -55,8 +55,8 @@ MAX_THREAD_COUNTS = 1024
 MAX_DURATION_S = 7 * 86_400
 #: start_timeout and stop_timeout of a managed server.
 MAX_TIMEOUT_S = 3_600
-#: Open-loop arrivals per second for a whole run: far above what one worker can drive, low
-#: enough that the arrival schedule stays a few MB per second of backlog.
+#: Open-loop arrivals per second for a whole run: far above what one worker can drive. Without
+#: a bound, `.inf` made the arrival schedule loop for ever and a huge rate grew it without end.
 MAX_RATE = 1_000_000
 MAX_SEED = 2**63 - 1
 MAX_DESCRIPTION = 2_000
@@ -75,12 +75,8 @@ _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e
 
 
 def _number_as_name(v: Any) -> Any:
-    # The seeds name targets "8" and "32"; unquoted in YAML those are numbers.
-    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
-
-
-def _cpu_list(v: Any) -> Any:
-    # server_cpus: 0 is a number in YAML; booleans are not CPU lists.
+    # The seeds name targets "8" and "32", and `server_cpus: 0` is a CPU list; unquoted in YAML
+    # those are numbers. Booleans stay booleans (and are refused).
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
@@ -117,16 +113,16 @@ Seconds = Annotated[
     BeforeValidator(parse_duration),
     PlainSerializer(format_duration, return_type=str),
 ]
-CpuList = Annotated[str, BeforeValidator(_cpu_list), Field(max_length=255, pattern=CPU_LIST_PATTERN),
+CpuList = Annotated[str, BeforeValidator(_number_as_name), Field(max_length=255, pattern=CPU_LIST_PATTERN),
                     AfterValidator(_cpus_in_range)]
 #: An absolute path without spaces or shell characters (binaries and basedirs of builds,
 #: sockets, CA files).
 PATH_PATTERN = r"^/[A-Za-z0-9_.+/-]{1,255}$"
-Path_ = Annotated[str, Field(pattern=PATH_PATTERN)]
+AbsolutePath = Annotated[str, Field(pattern=PATH_PATTERN)]
 #: A password file as a worker finds it: a path that may start with ~ or hold ${VAR}s.
 PASSWORD_FILE_PATTERN = r"^[A-Za-z0-9_.+/~${}-]{1,255}$"
 #: Host names, IPv4 and IPv6 addresses: nothing that could be read as another argument.
-HOST_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$"
+HOST_PATTERN = r"^[A-Za-z0-9:][A-Za-z0-9_.:-]{0,252}$"
 #: Hosts that never leave the machine: no TLS needed for a password to stay private.
 LOCAL_HOSTS = frozenset({"localhost", "::1"})
 
@@ -142,7 +138,7 @@ class DsnTarget(_Frozen):
     name: Name
     host: Annotated[str, Field(pattern=HOST_PATTERN)] = "127.0.0.1"
     port: Annotated[Int, Field(ge=1, le=65535)] = 3306
-    socket: Path_ | None = None
+    socket: AbsolutePath | None = None
     user: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.@-]{1,80}$")] = "root"
     #: Only the empty password may be written in a spec: run messages travel through the
     #: broker and are logged, so a real password is named by password_env/password_file and
@@ -158,7 +154,7 @@ class DsnTarget(_Frozen):
     #: with password_env or password_file), else preferred. ``ssl_disabled: true`` is the older
     #: spelling of disabled.
     tls: Literal["verify", "preferred", "disabled"] | None = None
-    ssl_ca: Path_ | None = None
+    ssl_ca: AbsolutePath | None = None
     ssl_disabled: Annotated[bool, Strict()] = False
 
     @field_validator("password", mode="before")
@@ -217,8 +213,8 @@ class ManagedTarget(_Frozen):
     name: Name
     #: The server binary; default: the system's mariadbd. ``basedir`` names another build
     #: (its bin/ or sbin/ holds the server, its scripts/ the install script).
-    binary: Path_ | None = None
-    basedir: Path_ | None = None
+    binary: AbsolutePath | None = None
+    basedir: AbsolutePath | None = None
     #: Passed as --name=value in this order; names are checked against `--help --verbose`.
     #: Options that name paths or load code are reserved (server_options.reserved_problem).
     options: Annotated[dict[str, ServerOptionValue], Field(max_length=MAX_SERVER_OPTIONS)] = Field(default_factory=dict)
