@@ -51,7 +51,7 @@ def test_the_corpus_is_large_and_varied():
 def test_hostile_spec_is_refused_naming_the_field(case: Case, command, tmp_path, capsys, monkeypatch):
     """Exit 2, the expected field among the errors, short single lines, no traceback, no I/O."""
     monkeypatch.setattr(cli, "Store", Refuse)
-    monkeypatch.setattr(cli, "Bus", Refuse)
+    monkeypatch.setattr(cli, "RabbitBus", Refuse)
     spec = tmp_path / "spec.yaml"
     spec.write_bytes(case.content)
     code = cli.main([command, str(spec)])
@@ -66,7 +66,7 @@ def test_hostile_spec_is_refused_naming_the_field(case: Case, command, tmp_path,
 def test_plan_and_submit_refuse_what_validate_refuses(tmp_path, capsys, monkeypatch):
     """One validation everywhere: plan and submit refuse a 3-hour run and the results DB too."""
     monkeypatch.setattr(cli, "Store", Refuse)
-    monkeypatch.setattr(cli, "Bus", Refuse)
+    monkeypatch.setattr(cli, "RabbitBus", Refuse)
     for name in ("3 h run", "the results DB", "infinite duration", "two million runs"):
         case = next(c for c in CASES if c.name == name)
         spec = tmp_path / "spec.yaml"
