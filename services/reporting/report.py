@@ -19,6 +19,7 @@ from services.reporting.analysis import (
 )
 from services.reporting.options import ReportOptions
 from services.reporting.render.formats import (
+    md_text,
     render_csv,
     render_markdown,
     render_settings,
