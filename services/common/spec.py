@@ -172,6 +172,13 @@ class DsnTarget(_Frozen):
         given = [f for f in ("password", "password_env", "password_file") if getattr(self, f) is not None]
         if len(given) > 1:
             raise ValueError(f"give only one of {', '.join(given)}")
+        # Refused by every worker (services/worker/target/secret_policy.py): say so at validate.
+        if self.password_env is not None and self.password_env.upper().startswith("BENCHFLEET_"):
+            raise ValueError(f"password_env: {self.password_env} is one of the fleet's own variables; no worker "
+                             "lets a spec name those")
+        if self.password_file is not None and "${BENCHFLEET_SECRETS}" in self.password_file:
+            raise ValueError("password_file: the fleet's secrets directory holds the fleet's own passwords; no "
+                             "worker lets a spec name it")
         if self.ssl_disabled and self.tls not in (None, "disabled"):
             raise ValueError(f"tls: {self.tls} contradicts ssl_disabled: true")
         if self.tls in ("disabled", "preferred") and self.ssl_ca is not None:

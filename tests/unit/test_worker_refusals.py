@@ -59,14 +59,18 @@ def fleet_env(monkeypatch, tmp_path):
 
 
 def run_of(target) -> RunSpec:
-    return RunSpec(run_id="c.a.w.t1.r1", campaign_id="c", campaign_name="c", seq=0, total_runs=1,
+    """A run message for ``target``, as a worker decodes it (built without re-checking the target)."""
+    return RunSpec.model_construct(run_id="c.a.w.t1.r1", campaign_id="c", campaign_name="c", seq=0, total_runs=1,
                    cell=Cell(target=target.name, workload="oltp_point_select", threads=1), repetition=1,
                    target=target, workload=WorkloadSpec(name="oltp_point_select"), data=DataShape(),
                    duration=1.0, warmup=0.0, seed=1, published_at=time.time())
 
 
 def remote(**fields) -> DsnTarget:
-    return DsnTarget(name="a", host="db.example.com", user="bench", database="sbtest", **fields)
+    """A target as a run message carries it, built without the spec's checks: the worker must
+    refuse on its own what a scheduler (an older one, or a forged message) let through."""
+    base = dict(kind="dsn", name="a", host="db.example.com", port=3306, user="bench", database="sbtest")
+    return DsnTarget.model_construct(**{**base, **fields})
 
 
 @pytest.mark.parametrize("fields, field, reason", [
