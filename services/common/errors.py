@@ -3,6 +3,7 @@
 BenchfleetError
  ├── UsageError          bad input from the user: a spec, a setting, a flag (exit 2)
  │    ├── SpecError      a spec that cannot run (one FieldError per wrong field)
+ │    ├── YamlProblem    YAML the spec reader refuses (size, depth, aliases, keys, encoding)
  │    └── SettingsError  a setting no service can use (names the flag or variable)
  ├── DecodeError         a message body that is not a message we understand
  ├── ConnectError        a service we need is away or refused us (exit 3)
@@ -57,6 +58,17 @@ class SpecError(UsageError):
         self.source = source
         self.errors = errors
         super().__init__("\n".join(e.render(source) for e in errors))
+
+
+class YamlProblem(UsageError):
+    """YAML that is not acceptable: why, the field path when known, and the line (the spec
+    reader turns it into a SpecError naming the file)."""
+
+    def __init__(self, message: str, path: str = "", line: int | None = None):
+        self.message = message
+        self.path = path
+        self.line = line
+        super().__init__(message)
 
 
 class SettingsError(UsageError, ValueError):

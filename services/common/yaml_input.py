@@ -10,11 +10,12 @@ their expanded size, and nothing is composed when a limit is passed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from services.common.errors import YamlProblem
 
 #: The largest spec file read, in bytes (the biggest example is about 2 kB).
 MAX_BYTES = 1 << 20
@@ -28,18 +29,6 @@ MAX_NODES = 20_000
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 NodePath = tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class YamlProblem(Exception):
-    """Input that is not acceptable YAML: why, the field path when known, and the line."""
-
-    message: str
-    path: str = ""
-    line: int | None = None
-
-    def __str__(self) -> str:
-        return self.message
 
 
 #: libyaml's parser when PyYAML was built with it (its wheels are): about 50 times faster than
