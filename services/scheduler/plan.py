@@ -7,7 +7,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from services.common.messages import Cell, RunSpec
+from services.common.messages import MAX_SEED, Cell, RunSpec
 from services.common.spec import CampaignSpec
 
 #: Seconds a run costs beyond warm-up and measurement (connect, spawn load processes,
@@ -37,9 +37,11 @@ def run_id(campaign_id: str, cell: Cell, repetition: int) -> str:
 
 def run_seed(spec_seed: int, workload: str, threads: int, repetition: int) -> int:
     """The random seed of a run: the same for every target of a cell and repetition, so all
-    targets answer the same query stream; different across repetitions."""
+    targets answer the same query stream; different across repetitions. Always within
+    1..2^31-1, a --rand-seed sysbench accepts and never its 0 ("seed from the clock")."""
     digest = hashlib.sha256(f"{spec_seed}/{workload}/{threads}/{repetition}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
+    # 64 bits folded onto 2^31-1 values: the bias is below 2^-32, far under any test's reach.
+    return 1 + int.from_bytes(digest[:8], "big") % MAX_SEED
 
 
 def expand(spec: CampaignSpec, campaign_id: str) -> list[PlannedRun]:
