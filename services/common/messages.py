@@ -4,8 +4,9 @@ Schema history (the ``schema`` field of each message):
   benchfleet.run/1         a run spec the scheduler publishes for a worker
   benchfleet.run-event/1   a worker's "started"/"progress" note about a run
   benchfleet.result/1      what a run measured (or why it failed)
-Additive, optional fields (no version change): run ``rate`` and ``latency_by_kind``; result
-``series.queue`` and ``latency.by_kind``.
+Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
+``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects`` and
+``latency.by_kind``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from services.common.errors import DecodeError
+from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.ignore_errors import IgnoreErrors
 from services.common.spec import (
     MAX_DURATION_S,
     MAX_RATE,
@@ -73,11 +76,18 @@ class RunSpec(_Message):
     rate: Annotated[float, Field(ge=0, le=MAX_RATE, allow_inf_nan=False)] | None = None
     #: Also time each statement, per kind; None (left out of the message) when not asked.
     latency_by_kind: bool | None = None
+    #: The MySQL errors the run survives; None (left out): sysbench's default list.
+    ignore_errors: IgnoreErrors | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     def encode(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+    @property
+    def ignored_errors(self) -> IgnoreErrors:
+        """The errors this run survives, sysbench's default list when the message names none."""
+        return IGNORE_DEFAULT if self.ignore_errors is None else self.ignore_errors
 
 
 class RunEvent(_Message):
@@ -121,6 +131,10 @@ class Series(_Message):
     errors: list[int] = Field(default_factory=list)
     #: Open-loop runs only: transactions due but not started at the end of each second.
     queue: list[int] = Field(default_factory=list)
+    #: Errors of the ignore list (transactions restarted) and reconnects, per second, as
+    #: sysbench's err/s and reconn/s; empty in results stored before they were recorded.
+    ignored_errors: list[int] = Field(default_factory=list)
+    reconnects: list[int] = Field(default_factory=list)
 
 
 class Latency(_Message):

@@ -26,6 +26,8 @@ from pydantic import (
 
 from services.common import server_options
 from services.common.durations import format_duration, parse_duration
+from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.ignore_errors import IgnoreErrors
 from services.common.server_options import CPU_LIST_PATTERN
 from services.workload.registry import OPTION_LIMITS, RAND_TYPES, WORKLOADS, canonical_name
 
@@ -362,6 +364,9 @@ class CampaignSpec(_Frozen):
     #: Also record latency per statement kind (read/write/other) besides per transaction; it
     #: costs a clock read per statement in the load loop, so it is off unless asked for.
     latency_by_kind: Annotated[bool, Strict()] = False
+    #: MySQL error codes a run survives (sysbench's --mysql-ignore-errors): a list or "all". Any
+    #: other error fails the run with its code, as it ends a sysbench run.
+    ignore_errors: IgnoreErrors = IGNORE_DEFAULT
 
     @field_validator("threads")
     @classmethod

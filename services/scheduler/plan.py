@@ -7,6 +7,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
+from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.messages import MAX_SEED, Cell, RunSpec
 from services.common.spec import CampaignSpec
 
@@ -88,6 +89,7 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
             published_at=at,
             rate=spec.rate or None,
             latency_by_kind=spec.latency_by_kind or None,
+            ignore_errors=None if spec.ignore_errors == IGNORE_DEFAULT else spec.ignore_errors,
         )
         for p in planned
     ]

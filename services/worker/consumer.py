@@ -197,7 +197,7 @@ class Worker:
             result = RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                                status="failed", error=f"worker error: {type(e).__name__}: {e}", worker=self.identity.worker_id,
                                host=self.identity.host, attempt=attempt, started_at=now, ended_at=now)
-        result = judge(result)
+        result = judge(result, run.ignored_errors)
         decision = after_run(result.status, attempt, self.settings.run_attempts, stopping=self.stopping.is_set())
         if decision is AfterRun.HAND_BACK:
             rlog.info("run_requeued_on_shutdown")

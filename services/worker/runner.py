@@ -63,7 +63,8 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         with server_run.sampling(session):
             outcome = drive(
                 params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
-                rate=run.rate, latency_by_kind=bool(run.latency_by_kind), client_cpus=client_cpus,
+                rate=run.rate, latency_by_kind=bool(run.latency_by_kind), ignore_errors=run.ignored_errors,
+                client_cpus=client_cpus,
                 stop=stop, on_progress=on_progress,
             )
     except (target.TargetError, fdlimit.FdLimitError) as e:

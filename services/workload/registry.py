@@ -29,6 +29,13 @@ Builder = Callable[["Generator", int, int], Event]
 
 RAND_TYPES = ("uniform", "gaussian", "special", "pareto", "zipfian")
 
+#: How a workload's statements count as reads, writes and other (docs/workloads.md):
+#: sysbench 1.0 counts a statement without a result set as a write only when it changed rows
+#: (BEGIN, COMMIT, an UPDATE or DELETE of no row are "other"); sysbench 0.5 counted every
+#: INSERT, UPDATE and DELETE as a write, whatever it changed.
+COUNT_BY_ROWS = "sysbench-1.0"
+COUNT_BY_STATEMENT = "sysbench-0.5"
+
 #: Options every OLTP test accepts, with sysbench 1.0's defaults (oltp_common.lua).
 OLTP_OPTIONS: Mapping[str, object] = MappingProxyType(
     {
@@ -83,6 +90,8 @@ class Workload:
     prepared: Callable[["Generator"], list[str]]
     #: Where the statements come from (the sysbench script), for docs/workloads.md.
     source: str
+    #: How its statements count (COUNT_BY_ROWS or COUNT_BY_STATEMENT).
+    counting: str = COUNT_BY_ROWS
 
     @property
     def table_auto_inc(self) -> bool:

@@ -25,6 +25,23 @@ def test_lost_connections_fail_the_run_with_the_mysql_error():
     assert r.error.startswith("MySQL error 2013: Lost connection to MySQL server during query (3 connection(s)")
 
 
+def test_lost_connections_the_run_ignores_were_reconnected_and_the_run_counts():
+    """With 2013 in the run's ignore list (sysbench reconnects on it), lost connections leave the run ok;
+    a lost-connection code outside the list still fails it."""
+    assert judge(_result(errors_by_code={"2013": 3}), (1213, 2013)).status == "ok"
+    assert judge(_result(errors_by_code={"2013": 3}), "all").status == "ok"
+    r = judge(_result(errors_by_code={"2013": 1, "2006": 2}), (2013,))
+    assert r.status == "failed" and r.error_code == 2006
+
+
+def test_lost_connection_codes_are_those_sysbench_reconnects_on():
+    """The verdict's lost-connection codes are exactly the ones the drivers reconnect on when ignored."""
+    from services.common.ignore_errors import RECONNECT_ON
+    from services.worker.verdict import LOST_CONNECTION
+
+    assert set(LOST_CONNECTION) == RECONNECT_ON
+
+
 def test_ordinary_errors_and_failed_runs_are_left_alone():
     """Deadlocks do not fail a run, and an already failed run keeps its own error."""
     assert judge(_result(errors_by_code={"1213": 5})).status == "ok"

@@ -18,7 +18,7 @@ def test_command_carries_every_run_option():
                       duration=90, params=PARAMS)
     assert argv == [
         "sysbench", "oltp_read_only", "--mysql-host=db1", "--mysql-port=3307", "--mysql-user=bench",
-        "--mysql-db=sbtest_off", "--tables=4", "--table_size=100000", "--mysql_storage_engine=MyISAM",
+        "--mysql-db=sbtest_off", "--mysql-ignore-errors=1020,1205,1213", "--tables=4", "--table_size=100000", "--mysql_storage_engine=MyISAM",
         "--range_size=50", "--skip_trx=on", "--rand-type=uniform", "--rand-seed=303", "--threads=16",
         "--time=90", "--report-interval=1", "--histogram=on", "--percentile=95", "run",
     ]
@@ -40,6 +40,18 @@ def test_fixed_event_mode_and_socket_and_rate():
     assert "--events=500" in argv and "--time=0" in argv and "--rate=250" in argv and "--delta=7" in argv
     # seed 0: sysbench seeds from the clock, exactly what it does when not given a seed
     assert not any(a.startswith("--rand-seed") for a in argv)
+
+
+def test_ignore_errors_reach_sysbench_as_mysql_ignore_errors():
+    """The run's ignore list is sysbench's --mysql-ignore-errors: codes, "all", or "none" for an empty list."""
+    def flag(policy) -> str:
+        argv = sd.command(WorkloadSpec(name="oltp_point_select"), DataShape(), threads=1, seed=1, duration=1,
+                          ignore_errors=policy)
+        return next(a for a in argv if a.startswith("--mysql-ignore-errors="))
+
+    assert flag((1020, 1062, 1205, 1213)) == "--mysql-ignore-errors=1020,1062,1205,1213"
+    assert flag("all") == "--mysql-ignore-errors=all"
+    assert flag(()) == "--mysql-ignore-errors=none"
 
 
 def test_zipfian_is_refused_for_sysbench_1_0():

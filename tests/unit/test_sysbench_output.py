@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from services.common.messages import Series
 from services.worker.driver.sysbench import output as so
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sysbench"
@@ -62,6 +63,32 @@ def test_point_select_report_and_series():
     s = so.series(so.intervals(text))
     assert len(s.transactions) == 2 and s.transactions == s.queries
     assert s.errors == [0, 0]
+
+
+def test_ignored_errors_and_reconnects_per_second_reach_the_series():
+    """sysbench's err/s (every error it survives is one of its ignore list) and reconn/s become the
+    series' ignored_errors and reconnects; the second sysbench left unreported comes from the totals."""
+    text = _text("oltp_read_write_pareto_histogram.txt")
+    s = so.series(so.intervals(text))
+    assert s.ignored_errors == [1, 2, 3] and s.reconnects == [0, 0, 0]
+    report = so.parse_final(text)
+    t = so.totals(report)
+    short = Series(transactions=s.transactions[:2], queries=s.queries[:2], errors=[0, 0],
+                   ignored_errors=s.ignored_errors[:2], reconnects=[0, 1])
+    whole = so.with_last_second(short, t.model_copy(update={"reconnects": 2}), report.total_time_s)
+    assert whole.ignored_errors == [1, 2, 3] and whole.reconnects == [0, 1, 1]
+
+
+def test_a_duplicate_key_fatal_names_the_mysql_error():
+    """sysbench's FATAL on an error outside --mysql-ignore-errors gives the code and the server's message."""
+    fatal = ["mysql_stmt_execute() returned error 1062 (Duplicate entry '3' for key 'PRIMARY') for query "
+             "'INSERT INTO sbtest1 (id, k, c, pad) VALUES (?, ?, ?, ?)'",
+             "`thread_run' function failed: /usr/share/sysbench/oltp_common.lua:488: SQL error, errno = 1062, "
+             "state = '23000': Duplicate entry '3' for key 'PRIMARY'"]
+    assert so.fatal_error(fatal) == (1062, "Duplicate entry '3' for key 'PRIMARY'")
+    assert so.fatal_error_code(fatal) == 1062
+    assert so.fatal_error(["error 1049: Unknown database 'x'"]) == (1049, "Unknown database 'x'")
+    assert so.fatal_error(["Thread initialization failed!"]) is None
 
 
 def test_totals_map_into_the_result_format():

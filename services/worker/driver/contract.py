@@ -10,6 +10,8 @@ from typing import Any, Callable, Literal, Mapping, Protocol
 
 from services.common.errors import LoadError
 from services.common.histogram import Histogram
+from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.ignore_errors import IgnoreErrors
 from services.common.messages import Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
 
@@ -27,8 +29,11 @@ class Counts:
     reads: int = 0
     writes: int = 0
     other: int = 0
+    #: Statements that failed with an error outside the run's ignore list (each one ends the run).
     errors: int = 0
+    #: Statements that failed with an ignored error: the transaction was restarted.
     ignored_errors: int = 0
+    #: Lost connections of the ignore list, reconnected.
     reconnects: int = 0
     #: Failed statements by MySQL error code (as text), ignored and reconnected ones included.
     errors_by_code: Mapping[str, int] = field(default_factory=dict)
@@ -102,12 +107,14 @@ class Driver(Protocol):
         events: int | None = None,
         rate: float | None = None,
         latency_by_kind: bool = False,
+        ignore_errors: IgnoreErrors = IGNORE_DEFAULT,
         client_cpus: list[int] | None = None,
         stop: threading.Event | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> LoadOutcome:
         """Warm up for ``warmup`` seconds, then measure for ``duration`` (or ``events``
-        transactions); LoadError when the load cannot run at all."""
+        transactions); LoadError when the load cannot run at all, or when a statement fails with
+        an error outside ``ignore_errors`` (sysbench's FATAL), with its MySQL code."""
         ...
 
 

@@ -29,6 +29,7 @@ from services.worker.driver.native.loop import (
 from services.worker.driver.native.protocol import (
     Done,
     Failed,
+    Fatal,
     Go,
     Job,
     Ready,
@@ -83,6 +84,8 @@ class _Seconds:
         self.transactions: list[int] = []
         self.queries: list[int] = []
         self.errors: list[int] = []
+        self.ignored_errors: list[int] = []
+        self.reconnects: list[int] = []
         self.queue: list[int] = []
         self.previous = Counts()
 
@@ -98,11 +101,14 @@ class _Seconds:
         self.transactions.append(now.transactions - before.transactions)
         self.queries.append(now.queries - before.queries)
         self.errors.append(now.errors - before.errors)
+        self.ignored_errors.append(now.ignored_errors - before.ignored_errors)
+        self.reconnects.append(now.reconnects - before.reconnects)
         self.previous = now
         return Tick(len(self.transactions), now, queue)
 
     def series(self) -> Series:
-        return Series(transactions=self.transactions, queries=self.queries, errors=self.errors, queue=self.queue)
+        return Series(transactions=self.transactions, queries=self.queries, errors=self.errors, queue=self.queue,
+                      ignored_errors=self.ignored_errors, reconnects=self.reconnects)
 
 
 def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
@@ -125,10 +131,15 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
     schedule = (Schedule(job.rate, t0, random.Random(f"{job.seed}:arrivals:{job.index}"))
                 if job.rate > 0 else None)
 
+    fatal: list[Fatal] = []
+
     def drive() -> None:
         while time.monotonic() < t0:
             time.sleep(max(0.0, t0 - time.monotonic()))
-        drive_clients(clients, deadline, by_kind=job.by_kind, schedule=schedule)
+        ended_by = drive_clients(clients, deadline, by_kind=job.by_kind, schedule=schedule,
+                                 ignore_errors=job.ignore_errors)
+        if ended_by is not None:
+            fatal.append(ended_by)
 
     driver = threading.Thread(target=drive, daemon=True)
     driver.start()
@@ -168,6 +179,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
         last_end=max((c.last_end for c in clients), default=t_measure),
         cpu_s=cpu_s,
         failure=None if failure is None else f"{type(failure).__name__}: {failure}",
+        fatal=fatal[0] if fatal else None,
     ))
     for c in clients:
         c.close()

@@ -55,11 +55,10 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mysql_errno": (ctypes.c_uint, [_P]),
     "mysql_error": (ctypes.c_char_p, [_P]),
     "mysql_get_socket": (ctypes.c_int, [_P]),
-    "mysql_real_query": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_ulong]),
     "mysql_real_query_start": (ctypes.c_int, [_INT_P, _P, ctypes.c_char_p, ctypes.c_ulong]),
     "mysql_real_query_cont": (ctypes.c_int, [_INT_P, _P, ctypes.c_int]),
     "mysql_field_count": (ctypes.c_uint, [_P]),
-    "mysql_store_result": (_P, [_P]),
+    "mysql_affected_rows": (ctypes.c_ulonglong, [_P]),
     "mysql_store_result_start": (ctypes.c_int, [ctypes.POINTER(_P), _P]),
     "mysql_store_result_cont": (ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int]),
     "mysql_free_result": (None, [_P]),
@@ -73,6 +72,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mysql_stmt_store_result_start": (ctypes.c_int, [_INT_P, _P]),
     "mysql_stmt_store_result_cont": (ctypes.c_int, [_INT_P, _P, ctypes.c_int]),
     "mysql_stmt_free_result": (ctypes.c_byte, [_P]),
+    "mysql_stmt_affected_rows": (ctypes.c_ulonglong, [_P]),
     "mysql_stmt_close": (ctypes.c_byte, [_P]),
     "mysql_stmt_errno": (ctypes.c_uint, [_P]),
     "mysql_stmt_error": (ctypes.c_char_p, [_P]),
@@ -80,7 +80,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 
 #: The per-query calls, also bound without argtypes (see hot()).
 _HOT = ("mysql_stmt_execute_start", "mysql_stmt_execute_cont", "mysql_stmt_store_result_start",
-        "mysql_stmt_store_result_cont", "mysql_stmt_free_result")
+        "mysql_stmt_store_result_cont", "mysql_stmt_free_result", "mysql_stmt_affected_rows")
 
 _libs: tuple[Any, Any, Any] | None = None
 
@@ -101,7 +101,7 @@ def _load() -> tuple[Any, Any, Any]:
                 fn = getattr(lib, name)
                 fn.restype, fn.argtypes = restype, argtypes
         for name in _HOT:
-            getattr(hot_, name).restype = ctypes.c_int
+            getattr(hot_, name).restype = _SIGNATURES[name][0] if name.endswith("_rows") else ctypes.c_int
         # mysql_init would do this on first use, but it is not thread-safe, and connections
         # are opened from a thread pool.
         if fast.mysql_server_init(0, None, None):
@@ -235,17 +235,6 @@ class Connection:
     def stmt_error(self, st: Statement) -> DbError:
         return DbError(int(self._lib.mysql_stmt_errno(st.handle)),
                        (self._lib.mysql_stmt_error(st.handle) or b"").decode(errors="replace"))
-
-    def query(self, sql: str) -> None:
-        """Run a statement to its end, waiting (for the rare paths: ROLLBACK after an error)."""
-        fast, blocking, _ = _load()
-        q = sql.encode()
-        if blocking.mysql_real_query(self.handle, q, len(q)):
-            raise self.error()
-        if fast.mysql_field_count(self.handle):
-            res = blocking.mysql_store_result(self.handle)
-            if res:
-                fast.mysql_free_result(res)
 
     def close(self) -> None:
         if self.handle:

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from time import monotonic as _mono
 from typing import Iterable
 
+from services.common import ignore_errors as ignore
 from services.common.histogram import Histogram
+from services.common.ignore_errors import RECONNECT_ON, IgnoreErrors
 from services.worker.driver.contract import Counts
 from services.worker.driver.native.arrivals import Schedule
 from services.worker.driver.native.libmariadb import (
@@ -33,14 +35,10 @@ from services.worker.driver.native.libmariadb import (
     hot,
     library,
 )
-from services.worker.driver.native.protocol import Job
+from services.worker.driver.native.protocol import Fatal, Job
+from services.workload.registry import COUNT_BY_ROWS, OTHER, WRITE
 from services.workload.statements import Generator
 
-#: sysbench's default --mysql-ignore-errors: deadlock, record changed, lock wait timeout.
-#: The transaction is rolled back and a new one started, counted as ignored.
-IGNORABLE = frozenset({1213, 1020, 1205})
-#: Connection lost or gone: reconnect, re-prepare, carry on (sysbench's before_restart_event).
-LOST = frozenset({2006, 2013, 2055, 2011, 2002, 2003, 2026})
 #: Seconds after the deadline a stuck connection may hold up the end of a run.
 DRAIN_GRACE_S = 30.0
 #: Empty polls before the loop sleeps in epoll_wait. A reply is often on its way, and sleeping
@@ -97,7 +95,7 @@ class Client:
     # Slots: the loop reads and writes a dozen of these per query.
     __slots__ = ("params", "rng", "gen", "sink", "left", "last_end", "failure", "event", "ret", "ret_ref",
                  "res", "ops", "i", "stage", "cur", "text", "t_start", "ts", "now_sink", "measuring", "done",
-                 "conn", "fd", "stmts", "mask")
+                 "conn", "fd", "stmts", "mask", "by_rows", "rows")
 
     def __init__(self, job: Job, thread_id: int, budget: int | None = None):
         self.params = job.params
@@ -110,6 +108,11 @@ class Client:
         self.last_end = 0.0
         self.failure: BaseException | None = None
         self.event = self.gen.event
+        #: sysbench 1.0 counts a statement without a result set as a write only when it changed
+        #: rows; sysbench 0.5 (the 2010 workloads) counted every INSERT/UPDATE/DELETE as one.
+        self.by_rows = self.gen.definition.counting == COUNT_BY_ROWS
+        #: Rows the last statement without a result set changed (read when by_rows).
+        self.rows = 0
         self.ret = ctypes.c_int(0)
         self.ret_ref = ctypes.byref(self.ret)
         self.res = ctypes.c_void_p(0)
@@ -148,17 +151,21 @@ class Loop:
     ``deadline[0]``); zeroing both stops it early, letting transactions in flight finish."""
 
     def __init__(self, clients: list[Client], deadline: list[float], *, by_kind: bool,
-                 schedule: Schedule | None = None):
+                 schedule: Schedule | None = None, ignore_errors: IgnoreErrors = ignore.DEFAULT):
         self.clients = clients
         self.deadline = deadline
         self.by_kind = by_kind
         self.schedule = schedule
+        self.ignore_errors = ignore_errors
+        #: The first error outside the ignore list; it ends the run.
+        self.fatal: Fatal | None = None
         self.warm = Sink()
         self.lib = library()
         h = hot()
         self._exec_start, self._exec_cont = h.mysql_stmt_execute_start, h.mysql_stmt_execute_cont
         self._store_start, self._store_cont = h.mysql_stmt_store_result_start, h.mysql_stmt_store_result_cont
         self._free = h.mysql_stmt_free_result
+        self._stmt_rows = h.mysql_stmt_affected_rows
         self.ep = select.epoll()
         self.by_fd: dict[int, Client] = {}
         self.timers: list[tuple[float, int, Client]] = []  # (when, tiebreak, client)
@@ -219,6 +226,8 @@ class Loop:
                     c.stage = _QSTORE
                     wait = lib.mysql_store_result_start(ctypes.byref(c.res), c.conn.handle)
                     continue
+                if c.by_rows:
+                    c.rows = lib.mysql_affected_rows(c.conn.handle)
             else:
                 if not c.res.value:
                     raise c.conn.error()
@@ -301,11 +310,15 @@ class Loop:
                         c.stage = _STORE
                         wait = self._store_start(c.ret_ref, c.cur.ref)
                         continue
+                    if stage == _EXEC and c.by_rows:
+                        c.rows = self._stmt_rows(c.cur.ref)
                     self._free(c.cur.ref)
                     c.stage = _IDLE
                 # A statement finished.
                 sink = c.now_sink
                 kind = c.ops[c.i][0]
+                if kind == WRITE and c.by_rows and not c.rows:
+                    kind = OTHER
                 sink.counts[kind] += 1
                 if c.measuring and self.by_kind:
                     kind_hist(sink.kinds, kind).record((now - c.ts) * 1e6)
@@ -358,27 +371,43 @@ class Loop:
     # -- errors
 
     def _failed(self, c: Client, e: DbError) -> None:
+        """A statement failed. As sysbench's check_error decides: an error of the ignore list
+        restarts the transaction (a lost connection reconnects first); any other ends the run."""
         code = int(e.errno or 0)
         sink = c.now_sink
         key = str(code)
         sink.errors_by_code[key] = sink.errors_by_code.get(key, 0) + 1
+        sql = c.ops[c.i][1] if c.i < len(c.ops) else ""
         c.stage = _IDLE
         self.active -= 1
-        if code in LOST:
+        if not ignore.ignores(self.ignore_errors, code):
+            sink.counts["errors"] += 1
+            self._fatal(c, code, e.msg, sql)
+            return
+        if code in RECONNECT_ON:
             self._lost(c, time.monotonic(), 0.05)
             return
-        sink.counts["ignored_errors" if code in IGNORABLE else "errors"] += 1
-        try:
-            c.conn.query("ROLLBACK")
-        except DbError as e2:
-            if int(e2.errno or 0) in LOST:
-                self._lost(c, time.monotonic(), 0.05)
-                return
-        self._start(c, time.monotonic())
+        sink.counts["ignored_errors"] += 1
+        # No ROLLBACK, as in sysbench: the server has rolled a deadlocked transaction back, and
+        # the restarted transaction's BEGIN ends whatever else was left open.
+        self._restart(c)
+
+    def _restart(self, c: Client) -> None:
+        # The same event again (sysbench's RESTART_EVENT): new statements, the event's start time
+        # kept, so its latency includes the failed attempt and no new arrival is taken.
+        self._start(c, time.monotonic(), c.t_start)
+
+    def _fatal(self, c: Client, code: int, message: str, sql: str) -> None:
+        if self.fatal is None:
+            self.fatal = Fatal(code, f"MySQL error {code}: {message}, for query '{sql}' (not in ignore_errors: "
+                                     f"{ignore.describe(self.ignore_errors)})")
+        # sysbench aborts the whole run: no connection starts another transaction.
+        self.deadline[0] = self.deadline[1] = 0.0
+        c.done = True
 
     def _lost(self, c: Client, now: float, pause: float) -> None:
-        # Keeps trying until the end of the whole run, so a restart of the server during
-        # warm-up still leaves a working connection for the measurement.
+        # Keeps trying until the end of the whole run, as sysbench's reconnect loop does, so a
+        # restart of the server during warm-up still leaves a working connection for the measurement.
         self._unregister(c)
         c.close()
         if now >= self.deadline[-1]:
@@ -391,7 +420,7 @@ class Loop:
             return
         c.now_sink.counts["reconnects"] += 1
         self._register(c)
-        self._start(c, time.monotonic())
+        self._restart(c)
 
     # -- the loop
 
@@ -448,9 +477,10 @@ class Loop:
 
 
 def drive_clients(clients: list[Client], deadline: list[float], *, by_kind: bool,
-                  schedule: Schedule | None) -> None:
-    """Run the loop; a bug in it stops the whole process's load and is reported by a client."""
-    loop = Loop(clients, deadline, by_kind=by_kind, schedule=schedule)
+                  schedule: Schedule | None, ignore_errors: IgnoreErrors = ignore.DEFAULT) -> Fatal | None:
+    """Run the loop; return the error outside the ignore list that ended it, if one did. A bug in
+    the loop stops the whole process's load and is reported by a client."""
+    loop = Loop(clients, deadline, by_kind=by_kind, schedule=schedule, ignore_errors=ignore_errors)
     try:
         loop.run()
     except BaseException as e:  # noqa: BLE001 - reported to the parent as the run's failure
@@ -461,5 +491,4 @@ def drive_clients(clients: list[Client], deadline: list[float], *, by_kind: bool
         for c in clients:
             if not c.last_end:
                 c.last_end = time.monotonic()
-
-
+    return loop.fatal

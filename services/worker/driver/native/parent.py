@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 from services.common.errors import LoadError
 from services.common.histogram import Histogram
+from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.ignore_errors import IgnoreErrors
 from services.common.messages import Latency, Series
 from services.common.spec import DataShape, WorkloadSpec
 from services.worker.driver.contract import (
@@ -71,6 +73,7 @@ def run_load(
     events: int | None = None,
     rate: float | None = None,
     latency_by_kind: bool = False,
+    ignore_errors: IgnoreErrors = IGNORE_DEFAULT,
     client_cpus: list[int] | None = None,
     stop: threading.Event | None = None,
     on_progress: ProgressCallback | None = None,
@@ -82,7 +85,9 @@ def run_load(
     (None: no time limit). With ``rate`` > 0 (sysbench's --rate), transactions arrive as a
     Poisson stream of that many per second for the whole run (open loop) instead of each
     connection starting its next one as soon as the last ends. ``latency_by_kind`` also times
-    every statement, into one histogram per kind (read, write, other)."""
+    every statement, into one histogram per kind (read, write, other). A statement failing with
+    an error outside ``ignore_errors`` ends the run with a LoadError carrying its code, as it
+    ends a sysbench run; an ignored one restarts its transaction."""
     if rate is not None and rate < 0:
         raise LoadError("rate must be >= 0")
     if threads < 1:
@@ -99,7 +104,8 @@ def run_load(
             parent_end, child_end = ctx.Pipe(duplex=True)
             budgets = None if not events else tuple(events // threads + (t < events % threads) for t in tids)
             job = Job(dict(params), workload, data, tids, threads, seed, mine, budgets,
-                      rate=(rate or 0.0) * len(tids) / threads, index=len(procs), by_kind=latency_by_kind)
+                      rate=(rate or 0.0) * len(tids) / threads, index=len(procs), by_kind=latency_by_kind,
+                      ignore_errors=ignore_errors)
             proc = ctx.Process(target=child.main, args=(child_end, job), daemon=True,
                                name=f"benchfleet-load-{len(procs)}")
             proc.start()
@@ -185,9 +191,18 @@ def _drive(pipes: list, procs: list, warmup: float, duration: float,
                     on_progress(_progress(ticks.pop(msg.second)))
             elif isinstance(msg, Done):
                 done[i] = msg
+                if msg.fatal is not None and not stopped:
+                    # One connection's fatal error ends every process's load, as it ends sysbench.
+                    stopped = True
+                    for j, other in enumerate(pipes):
+                        if j not in done:
+                            other.send(Stop())
     failure = next((d.failure for d in done.values() if d.failure), None)
     if failure:
         raise LoadError(f"a load thread failed: {failure}")
+    fatal = next((d.fatal for d in done.values() if d.fatal), None)
+    if fatal is not None:
+        raise LoadError(fatal.message, fatal.code)
     return _merge(list(done.values()), t0, wall0, t_measure)
 
 
@@ -217,6 +232,8 @@ def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> Load
         queries=_sum_series([p.series.queries for p in parts])[:n],
         errors=_sum_series([p.series.errors for p in parts])[:n],
         queue=_sum_series([p.series.queue for p in parts])[:n],
+        ignored_errors=_sum_series([p.series.ignored_errors for p in parts])[:n],
+        reconnects=_sum_series([p.series.reconnects for p in parts])[:n],
     )
     return LoadOutcome(
         totals=counts.totals(),

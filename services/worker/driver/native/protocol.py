@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from services.common.histogram import Histogram
+from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.ignore_errors import IgnoreErrors
 from services.common.messages import Series
 from services.common.spec import DataShape, WorkloadSpec
 from services.worker.driver.contract import Counts
@@ -41,6 +43,8 @@ class Job:
     index: int = 0
     #: Also time each statement, into one histogram per kind (read/write/other).
     by_kind: bool = False
+    #: The MySQL errors the run survives; any other one ends it (sysbench's --mysql-ignore-errors).
+    ignore_errors: IgnoreErrors = IGNORE_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,15 @@ class Failed:
     """The load process could not open its connections; ``code`` is the MySQL error code, if any."""
 
     code: int | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Fatal:
+    """A statement failed with an error outside the run's ignore list: the run ends with it, as
+    sysbench ends a run on its FATAL "returned error NNNN"."""
+
+    code: int
     message: str
 
 
@@ -96,6 +109,8 @@ class Done:
     cpu_s: float = 0.0
     #: A bug in the load loop ("TypeError: ..."); the run fails with it.
     failure: str | None = None
+    #: The first error outside the ignore list; the run fails with its code and message.
+    fatal: Fatal | None = None
 
 
 def merged_kinds(parts: Iterable[Mapping[str, Histogram]]) -> dict[str, Histogram]:

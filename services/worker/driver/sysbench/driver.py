@@ -22,6 +22,9 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
+from services.common import ignore_errors as ignore
+from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.ignore_errors import IgnoreErrors
 from services.common.messages import MAX_SEED, Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
 from services.worker.driver.contract import LoadError, LoadOutcome, ProgressCallback
@@ -57,7 +60,7 @@ def _option_value(v: object) -> str:
 
 def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int, duration: float | None = None,
             events: int | None = None, rate: float | None = None, report_interval: int = 1,
-            binary: str = BINARY, config_file: str | None = None,
+            ignore_errors: IgnoreErrors = IGNORE_DEFAULT, binary: str = BINARY, config_file: str | None = None,
             params: Mapping[str, Any] | None = None) -> list[str]:
     """The sysbench ``run`` command for one run (pure). ``duration`` None with ``events`` gives
     sysbench's fixed-event mode (--events=N --time=0)."""
@@ -75,6 +78,7 @@ def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int,
     else:
         argv += [f"--mysql-host={p.get('host', '127.0.0.1')}", f"--mysql-port={p.get('port', 3306)}"]
     argv += [f"--mysql-user={p.get('user', 'root')}", f"--mysql-db={p.get('database', 'sbtest')}"]
+    argv.append(f"--mysql-ignore-errors={ignore.sysbench_value(ignore_errors)}")
     if p.get("ssl_ca") and not p.get("ssl_disabled"):
         argv.append("--mysql-ssl=on")
     argv += [f"--tables={data.tables}", f"--table_size={data.table_size}",
@@ -167,6 +171,7 @@ def run_sysbench(
     events: int | None = None,
     rate: float | None = None,
     latency_by_kind: bool = False,
+    ignore_errors: IgnoreErrors = IGNORE_DEFAULT,
     client_cpus: list[int] | None = None,
     stop: threading.Event | None = None,
     on_progress: ProgressCallback | None = None,
@@ -183,7 +188,8 @@ def run_sysbench(
         t0 = time.monotonic()
         if warmup > 0:
             argv = command(workload, data, threads=threads, seed=seed, duration=warmup, rate=rate,
-                           report_interval=0, binary=path, config_file=cfg, params=params)
+                           report_interval=0, ignore_errors=ignore_errors, binary=path, config_file=cfg,
+                           params=params)
             rc, out, _ = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + warmup + OVERRUN_S,
                                    stop=stop)
             _check(rc, out, stop)
@@ -192,7 +198,7 @@ def run_sysbench(
             now = time.time()
             return _cancelled(started, now, warm_s)
         argv = command(workload, data, threads=threads, seed=seed, duration=duration, events=events, rate=rate,
-                       binary=path, config_file=cfg, params=params)
+                       ignore_errors=ignore_errors, binary=path, config_file=cfg, params=params)
         measure_wall = time.time()
         limit = (duration or 3600.0) + OVERRUN_S
         live = LiveProgress(on_progress, open_loop=bool(rate)) if on_progress is not None else None
@@ -227,7 +233,11 @@ def _check(rc: int, out: str, stop: threading.Event | None) -> None:
     fatal = list(dict.fromkeys(so.fatal_lines(out)))  # every thread repeats the same lines
     if rc != 0 or fatal:
         why = "; ".join(fatal) if fatal else (out.strip().splitlines() or ["no output"])[-1]
-        raise LoadError(f"sysbench exited with status {rc}: {why}", so.fatal_error_code(fatal))
+        error = so.fatal_error(fatal)
+        # Led by the MySQL error, worded as the native driver words it, so a report's failures
+        # read alike whichever driver ran them.
+        lead = f"MySQL error {error[0]}: {error[1]}; " if error else ""
+        raise LoadError(f"{lead}sysbench exited with status {rc}: {why}", so.fatal_error_code(fatal))
 
 
 def _cancelled(started: float, now: float, warm_s: float) -> LoadOutcome:
@@ -239,6 +249,7 @@ def _from_intervals(ivs: list[so.Interval], started: float, measure_wall: float,
     """A cancelled run: what the per-second reports said up to the cancel (no final report)."""
     s = so.series(ivs)
     totals = Totals(transactions=sum(s.transactions), reads=sum(round(iv.reads) for iv in ivs),
-                    writes=sum(round(iv.writes) for iv in ivs), other=sum(round(iv.other) for iv in ivs))
+                    writes=sum(round(iv.writes) for iv in ivs), other=sum(round(iv.other) for iv in ivs),
+                    ignored_errors=sum(s.ignored_errors), reconnects=sum(s.reconnects))
     return LoadOutcome(totals, s, Latency(), {}, warm_s, float(len(ivs)), started,
                        measure_wall + len(ivs), client_cpu_s=cpu_s)

@@ -118,6 +118,20 @@ def fatal_error_code(fatal: list[str]) -> int | None:
     return None
 
 
+def fatal_error(fatal: list[str]) -> tuple[int, str] | None:
+    """(MySQL error code, server message) of the statement that ended the run, as sysbench's
+    check_error prints it: "mysql_stmt_execute() returned error 1062 (Duplicate entry ...) for
+    query '...'"; None when no FATAL line names one."""
+    for line in fatal:
+        m = re.search(r"returned error (\d+) \((.*?)\)(?: for query '.*')?$", line)
+        if m:
+            return int(m.group(1)), m.group(2)
+        m = re.search(r"(?:MySQL error:|error) (\d{4})[:]? (.+)$", line)
+        if m:
+            return int(m.group(1)), m.group(2).strip().strip('"')
+    return None
+
+
 def _field(text: str, label: str, pattern: str = r"(\d+)") -> str | None:
     m = re.search(rf"^\s*{re.escape(label)}:\s+{pattern}", text, re.M)
     return m.group(1) if m else None
@@ -200,6 +214,9 @@ def series(ivs: list[Interval], interval_s: float = 1.0) -> Series:
         queries=[round(iv.qps * interval_s) for iv in ivs],
         errors=[0 for _ in ivs],
         queue=queue_lengths(ivs),
+        # sysbench's err/s: it ends the run on any error it does not ignore, so all are ignored ones.
+        ignored_errors=[round(iv.errors_per_s * interval_s) for iv in ivs],
+        reconnects=[round(iv.reconnects_per_s * interval_s) for iv in ivs],
     )
 
 
@@ -214,6 +231,8 @@ def with_last_second(s: Series, totals: Totals, total_time_s: float) -> Series:
         queries=s.queries + [max(0, queries - sum(s.queries))],
         errors=s.errors + [0],
         queue=s.queue + s.queue[-1:],
+        ignored_errors=s.ignored_errors + [max(0, totals.ignored_errors - sum(s.ignored_errors))],
+        reconnects=s.reconnects + [max(0, totals.reconnects - sum(s.reconnects))],
     )
 
 
