@@ -60,8 +60,8 @@ def synthetic_results(spec: CampaignSpec, campaign_id: str, *, seconds: int = 30
             for threads in spec.threads:
                 for ti, target in enumerate(spec.targets):
                     cell = Cell(target=target.name, workload=w.key, threads=threads)
-                    qpt = _QUERIES_PER_TRX.get(w.canonical, 1)
-                    mean_qps = _qps_model(w.canonical, ti, threads, target.name == collapse_target)
+                    qpt = _QUERIES_PER_TRX.get(w.name, 1)
+                    mean_qps = _qps_model(w.name, ti, threads, target.name == collapse_target)
                     run_qps = mean_qps * (1 + rnd.gauss(0, noise))
                     per_second = [max(0, int(run_qps * (1 + rnd.gauss(0, 0.03)))) for _ in range(seconds)]
                     queries = sum(per_second)

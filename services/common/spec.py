@@ -29,7 +29,7 @@ from services.common.durations import format_duration, parse_duration
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
 from services.common.server_options import CPU_LIST_PATTERN
-from services.workload.registry import OPTION_LIMITS, RAND_TYPES, WORKLOADS, canonical_name
+from services.workload.registry import OPTION_LIMITS, RAND_TYPES, WORKLOADS
 
 SPEC_VERSION = 1
 
@@ -297,13 +297,13 @@ class WorkloadSpec(_Frozen):
     @field_validator("name")
     @classmethod
     def _known(cls, v: str) -> str:
-        if canonical_name(v) not in WORKLOADS:
+        if v not in WORKLOADS:
             raise ValueError(f"unknown workload {shown(v)!r}; known: {', '.join(sorted(WORKLOADS))}")
         return v
 
     @model_validator(mode="after")
     def _options_known(self) -> "WorkloadSpec":
-        accepted = WORKLOADS[canonical_name(self.name)].options
+        accepted = WORKLOADS[self.name].options
         for key, value in self.options.items():
             if key not in accepted:
                 raise ValueError(f"options.{shown(key)}: not an option of {self.name} "
@@ -326,17 +326,13 @@ class WorkloadSpec(_Frozen):
         return self
 
     @property
-    def canonical(self) -> str:
-        return canonical_name(self.name)
-
-    @property
     def key(self) -> str:
         """The row name in tables and the workload part of run ids."""
         return self.label or self.name
 
     def option(self, key: str) -> Any:
         """The effective value of a sysbench option: the override, else sysbench's default."""
-        return self.options.get(key, WORKLOADS[self.canonical].options[key])
+        return self.options.get(key, WORKLOADS[self.name].options[key])
 
 
 class CampaignSpec(_Frozen):
@@ -398,7 +394,17 @@ class CampaignSpec(_Frozen):
             raise ValueError(f"targets: target {t1!r} with workload {w1!r} and target {t2!r} with workload "
                              f"{w2!r} give the same run ids ({t1}.{w1}); rename one so the names do not "
                              "join the same way with '.'")
+        for w in self.workloads:
+            most = WORKLOADS[w.name].max_tables
+            if most is not None and self.data.tables > most:
+                named = w.key if w.key == w.name else f"{w.key} ({w.name})"
+                raise ValueError(f"workloads: {named}: runs on at most {most} table(s), as its sysbench script does "
+                                 f"(it refuses --tables > 1); data.tables is {self.data.tables}")
         if self.driver == "sysbench":
+            old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
+            if old:
+                raise ValueError(f"workloads: {', '.join(old)}: sysbench 1.0.20 has no script running what sysbench "
+                                 "0.5 ran under these 2010 names (docs/workloads.md); use driver: native")
             zipf = sorted({w.key for w in self.workloads if w.option("rand_type") == "zipfian"})
             if zipf:
                 raise ValueError(f"workloads: {', '.join(zipf)}: rand_type zipfian needs sysbench 1.1; "

@@ -1,8 +1,11 @@
 """Preparing sysbench's sbtest tables on a target, once per table shape.
 
-Tables and rows are sysbench 1.0's (oltp_common.lua create_table): the secondary index k_N is
-built after the bulk load, as sysbench does, because that is both faster and what leaves the
-index in the same (freshly built) state sysbench leaves it in.
+Tables and rows are sysbench 1.0's (oltp_common.lua create_table) for the sysbench 1.0 tests: the
+secondary index k_N is built after the bulk load, as sysbench does, because that is both faster
+and what leaves the index in the same (freshly built) state sysbench leaves it in. The 2010
+workloads get what sysbench 0.5's scripts prepared in 2010 (one table, UNSIGNED columns,
+MAX_ROWS, k = 0 or k = id, or no rows at all: see services/workload/registry.py TableLayout);
+their index k is built after the load too, where those scripts built it before.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from services.common.errors import DbError
 from services.common.spec import IDENT_PATTERN, DataShape, WorkloadSpec
 from services.worker.target.dsn import connect
 from services.workload.distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
-from services.workload.registry import definition
+from services.workload.registry import SYSBENCH_10, TableLayout, definition
 
 #: Where the shape of prepared tables is remembered, beside the tables themselves.
 SHAPE_TABLE = "benchfleet_shape"
@@ -51,6 +54,11 @@ _BIASED = bytes(range(250, 256))
 #: c is 10 groups of 11 digits, pad 5 groups (sysbench's "###########-..." templates).
 _C = "-".join(["D" * 11] * 10)
 _PAD = "-".join(["D" * 11] * 5)
+#: The 2010 scripts' rows: c a single space, pad this string.
+PAD_05 = "qqqqqqqqqqwwwwwwwwwweeeeeeeeeerrrrrrrrrrtttttttttt"
+#: MAX_ROWS of the 2010 tables: the seed pages' --myisam-max-rows (sysbench 0.5's default of
+#: 1,000,000 would make a MyISAM table of 20M rows full), or the table size when larger.
+MAX_ROWS_05 = 50_000_000
 
 
 def _quote(name: str) -> str:
@@ -75,6 +83,25 @@ def _table_sql(n: int, engine: str, auto_inc: bool = True) -> str:
     )
 
 
+def _table_sql_05(n: int, data: DataShape, auto_inc: bool = True) -> str:
+    # sysbench/tests/db/*.lua prepare() of 2010, for MySQL; MAX_ROWS matters to MyISAM only.
+    return (
+        f"CREATE TABLE `sbtest{n}` (\n"
+        f"  id INTEGER UNSIGNED NOT NULL{' AUTO_INCREMENT' if auto_inc else ''},\n"
+        "  k INTEGER UNSIGNED DEFAULT '0' NOT NULL,\n"
+        "  c CHAR(120) DEFAULT '' NOT NULL,\n"
+        "  pad CHAR(60) DEFAULT '' NOT NULL,\n"
+        "  PRIMARY KEY (id)\n"
+        f") ENGINE = {data.engine} MAX_ROWS = {max(MAX_ROWS_05, data.table_size)}"
+    )
+
+
+def marker(data: DataShape, auto_inc: bool, layout: TableLayout = SYSBENCH_10) -> str:
+    """The shape marker stored beside prepared tables: the data shape, auto_inc and, for the 2010
+    layouts, which one (sysbench 1.0's tables keep the markers they always had)."""
+    return data.marker(auto_inc) + (f":{layout.marker}" if layout.marker else "")
+
+
 def _recorded(cur: Any) -> dict[str, str]:
     cur.execute(f"SELECT table_name, shape_marker FROM `{SHAPE_TABLE}`")
     return {str(t): str(m) for t, m in cur.fetchall()}
@@ -88,23 +115,31 @@ def _existing(cur: Any, database: str) -> set[str]:
 def auto_inc_of(workload: WorkloadSpec) -> bool | None:
     """The auto_inc a workload needs its tables prepared with, or None when it does not care
     (the select_random_* tests only read and have no auto_inc option)."""
-    if not definition(workload.canonical).table_auto_inc:
+    if not definition(workload.name).table_auto_inc:
         return None
     return bool(workload.option("auto_inc"))
 
 
-def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0, auto_inc: bool | None = True) -> bool:
-    """Create the database and sbtest1..N for ``data`` unless tables of that exact shape are
-    already there; return True if it (re)created them. ``auto_inc`` is sysbench's option of
-    that name (False: id is not AUTO_INCREMENT); None takes tables prepared either way and
-    prepares missing ones with sysbench's default (True). DbError when the server refuses."""
+def ensure_workload_tables(params: Mapping[str, Any], data: DataShape, workload: WorkloadSpec) -> bool:
+    """The tables ``workload`` runs on, prepared unless already there (see ensure_tables)."""
+    return ensure_tables(params, data, auto_inc=auto_inc_of(workload), layout=definition(workload.name).tables)
+
+
+def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0, auto_inc: bool | None = True,
+                  layout: TableLayout = SYSBENCH_10) -> bool:
+    """Create the database and sbtest1..N for ``data`` unless tables of that exact shape and
+    ``layout`` are already there (a fresh layout is built every time); return True if it
+    (re)created them. ``auto_inc`` is sysbench's option of that name (False: id is not
+    AUTO_INCREMENT); None takes tables prepared either way and prepares missing ones with
+    sysbench's default (True). DbError when the server refuses."""
     try:
-        return _ensure_tables(params, data, seed, auto_inc)
+        return _ensure_tables(params, data, seed, auto_inc, layout)
     except mysql.connector.Error as e:
         raise DbError(e.errno or 0, e.msg) from None
 
 
-def _ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int, auto_inc: bool | None) -> bool:
+def _ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int, auto_inc: bool | None,
+                   layout: TableLayout) -> bool:
     database = str(params["database"])
     conn = connect(params, database=False)
     try:
@@ -118,8 +153,8 @@ def _ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int, auto_i
         )
         wanted = [f"sbtest{n}" for n in range(1, data.tables + 1)]
         recorded, existing = _recorded(cur), _existing(cur, database)
-        accepted = {data.marker(True), data.marker(False)} if auto_inc is None else {data.marker(auto_inc)}
-        if any(all(recorded.get(t) == m and t in existing for t in wanted) for m in accepted):
+        accepted = {marker(data, a, layout) for a in ((True, False) if auto_inc is None else (auto_inc,))}
+        if not layout.fresh and any(all(recorded.get(t) == m and t in existing for t in wanted) for m in accepted):
             return False
         auto_inc = True if auto_inc is None else auto_inc
         # Forget the old shape before touching any table, so a prepare that dies half way is
@@ -132,7 +167,8 @@ def _ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int, auto_i
         conn.close()
     with _infile_dir() as infiles, ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, data.tables)) as pool:
         # list() re-raises the first failure of any table here.
-        list(pool.map(lambda n: _load_table(params, data, n, seed, auto_inc, infiles), range(1, data.tables + 1)))
+        list(pool.map(lambda n: _load_table(params, data, n, seed, auto_inc, infiles, layout),
+                      range(1, data.tables + 1)))
     return True
 
 
@@ -150,34 +186,39 @@ def _infile_dir() -> Iterator[str]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int, auto_inc: bool, infiles: str) -> None:
+def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int, auto_inc: bool, infiles: str,
+                layout: TableLayout = SYSBENCH_10) -> None:
     gen = rng_for(seed, n)
+    old = layout.schema == "0.5"
+    make = rows_05 if old else rows
     conn = connect(dict(params, allow_local_infile=False, allow_local_infile_in_path=infiles))
     try:
         cur = conn.cursor()
         for sql in LOAD_SESSION:
             cur.execute(sql)
         cur.execute(f"DROP TABLE IF EXISTS `sbtest{n}`")
-        cur.execute(_table_sql(n, data.engine, auto_inc))
-        size = data.table_size
+        cur.execute(_table_sql_05(n, data, auto_inc) if old else _table_sql(n, data.engine, auto_inc))
+        size = 0 if layout.k is None else data.table_size
         # Autocommitted chunks: measured faster here than one transaction with InnoDB's
         # empty-table bulk load, which was 1.4-2x slower on MariaDB 10.11.
-        done = _load_infile(cur, gen, n, size, infiles)
+        done = _load_infile(cur, gen, n, size, infiles, layout) if size else 0
         if not done:
             gen = rng_for(seed, n)  # the INSERTs draw the table's rows from the start of its stream
         head = f"INSERT INTO `sbtest{n}` (id, k, c, pad) VALUES "
         for start in range(done, size, INSERT_ROWS):
-            cur.execute(head + rows(gen, start, min(INSERT_ROWS, size - start), size, "sql")[:-1].decode())
-        cur.execute(f"CREATE INDEX `k_{n}` ON `sbtest{n}` (k)")
+            chunk = make(gen, start, min(INSERT_ROWS, size - start), size, "sql", layout)
+            cur.execute(head + chunk[:-1].decode())
+        cur.execute(f"CREATE INDEX `k` ON `sbtest{n}` (k)" if old else f"CREATE INDEX `k_{n}` ON `sbtest{n}` (k)")
         cur.execute(
             f"REPLACE INTO `{SHAPE_TABLE}` (table_name, shape_marker, row_count) VALUES (%s, %s, %s)",
-            (f"sbtest{n}", data.marker(auto_inc), size),
+            (f"sbtest{n}", marker(data, auto_inc, layout), size),
         )
     finally:
         conn.close()
 
 
-def _load_infile(cur: Any, gen: np.random.Generator, n: int, size: int, directory: str) -> int:
+def _load_infile(cur: Any, gen: np.random.Generator, n: int, size: int, directory: str,
+                 layout: TableLayout = SYSBENCH_10) -> int:
     """Load sbtest``n`` with LOAD DATA LOCAL INFILE from a file in ``directory`` rewritten per
     chunk; return the rows loaded: ``size``, or 0 when the server or client refuses LOCAL INFILE
     and the caller must INSERT instead."""
@@ -186,11 +227,12 @@ def _load_infile(cur: Any, gen: np.random.Generator, n: int, size: int, director
         # the GIL while it waits), so the client's work overlaps the server's.
         with ThreadPoolExecutor(max_workers=1) as ahead:
             starts = list(range(0, size, LOAD_ROWS)) + [size]
-            chunk = ahead.submit(rows, gen, 0, starts[1], size, "tsv")
+            make = rows_05 if layout.schema == "0.5" else rows
+            chunk = ahead.submit(make, gen, 0, starts[1], size, "tsv", layout)
             for start, end, after in zip(starts, starts[1:], starts[2:] + [size]):
                 data = chunk.result()
                 if end < size:
-                    chunk = ahead.submit(rows, gen, end, after - end, size, "tsv")
+                    chunk = ahead.submit(make, gen, end, after - end, size, "tsv", layout)
                 # Overwritten in place: the file keeps its pages instead of freeing and zeroing them.
                 f.seek(0)
                 f.write(data)
@@ -231,7 +273,8 @@ def rng_for(seed: int, table: int) -> np.random.Generator:
     return np.random.Generator(np.random.SFC64(int.from_bytes(digest[:16], "little")))
 
 
-def rows(gen: np.random.Generator, start: int, count: int, size: int, form: str = "tsv") -> bytearray:
+def rows(gen: np.random.Generator, start: int, count: int, size: int, form: str = "tsv",
+         layout: TableLayout = SYSBENCH_10) -> bytearray:
     """Rows ``start`` + 1 .. ``start`` + ``count`` of sysbench's table of ``size`` rows: id,
     k from the 'special' distribution, c and pad groups of uniform random digits.
 
@@ -262,12 +305,33 @@ def rows(gen: np.random.Generator, start: int, count: int, size: int, form: str 
         table[:, j] = ch
     # k is sb_rand(1, table_size), i.e. sysbench.rand.default at prepare time: 'special'
     # unless --rand-type was given to prepare, so k is skewed the same way here.
-    for col, values in ((tmpl.index(b"I"), np.arange(start + 1, start + count + 1, dtype=np.uint32)),
-                        (tmpl.index(b"K"), special_many(gen, 1, size, count).astype(np.uint32))):
-        for j in range(width - 1, -1, -1):
-            values, digit = np.divmod(values, 10)
-            table[:, col + j] = digit
-        table[:, col:col + width] += 48
+    _digits(table, tmpl.index(b"I"), width, np.arange(start + 1, start + count + 1, dtype=np.uint32))
+    _digits(table, tmpl.index(b"K"), width, special_many(gen, 1, size, count).astype(np.uint32))
+    return buf
+
+
+def _digits(table: np.ndarray, col: int, width: int, values: np.ndarray) -> None:
+    """Write ``values`` zero-padded to ``width`` digits into columns col.. of every row."""
+    for j in range(width - 1, -1, -1):
+        values, digit = np.divmod(values, 10)
+        table[:, col + j] = digit
+    table[:, col:col + width] += 48
+
+
+def rows_05(gen: np.random.Generator | None, start: int, count: int, size: int, form: str = "tsv",
+            layout: TableLayout = SYSBENCH_10) -> bytearray:
+    """Rows ``start`` + 1 .. ``start`` + ``count`` as the 2010 scripts' prepare() inserted them:
+    id, k = 0 (or k = id for the select_random_* layout), c a single space, pad PAD_05. Nothing is
+    random (``gen`` is unused), so every 2010 table of a size is the same table."""
+    width = len(str(size))
+    i, k = "I" * width, "K" * width
+    line = f"{i}\t{k}\t \t{PAD_05}\n" if form == "tsv" else f"({i},{k},' ','{PAD_05}'),"
+    tmpl = line.encode()
+    buf = bytearray(tmpl * count)
+    table = np.frombuffer(buf, dtype=np.uint8).reshape(count, len(tmpl))
+    ids = np.arange(start + 1, start + count + 1, dtype=np.uint32)
+    _digits(table, tmpl.index(b"I"), width, ids)
+    _digits(table, tmpl.index(b"K"), width, ids if layout.k == "id" else np.zeros(count, dtype=np.uint32))
     return buf
 
 

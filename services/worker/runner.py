@@ -59,7 +59,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         # Managed targets start (or reuse) their server here and pin the clients apart from it.
         session = server_run.open_target(servers, run.target, run.data, client_cpus)
         params, client_cpus = session.params, session.client_cpus
-        prepare.ensure_tables(params, run.data, seed=0, auto_inc=prepare.auto_inc_of(run.workload))
+        prepare.ensure_workload_tables(params, run.data, run.workload)
         with server_run.sampling(session):
             outcome = drive(
                 params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,

@@ -1,12 +1,26 @@
-"""sysbench 1.0.20's select_random_points and select_random_ranges: one query per event over
-secondary-index values (k), each thread drawing from its own slice of the key range."""
+"""select_random_points and select_random_ranges, the 2010 tests MariaDB wrote for its segmented
+key cache: one query per event over secondary-index values (k), each thread drawing from its own
+slice of the key range, on a table where k = id, so a point is one row and a range of width delta
+holds delta + 1 rows whatever the thread count.
+
+Statements as sysbench 0.5's scripts at cea90cb (2010-10-29) and sysbench 1.0.20's scripts of the
+same names (a port of them) send them; data as the 0.5 scripts prepared it (1.0.20 prepares k
+from its 'special' distribution instead). Both refuse more than one table.
+"""
 
 from __future__ import annotations
 
 import random
 from typing import Callable
 
-from services.workload.registry import RANDOM_OPTIONS, READ, Transaction, register
+from services.workload.registry import (
+    COUNT_BY_STATEMENT,
+    RANDOM_OPTIONS,
+    READ,
+    SYSBENCH_05_K_ID,
+    Transaction,
+    register,
+)
 from services.workload.statements import Generator
 
 
@@ -53,7 +67,13 @@ def _build_random_ranges(g: Generator, thread_id: int, threads: int) -> Callable
     return event
 
 
-register("select_random_points", options=RANDOM_OPTIONS, source="sysbench 1.0.20 src/lua/select_random_points.lua",
-         prepared=lambda g: [_random_points_sql(int(g.workload.option("random_points")))])(_build_random_points)
-register("select_random_ranges", options=RANDOM_OPTIONS, source="sysbench 1.0.20 src/lua/select_random_ranges.lua",
-         prepared=lambda g: [_random_ranges_sql(int(g.workload.option("number_of_ranges")))])(_build_random_ranges)
+def _register(name: str, prepared) -> Callable:
+    return register(name, options=RANDOM_OPTIONS, prepared=prepared, counting=COUNT_BY_STATEMENT,
+                    tables=SYSBENCH_05_K_ID, max_tables=1, sysbench_test=name,
+                    source=f"akopytov/sysbench cea90cb (2010-10-29) sysbench/tests/db/{name}.lua")
+
+
+_register("select_random_points",
+          lambda g: [_random_points_sql(int(g.workload.option("random_points")))])(_build_random_points)
+_register("select_random_ranges",
+          lambda g: [_random_ranges_sql(int(g.workload.option("number_of_ranges")))])(_build_random_ranges)

@@ -2,6 +2,10 @@
 accepts (sysbench's defaults), the transaction it runs, the statements each connection prepares
 and what its tables need. A new workload is one ``@register``-ed builder in one module.
 
+Two families share it: sysbench 1.0.20's tests (oltp.py) and the 2010 pages' names, each running
+what sysbench 0.5's script of that name ran in 2010 (sysbench05.py, random_select.py).
+docs/workloads.md has one row per name: its source script and commit, its statements, its data.
+
 Pure: no database or service import, so the spec (services/common) validates names and options
 against it and the drivers run from it.
 """
@@ -78,6 +82,34 @@ OPTION_LIMITS: Mapping[str, int] = MappingProxyType(
 
 
 @dataclass(frozen=True)
+class TableLayout:
+    """What a workload's tables hold, so prepare builds them and marks their shape apart."""
+
+    #: Appended to the shape marker of prepared tables ("" for sysbench 1.0's tables, which keep
+    #: the markers they always had), so a run on another layout prepares again.
+    marker: str
+    #: Whose CREATE TABLE: "1.0" (oltp_common.lua: signed INTEGERs, index k_N) or "0.5" (the
+    #: 2010 scripts: UNSIGNED id and k, MAX_ROWS, index k).
+    schema: str
+    #: How k is filled: "special" (sysbench 1.0's sb_rand(1, table_size)), "zero" (the 2010
+    #: scripts' oltp tables), "id" (the 2010 select_random_* tables), or None: no rows at all.
+    k: str | None
+    #: Built again before every run: insert's empty table, which each run fills.
+    fresh: bool = False
+
+
+#: sysbench 1.0.20's oltp_common.lua prepare: random c and pad, k from the 'special' distribution.
+SYSBENCH_10 = TableLayout("", "1.0", "special")
+#: sysbench 0.5's 2010 oltp_simple/select/oltp_complex_*/update_*/delete prepare: k = 0, c = ' ',
+#: pad a fixed string.
+SYSBENCH_05 = TableLayout("sysbench05-k0", "0.5", "zero")
+#: sysbench 0.5's 2010 select_random_points/ranges prepare: k = id, so a point is one row.
+SYSBENCH_05_K_ID = TableLayout("sysbench05-kid", "0.5", "id")
+#: sysbench 0.5's 2010 insert prepare: the table and its index, no rows.
+SYSBENCH_05_EMPTY = TableLayout("sysbench05-empty", "0.5", None, fresh=True)
+
+
+@dataclass(frozen=True)
 class Workload:
     """One workload: what a spec may set, what one event runs, what a connection prepares."""
 
@@ -88,10 +120,18 @@ class Workload:
     build: Builder
     #: Every statement a connection prepares up front (sysbench's thread_init).
     prepared: Callable[["Generator"], list[str]]
-    #: Where the statements come from (the sysbench script), for docs/workloads.md.
+    #: The script the statements come from (repository path and commit); docs/workloads.md has
+    #: the whole row.
     source: str
     #: How its statements count (COUNT_BY_ROWS or COUNT_BY_STATEMENT).
     counting: str = COUNT_BY_ROWS
+    #: What its tables hold.
+    tables: TableLayout = SYSBENCH_10
+    #: The most tables it runs on (sysbench's script refuses more); None: any number.
+    max_tables: int | None = None
+    #: The sysbench 1.0.20 test the sysbench driver runs for it; None: sysbench 1.0.20 has no
+    #: script that runs these statements (the 2010 oltp names), so that driver refuses it.
+    sysbench_test: str | None = None
 
     @property
     def table_auto_inc(self) -> bool:
@@ -104,40 +144,20 @@ WORKLOADS: dict[str, Workload] = {}
 
 
 def register(name: str, *, options: Mapping[str, object], prepared: Callable[["Generator"], list[str]],
-             source: str) -> Callable[[Builder], Builder]:
+             source: str, counting: str = COUNT_BY_ROWS, tables: TableLayout = SYSBENCH_10,
+             max_tables: int | None = None, sysbench_test: str | None = None) -> Callable[[Builder], Builder]:
     """Register the builder it decorates as workload ``name``."""
 
     def add(build: Builder) -> Builder:
         if name in WORKLOADS:
             raise ValueError(f"workload {name} registered twice")
-        WORKLOADS[name] = Workload(name, options, build, prepared, source)
+        WORKLOADS[name] = Workload(name, options, build, prepared, source, counting, tables, max_tables,
+                                   sysbench_test)
         return build
 
     return add
 
 
-#: The names the 2010 result pages use, mapped onto the sysbench 1.0 tests that run the same
-#: statements (see docs/workloads.md for the differences sysbench 0.5 had).
-ALIASES_2010: Mapping[str, str] = MappingProxyType(
-    {
-        "oltp_simple": "oltp_point_select",
-        "oltp_complex_ro": "oltp_read_only",
-        "oltp_complex_rw": "oltp_read_write",
-        "select": "oltp_point_select",
-        "insert": "oltp_insert",
-        "delete": "oltp_delete",
-        "update_index": "oltp_update_index",
-        "update_non_index": "oltp_update_non_index",
-    }
-)
-
-
-
-def canonical_name(name: str) -> str:
-    """Map a 2010 name onto its sysbench 1.0 test; return other names unchanged."""
-    return ALIASES_2010.get(name, name)
-
-
 def definition(name: str) -> Workload:
-    """The workload a spec's name (or 2010 alias) runs; KeyError for an unknown name."""
-    return WORKLOADS[canonical_name(name)]
+    """The workload a spec names; KeyError for an unknown name."""
+    return WORKLOADS[name]

@@ -1,7 +1,7 @@
 """What every workload's transactions are made of: sysbench's SQL, its column values, its unique
 ids, and the Generator that draws one transaction at a time for one client thread. The
-workloads themselves (which statements an event runs) are registered in oltp.py and
-random_select.py.
+workloads themselves (which statements an event runs) are registered in oltp.py,
+sysbench05.py and random_select.py.
 
 A transaction is a list of ``(kind, sql, params)``: ``kind`` is read, write or other (how
 sysbench counts it), ``sql`` the statement with ``?`` placeholders, ``params`` the values
@@ -23,7 +23,7 @@ class WorkloadOptions(Protocol):
     """What the generator reads of a workload (services.common.spec.WorkloadSpec has it)."""
 
     @property
-    def canonical(self) -> str: ...
+    def name(self) -> str: ...
 
     def option(self, key: str) -> Any: ...
 
@@ -102,9 +102,9 @@ class Generator:
     def __init__(self, workload: WorkloadOptions, data: TableShape, *, thread_id: int = 0,
                  threads: int = 1, seed_rng: random.Random | None = None):
         try:
-            self.definition = definition(workload.canonical)
+            self.definition = definition(workload.name)
         except KeyError:
-            raise ValueError(f"workload {workload.canonical} has no native implementation") from None
+            raise ValueError(f"workload {workload.name} has no native implementation") from None
         self.workload = workload
         self.data = data
         self.draw = distributions.by_name(str(workload.option("rand_type")))

@@ -13,7 +13,7 @@ PARAMS = {"host": "db1", "port": 3307, "user": "bench", "password": "s3cret", "d
 
 def test_command_carries_every_run_option():
     """A run's tables, rows, engine, options, distribution, seed, threads and time reach sysbench by their sysbench names."""
-    w = WorkloadSpec(name="oltp_complex_ro", options={"range_size": 50, "skip_trx": True, "rand_type": "uniform"})
+    w = WorkloadSpec(name="oltp_read_only", options={"range_size": 50, "skip_trx": True, "rand_type": "uniform"})
     argv = sd.command(w, DataShape(tables=4, table_size=100_000, engine="MyISAM"), threads=16, seed=303,
                       duration=90, params=PARAMS)
     assert argv == [

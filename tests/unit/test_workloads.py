@@ -169,7 +169,7 @@ def test_every_registered_workload_generates_only_statements_it_prepared():
     """Each registered workload draws transactions whose prepared statements a connection prepared."""
     from services.workload.registry import WORKLOADS
 
-    assert len(WORKLOADS) == 10
+    assert len(WORKLOADS) == 18
     for name in WORKLOADS:
         g = Generator(WorkloadSpec(name=name), SHAPE)
         prepared = set(g.statements())

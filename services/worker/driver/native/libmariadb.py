@@ -28,6 +28,7 @@ _OPT_NONBLOCK = 6000
 _TYPE_NULL, _TYPE_LONGLONG, _TYPE_DOUBLE, _TYPE_STRING = 6, 8, 5, 254
 
 _P = ctypes.c_void_p
+_NULL = type(None)
 _INT_P = ctypes.POINTER(ctypes.c_int)
 
 
@@ -150,6 +151,8 @@ class Statement:
             elif t is str and kinds[i] is str and len(b := v.encode()) <= cells[i][2]:
                 cells[i][0].value = b
                 cells[i][1].value = len(b)
+            elif t is _NULL and kinds[i] is _NULL:
+                pass  # still bound as NULL (insert's id with auto_inc)
             else:
                 self._bind_one(i, v)
                 rebind = True
@@ -161,7 +164,7 @@ class Statement:
     def _bind_one(self, i: int, v: Any) -> None:
         b = self._binds[i]
         if v is None:
-            self._kinds[i], self._cells[i] = None, None
+            self._kinds[i], self._cells[i] = _NULL, None
             b.buffer_type, b.buffer, b.is_null_value = _TYPE_NULL, None, b"\x01"
             return
         b.is_null_value = b"\x00"

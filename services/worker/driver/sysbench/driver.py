@@ -30,6 +30,7 @@ from services.common.spec import DataShape, WorkloadSpec
 from services.worker.driver.contract import LoadError, LoadOutcome, ProgressCallback
 from services.worker.driver.sysbench import output as so
 from services.worker.driver.sysbench.live import LiveProgress
+from services.workload.registry import definition
 
 #: The binary and the Debian package that ships it (named in the error when it is missing).
 BINARY = "sysbench"
@@ -68,10 +69,14 @@ def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int,
     if rand_type in UNSUPPORTED_RAND_TYPES:
         raise LoadError(f"driver sysbench: sysbench 1.0.20 has no rand_type {rand_type} "
                         "(it came with sysbench 1.1); use the native driver for it")
+    test = definition(workload.name).sysbench_test
+    if test is None:
+        raise LoadError(f"driver sysbench: sysbench 1.0.20 has no script running what sysbench 0.5 ran as "
+                        f"{workload.name} in 2010 (docs/workloads.md); use driver: native for it")
     argv = [binary]
     if config_file:
         argv.append(f"--config-file={config_file}")
-    argv.append(workload.canonical)
+    argv.append(test)
     p = params or {}
     if p.get("unix_socket"):
         argv.append(f"--mysql-socket={p['unix_socket']}")
