@@ -217,8 +217,9 @@ def test_unreachable_database_raises_load_error_with_the_mysql_code(_mariadb):
 def test_other_workloads_run_cleanly(mariadb_params, name, per_tx):
     """Every catalogue workload runs on sysbench tables without errors, with sysbench's mix."""
     params = dict(mariadb_params, database="bf_test_loadgen_rw")
-    shape = DataShape(tables=2, table_size=1000)
-    prepare.ensure_tables(params, shape)
+    # select_random_* run on one table, as sysbench's scripts do, whose k = id
+    shape = DataShape(tables=1 if name.startswith("select_random") else 2, table_size=1000)
+    prepare.ensure_workload_tables(params, shape, WorkloadSpec(name=name))
     out = run_load(params, WorkloadSpec(name=name), shape, threads=2, warmup=0, duration=1, seed=5,
                    processes=1)
     t = out.totals
