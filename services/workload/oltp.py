@@ -165,7 +165,7 @@ def _oltp_prepared(reads: bool, writes: bool) -> Callable[[Generator], list[str]
 def _register(name: str, prepared: Callable[[Generator], list[str]]) -> Callable:
     # Each runs under its own name with the sysbench driver too.
     return register(name, options=OLTP_OPTIONS, prepared=prepared, sysbench_test=name,
-                    source=f"akopytov/sysbench 1.0.20 src/lua/{name}.lua and src/lua/oltp_common.lua")
+                    source=f"akopytov/sysbench 1.0.20 src/lua/{name}.lua + src/lua/oltp_common.lua")
 
 
 _register("oltp_point_select", lambda g: per_table(g, ["point_selects"]))(_build_point_select)

@@ -120,8 +120,8 @@ class Workload:
     build: Builder
     #: Every statement a connection prepares up front (sysbench's thread_init).
     prepared: Callable[["Generator"], list[str]]
-    #: The script the statements come from (repository path and commit); docs/workloads.md has
-    #: the whole row.
+    #: The script the statements come from (repository, commit, path), and the catalogue
+    #: (docs/workloads.md) that has the whole row.
     source: str
     #: How its statements count (COUNT_BY_ROWS or COUNT_BY_STATEMENT).
     counting: str = COUNT_BY_ROWS
@@ -139,6 +139,9 @@ class Workload:
         return "auto_inc" in self.options
 
 
+#: Where every workload has its row: source script and commit, statements, data, counting.
+CATALOGUE = "docs/workloads.md"
+
 #: name -> Workload, filled by @register in the builder modules (imported by the package).
 WORKLOADS: dict[str, Workload] = {}
 
@@ -146,13 +149,13 @@ WORKLOADS: dict[str, Workload] = {}
 def register(name: str, *, options: Mapping[str, object], prepared: Callable[["Generator"], list[str]],
              source: str, counting: str = COUNT_BY_ROWS, tables: TableLayout = SYSBENCH_10,
              max_tables: int | None = None, sysbench_test: str | None = None) -> Callable[[Builder], Builder]:
-    """Register the builder it decorates as workload ``name``."""
+    """Register the builder it decorates as workload ``name``; ``source`` names its script."""
 
     def add(build: Builder) -> Builder:
         if name in WORKLOADS:
             raise ValueError(f"workload {name} registered twice")
-        WORKLOADS[name] = Workload(name, options, build, prepared, source, counting, tables, max_tables,
-                                   sysbench_test)
+        WORKLOADS[name] = Workload(name, options, build, prepared, f"{source} ({CATALOGUE})", counting, tables,
+                                   max_tables, sysbench_test)
         return build
 
     return add
