@@ -32,7 +32,7 @@ def synthetic_spec(name: str, targets: Sequence[str], workloads: Sequence[str], 
                     for i, t in enumerate(targets)],
         "baseline": targets[0],
         "workloads": list(workloads),
-        "data": {"tables": 4, "table_size": 100000, "engine": "MyISAM"},
+        "data": {"tables": 1, "table_size": 400000, "engine": "MyISAM"},  # select_random_* need one table
         "threads": list(threads),
         "duration": duration,
         "warmup": warmup,
