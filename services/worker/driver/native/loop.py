@@ -168,7 +168,7 @@ class Loop:
         self._stmt_rows = h.mysql_stmt_affected_rows
         self.ep = select.epoll()
         self.by_fd: dict[int, Client] = {}
-        self.timers: list[tuple[float, int, Client]] = []  # (when, tiebreak, client)
+        self.timers: list[tuple[float, int, Client]] = []  # (when, tiebreak, client): arrivals, restarts
         self.retry: list[tuple[float, int, Client, float]] = []  # reconnects: (when, tiebreak, client, pause)
         self.active = 0
         for c in clients:
@@ -394,8 +394,10 @@ class Loop:
 
     def _restart(self, c: Client) -> None:
         # The same event again (sysbench's RESTART_EVENT): new statements, the event's start time
-        # kept, so its latency includes the failed attempt and no new arrival is taken.
-        self._start(c, time.monotonic(), c.t_start)
+        # kept, so its latency includes the failed attempt and no new arrival is taken. Queued as
+        # a timer due at once rather than started here, so a statement that fails at once again
+        # (say with ignore_errors: all) loops in run(), not in ever deeper recursion.
+        heapq.heappush(self.timers, (c.t_start, id(c), c))
 
     def _fatal(self, c: Client, code: int, message: str, sql: str) -> None:
         if self.fatal is None:
