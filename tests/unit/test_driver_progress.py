@@ -75,6 +75,8 @@ def test_native_progress_from_two_load_processes_exports_totals_and_rates():
                 c.sink.counts["read"] += 10 * tx_per_client
         procs[0][1].sink.errors_by_code["1213"] = procs[0][1].sink.errors_by_code.get("1213", 0) + 1
         procs[0][1].sink.counts["ignored_errors"] += 1
+        procs[1][0].sink.errors_by_code["2013"] = procs[1][0].sink.errors_by_code.get("2013", 0) + 1
+        procs[1][0].sink.counts["reconnects"] += 1
         m.observe_progress(run, _native_second(seconds))
     text = m.scrape()
     assert value(text, "benchfleet_worker_transactions_total") == 4 * 300
@@ -83,8 +85,11 @@ def test_native_progress_from_two_load_processes_exports_totals_and_rates():
     assert value(text, "benchfleet_worker_queries_per_second") == 4 * 1100
     assert value(text, "benchfleet_worker_errors_total", code="1213") == 3
     assert value(text, "benchfleet_worker_ignored_errors_total") == 3
-    # Each process's series holds its own per-second counts, not running totals.
+    assert value(text, "benchfleet_worker_reconnects_total") == 3
+    # Each process's series holds its own per-second counts, not running totals, ignored errors
+    # and reconnects included.
     assert seconds[0].series().transactions == [200, 180, 220]
+    assert seconds[0].series().ignored_errors == [1, 1, 1] and seconds[1].series().reconnects == [1, 1, 1]
 
 
 def test_native_warmup_notes_then_measurement():
