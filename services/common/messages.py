@@ -33,7 +33,7 @@ RUN_SCHEMA = "benchfleet.run/1"
 EVENT_SCHEMA = "benchfleet.run-event/1"
 RESULT_SCHEMA = "benchfleet.result/1"
 #: The largest run seed: sysbench's --rand-seed is a C int, and its 0 means "seed from the clock".
-MAX_SEED = 2**31 - 1
+MAX_RUN_SEED = 2**31 - 1
 
 
 class _Message(BaseModel):
@@ -69,7 +69,7 @@ class RunSpec(_Message):
     #: Bounded as in the spec, so a worker refuses a message no valid spec could have made.
     duration: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]
     warmup: Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
-    seed: Annotated[int, Field(ge=0, le=MAX_SEED)]
+    seed: Annotated[int, Field(ge=0, le=MAX_RUN_SEED)]
     published_at: float
     #: Open loop: transactions/s for the whole run (Poisson arrivals). None (left out of the
     #: JSON, so workers that predate it still accept the message): closed loop.

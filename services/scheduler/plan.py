@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
-from services.common.messages import MAX_SEED, Cell, RunSpec
+from services.common.messages import MAX_RUN_SEED, Cell, RunSpec
 from services.common.spec import CampaignSpec
 
 #: Seconds a run costs beyond warm-up and measurement (connect, spawn load processes,
@@ -42,7 +42,7 @@ def run_seed(spec_seed: int, workload: str, threads: int, repetition: int) -> in
     1..2^31-1, a --rand-seed sysbench accepts and never its 0 ("seed from the clock")."""
     digest = hashlib.sha256(f"{spec_seed}/{workload}/{threads}/{repetition}".encode()).digest()
     # 64 bits folded onto 2^31-1 values: the bias is below 2^-32, far under any test's reach.
-    return 1 + int.from_bytes(digest[:8], "big") % MAX_SEED
+    return 1 + int.from_bytes(digest[:8], "big") % MAX_RUN_SEED
 
 
 def expand(spec: CampaignSpec, campaign_id: str) -> list[PlannedRun]:

@@ -7,12 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.common.errors import LoadError
-from services.common.messages import MAX_SEED
+from services.common.messages import MAX_RUN_SEED
+from services.common.spec import MAX_SEED as MAX_SPEC_SEED
 from services.common.spec import CampaignSpec, DataShape, WorkloadSpec
 from services.scheduler import plan
 from services.worker.driver.sysbench import driver as sd
 
-spec_seeds = st.integers(min_value=0, max_value=2**64)
+spec_seeds = st.integers(min_value=0, max_value=MAX_SPEC_SEED)
 workload_keys = st.sampled_from(["oltp_point_select", "oltp_read_write", "select", "points_10", "ranges_delta_5"])
 thread_counts = st.integers(min_value=1, max_value=65535)
 repetitions = st.integers(min_value=1, max_value=1000)
@@ -22,7 +23,7 @@ repetitions = st.integers(min_value=1, max_value=1000)
 @given(spec_seeds, workload_keys, thread_counts, repetitions)
 def test_every_derived_seed_is_one_sysbench_accepts(spec_seed, workload, threads, repetition):
     """A run seed is within 1..2^31-1: sysbench refuses larger ones and reads 0 as "use the clock"."""
-    assert 1 <= plan.run_seed(spec_seed, workload, threads, repetition) <= MAX_SEED == 2**31 - 1
+    assert 1 <= plan.run_seed(spec_seed, workload, threads, repetition) <= MAX_RUN_SEED == 2**31 - 1
 
 
 @settings(max_examples=300)
@@ -47,7 +48,7 @@ def test_targets_of_a_cell_share_a_seed_and_every_run_spec_carries_a_valid_one(s
                                                          "options": {"random_points": 50}}])
     by_cell: dict[tuple[str, int, int], set[int]] = {}
     for msg in plan.run_specs(spec, "c", now=0.0):
-        assert 1 <= msg.seed <= MAX_SEED
+        assert 1 <= msg.seed <= MAX_RUN_SEED
         by_cell.setdefault((msg.cell.workload, msg.cell.threads, msg.repetition), set()).add(msg.seed)
     assert all(len(seeds) == 1 for seeds in by_cell.values())
     for workload in ("oltp_point_select", "points_50"):

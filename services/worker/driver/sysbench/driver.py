@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 from services.common import ignore_errors as ignore
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
-from services.common.messages import MAX_SEED, Latency, Series, Totals
+from services.common.messages import MAX_RUN_SEED, Latency, Series, Totals
 from services.common.spec import DataShape, WorkloadSpec
 from services.worker.driver.contract import LoadError, LoadOutcome, ProgressCallback
 from services.worker.driver.sysbench import output as so
@@ -92,8 +92,8 @@ def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int,
         if key != "rand_type":
             argv.append(f"--{key}={_option_value(workload.options[key])}")
     argv.append(f"--rand-type={rand_type}")
-    if not 0 <= seed <= MAX_SEED:
-        raise LoadError(f"driver sysbench: seed {seed} is outside sysbench's --rand-seed range 0..{MAX_SEED}")
+    if not 0 <= seed <= MAX_RUN_SEED:
+        raise LoadError(f"driver sysbench: seed {seed} is outside sysbench's --rand-seed range 0..{MAX_RUN_SEED}")
     # sysbench seeds from the clock when --rand-seed is 0, which is also what it does unseeded.
     if seed:
         argv.append(f"--rand-seed={seed}")
