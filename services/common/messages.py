@@ -7,6 +7,8 @@ Schema history (the ``schema`` field of each message):
 Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
 ``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects`` and
 ``latency.by_kind``.
+Result ``quality`` (stalls and overrun, ``RunQuality``) carries its own ``version`` (history in
+its docstring); results without it were stored before runs were assessed.
 """
 
 from __future__ import annotations
@@ -185,6 +187,32 @@ class ServerReport(_Message):
     client_cpu_us_per_query: float | None = None
 
 
+QualityFlag = Literal["stall", "overrun"]
+QUALITY_VERSION = 1
+
+
+class RunQuality(_Message):
+    """Whether a run's numbers hide a stall: measured seconds with no completed transaction, and
+    wall time past the plan (warm-up + duration). ``flags`` is what reports mark; the rules are
+    in ``services.common.stalls``. History of ``version``: 1 = first version."""
+
+    version: Literal[1] = QUALITY_VERSION
+    #: Warm-up plus duration as the run spec planned them, and the wall time the run took.
+    planned_s: Annotated[float, Field(ge=0)]
+    wall_s: Annotated[float, Field(ge=0)]
+    #: Wall time past the plan (0 when the run ended on time or early).
+    overrun_s: Annotated[float, Field(ge=0)]
+    #: Whole measured seconds, within the planned duration, in which no transaction completed.
+    stalled_s: Annotated[int, Field(ge=0)] = 0
+    #: The longest run of consecutive such seconds, and the second (from 0, after warm-up) it began.
+    longest_stall_s: Annotated[int, Field(ge=0)] = 0
+    longest_stall_at_s: Annotated[int, Field(ge=0)] | None = None
+    #: False when an empty second says nothing (an open-loop rate too low to expect a
+    #: transaction every second): stalled_s is then 0 by rule, not by measurement.
+    stalls_checked: bool = True
+    flags: list[QualityFlag] = Field(default_factory=list)
+
+
 class RunResult(_Message):
     """What one run measured. ``status`` is ok, failed (with ``error``) or cancelled."""
 
@@ -209,6 +237,9 @@ class RunResult(_Message):
     latency: Latency = Latency()
     server: ServerReport = ServerReport()
     versions: dict[str, str] = Field(default_factory=dict)
+    #: Stalls and overrun of a finished run; None for failed or cancelled runs and for results
+    #: stored before runs were assessed.
+    quality: RunQuality | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -5,6 +5,8 @@ History:
   2: index results_cell (target, workload, threads) for `collector history`.
   3: campaigns.idempotency_key: a second submit of the same spec (or key) is refused.
   4: campaigns.state VARCHAR(32) (finished_with_failures is 22 characters).
+  7: results.stalled_s, longest_stall_s, overrun_s, quality_flags: a run's stalls and overrun
+     (RunQuality), queryable; NULL for results stored before runs were assessed.
 """
 
 from __future__ import annotations
@@ -85,6 +87,16 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     # 4: campaign states such as finished_with_failures did not fit VARCHAR(16).
     (4, ["ALTER TABLE campaigns MODIFY state VARCHAR(32) NOT NULL DEFAULT 'submitted'"]),
+    # 7: "which runs stalled" is a WHERE clause, not a scan of every stored result document.
+    (
+        7,
+        [
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS stalled_s INT NULL,"
+            " ADD COLUMN IF NOT EXISTS longest_stall_s INT NULL,"
+            " ADD COLUMN IF NOT EXISTS overrun_s DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS quality_flags VARCHAR(32) NULL",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -221,6 +221,10 @@ class Worker:
         while len(self._recent) > RECENT_RUNS:
             self._recent.popitem(last=False)
         rlog.info("run_finished", status=result.status, qps=round(result.qps, 1), error=result.error)
+        q = result.quality
+        if q is not None and q.flags:
+            rlog.warning("run_stalled", flags=q.flags, stalled_s=q.stalled_s, longest_stall_s=q.longest_stall_s,
+                         overrun_s=round(q.overrun_s, 1), max_ms=result.latency.max_ms)
         self.runs_done += 1
         self._hand_back(bus, lambda: bus.ack(tag))
 

@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from services.common import logs
+from services.common import logs, stalls
 from services.common.errors import DbError
 from services.common.messages import RunResult, RunSpec
 from services.worker import fdlimit, prepare
@@ -75,6 +75,9 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         return RunResult(status="failed", error=f"MySQL error {e.errno}: {e.msg}", error_code=e.errno,
                          started_at=started, ended_at=time.time(), **base)
     status = "cancelled" if stop is not None and stop.is_set() else "ok"
+    # Only a finished run is judged: a cancelled one stopped early by request.
+    quality = stalls.assess(outcome.series.transactions, warmup_s=run.warmup, duration_s=run.duration,
+                            wall_s=outcome.ended_at - outcome.started_at, rate=run.rate) if status == "ok" else None
     return RunResult(
         status=status,
         started_at=outcome.started_at,
@@ -86,5 +89,6 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         series=outcome.series,
         latency=outcome.latency,
         server=server_run.report(session, outcome),
+        quality=quality,
         **base,
     )
