@@ -29,14 +29,14 @@ CSV_COLUMNS = (
 
 
 def _md_escape(text: str) -> str:
-    # A bare `*` or `|` would start emphasis or split a cell in GitHub's Markdown.
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
+    # A bare `*`, `~` or `|` would start emphasis or strikethrough, or split a cell, in GitHub's Markdown.
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("~", "\\~")
 
 
 def md_text(text: str) -> str:
     """User text (a description, names) for a Markdown page: no raw HTML, links or emphasis,
     whatever it holds; GitHub shows the characters as written."""
-    text = re.sub(r"([\\`*\[\]<>|&])", r"\\\1", text)
+    text = re.sub(r"([\\`*~\[\]<>|&])", r"\\\1", text)
     return re.sub(r"^(\s*)([#=+-])", r"\1\\\2", text)  # no heading, rule or list from a line's start
 
 
