@@ -155,3 +155,17 @@ def test_compare_marks_the_campaign_row_holding_the_stall_and_lists_it():
     assert json.loads(render_compare(c, "json"))["stalls"]["b"][0]["run_id"] == "b.on.t24.r2"
     assert "Stalls and overruns" in render_compare(c, "html")
     assert render_compare_ods(c)[:2] == b"PK"
+
+
+def test_history_counts_the_marked_runs_of_each_campaign():
+    """A cell's history says how many of each campaign's runs were marked, with the ~."""
+    from services.common.results import HistoryEntry
+    from services.reporting.history import history_points, render_history
+
+    entries = [HistoryEntry("a", 100.0, result("on", 24, r, STEADY, cid="a")) for r in (1, 2)] + [
+        HistoryEntry("b", 200.0, result("on", 24, 1, STEADY, cid="b")),
+        HistoryEntry("b", 200.0, result("on", 24, 2, STALLED, wall=39.0, cid="b"))]
+    points = history_points(entries)
+    assert [(p.campaign_id, p.stalled) for p in points] == [("a", 0), ("b", 1)]
+    text = render_history(points, "on / oltp_update_index / 24 threads").splitlines()
+    assert text[3].split()[8:10] == ["0", "0"] and text[4].split()[8:10] == ["0", "1~"]
