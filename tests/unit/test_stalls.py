@@ -133,3 +133,21 @@ def test_a_report_covering_two_seconds_counts_both(series):
     assert stalled_seconds(2.0, 2.0, 0, duration_s=n) == 2
     assert stalled_seconds(2.0, 2.0, 1, duration_s=n) == 0
     assert stalled_seconds(float(n + 1), 1.0, 0, duration_s=n) == 0  # past the plan
+
+
+def test_a_real_sysbench_stall_read_from_its_report_lines():
+    """sysbench 1.0.20's output of a 5 s oltp_update_index run whose table was write-locked from
+    1.5 s for 6 s (tests/unit/fixtures/sysbench): its 0-tps report lines are the stalled seconds
+    (the two past --time=5 are the overrun's), and the 7.57 s it took is the overrun."""
+    from pathlib import Path
+
+    from services.worker.driver.sysbench import output as so
+
+    text = (Path(__file__).parent / "fixtures" / "sysbench" / "oltp_update_index_stall.txt").read_text()
+    report = so.parse_final(text)
+    series = so.with_last_second(so.series(so.intervals(text)), so.totals(report), report.total_time_s)
+    assert series.transactions == [822, 784, 0, 0, 0, 0, 0]
+    r = assess(series.transactions, warmup_s=0, duration_s=5, wall_s=report.total_time_s)
+    assert (r.stalled_s, r.longest_stall_s, r.longest_stall_at_s) == (3, 3, 2)
+    assert r.overrun_s == pytest.approx(2.5692) and r.flags == ["stall", "overrun"]
+    assert report.latency_max_ms == 6089.31
