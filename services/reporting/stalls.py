@@ -8,6 +8,7 @@ lines out.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -52,19 +53,17 @@ def mark_stalls(table: Table, found: Sequence[StalledRun]) -> Table:
     baseline cell holds one (its number depends on both)."""
     if not found:
         return table
-    hit = {(s.target, s.workload, s.threads) for s in found}
+    hits = Counter((s.target, s.workload, s.threads) for s in found)
     spec = table.spec
-
-    def holds(target: str, workload: str, threads: int) -> bool:
-        return (target, workload, threads) in hit
-
     rows = []
     for row in table.rows:
         cells = []
         for t, c in zip(table.threads, row.cells):
-            own = holds(row.target, row.workload, t)
-            base = spec.mode != "absolute" and holds(spec.baseline, row.workload, t)
-            cells.append(dataclasses.replace(c, mark=c.mark + MARK_STALL) if (own or base) and c.value is not None else c)
+            n = hits[(row.target, row.workload, t)]
+            if spec.mode != "absolute" and row.target != spec.baseline:
+                n += hits[(spec.baseline, row.workload, t)]
+            marked = n and c.value is not None
+            cells.append(dataclasses.replace(c, mark=c.mark + MARK_STALL, stalled=n) if marked else c)
         rows.append(dataclasses.replace(row, cells=tuple(cells)))
     return dataclasses.replace(table, rows=tuple(rows))
 

@@ -99,6 +99,9 @@ class Cell:
     stats: CellStats | None = None
     comparison: Comparison | None = None
     failed: int = 0
+    #: Runs behind the number (the baseline's too, in a comparison) marked for a stall or an
+    #: overrun (``stalls.mark_stalls`` sets it with the ``~``).
+    stalled: int = 0
 
 
 @dataclass(frozen=True)

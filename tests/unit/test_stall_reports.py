@@ -77,6 +77,7 @@ def test_a_ratio_cell_is_marked_when_the_baseline_run_stalled():
     legend says so."""
     report = analyse(campaign(runs(stalled_target="off", stalled_threads=3)), ReportOptions())
     assert "~" in cells(report)[("on", 3)] and "~" not in cells(report)[("on", 24)]
+    assert [c.stalled for c in report.main.table.rows[0].cells] == [1, 0]
     assert any("a run of this cell or of off's had seconds" in x for x in render_lines(report))
 
 
@@ -110,8 +111,10 @@ def test_markdown_csv_and_html_carry_the_mark():
     assert any(x.startswith("Stalls and overruns (\\~)") for x in md)
     report = analyse(campaign(runs()), ReportOptions(mode="absolute", fmt="csv"))
     csv = render_csv(report.main.table)
-    hit = [x for x in csv if x.startswith("oltp_update_index,on,off,24,")]
-    assert hit and ",~," in hit[0].replace("+~", "~").replace("-~", "~")
+    head = csv[0].split(",")
+    hit = [dict(zip(head, x.split(","))) for x in csv if x.startswith("oltp_update_index,on,off,24,")]
+    assert hit and hit[0]["mark"].endswith("~") and hit[0]["stalled_runs"] == "1"
+    assert all(x.endswith(",0") for x in csv[1:] if not x.startswith("oltp_update_index,on,off,24,"))
     report = analyse(campaign(runs()), ReportOptions(mode="absolute", fmt="html"))
     html = render_html_report(report)
     # One cell in each table: every metric of a stalled run is off, not only q/s.

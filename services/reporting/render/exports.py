@@ -35,7 +35,7 @@ def table_data(named: NamedTable) -> dict[str, Any]:
         cells = []
         for threads, c in zip(t.threads, row.cells):
             cell: dict[str, Any] = {"threads": threads, "value": _num(c.value), "text": format_value(c, t.places),
-                                    "mark": c.mark, "failed_runs": c.failed}
+                                    "mark": c.mark, "failed_runs": c.failed, "stalled_runs": c.stalled}
             if c.stats:
                 cell.update(n=c.stats.n, mean=_num(c.stats.mean), stdev=_num(c.stats.stdev), cv=_num(c.stats.cv),
                             ci_low=_num(c.stats.ci_low), ci_high=_num(c.stats.ci_high))

@@ -24,7 +24,7 @@ from services.reporting.tables import (
 CSV_COLUMNS = (
     "workload", "target", "baseline", "threads", "mode", "value", "mark", "verdict",
     "n", "mean", "stdev", "cv", "baseline_n", "baseline_mean",
-    "ratio", "ratio_low", "ratio_high", "t", "df", "p", "failed_runs",
+    "ratio", "ratio_low", "ratio_high", "t", "df", "p", "failed_runs", "stalled_runs",
 )  # fmt: skip
 
 
@@ -88,7 +88,7 @@ def render_csv(table: Table) -> list[str]:
                 _num(own.cv if own else None), base.n if base else "", _num(base.mean if base else None),
                 _num(comp.ratio if comp else None), _num(comp.ratio_low if comp else None),
                 _num(comp.ratio_high if comp else None), _num(test.t if test else None),
-                _num(test.df if test else None), _num(test.p if test else None), cell.failed,
+                _num(test.df if test else None), _num(test.p if test else None), cell.failed, cell.stalled,
             ])  # fmt: skip
     return out.getvalue().splitlines()
 
