@@ -22,9 +22,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from services.common.histogram import Histogram, bucket_value
-from services.common.stalls import stalled_seconds
 from services.common.messages import RunResult, RunSpec
 from services.common.metrics_endpoint import MetricsEndpoint
+from services.common.stalls import stalled_seconds
 from services.worker.driver.contract import Counts, Phase, Progress
 
 RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
@@ -209,7 +209,7 @@ class WorkerMetrics(MetricsEndpoint):
             if dt > 0:
                 r.qps = (counts.queries - r.last.queries) / dt
                 r.tps = (counts.transactions - r.last.transactions) / dt
-            if progress.phase == "measure" and (new_phase or not _restarted(r.last, counts)):
+            if progress.phase == "measure":
                 stalled = stalled_seconds(progress.elapsed_s, span, counts.transactions - r.last.transactions,
                                           duration_s=r.duration_s, rate=r.rate)
                 if stalled:
@@ -219,7 +219,6 @@ class WorkerMetrics(MetricsEndpoint):
             if progress.latency is not None:
                 r.last_latency = progress.latency
             r.phase, r.elapsed_s = progress.phase, progress.elapsed_s
-
 
     def _add_stall(self, labels: tuple[str, ...], seconds: int) -> None:
         # Called with the lock held.
