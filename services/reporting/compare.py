@@ -125,8 +125,7 @@ def render_compare(c: Comparison, fmt: Format) -> str:
 
         return json.dumps({"a": c.a.campaign_id, "b": c.b.campaign_id, "metric": c.metric.key,
                            "unmatched_targets": list(c.unmatched),
-                           "stalls": {"a": [dict(s.__dict__, flags=list(s.flags)) for s in c.stalled_a],
-                                      "b": [dict(s.__dict__, flags=list(s.flags)) for s in c.stalled_b]},
+                           "stalls": {"a": [s.as_data() for s in c.stalled_a], "b": [s.as_data() for s in c.stalled_b]},
                            "tables": [dict(table_data(t), target=target) for t, target in zip(c.tables, c.targets)]},
                           indent=1) + "\n"
     if fmt == "csv":

@@ -47,7 +47,7 @@ class Report:
 
 
 def analyse(data: CampaignData, opts: ReportOptions) -> Report:
-    """Tables and collapse findings of a campaign (pure)."""
+    """Tables, collapse findings and runs marked for stalls of a campaign (pure)."""
     collapsed = tuple(collapse_findings(data, opts))
     stalled = tuple(stalled_runs(data.runs))
     m = opts.table_metric

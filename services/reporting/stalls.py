@@ -33,6 +33,10 @@ class StalledRun:
     overrun_s: float
     qps: float
 
+    def as_data(self) -> dict[str, object]:
+        """The run as plain JSON data (what the JSON exports list)."""
+        return dict(dataclasses.asdict(self), flags=list(self.flags))
+
 
 def stalled_runs(rows: Iterable[ResultRow]) -> list[StalledRun]:
     """The successful runs whose quality is flagged (stall or overrun), in cell order; failed runs

@@ -67,8 +67,7 @@ def render_json(report: Report) -> str:
                        "cv_threshold": report.opts.cv_threshold, "collapse_fraction": report.opts.collapse_fraction},
         "tables": [table_data(t) for t in report.tables],
         "collapse": [dict(f.__dict__, p=_num(f.p)) for f in report.collapsed],
-        "stalls": {"checked": report.stalls_checked, "runs": [dict(s.__dict__, flags=list(s.flags))
-                                                              for s in report.stalled]},
+        "stalls": {"checked": report.stalls_checked, "runs": [s.as_data() for s in report.stalled]},
         "runs": [dict(zip(COLUMNS, r.columns())) for r in d.runs],
     }
     return json.dumps(doc, indent=1, sort_keys=False, default=str) + "\n"
