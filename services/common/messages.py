@@ -5,8 +5,8 @@ Schema history (the ``schema`` field of each message):
   benchfleet.run-event/1   a worker's "started"/"progress" note about a run
   benchfleet.result/1      what a run measured (or why it failed)
 Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
-``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects`` and
-``latency.by_kind``.
+``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects``,
+``latency.by_kind`` and ``quiesce``.
 Result ``quality`` (stalls and overrun, ``RunQuality``) carries its own ``version`` (history in
 its docstring); results without it were stored before runs were assessed.
 """
@@ -213,6 +213,29 @@ class RunQuality(_Message):
     flags: list[QualityFlag] = Field(default_factory=list)
 
 
+class QuiesceReport(_Message):
+    """How long the worker waited before the warm-up for the target to settle from what ran
+    before (``quiesce`` of a result), and what it saw at its last look."""
+
+    waited_s: float
+    settled: bool
+    #: Looks at the target's status (one every half second or so).
+    polls: int = 0
+    #: Connections of an earlier run the worker ended (KILL) before waiting, after a failed run.
+    ended_connections: int = 0
+    #: At the last look: InnoDB dirty pages in percent of the buffer pool, the history list
+    #: length, and pending InnoDB reads + writes + fsyncs.
+    dirty_pct: float | None = None
+    history_length: int | None = None
+    pending_io: int | None = None
+    #: What had not settled when the worker gave up (empty when settled).
+    unsettled: list[str] = Field(default_factory=list)
+    #: What the worker could not read, so did not wait for (e.g. no history list length).
+    unknown: list[str] = Field(default_factory=list)
+    #: A managed target that did not settle: whether its server was restarted.
+    restarted: bool | None = None
+
+
 class RunResult(_Message):
     """What one run measured. ``status`` is ok, failed (with ``error``) or cancelled."""
 
@@ -236,6 +259,8 @@ class RunResult(_Message):
     series: Series = Series()
     latency: Latency = Latency()
     server: ServerReport = ServerReport()
+    #: The wait for the target to settle before the warm-up; None when the target's quiesce is off.
+    quiesce: QuiesceReport | None = None
     versions: dict[str, str] = Field(default_factory=dict)
     #: Stalls and overrun of a finished run; None for failed or cancelled runs and for results
     #: stored before runs were assessed.

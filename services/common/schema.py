@@ -7,6 +7,7 @@ History:
   4: campaigns.state VARCHAR(32) (finished_with_failures is 22 characters).
   7: results.stalled_s, longest_stall_s, overrun_s, quality_flags: a run's stalls and overrun
      (RunQuality), queryable; NULL for results stored before runs were assessed.
+  8: results.quiesce_s: seconds the worker waited for the target to settle before the warm-up.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " ADD COLUMN IF NOT EXISTS quality_flags VARCHAR(32) NULL",
         ],
     ),
+    # 8: the settling wait before each run, queryable across campaigns (NULL: quiesce off, or
+    # stored before it existed; the whole record is in result_json's quiesce).
+    (8, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS quiesce_s DOUBLE NULL"]),
 ]
 
 LATEST = MIGRATIONS[-1][0]

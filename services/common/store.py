@@ -223,15 +223,15 @@ class Store:
         self._execute(
             "INSERT INTO results (run_id, campaign_id, target, workload, threads, repetition, status, measured_s,"
             " transactions, queries, errors, qps, tps, p50_ms, p95_ms, p99_ms, max_ms, worker, host, started_at,"
-            " ended_at, error, result_json, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags) VALUES"
-            " (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+            " ended_at, error, result_json, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags,"
+            " quiesce_s) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
             " ON DUPLICATE KEY UPDATE status=VALUES(status), measured_s=VALUES(measured_s),"
             " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors), qps=VALUES(qps),"
             " tps=VALUES(tps), p50_ms=VALUES(p50_ms), p95_ms=VALUES(p95_ms), p99_ms=VALUES(p99_ms),"
             " max_ms=VALUES(max_ms), worker=VALUES(worker), host=VALUES(host), started_at=VALUES(started_at),"
             " ended_at=VALUES(ended_at), error=VALUES(error), result_json=VALUES(result_json), stored_at=VALUES(stored_at),"
             " stalled_s=VALUES(stalled_s), longest_stall_s=VALUES(longest_stall_s), overrun_s=VALUES(overrun_s),"
-            " quality_flags=VALUES(quality_flags)",
+            " quality_flags=VALUES(quality_flags), quiesce_s=VALUES(quiesce_s)",
             (
                 result.run_id, result.campaign_id, result.cell.target, result.cell.workload, result.cell.threads,
                 result.repetition, result.status, result.measured_s, result.totals.transactions, result.totals.queries,
@@ -239,6 +239,7 @@ class Store:
                 result.worker, result.host, result.started_at, result.ended_at, result.error,
                 result.encode().decode(), now, quality["stalled_s"], quality["longest_stall_s"],
                 quality["overrun_s"], quality["quality_flags"],
+                result.quiesce.waited_s if result.quiesce is not None else None,
             ),
         )
         state = {"ok": "done", "failed": "failed", "cancelled": "cancelled"}[result.status]

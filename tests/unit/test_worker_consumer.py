@@ -31,11 +31,15 @@ class FakeRuns:
         self.hold = hold
         self.crash = crash
         self.calls: list[tuple[str, int]] = []
+        #: after_failure of each call, in order.
+        self.after_failure: list[bool] = []
         self.started = threading.Event()
         self.release = threading.Event()
 
-    def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, stop, on_progress) -> RunResult:
+    def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, after_failure, stop,
+                 on_progress) -> RunResult:
         self.calls.append((run.run_id, attempt))
+        self.after_failure.append(after_failure)
         self.started.set()
         if self.crash:
             raise RuntimeError("boom")
