@@ -194,7 +194,7 @@ class Worker:
         target_key = run.target.model_dump_json()
         try:
             result = self.execute(run, self.identity, servers=self.servers, attempt=attempt, client_cpus=self.client_cpus,
-                                  after_failure=target_key in self._unclean, stop=self._run_stop,
+                                  after_failure=attempt > 1 or target_key in self._unclean, stop=self._run_stop,
                                   on_progress=lambda p: self.metrics.observe_progress(run, p))
         except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
             rlog.exception("run_crashed")

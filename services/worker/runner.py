@@ -47,8 +47,8 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
             stop: threading.Event | None = None, on_progress: ProgressCallback | None = None) -> RunResult:
     """Run ``run`` to the end and return its result; failures become a failed result, never
     an exception, so the caller always has something to publish before it acks. ``on_progress``
-    receives the driver's Progress, about once a second. ``after_failure``: the worker's
-    previous run on this target failed (a retry is one too), so the quiesce ends what it left."""
+    receives the driver's Progress, about once a second. ``after_failure``: this is a retry, or
+    the worker's previous run on this target failed, so the quiesce ends what that left running."""
     started = time.time()
     base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                 worker=who.worker_id, host=who.host, attempt=attempt, versions=_versions())
@@ -61,8 +61,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         # Managed targets start (or reuse) their server here and pin the clients apart from it.
         session = server_run.open_target(servers, run.target, run.data, client_cpus)
         params, client_cpus = session.params, session.client_cpus
-        settling = server_run.settling_for(servers, session, run.target, after_failure=after_failure or attempt > 1,
-                                           stop=stop)
+        settling = server_run.settling_for(servers, session, run.target, after_failure=after_failure, stop=stop)
         if settling is not None:
             settling.before_prepare()
         prepare.ensure_workload_tables(params, run.data, run.workload)
