@@ -64,14 +64,15 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         settling = server_run.settling_for(servers, session, run.target, after_failure=after_failure, stop=stop)
         if settling is not None:
             settling.before_prepare()
-        prepare.ensure_workload_tables(params, run.data, run.workload)
+        if stop is None or not stop.is_set():
+            prepare.ensure_workload_tables(params, run.data, run.workload)
         if settling is not None:
             # After prepare, which dirties pages too: the warm-up starts on a settled server.
             settling.settle()
             base["quiesce"] = settling.report
-            if stop is not None and stop.is_set():
-                now = time.time()
-                return RunResult(status="cancelled", started_at=started, ended_at=now, **base)
+        if stop is not None and stop.is_set():
+            # Cancelled while waiting or preparing: nothing was measured.
+            return RunResult(status="cancelled", started_at=started, ended_at=time.time(), **base)
         with server_run.sampling(session):
             outcome = drive(
                 params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
