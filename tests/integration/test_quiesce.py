@@ -268,3 +268,30 @@ def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_optio
     again = runner.execute(run_of(target, "m4"), WHO, servers=servers)
     assert again.status == "ok", again.error
     assert again.quiesce.settled and again.server.pid == servers.current.pid
+
+
+def test_the_wait_is_stored_in_its_own_column(mariadb_params, settings):
+    """Migration 8: the results DB keeps each run's settling wait in results.quiesce_s (NULL
+    when the target's quiesce was off), next to the whole record in result_json."""
+    from dataclasses import replace
+
+    from services.common.messages import QuiesceReport
+    from services.common.store import Store
+
+    from tests.unit.consumer_fixtures import SPEC, result, runs
+
+    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
+    store = Store(s).open()
+    try:
+        store.record_campaign("c1", SPEC, runs("c1"))
+        waited, plain = runs("c1")[:2]
+        store.store_result(result(waited).model_copy(update={"quiesce": QuiesceReport(waited_s=4.028, settled=True)}))
+        store.store_result(result(plain))
+        rows = dict(store._rows("SELECT run_id, quiesce_s FROM results"))
+        assert rows == {waited.run_id: 4.028, plain.run_id: None}
+        assert store.result(waited.run_id).quiesce.waited_s == 4.028
+        assert store.migrate() >= 8
+    finally:
+        store.close()
+        with mysql.connector.connect(use_pure=False, **mariadb_params) as c:
+            c.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
