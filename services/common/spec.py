@@ -162,7 +162,7 @@ class Quiesce(_Frozen):
 #: Managed targets settle by default (the worker owns the server); dsn targets when asked.
 QUIESCE_ON = Quiesce()
 QUIESCE_OFF = Quiesce(enabled=False)
-QuiesceField = Annotated[Quiesce, BeforeValidator(_quiesce_shorthand)]
+QuiesceField = Annotated[Quiesce, BeforeValidator(_quiesce_shorthand, json_schema_input_type=Union[bool, Quiesce])]
 
 
 class DsnTarget(_Frozen):

@@ -141,13 +141,14 @@ class _Flushing:
 
 def wait(cur: Any, me: settling.Connection, database: str, rules: Quiesce, *, end_leftovers: bool,
          connections_only: bool = False, spent_s: float = 0.0, stop: threading.Event | None = None,
-         clock: Callable[[], float] = time.monotonic, poll_s: float = POLL_S) -> Phase:
+         poll_s: float = POLL_S) -> Phase:
     """Look at the target until it has settled, the timeout (counted from ``spent_s`` already
     spent) is reached, or ``stop`` is set; KILL the leftovers first when ``end_leftovers``."""
     history_source = _History()
     killed: set[int] = set()
+    ended = 0
     history: list[settling.Snapshot] = []
-    t0 = clock()
+    t0 = time.monotonic()
     polls = 0
     while True:
         left = settling.leftovers(processlist(cur), me, database)
@@ -155,17 +156,17 @@ def wait(cur: Any, me: settling.Connection, database: str, rules: Quiesce, *, en
             for c in left:
                 if c.id not in killed and c.command != "Killed":
                     killed.add(c.id)
-                    _kill(cur, c)
+                    ended += int(_kill(cur, c))
         st = {} if connections_only else status(cur)
         extra = None
         if not connections_only and "Innodb_history_list_length" not in st:
             extra = history_source.read(cur)
         polls += 1
-        history.append(settling.snapshot(spent_s + clock() - t0, st, history_length=extra, leftovers=left))
+        history.append(settling.snapshot(spent_s + time.monotonic() - t0, st, history_length=extra, leftovers=left))
         history = settling.window(history)
         decision = settling.decide(history, rules, connections_only=connections_only)
         if decision.verdict is not settling.Verdict.WAIT or (stop is not None and stop.is_set()):
-            return Phase(clock() - t0, polls, len(killed), history[-1], decision)
+            return Phase(time.monotonic() - t0, polls, ended, history[-1], decision)
         pause = min(poll_s, max(0.0, rules.timeout - history[-1].elapsed_s))
         if stop is not None:
             stop.wait(pause)
@@ -198,8 +199,7 @@ class Quiescer:
     run's statements (they would hold the locks prepare needs), ``settle`` waits for the rest."""
 
     def __init__(self, params: Mapping[str, Any], rules: Quiesce, *, field: str, end_leftovers: bool, flush: bool,
-                 stop: threading.Event | None = None, clock: Callable[[], float] = time.monotonic,
-                 poll_s: float = POLL_S):
+                 stop: threading.Event | None = None, poll_s: float = POLL_S):
         self.params = dict(params)
         self.database = str(params.get("database") or "")
         self.rules = rules
@@ -207,7 +207,6 @@ class Quiescer:
         self.end_leftovers = end_leftovers
         self.flush = flush
         self.stop = stop
-        self.clock = clock
         self.poll_s = poll_s
         self.phases: list[Phase] = []
 
@@ -243,8 +242,7 @@ class Quiescer:
 
     def _wait(self, cur: Any, me: settling.Connection, connections_only: bool) -> Phase:
         return wait(cur, me, self.database, self.rules, end_leftovers=self.end_leftovers,
-                    connections_only=connections_only, spent_s=self._spent(), stop=self.stop, clock=self.clock,
-                    poll_s=self.poll_s)
+                    connections_only=connections_only, spent_s=self._spent(), stop=self.stop, poll_s=self.poll_s)
 
     def before_prepare(self) -> QuiesceReport | None:
         """After a failed run: end its statements and wait for them to go (None otherwise)."""
