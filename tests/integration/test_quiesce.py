@@ -235,7 +235,10 @@ def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_optio
     """A managed target settles by default: after a write run it is flushed before the next
     one, with its own dirty page options back in place; one that does not settle within the
     bound fails the run naming the statement and comes back as a fresh server."""
-    target = ManagedTarget(kind="managed", name="m", options={"innodb_buffer_pool_size": "32M"},
+    # lwm 0 (MariaDB's default): the idle server would not flush by itself.
+    target = ManagedTarget(kind="managed", name="m", options={"innodb_buffer_pool_size": "32M",
+                                                              "innodb_max_dirty_pages_pct": 75,
+                                                              "innodb_max_dirty_pages_pct_lwm": 0},
                            quiesce=Quiesce(timeout=5))
     first = runner.execute(run_of(target, "m1", workload="oltp_write_only"), WHO, servers=servers)
     assert first.status == "ok", first.error
@@ -247,10 +250,19 @@ def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_optio
     assert q is not None and q.settled and q.dirty_pct is not None and q.dirty_pct <= 1.0
     server = servers.current
     params = server.connect_params()
+
+    def dirty_options() -> tuple:
+        with mysql.connector.connect(use_pure=False, **params) as c:
+            cur = c.cursor()
+            cur.execute("SELECT @@innodb_max_dirty_pages_pct, @@innodb_max_dirty_pages_pct_lwm")
+            return cur.fetchone()
+
+    assert dirty_options() == (75.0, 0.0)
+    # A low-water mark above 0 is lowered by the flush request (pct 0 < lwm) and put back too.
     with mysql.connector.connect(use_pure=False, **params) as c:
-        cur = c.cursor()
-        cur.execute("SELECT @@innodb_max_dirty_pages_pct, @@innodb_max_dirty_pages_pct_lwm")
-        assert cur.fetchone() == (90.0, 0.0)  # MariaDB 10.11's defaults, as the server started
+        c.cursor().execute("SET GLOBAL innodb_max_dirty_pages_pct_lwm = 5")
+    assert runner.execute(run_of(target, "m2b"), WHO, servers=servers).status == "ok"
+    assert dirty_options() == (75.0, 5.0)
 
     pid = server.pid
     left = Leftover(params).start()
