@@ -9,9 +9,12 @@ target is a private mariadbd the worker starts under a temporary managed directo
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -70,11 +73,7 @@ class Leftover:
             self.error = e
 
     def running(self) -> bool:
-        with mysql.connector.connect(use_pure=False, **self.params) as c:
-            cur = c.cursor()
-            cur.execute("SELECT COMMAND FROM information_schema.PROCESSLIST WHERE ID = %s", (self.id,))
-            row = cur.fetchone()
-            return row is not None and row[0] == "Query"
+        return _running(self.params, self.id)
 
     def end(self) -> None:
         """Teardown: this test's own connection, ended if it still runs."""
@@ -89,6 +88,74 @@ class Leftover:
             self.conn.close()
         except Exception:
             pass
+
+
+#: A load process's statement, run by a child this test then SIGKILLs: a row lock wait, which
+#: (unlike SLEEP, which looks at its client every few seconds) runs on after its client died.
+_WAITER = """
+import json, sys
+import mysql.connector
+c = mysql.connector.connect(use_pure=False, autocommit=True, **json.loads(sys.stdin.readline()))
+cur = c.cursor()
+cur.execute("SET SESSION innodb_lock_wait_timeout = 600")
+cur.execute("SELECT CONNECTION_ID()")
+print(cur.fetchone()[0], flush=True)
+cur.execute("SELECT id FROM sbtest1 WHERE id = 1 FOR UPDATE")
+"""
+
+
+@dataclass
+class DeadClient:
+    """What a failed run leaves: a statement still running on the server after its client (a
+    load process) was killed. This test's connections: an idle one holding a row lock, and a
+    child's waiting for it as the bench user on the test's database until the child dies."""
+
+    params: dict[str, Any]
+    holder: Any = None
+    id: int = 0
+
+    def start(self) -> "DeadClient":
+        self.holder = mysql.connector.connect(use_pure=False, **self.params)
+        cur = self.holder.cursor()
+        cur.execute("START TRANSACTION")
+        cur.execute("SELECT id FROM sbtest1 WHERE id = 1 FOR UPDATE")
+        cur.fetchall()
+        child = subprocess.Popen([sys.executable, "-c", _WAITER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+        try:
+            child.stdin.write(json.dumps(self.params) + "\n")
+            child.stdin.flush()
+            self.id = int(child.stdout.readline())
+            wait_for(self.running, 10, f"connection {self.id} to wait for the row lock", interval=0.05)
+        finally:
+            child.kill()
+            child.wait(10)
+        return self
+
+    def running(self) -> bool:
+        return _running(self.params, self.id)
+
+    def end(self) -> None:
+        """Teardown: this test's own connections."""
+        try:
+            with mysql.connector.connect(use_pure=False, **self.params) as c:
+                c.cursor().execute(f"KILL CONNECTION {self.id}")
+        except mysql.connector.Error:
+            pass  # ended already, as the tests expect
+        try:
+            self.holder.rollback()
+            self.holder.close()
+        except Exception:
+            pass
+
+
+def _running(params: dict, cid: int) -> bool:
+    """Whether connection ``cid`` is still running a statement on the server."""
+    with mysql.connector.connect(use_pure=False, **params) as c:
+        cur = c.cursor()
+        cur.execute("SELECT COMMAND FROM information_schema.PROCESSLIST WHERE ID = %s", (cid,))
+        row = cur.fetchone()
+        return row is not None and row[0] in ("Query", "Killed")
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +177,12 @@ def target_password(params, monkeypatch) -> None:
 
 @pytest.fixture
 def leftovers(params):
-    made: list[Leftover] = []
+    """Makes statements of "an earlier run": ``dead=True`` one whose client is gone (what a
+    failed run leaves), else one of a live client (this test's thread)."""
+    made: list[Leftover | DeadClient] = []
 
-    def make(**kw) -> Leftover:
-        lo = Leftover(dict(params), **kw).start()
+    def make(dead: bool = False) -> Leftover | DeadClient:
+        lo = DeadClient(dict(params)).start() if dead else Leftover(dict(params)).start()
         made.append(lo)
         return lo
 
@@ -143,9 +212,10 @@ def run_of(target, run_id: str = "r1", data: DataShape = SHAPE, workload: str = 
 
 
 def test_a_failed_runs_statement_is_ended_before_the_next_run_and_the_wait_recorded(params, target_password, leftovers):
-    """After a failed run, its statement still running on the server is ended (KILL), the worker
-    waits for it to go, then measures; the result records the wait and what was ended."""
-    left = leftovers()
+    """After a failed run, its statement still running on the server for a client that is gone
+    is ended (KILL), the worker waits for it to go, then measures; the result records the wait
+    and what was ended."""
+    left = leftovers(dead=True)
     seen_while_measuring: list[bool] = []
 
     def on_progress(_) -> None:
@@ -160,8 +230,6 @@ def test_a_failed_runs_statement_is_ended_before_the_next_run_and_the_wait_recor
     # One look found it, a later one saw it gone: the wait is in the result.
     assert q.polls >= 2 and q.waited_s > 0
     assert seen_while_measuring == [False]
-    left.thread.join(10)
-    assert isinstance(left.error, mysql.connector.Error)
     assert res.totals.transactions > 0
 
 
@@ -179,9 +247,18 @@ def test_a_target_that_never_settles_fails_the_run_naming_what_runs(params, targ
     assert left.running()
 
 
+def test_a_live_clients_statement_is_never_ended(params, target_password, leftovers):
+    """Even after a failure, a statement whose client is still connected (another worker's, a
+    user's) is waited for, never ended; the run fails naming it."""
+    left = leftovers()
+    res = runner.execute(run_of(dsn(params, connections_only(1))), WHO, after_failure=True)
+    assert res.status == "failed" and f"connection {left.id} " in res.error
+    assert res.quiesce.ended_connections == 0 and left.error is None and left.running()
+
+
 def test_quiesce_off_starts_at_once_and_records_nothing(params, target_password, leftovers):
     """A dsn target without quiesce (the default) neither waits nor ends anything."""
-    left = leftovers()
+    left = leftovers(dead=True)
     res = runner.execute(run_of(dsn(params, Quiesce(enabled=False))), WHO, after_failure=True)
     assert res.status == "ok", res.error
     assert res.quiesce is None and left.running()
@@ -190,7 +267,7 @@ def test_quiesce_off_starts_at_once_and_records_nothing(params, target_password,
 def test_a_retry_waits_for_the_target_instead_of_starting_at_once(params, target_password, leftovers):
     """A run whose target did not settle is retried (at once: no retry pause); the retry ends
     the statement that held it, waits for it to go, and only then measures."""
-    left = leftovers()
+    left = leftovers(dead=True)
     broker = StubBroker()
     run = run_of(dsn(params, connections_only(1)), run_id="c-quiesce.retry")
     with broker.bus("scheduler") as bus:
@@ -209,8 +286,7 @@ def test_a_retry_waits_for_the_target_instead_of_starting_at_once(params, target
     assert [(r.status, r.attempt) for r in stored] == [("ok", 2)], [r.error for r in stored]
     q = stored[0].quiesce
     assert q is not None and q.settled and q.ended_connections == 1
-    left.thread.join(10)
-    assert isinstance(left.error, mysql.connector.Error)
+    assert not left.running()
 
 
 # ----------------------------------------------------------------------------- managed

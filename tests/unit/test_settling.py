@@ -8,11 +8,14 @@ from services.worker.target.settling import (
     Connection,
     Snapshot,
     Verdict,
+    abandoned,
     client_host,
+    client_port,
     decide,
     flushing_stopped,
     history_from_innodb_status,
     leftovers,
+    live_client_ports,
     snapshot,
     window,
 )
@@ -163,3 +166,38 @@ def test_window_keeps_what_a_later_decision_needs():
     kept = window(history)
     assert kept[0].elapsed_s == 46.5 and kept[-1].elapsed_s == 49.5
     assert flushing_stopped(kept) == flushing_stopped(history)
+
+
+#: /proc/net/tcp with the server on 3306 (0CEA) and clients on 50336 (C4A0, connected), 50344
+#: (C4A8, FIN_WAIT2: its process was killed) and 50352 (C4B0, a connection to another port).
+TCP = """\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000   106        0 5934 1
+   1: 0100007F:C4A0 0100007F:0CEA 01 00000000:00000000 00:00000000 00000000     0        0 7001 1
+   2: 0100007F:0CEA 0100007F:C4A0 01 00000000:00000000 00:00000000 00000000   106        0 7002 1
+   3: 0100007F:C4A8 0100007F:0CEA 05 00000000:00000000 00:00000000 00000000     0        0 7003 1
+   4: 0100007F:C4B0 0100007F:1628 01 00000000:00000000 00:00000000 00000000     0        0 7004 1
+"""
+TCP6 = """\
+  sl  local_address                         remote_address                        st tx_queue
+   0: 0000000000000000FFFF00000100007F:C4B8 0000000000000000FFFF00000100007F:0CEA 01 00000000:00000000
+"""
+
+
+def test_live_clients_are_the_connected_sockets_to_the_server_port():
+    """Connected client sockets to the server's port count, IPv4 and IPv6; a socket whose
+    process died (FIN_WAIT2), the server's own side and other ports do not."""
+    assert live_client_ports([TCP, TCP6], 3306) == {50336, 50360}
+    assert live_client_ports(["garbage\nnot a table at all\n"], 3306) == set()
+
+
+def test_only_statements_whose_client_is_gone_are_abandoned():
+    """A statement of a live client is never one to end; over a unix socket (the worker's own
+    managed server) every leftover is."""
+    live = Connection(id=1, user="b", host="127.0.0.1:50336", db="s", command="Query", time_s=5)
+    dead = Connection(id=2, user="b", host="127.0.0.1:50344", db="s", command="Query", time_s=5)
+    local = Connection(id=3, user="b", host="localhost", db="s", command="Query", time_s=5)
+    ports = live_client_ports([TCP], 3306)
+    assert abandoned([live, dead, local], ports) == [dead]
+    assert abandoned([live, dead, local], None) == [live, dead, local]
+    assert client_port("127.0.0.1:50344") == 50344 and client_port("localhost") is None

@@ -2,11 +2,13 @@
 server to flush, then look at the target every POLL_S seconds until the settling rules
 (settling.py) say it has settled, or give up at the quiesce timeout.
 
-Which connections are an earlier run's: those of the bench user on the run's database from
-this worker's host that are running a statement (settling.leftovers). Load connections carry no
-marker a server shows without performance_schema, which MariaDB leaves off; one run at a time
-per worker, and the worker's own connection excluded, makes these the runs' own. They are only
-ended (KILL) after a failed, cancelled or retried run; otherwise the worker waits for them.
+Which statements are an earlier run's: those of the bench user on the run's database from this
+worker's host (settling.leftovers); the worker waits for all of them. Load connections carry no
+marker a server shows without performance_schema, which MariaDB leaves off. After a failed,
+cancelled or retried run the worker also ends (KILL) those whose client is gone: a TCP client
+whose port has no connected socket on this host (settling.abandoned), which is what a killed
+load process or sysbench leaves; so a live client's statement (another worker's, a user's) is
+never ended. On a managed server, reached over its unix socket, every one is the runs' own.
 """
 
 from __future__ import annotations
@@ -100,6 +102,20 @@ def status(cur: Any) -> dict[str, str]:
     return {str(k): _text(v) or "" for k, v in _rows(cur, f"SHOW GLOBAL STATUS WHERE Variable_name IN ({names})")}
 
 
+def live_ports(params: Mapping[str, Any]) -> set[int] | None:
+    """The live client ports to the target on this host (None over a unix socket)."""
+    if params.get("unix_socket"):
+        return None
+    tables = []
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                tables.append(f.read())
+        except OSError:
+            pass
+    return settling.live_client_ports(tables, int(params.get("port") or 3306))
+
+
 def _kill(cur: Any, c: settling.Connection) -> bool:
     try:
         cur.execute(f"KILL CONNECTION {int(c.id)}")
@@ -139,11 +155,13 @@ class _Flushing:
         self.cur.execute("SET GLOBAL innodb_max_dirty_pages_pct_lwm = %s", (float(lwm),))
 
 
-def wait(cur: Any, me: settling.Connection, database: str, rules: Quiesce, *, end_leftovers: bool,
+def wait(cur: Any, me: settling.Connection, params: Mapping[str, Any], rules: Quiesce, *, end_leftovers: bool,
          connections_only: bool = False, spent_s: float = 0.0, stop: threading.Event | None = None,
          poll_s: float = POLL_S) -> Phase:
-    """Look at the target until it has settled, the timeout (counted from ``spent_s`` already
-    spent) is reached, or ``stop`` is set; KILL the leftovers first when ``end_leftovers``."""
+    """Look at the target (``params``: the run's) until it has settled, the timeout (counted
+    from ``spent_s`` already spent) is reached, or ``stop`` is set; first KILL the leftovers
+    whose client is gone when ``end_leftovers``."""
+    database = str(params.get("database") or "")
     history_source = _History()
     killed: set[int] = set()
     ended = 0
@@ -152,8 +170,8 @@ def wait(cur: Any, me: settling.Connection, database: str, rules: Quiesce, *, en
     polls = 0
     while True:
         left = settling.leftovers(processlist(cur), me, database)
-        if end_leftovers:
-            for c in left:
+        if end_leftovers and left:
+            for c in settling.abandoned(left, live_ports(params)):
                 if c.id not in killed and c.command != "Killed":
                     killed.add(c.id)
                     ended += int(_kill(cur, c))
@@ -201,7 +219,6 @@ class Quiescer:
     def __init__(self, params: Mapping[str, Any], rules: Quiesce, *, field: str, end_leftovers: bool, flush: bool,
                  stop: threading.Event | None = None, poll_s: float = POLL_S):
         self.params = dict(params)
-        self.database = str(params.get("database") or "")
         self.rules = rules
         self.field = field
         self.end_leftovers = end_leftovers
@@ -241,7 +258,7 @@ class Quiescer:
         return report(self.phases, settled=phase.decision.verdict is settling.Verdict.SETTLED)
 
     def _wait(self, cur: Any, me: settling.Connection, connections_only: bool) -> Phase:
-        return wait(cur, me, self.database, self.rules, end_leftovers=self.end_leftovers,
+        return wait(cur, me, self.params, self.rules, end_leftovers=self.end_leftovers,
                     connections_only=connections_only, spent_s=self._spent(), stop=self.stop, poll_s=self.poll_s)
 
     def before_prepare(self) -> QuiesceReport | None:

@@ -72,6 +72,43 @@ def leftovers(rows: Sequence[Connection], me: Connection, database: str) -> list
             and client_host(r.host) == mine and r.command != "Sleep"]
 
 
+def client_port(host: str) -> int | None:
+    """The client's TCP port in a process list Host (None over a unix socket)."""
+    _, sep, port = host.rpartition(":")
+    return int(port) if sep and port.isdigit() else None
+
+
+#: /proc/net/tcp's state of a connected socket (a client whose process died leaves FIN_WAIT2).
+_ESTABLISHED = "01"
+
+
+def live_client_ports(tcp_tables: Sequence[str], server_port: int) -> set[int]:
+    """Local ports of this host's connected TCP sockets to ``server_port``, from the text of
+    /proc/net/tcp and /proc/net/tcp6: the clients of the server that are still alive."""
+    ports = set()
+    for table in tcp_tables:
+        for line in table.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 4 or fields[3] != _ESTABLISHED:
+                continue
+            try:
+                local, remote = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
+            except (IndexError, ValueError):
+                continue
+            if remote == server_port:
+                ports.add(local)
+    return ports
+
+
+def abandoned(conns: Sequence[Connection], live_ports: set[int] | None) -> list[Connection]:
+    """The connections of ``conns`` whose client is gone, so that ending them ends nobody's
+    work: a TCP client whose port has no connected socket on this host (``live_ports``). Over a
+    unix socket (``live_ports`` None: the worker's own managed server) every one is the runs'."""
+    if live_ports is None:
+        return list(conns)
+    return [c for c in conns if (port := client_port(c.host)) is not None and port not in live_ports]
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What the target looked like ``elapsed_s`` seconds into the wait (None: not readable)."""
