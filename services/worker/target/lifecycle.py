@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from services.common import logs, server_options
 from services.common.errors import TargetError, TargetUnsettled
 from services.common.messages import QuiesceReport, ServerReport
-from services.common.spec import DataShape, ManagedTarget
+from services.common.spec import DataShape, DsnTarget, ManagedTarget
 from services.worker.target import dsn, info, managed, quiesce
 
 if TYPE_CHECKING:  # a type only: targets sit below the drivers
@@ -100,8 +100,8 @@ class Settling:
     """One run's quiesce: ``before_prepare`` ends what a failed run left running, ``settle``
     waits for the target before the warm-up. A managed target that does not settle is restarted."""
 
-    def __init__(self, servers: managed.ServerManager | None, session: TargetSession, spec_target: Any, *,
-                 after_failure: bool, stop: threading.Event | None = None):
+    def __init__(self, servers: managed.ServerManager | None, session: TargetSession,
+                 spec_target: DsnTarget | ManagedTarget, *, after_failure: bool, stop: threading.Event | None = None):
         self.servers = servers
         self.session = session
         self.waits = quiesce.Quiescer(
@@ -127,8 +127,9 @@ class Settling:
         self._guarded(self.waits.settle)
 
 
-def settling_for(servers: managed.ServerManager | None, session: TargetSession, spec_target: Any, *,
-                 after_failure: bool, stop: threading.Event | None = None) -> Settling | None:
+def settling_for(servers: managed.ServerManager | None, session: TargetSession,
+                 spec_target: DsnTarget | ManagedTarget, *, after_failure: bool,
+                 stop: threading.Event | None = None) -> Settling | None:
     """The run's Settling, or None when the target's quiesce is off."""
     if not spec_target.quiesce.enabled:
         return None
