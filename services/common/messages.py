@@ -44,8 +44,9 @@ EVENT_SCHEMA = "benchfleet.run-event/1"
 RESULT_SCHEMA = "benchfleet.result/1"
 #: The largest run seed: sysbench's --rand-seed is a C int, and its 0 means "seed from the clock".
 MAX_RUN_SEED = 2**31 - 1
-#: The largest body a consumer decodes. A 2-hour run's result is about 0.3 MB (six per-second
-#: series and the histograms); a worker refuses to send a bigger one (services/worker/verdict.py).
+#: The largest body a consumer decodes. A 2-hour run's result, five per-second series of 7,200
+#: counts and a histogram, is about 130 kB; a worker refuses to send a bigger one than this
+#: (services/worker/verdict.py).
 MAX_BODY_BYTES = 32 * 2**20
 #: How deeply a message's JSON may nest: a result nests 5 levels, and json.loads would raise
 #: RecursionError (not ValueError) on a body nested a few thousand levels deep.

@@ -326,8 +326,8 @@ class Store:
         problem = result.mismatch(cid, Cell(target=target, workload=workload, threads=int(threads)), int(repetition))
         if problem is not None:
             raise StoreRefused(problem)
-        # Compressed: a result is mostly per-second series and histogram buckets, which shrink
-        # five- to tenfold, so a long run's result fits a default max_allowed_packet.
+        # Compressed: a result is mostly per-second series and histogram buckets (a 2-hour
+        # run's 130 kB of JSON packs into about 31 kB), far inside a default max_allowed_packet.
         packed = zlib.compress(result.encode(), 6)
         error = None if result.error is None else result.error[:ERROR_COLUMN_CHARS]
         self._fits_packet(result.run_id, packed, error)
