@@ -238,7 +238,7 @@ def test_stall_counters_are_bounded():
 
     m = WorkerMetrics("w1")
     for i in range(wm.MAX_STALL_SERIES + 3):
-        run = run_spec(run_id=f"r{i}", target=f"t{i}")
+        run = run_spec(target=f"t{i}")
         m.run_started(run)
         m.run_finished(run, None)
     names = [ls for (n, ls) in samples(m.scrape()) if n == "benchfleet_worker_stalled_seconds_total"]
