@@ -40,3 +40,51 @@ def test_other_errors_are_neither():
     for code, sqlstate in ((1146, "42S02"), (1142, "42000")):
         e = mysql.connector.Error(msg="x", errno=code, sqlstate=sqlstate)
         assert not store._away(e) and not store._refused(e)
+
+
+class _FakeConnection:
+    """A connection that fails its next statements with the scripted errors, then answers."""
+
+    def __init__(self, log: list, errors: list):
+        self.log, self.errors = log, errors
+
+    def cursor(self, buffered: bool = False):
+        return self
+
+    def execute(self, sql, params=()):
+        if sql == "SELECT @@max_allowed_packet":
+            return
+        if self.errors:
+            raise self.errors.pop(0)
+        self.log.append(sql)
+
+    def fetchall(self):
+        return [(16 * 2**20,)]
+
+    def close(self):
+        pass
+
+
+def test_every_connection_names_the_database_and_a_lost_one_is_made_again(monkeypatch):
+    """A KILLed connection (2013) is replaced by a new one into the same database, and the
+    statement runs again there; the DB staying away ends in StoreUnavailable after the tries."""
+    from services.common.config import Settings
+    from services.common.errors import StoreUnavailable
+
+    connects: list[dict] = []
+    executed: list[str] = []
+    errors = [mysql.connector.Error(msg="Lost connection to MySQL server during query", errno=2013)]
+
+    def connect(**params):
+        connects.append(params)
+        return _FakeConnection(executed, errors)
+
+    monkeypatch.setattr(mysql.connector, "connect", connect)
+    s = store.Store(Settings(db_name="bf_unit"), backoff_s=0.0).open(migrate=False)
+    s._execute("UPDATE runs SET state='running'")
+    assert [c["database"] for c in connects] == ["bf_unit", "bf_unit"]
+    assert executed == ["UPDATE runs SET state='running'"]
+    errors.extend(mysql.connector.Error(msg="Can't connect", errno=2003) for _ in range(store.RETRY_ATTEMPTS))
+    with pytest.raises(StoreUnavailable, match="2003"):
+        s._execute("SELECT 1")
+    assert all(c["database"] == "bf_unit" for c in connects)
