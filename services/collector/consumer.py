@@ -16,7 +16,7 @@ from services.collector.prometheus import CollectorMetrics
 from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
 from services.common.errors import BusError, DecodeError, StoreError, StoreUnavailable
-from services.common.messages import RunEvent, RunResult, decode
+from services.common.messages import RunEvent, RunResult, WorkerBuilds, decode
 
 if TYPE_CHECKING:
     from services.common.store import ResultRow
@@ -37,6 +37,8 @@ class ResultStore(Protocol):
     def mark_running(self, event: RunEvent) -> None: ...
 
     def store_result(self, result: RunResult) -> None: ...
+
+    def record_worker_builds(self, msg: WorkerBuilds) -> None: ...
 
     def reachable(self) -> bool:
         """Whether the DB answers now (tells "DB away" from "DB refused this write")."""
@@ -95,7 +97,7 @@ class Collector:
 
     def _on_message(self, bus: Broker, store: ResultStore, d: Delivery) -> None:
         try:
-            msg = decode(d.body, expect=(RunResult, RunEvent))
+            msg = decode(d.body, expect=(RunResult, RunEvent, WorkerBuilds))
         except DecodeError as e:
             log.error("result_message_undecodable", reason=str(e))
             bus.dead_letter(d.body, f"undecodable result message: {e}", bus.names.results)
@@ -104,6 +106,11 @@ class Collector:
         try:
             if isinstance(msg, RunEvent):
                 store.mark_running(msg)
+            elif isinstance(msg, WorkerBuilds):
+                store.record_worker_builds(msg)
+                log.info("worker_builds_recorded", host=msg.host, pool=msg.pool, builds=msg.names())
+                bus.ack(d.delivery_tag)
+                return
             else:
                 store.store_result(msg)
         except StoreError as e:

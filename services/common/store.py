@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError
-from services.common.messages import RunEvent, RunResult, RunSpec
+from services.common.messages import RunEvent, RunResult, RunSpec, WorkerBuilds
 from services.common.results import COLUMNS, HistoryEntry, ResultRow, quality_columns
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
@@ -213,6 +213,30 @@ class Store:
                 (campaign_id,),
             )
         ]
+
+    # -- worker builds ----------------------------------------------------------------------
+    def record_worker_builds(self, msg: WorkerBuilds) -> None:
+        """Keep ``msg`` as its host and pool's builds, unless a newer announcement is kept."""
+        # Assignments run left to right: announced_at is compared before it is replaced.
+        self._execute(
+            "INSERT INTO worker_builds (host, pool, worker, announcement_json, announced_at) VALUES (%s,%s,%s,%s,%s)"
+            " ON DUPLICATE KEY UPDATE"
+            " worker=IF(VALUES(announced_at) >= announced_at, VALUES(worker), worker),"
+            " announcement_json=IF(VALUES(announced_at) >= announced_at, VALUES(announcement_json), announcement_json),"
+            " announced_at=GREATEST(announced_at, VALUES(announced_at))",
+            (msg.host, msg.pool, msg.worker, msg.encode().decode(), msg.at),
+        )
+
+    def pool_builds(self, pool: str) -> list[WorkerBuilds]:
+        """The last build announcement of every host of ``pool``, by host."""
+        out = []
+        for host, text in self._rows("SELECT host, announcement_json FROM worker_builds WHERE pool=%s ORDER BY host",
+                                     (pool,)):
+            try:
+                out.append(WorkerBuilds.model_validate_json(text))
+            except ValidationError as e:
+                log.warning("worker_builds_undecodable", host=host, error=str(e).splitlines()[0])
+        return out
 
     # -- results ----------------------------------------------------------------------------
     def store_result(self, result: RunResult) -> None:
