@@ -273,6 +273,17 @@ class ManagedTarget(_Frozen):
     stop_timeout: Annotated[Seconds, Field(gt=0, le=MAX_TIMEOUT_S)] = 60.0
     quiesce: QuiesceField = QUIESCE_ON
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_paths(cls, v: Any) -> Any:
+        # Removed fields get their own message: the spec names a build, the worker knows its path.
+        if isinstance(v, dict):
+            for key in ("binary", "basedir"):
+                if key in v:
+                    raise ValueError(f"{key}: a spec names no path on a worker; register the server on the workers "
+                                     "(worker builds add NAME ...) and name it with build: NAME")
+        return v
+
     @field_validator("options")
     @classmethod
     def _strict_options(cls, v: dict[str, Any]) -> dict[str, Any]:

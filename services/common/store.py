@@ -19,7 +19,7 @@ from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError
 from services.common.messages import RunEvent, RunResult, RunSpec, WorkerBuilds
-from services.common.results import COLUMNS, HistoryEntry, ResultRow, quality_columns
+from services.common.results import COLUMNS, HistoryEntry, ResultRow, TargetBuild, quality_columns
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
 
@@ -297,6 +297,16 @@ class Store:
         """The results of the ``campaigns`` newest campaigns, oldest campaign first."""
         ids = [r[0] for r in self._rows("SELECT campaign_id FROM campaigns ORDER BY created_at DESC LIMIT %s", (campaigns,))]
         return [row for cid in reversed(ids) for row in self.results(cid)]
+
+    def target_builds(self, campaign_id: str) -> list[TargetBuild]:
+        """The distinct builds each target of a campaign ran, from the stored results' server
+        report (without decoding whole results: a text report reads only columns)."""
+        rows = self._rows(
+            "SELECT DISTINCT target, JSON_VALUE(result_json, '$.server.build'),"
+            " JSON_VALUE(result_json, '$.server.build_version'), JSON_VALUE(result_json, '$.server.server_sha256'),"
+            " JSON_VALUE(result_json, '$.server.malloc') FROM results WHERE campaign_id=%s AND status='ok'"
+            " ORDER BY target", (campaign_id,))
+        return [TargetBuild(*r) for r in rows]
 
     def stored_results(self, campaign_id: str) -> list[RunResult]:
         """Every whole stored result of a campaign, decoded, for reports that need series,

@@ -480,8 +480,12 @@ class ServerManager:
         if cur is not None and cur.key == key and cur.alive():
             cur.reused = True
             return cur
-        # An unregistered build or a missing allocator fails the run before anything is stopped
-        # or started.
+        # A reserved option, an unregistered build or a missing allocator fails the run before
+        # anything is stopped, run or started.
+        for name, value in target.options.items():
+            problem = server_options.name_problem(name) or server_options.value_problem(value)
+            if problem:
+                raise TargetError(f"targets.{target.name}.options.{name}", problem)
         build = find_build(target, self.builds)
         try:
             preload = allocator_library(target.malloc)
