@@ -78,6 +78,38 @@ def compare_stall_lines(c: Comparison) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Regression:
+    """A cell of B significantly slower than A beyond the gate's threshold."""
+
+    target: str
+    workload: str
+    threads: int
+    #: B / A of the metric's mean (below 1 for q/s, above 1 for latency when slower).
+    ratio: float
+    p: float
+
+    def describe(self, unit: str) -> str:
+        return (f"{self.target} {self.workload} t={self.threads}: B/A {self.ratio:.3f} "
+                f"({(self.ratio - 1) * 100:+.1f}% {unit}, p = {self.p:.3g})")
+
+
+def regressions(c: Comparison, beyond: float) -> list[Regression]:
+    """Cells where B is significantly slower than A (Welch, the comparison's alpha and min-effect)
+    by more than ``beyond`` (a fraction: 0.05 is 5%) in the direction the metric counts as worse."""
+    out = []
+    for target, named in zip(c.targets, c.tables):
+        for row in named.table.rows:
+            for threads, cell in zip(named.table.threads, row.cells):
+                cmp = cell.comparison
+                if cmp is None or cmp.verdict != "slower":
+                    continue
+                worse_by = (1 - cmp.ratio) if c.metric.higher_is_better else (cmp.ratio - 1)
+                if worse_by > beyond:
+                    out.append(Regression(target, row.workload, threads, cmp.ratio, cmp.test.p))
+    return out
+
+
 def header_lines(c: Comparison) -> list[str]:
     lines = [f"A = {c.a.campaign_id} ({c.a.name}, {c.a.state})", f"B = {c.b.campaign_id} ({c.b.name}, {c.b.state})"]
     if c.unmatched:

@@ -1,0 +1,56 @@
+"""CI gates: `collector compare --fail-on-slower` finds cells of B significantly slower than A
+beyond a threshold, on literal data; the exit codes are named and distinct."""
+
+from __future__ import annotations
+
+from services.common import cli
+from services.common.results import ResultRow
+from services.reporting.analysis import CampaignData
+from services.reporting.compare import compare_campaigns, regressions
+from services.reporting.options import ReportOptions
+
+
+def run(cid, threads, rep, qps, p95=1.0):
+    return ResultRow(run_id=f"{cid}.t.w.t{threads}.r{rep}", campaign_id=cid, target="new", workload="update_index",
+                     threads=threads, repetition=rep, status="ok", qps=qps, tps=qps, p95_ms=p95, p99_ms=p95,
+                     measured_s=60.0, error=None)
+
+
+def campaign(cid, cells):
+    """``cells``: threads -> three q/s values (p95 ms = 1000 / q/s, so latency moves the other way)."""
+    runs = [run(cid, t, i + 1, q, 1000.0 / q) for t, qs in cells.items() for i, q in enumerate(qs)]
+    return CampaignData(cid, cid, "finished", ("new",), "new", ("update_index",), tuple(cells), {}, tuple(runs))
+
+
+A = campaign("a", {4: [1000.0, 1010.0, 990.0], 64: [5000.0, 5050.0, 4950.0], 256: [3000.0, 3010.0, 2990.0]})
+# 4 threads: 3% slower, significant; 64: 20% slower, significant; 256: 10% faster.
+B = campaign("b", {4: [970.0, 980.0, 960.0], 64: [4000.0, 4040.0, 3960.0], 256: [3300.0, 3310.0, 3290.0]})
+
+
+def test_slower_cells_beyond_the_threshold_fail_the_gate():
+    """Only significant slowdowns beyond the threshold count; a faster cell never does."""
+    c = compare_campaigns(A, B, ReportOptions(metric="qps"))
+    assert [(r.threads, round(r.ratio, 3)) for r in regressions(c, 0.0)] == [(4, 0.97), (64, 0.8)]
+    assert [r.threads for r in regressions(c, 0.05)] == [64]
+    assert regressions(c, 0.25) == []
+    # The other way round, only the cell where A was faster is a regression.
+    assert [r.threads for r in regressions(compare_campaigns(B, A, ReportOptions(metric="qps")), 0.0)] == [256]
+    assert regressions(c, 0.05)[0].describe("q/s").startswith("new update_index t=64: B/A 0.800 (-20.0% q/s, p = ")
+
+
+def test_latency_regressions_count_a_higher_value_as_slower():
+    """For p95 latency, lower is better: B's higher latency is the regression."""
+    c = compare_campaigns(A, B, ReportOptions(metric="p95_ms"))
+    assert [r.threads for r in regressions(c, 0.05)] == [64]
+
+
+def test_min_effect_still_applies():
+    """A significant 3% slowdown below --min-effect 5% is no regression even with threshold 0."""
+    c = compare_campaigns(A, B, ReportOptions(metric="qps", min_effect=0.05))
+    assert [r.threads for r in regressions(c, 0.0)] == [64]
+
+
+def test_exit_codes_are_distinct_and_documented():
+    codes = [cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, cli.EXIT_CONNECT, cli.EXIT_COLLAPSE, cli.EXIT_SLOWER]
+    assert len(set(codes)) == len(codes)
+    assert f"{cli.EXIT_SLOWER} significantly slower (--fail-on-slower)" in cli.EXIT_CODES_HELP
