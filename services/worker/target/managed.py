@@ -388,7 +388,7 @@ def find_build(target: ManagedTarget, registry: "build_registry.Registry | None"
     """The build ``target`` names, as registered on this worker (the system server when it names
     none); TargetError naming targets.NAME.build before anything starts."""
     where = f"targets.{target.name}.build"
-    if target.build is None:
+    if target.build in (None, SYSTEM_BUILD):
         try:
             binary = server_binary.system_binary()
             return ServerBuild(SYSTEM_BUILD, binary, None, build_registry.server_version(binary),
