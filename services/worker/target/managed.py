@@ -42,6 +42,7 @@ from services.common.builds import ALLOCATOR_LIBRARIES, ALLOCATOR_PACKAGES, SYST
 from services.common.errors import BuildError
 from services.common.spec import DataShape, ManagedTarget
 from services.worker.target import builds as build_registry
+from services.worker.target import flavours
 from services.worker.target.dsn import TargetError, connect
 
 log = logs.get(__name__)
@@ -192,31 +193,37 @@ def _init_args(target: ManagedTarget) -> list[str]:
 
 
 def _install(target: ManagedTarget, build: ServerBuild, work: Path, ids: tuple[int, int] | None) -> None:
-    binary = build.binary
-    script = server_binary.install_script(binary, build.basedir)
-    data = work / "data"
-    user = [f"--user={SERVER_USER}"] if ids is not None else []
-    basedir = [f"--basedir={build.basedir}"] if build.basedir else []
-    init = _init_args(target)
-    argv = [str(script), "--no-defaults", f"--datadir={data}", "--skip-test-db", *basedir, *user, *init]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    if p.returncode != 0:
-        raise TargetError(f"targets.{target.name}.build", f"{script} failed (exit {p.returncode}): {(p.stdout + p.stderr).strip()[-1500:]}")
-    # A password-protected client account, created in bootstrap mode (one statement a line;
-    # FLUSH PRIVILEGES loads the grant tables that bootstrap mode starts without).
+    """Initialise ``work``/data with the build's flavour of initialisation and a client account."""
+    flavour = flavours.flavour_of(build.version)
+    script = None if flavour.initialize_in_server else server_binary.install_script(build.binary, build.basedir)
+    # A password-protected client account for the load processes.
     password = secrets.token_urlsafe(18)
     pw_file = work / "client_password"
     pw_file.touch(mode=0o600)
     pw_file.write_text(password)
-    sql = "FLUSH PRIVILEGES;\n" + "".join(
-        f"CREATE USER '{CLIENT_USER}'@'{h}' IDENTIFIED BY '{password}';\n"
-        f"GRANT ALL PRIVILEGES ON *.* TO '{CLIENT_USER}'@'{h}';\n" for h in ("localhost", "127.0.0.1"))
-    boot = [str(binary), "--no-defaults", *basedir, "--bootstrap", f"--datadir={data}",
-            f"--log-error={work / 'bootstrap.err'}", *user, *init]
-    p = subprocess.run(boot, input=sql, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    if p.returncode != 0:
-        raise TargetError(f"targets.{target.name}.build", f"creating the client user failed (exit {p.returncode}): "
-                                    f"{_tail(work / 'bootstrap.err') or p.stderr.strip()[-1500:]}")
+    sql = flavours.client_user_sql(flavour, CLIENT_USER, password, ("localhost", "127.0.0.1"))
+    sql_file = work / "client.sql"
+    sql_file.touch(mode=0o600)
+    sql_file.write_text(sql)
+    if ids is not None:
+        os.chown(sql_file, *ids)  # MySQL's server reads it as the server's user
+    commands = flavours.init_commands(flavour, binary=build.binary, script=script, datadir=work / "data",
+                                      basedir=build.basedir, user=SERVER_USER if ids is not None else None,
+                                      init_args=_init_args(target), sql_file=sql_file, error_log=work / "bootstrap.err")
+    try:
+        for i, argv in enumerate(commands):
+            last = i == len(commands) - 1
+            # MariaDB's bootstrap (the last of its two commands) reads the SQL on stdin.
+            stdin = sql if last and not flavour.initialize_in_server else None
+            p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S,
+                               stdin=None if stdin is not None else subprocess.DEVNULL)
+            if p.returncode != 0:
+                tail = _tail(work / "bootstrap.err") if last else ""
+                what = "creating the client user" if stdin is not None else argv[0]
+                raise TargetError(f"targets.{target.name}.build", f"{what} failed (exit {p.returncode}): "
+                                  f"{tail or (p.stdout + p.stderr).strip()[-1500:]}")
+    finally:
+        sql_file.unlink(missing_ok=True)  # it holds the password
 
 
 # ----------------------------------------------------------------------------- one server
@@ -278,6 +285,7 @@ class ManagedServer:
             *([f"--basedir={self.build.basedir}"] if self.build.basedir else []),
             f"--datadir={self.datadir}", f"--port={self.port}", "--bind-address=127.0.0.1",
             f"--socket={self.socket}", f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.error_log}",
+            *flavours.start_args(flavours.flavour_of(self.build.version)),
             *server_options.argv(t.options),
         ]
 
