@@ -110,8 +110,21 @@ def regressions(c: Comparison, beyond: float) -> list[Regression]:
     return out
 
 
+def _ran(data: CampaignData, target: str) -> str:
+    """What ``target`` ran in a campaign (version, digest, allocator), from its settings line."""
+    for t in data.settings.get("targets", []):
+        if t.get("name") == target:
+            return " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}"
+                            for k in ("version", "sha256", "malloc_loaded") if (v := t.get(k)))
+    return ""
+
+
 def header_lines(c: Comparison) -> list[str]:
     lines = [f"A = {c.a.campaign_id} ({c.a.name}, {c.a.state})", f"B = {c.b.campaign_id} ({c.b.name}, {c.b.state})"]
+    for t in c.targets:
+        a, b = _ran(c.a, t), _ran(c.b, t)
+        if a or b:
+            lines.append(f"target {t}: A ran {a or 'n/a'}; B ran {b or 'n/a'}")
     if c.unmatched:
         lines.append(f"Targets in only one campaign (not compared): {', '.join(c.unmatched)}")
     return lines + [""]

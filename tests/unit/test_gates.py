@@ -3,6 +3,8 @@ beyond a threshold, on literal data; the exit codes are named and distinct."""
 
 from __future__ import annotations
 
+import pytest
+
 from services.common import cli
 from services.common.results import ResultRow
 from services.reporting.analysis import CampaignData
@@ -54,3 +56,40 @@ def test_exit_codes_are_distinct_and_documented():
     codes = [cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, cli.EXIT_CONNECT, cli.EXIT_COLLAPSE, cli.EXIT_SLOWER]
     assert len(set(codes)) == len(codes)
     assert f"{cli.EXIT_SLOWER} significantly slower (--fail-on-slower)" in cli.EXIT_CODES_HELP
+
+
+def test_a_comparison_says_which_build_each_campaign_ran():
+    """The header names each campaign's version and digest for a target, as the report's settings do."""
+    from dataclasses import replace
+
+    from services.reporting.compare import header_lines
+
+    a = replace(A, settings={"targets": [{"name": "new", "version": "10.11.18-MariaDB", "sha256": "17310a092049"}]})
+    b = replace(B, settings={"targets": [{"name": "new", "version": "10.11.19-MariaDB", "sha256": "9b44b62ca595",
+                                          "malloc_loaded": "jemalloc"}]})
+    lines = header_lines(compare_campaigns(a, b, ReportOptions(metric="qps")))
+    assert lines[2] == ("target new: A ran version=10.11.18-MariaDB sha256=17310a092049; "
+                        "B ran version=10.11.19-MariaDB sha256=9b44b62ca595 malloc_loaded=jemalloc")
+
+
+def test_collector_compare_exits_5_naming_the_slower_cells(monkeypatch, capsys):
+    """`collector compare A B --fail-on-slower 5` writes the comparison, lists the 64-thread cell on
+    stderr and exits EXIT_SLOWER; 25% lets it pass; without the flag it never fails."""
+    import contextlib
+
+    from services.collector import cli as collector_cli
+    from services.reporting import load as load_module
+
+    monkeypatch.setattr(collector_cli, "Store", lambda settings: contextlib.nullcontext())
+    monkeypatch.setattr(load_module, "load", lambda store, ref, with_results=True: {"a": A, "b": B}[ref])
+    assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "5"]) == cli.EXIT_SLOWER
+    out, err = capsys.readouterr()
+    assert "B = b (b, finished)" in out  # the comparison is still written
+    assert "error: 1 cell(s) of b significantly slower than a by more than 5%:" in err
+    assert "new update_index t=64: B/A 0.800" in err and "t=4:" not in err
+    assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "25"]) == cli.EXIT_OK
+    assert collector_cli.main(["compare", "a", "b", "--fail-on-slower"]) == cli.EXIT_SLOWER  # any, beyond min-effect
+    assert collector_cli.main(["compare", "a", "b"]) == cli.EXIT_OK
+    with pytest.raises(SystemExit) as e:
+        collector_cli.main(["compare", "a", "b", "--fail-on-slower", "abc"])
+    assert e.value.code == cli.EXIT_USAGE
