@@ -93,3 +93,42 @@ def test_collector_compare_exits_5_naming_the_slower_cells(monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
         collector_cli.main(["compare", "a", "b", "--fail-on-slower", "abc"])
     assert e.value.code == cli.EXIT_USAGE
+
+
+def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
+    """`scheduler submit --wait --fail-on-collapse` exits EXIT_COLLAPSE when the final report lists a
+    collapsed cell (the seeds' thread-per-connection at 4096 clients); without the flag, 0."""
+    import argparse
+
+    from services.common.config import Settings
+    from services.common.spec import CampaignSpec
+    from services.reporting import load as load_module
+    from services.reporting.report import analyse
+    from services.scheduler import cli as scheduler_cli
+    from tests.unit.test_report_formats import POOL_RUNS, campaign as pool_campaign
+
+    class DoneStore:
+        def __init__(self, settings):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def run_counts(self, campaign_id):
+            return {"pending": 0, "running": 0, "done": 12, "failed": 0, "cancelled": 0}
+
+        def active_runs(self, campaign_id):
+            return []
+
+    monkeypatch.setattr(scheduler_cli, "Store", DoneStore)
+    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts: analyse(pool_campaign(POOL_RUNS), opts))
+    spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
+                        threads=[16, 4096], duration=60, repeat=3)
+    args = argparse.Namespace(poll=0.01, fail_on_collapse=True)
+    assert scheduler_cli._wait(Settings(), "c", spec, args) == cli.EXIT_COLLAPSE
+    assert "error: 1 collapsed cell(s) in c" in capsys.readouterr().err
+    args.fail_on_collapse = False
+    assert scheduler_cli._wait(Settings(), "c", spec, args) == cli.EXIT_OK
