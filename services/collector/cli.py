@@ -5,6 +5,7 @@ module writes it out."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from dataclasses import fields, replace
@@ -252,7 +253,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="collector", description=__doc__, epilog=EXIT_CODES_HELP)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="consume results and store them in the results DB")
-    s.add_argument("--pools", default="default", help="worker pools whose queue depth to export, comma-separated")
+    s.add_argument("--pools", default=os.environ.get("BENCHFLEET_POOLS", "default"),
+                   help="worker pools whose queue depth to export, comma-separated (env BENCHFLEET_POOLS)")
     add_settings_flags(s)
     s.set_defaults(fn=cmd_serve, long_running=True)
     s = sub.add_parser("report", help="print the comparison table of a campaign")
