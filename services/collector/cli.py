@@ -34,10 +34,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.common.bus import Role, rabbit_factory
     from services.common.discovery import announced
 
+    from services.collector.http_sd import SD_PATH, WorkerDirectory
+
     metrics = CollectorMetrics()
+    directory = WorkerDirectory()
+    # Prometheus' http_sd_configs read the fleet's workers beside the collector's /metrics.
+    metrics.routes[SD_PATH] = directory.render
     pools = tuple(p for p in args.pools.split(",") if p)
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
-                  metrics=metrics)
+                  metrics=metrics, directory=directory)
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
     with announced(metrics, settings, "collector"):

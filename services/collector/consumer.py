@@ -18,11 +18,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from services.collector.http_sd import WorkerDirectory
 from services.collector.prometheus import CollectorMetrics
 from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
 from services.common.errors import BusError, DecodeError, StoreError, StoreRefused, StoreUnavailable
-from services.common.messages import RunEvent, RunResult, WorkerBuilds, decode
+from services.common.messages import RunEvent, RunResult, WorkerAnnouncement, WorkerBuilds, decode
 
 if TYPE_CHECKING:
     from services.common.store import ResultRow
@@ -51,6 +52,10 @@ class ResultStore(Protocol):
 
     def record_worker_builds(self, msg: WorkerBuilds) -> None: ...
 
+    def record_announcement(self, announcement: WorkerAnnouncement) -> None: ...
+
+    def announcements(self) -> list[WorkerAnnouncement]: ...
+
     def reachable(self) -> bool:
         """Whether the DB answers now."""
         ...
@@ -65,7 +70,7 @@ class Collector:
 
     def __init__(self, *, connect: BusFactory, open_store: Callable[[], ResultStore], pools: tuple[str, ...] = (),
                  metrics: CollectorMetrics | None = None, backoff_s: float = BACKOFF_S,
-                 db_check_every_s: float = DB_CHECK_EVERY_S):
+                 db_check_every_s: float = DB_CHECK_EVERY_S, directory: WorkerDirectory | None = None):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
         self.open_store = open_store
@@ -73,6 +78,8 @@ class Collector:
         self.metrics = metrics or CollectorMetrics()
         self.backoff_s = backoff_s
         self.db_check_every_s = db_check_every_s
+        #: The workers Prometheus scrapes (served as HTTP service discovery by the CLI).
+        self.directory = directory or WorkerDirectory()
         self._next_depth_check = 0.0
         self._next_db_check = 0.0
         self.stopping = threading.Event()
@@ -127,6 +134,8 @@ class Collector:
         try:
             if not self._restored:
                 self.metrics.restore(store.recent_results(self.metrics.max_campaigns))
+                for a in store.announcements():
+                    self.directory.update(a)
                 self._restored = True
         except BaseException:
             store.close()
@@ -199,7 +208,7 @@ class Collector:
         """Store one delivery and ack it, or dead-letter it for a fault of its own; False (and
         nothing acked) when the results DB is away."""
         try:
-            msg = decode(d.body, expect=(RunResult, RunEvent, WorkerBuilds))
+            msg = decode(d.body, expect=(RunResult, RunEvent, WorkerBuilds, WorkerAnnouncement))
         except DecodeError as e:
             self._park(bus, d, "result_message_undecodable", f"undecodable result message: {e}")
             return True
@@ -208,6 +217,11 @@ class Collector:
                 raise StoreUnavailable("not connected to the results DB")
             if isinstance(msg, RunEvent):
                 self._store.mark_running(msg)
+            elif isinstance(msg, WorkerAnnouncement):
+                self._store.record_announcement(msg)
+                if self.directory.update(msg):
+                    log.info("worker_announced", worker=msg.worker, pool=msg.pool, state=msg.state,
+                             address=msg.address)
             elif isinstance(msg, WorkerBuilds):
                 self._store.record_worker_builds(msg)
                 log.info("worker_builds_recorded", host=msg.host, pool=msg.pool, builds=msg.names())

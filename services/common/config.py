@@ -34,9 +34,13 @@ class Settings:
     #: Prefix of every exchange and queue, so separate fleets (or test runs) share one broker.
     namespace: str = "benchfleet"
     log_level: str = "info"
-    #: Where /metrics is served; port 0 picks a free port, announced through sd_dir.
+    #: Where /metrics is served; port 0 picks a free port, announced through sd_dir and (workers)
+    #: on the bus for the collector's HTTP service discovery. A fixed port suits several hosts.
     metrics_addr: str = "127.0.0.1"
     metrics_port: int = 0
+    #: The host name or address other hosts reach /metrics at (NAT, several interfaces);
+    #: empty: metrics_addr, or this host's name when that is a wildcard (0.0.0.0, ::).
+    metrics_announce: str = ""
     #: Prometheus file-SD directory (deploy/prometheus/targets); empty: announce nothing.
     sd_dir: str = ""
     #: How many times a worker tries a run that fails (target down, lost connections) before

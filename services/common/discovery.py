@@ -1,5 +1,6 @@
-"""Prometheus file-based service discovery: each worker and collector announces its /metrics
-endpoint by a small JSON file in the directory prometheus.yml watches."""
+"""Prometheus file-based service discovery, for one host: each worker and collector announces
+its /metrics endpoint by a small JSON file in the directory prometheus.yml watches. Several
+hosts use the collector's HTTP service discovery instead (services/collector/http_sd.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
 
 
+WILDCARDS = ("", "0.0.0.0", "::", "[::]")
+
+
+def scrape_address(settings: "Settings", port: int) -> str:
+    """``host:port`` where Prometheus on another host scrapes this process's /metrics."""
+    host = settings.metrics_announce or (socket.getfqdn() if settings.metrics_addr in WILDCARDS else settings.metrics_addr)
+    host = host.strip("[]")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def write_sd_file(directory: str | os.PathLike[str], job: str, addr: str, port: int,
                   labels: Mapping[str, str] | None = None) -> Path:
     """Announce a /metrics endpoint to Prometheus' file-based discovery; returns the file written.
@@ -27,7 +38,7 @@ def write_sd_file(directory: str | os.PathLike[str], job: str, addr: str, port: 
     The file is ``<directory>/<job>-<host>-<port>.json``, replaced atomically so Prometheus
     never reads half a file. A wildcard bind address is announced as this host's name.
     """
-    host = socket.gethostname() if addr in ("", "0.0.0.0", "::") else addr
+    host = socket.gethostname() if addr in WILDCARDS else addr
     hostport = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     path = Path(directory) / f"{_safe(job)}-{_safe(host)}-{port}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,8 @@ Schema history (the ``schema`` field of each message):
   benchfleet.result/1      what a run measured (or why it failed)
   benchfleet.worker-builds/1  a worker's builds (host, pool), sent on the results exchange at
                            connect and when its registry changes; the collector keeps the last
+  benchfleet.worker/1      a worker's /metrics address ("up"), or its withdrawal ("down"), for
+                           the collector's Prometheus service discovery
 Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
 ``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects``,
 ``latency.by_kind``, ``quiesce``, and ``server.build``, ``server.build_version``,
@@ -47,6 +49,7 @@ RUN_SCHEMA = "benchfleet.run/1"
 EVENT_SCHEMA = "benchfleet.run-event/1"
 RESULT_SCHEMA = "benchfleet.result/1"
 BUILDS_SCHEMA = "benchfleet.worker-builds/1"
+WORKER_SCHEMA = "benchfleet.worker/1"
 #: The largest run seed: sysbench's --rand-seed is a C int, and its 0 means "seed from the clock".
 MAX_RUN_SEED = 2**31 - 1
 #: The largest body a consumer decodes. A 2-hour run's result, five per-second series of 7,200
@@ -151,6 +154,24 @@ class RunEvent(_Message):
     state: Literal["running"]
     worker: str
     attempt: int = 1
+    at: float
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+class WorkerAnnouncement(_Message):
+    """Where a worker serves /metrics, sent on the results queue at every (re)connect ("up") and
+    at a clean stop ("down"): the collector lists the workers that are up to Prometheus."""
+
+    schema_: Literal["benchfleet.worker/1"] = Field(WORKER_SCHEMA, alias="schema")
+    worker: Annotated[str, Field(min_length=1, max_length=128)]
+    pool: Annotated[str, Field(min_length=1, max_length=64)]
+    state: Literal["up", "down"]
+    #: What Prometheus scrapes: ``host:port`` or ``[v6]:port``.
+    address: Annotated[str, Field(min_length=3, max_length=255, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")]
     at: float
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -370,9 +391,9 @@ class WorkerBuilds(_Message):
         return [b.name for b in self.builds]
 
 
-Message = Union[RunSpec, RunEvent, RunResult, WorkerBuilds]
+Message = Union[RunSpec, RunEvent, RunResult, WorkerBuilds, WorkerAnnouncement]
 _BY_SCHEMA: dict[str, type[BaseModel]] = {RUN_SCHEMA: RunSpec, EVENT_SCHEMA: RunEvent, RESULT_SCHEMA: RunResult,
-                                          BUILDS_SCHEMA: WorkerBuilds}
+                                          BUILDS_SCHEMA: WorkerBuilds, WORKER_SCHEMA: WorkerAnnouncement}
 _ADAPTERS = {k: TypeAdapter(v) for k, v in _BY_SCHEMA.items()}
 
 

@@ -10,6 +10,8 @@ History:
      (RunQuality), queryable; NULL for results stored before runs were assessed.
   8: results.quiesce_s: seconds the worker waited for the target to settle before the warm-up.
   10: worker_builds: the last build announcement of each (host, pool), for `scheduler validate`.
+  12: worker_endpoints: each worker's last announcement (/metrics address, pool, up/down), so
+      the collector's Prometheus service discovery survives a collector restart.
 """
 
 from __future__ import annotations
@@ -119,6 +121,19 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 announcement_json TEXT NOT NULL,
                 announced_at DOUBLE NOT NULL,
                 PRIMARY KEY (host, pool)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+    # 12: the collector lists the fleet to Prometheus at once after a restart.
+    (
+        12,
+        [
+            """CREATE TABLE IF NOT EXISTS worker_endpoints (
+                worker VARCHAR(128) NOT NULL PRIMARY KEY,
+                pool VARCHAR(64) NOT NULL,
+                address VARCHAR(255) NOT NULL,
+                state VARCHAR(8) NOT NULL,
+                announced_at DOUBLE NOT NULL
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ],
     ),

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
-from services.common.messages import Cell, RunEvent, RunResult, RunSpec, WorkerBuilds
+from services.common.messages import Cell, RunEvent, RunResult, RunSpec, WorkerAnnouncement, WorkerBuilds
 from services.common.results import COLUMNS, HistoryEntry, ResultRow, TargetBuild, quality_columns
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
@@ -461,6 +461,24 @@ class Store:
         """The whole stored result of one run, decoded; None when the run has none."""
         rows = self._rows("SELECT result_json, result_z FROM results WHERE run_id=%s", (run_id,))
         return _decode_stored(run_id, *rows[0]) if rows else None
+
+    # -- worker endpoints (Prometheus service discovery) -------------------------------------
+    def record_announcement(self, a: WorkerAnnouncement) -> None:
+        """Keep a worker's newest announcement; an older one arriving late changes nothing."""
+        self._execute(
+            "INSERT INTO worker_endpoints (worker, pool, address, state, announced_at) VALUES (%s, %s, %s, %s, %s)"
+            " ON DUPLICATE KEY UPDATE"
+            " pool=IF(VALUES(announced_at) >= announced_at, VALUES(pool), pool),"
+            " address=IF(VALUES(announced_at) >= announced_at, VALUES(address), address),"
+            " state=IF(VALUES(announced_at) >= announced_at, VALUES(state), state),"
+            " announced_at=GREATEST(announced_at, VALUES(announced_at))",
+            (a.worker, a.pool, a.address, a.state, a.at),
+        )
+
+    def announcements(self) -> list[WorkerAnnouncement]:
+        """Every worker's newest announcement, by worker id."""
+        return [WorkerAnnouncement(worker=w, pool=p, address=addr, state=st, at=float(at)) for w, p, addr, st, at in
+                self._rows("SELECT worker, pool, address, state, announced_at FROM worker_endpoints ORDER BY worker")]
 
     def result_count(self, run_id: str) -> int:
         return int(self._rows("SELECT COUNT(*) FROM results WHERE run_id=%s", (run_id,))[0][0])

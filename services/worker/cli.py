@@ -130,7 +130,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     library()  # the native driver's client library: missing, the worker would fail every run
     from services.common.bus import Role, rabbit_factory
-    from services.common.discovery import announced
+    from services.common.discovery import announced, scrape_address
     from services.worker.consumer import Worker
     from services.worker.metrics import WorkerMetrics
     from services.worker.runner import WorkerIdentity
@@ -140,12 +140,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     metrics = WorkerMetrics(worker_id)
     servers = ServerManager(base_dir=Path(args.managed_dir) if args.managed_dir else None,
                             keep_datadirs=args.keep_datadirs, builds=_registry(args))
-    w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), connect=rabbit_factory(settings, Role.WORKER),
-               client_cpus=cpus, max_runs=args.max_runs, metrics=metrics, servers=servers)
-    signal.signal(signal.SIGTERM, lambda *_: w.stop())
-    signal.signal(signal.SIGINT, lambda *_: w.stop())
     try:
-        with announced(metrics, settings, "worker", {"worker": worker_id, "pool": args.pool}):
+        with announced(metrics, settings, "worker", {"worker": worker_id, "pool": args.pool}) as port:
+            w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id),
+                       connect=rabbit_factory(settings, Role.WORKER), client_cpus=cpus, max_runs=args.max_runs,
+                       metrics=metrics, servers=servers, scrape_address=scrape_address(settings, port))
+            signal.signal(signal.SIGTERM, lambda *_: w.stop())
+            signal.signal(signal.SIGINT, lambda *_: w.stop())
             w.run_forever()
     finally:
         # Stop the managed server cleanly and remove its datadirs (unless --keep-datadirs).

@@ -23,7 +23,7 @@ from services.common.config import Settings
 from services.common.control import ControlMessage
 from services.common.errors import BusError, DecodeError
 from services.common.builds import BuildInfo
-from services.common.messages import RunEvent, RunResult, RunSpec, WorkerBuilds, decode
+from services.common.messages import RunEvent, RunResult, RunSpec, WorkerAnnouncement, WorkerBuilds, decode
 from services.worker.driver.contract import ProgressCallback
 from services.worker.metrics import WorkerMetrics
 from services.worker.runner import WorkerIdentity, execute
@@ -86,7 +86,7 @@ class Worker:
                  client_cpus: list[int] | None = None, max_runs: int | None = None,
                  run_executor: RunExecutor = execute, metrics: WorkerMetrics | None = None,
                  servers: ServerManager | None = None, retry_pause_s: float = RETRY_PAUSE_S,
-                 backoff_s: float = BACKOFF_S):
+                 backoff_s: float = BACKOFF_S, scrape_address: str | None = None):
         self.settings = settings
         self.pool = pool
         self.identity = identity
@@ -99,6 +99,9 @@ class Worker:
         self.metrics = metrics or WorkerMetrics(identity.worker_id)
         self.retry_pause_s = retry_pause_s
         self.backoff_s = backoff_s
+        #: Where Prometheus scrapes this worker (host:port), announced to the collector at every
+        #: connect and withdrawn at a clean stop; None: not announced.
+        self.scrape_address = scrape_address
         self.stopping = threading.Event()
         self.runs_done = 0
         self._active: threading.Thread | None = None
@@ -147,10 +150,31 @@ class Worker:
                 delay = min(delay * 2, BACKOFF_CAP_S)
             finally:
                 bus.close()
+        self._withdraw()
+
+    def _announcement(self, state: str) -> bytes:
+        return WorkerAnnouncement(worker=self.identity.worker_id, pool=self.pool, state=state,  # type: ignore[arg-type]
+                                  address=self.scrape_address, at=time.time()).encode()
+
+    def _withdraw(self) -> None:
+        """Tell the collector this worker stopped on purpose, so Prometheus stops scraping it
+        instead of paging it as down. One try: a worker that cannot say so is listed as down."""
+        if self.scrape_address is None:
+            return
+        try:
+            with self.connect(f"benchfleet worker {self.identity.worker_id} stop") as pub:
+                pub.declare((self.pool,))
+                pub.publish_result(self._announcement("down"))
+        except BusError as e:
+            log.warning("worker_withdraw_failed", error=str(e))
 
     def _listen(self, bus: Broker) -> None:
-        """Declare, hear control messages, and catch up on the ones sent while away."""
+        """Declare, announce this worker's /metrics, hear control messages, and catch up on the
+        ones sent while away."""
         bus.declare((self.pool,))
+        if self.scrape_address is not None:
+            # Every connect: a broker or collector that lost track of the fleet learns it again.
+            bus.publish_result(self._announcement("up"))
         # Listen first, then replay: a cancel published from now on reaches this connection,
         # and every earlier one is in the log before this worker's marker.
         bus.subscribe_control(self._apply_control)

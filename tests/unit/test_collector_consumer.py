@@ -4,6 +4,7 @@ stored, acked and dead-lettered, and that a results DB going away loses nothing.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from typing import Iterator
 
@@ -12,7 +13,7 @@ from structlog.testing import capture_logs
 
 from services.collector.consumer import Collector
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
-from services.common.messages import RunEvent, RunResult, RunSpec
+from services.common.messages import RunEvent, RunResult, RunSpec, WorkerAnnouncement
 from services.common.stub_bus import StubBroker
 
 from tests.unit.consumer_fixtures import result, runs, wait_until
@@ -51,6 +52,13 @@ class FakeStore:
     def recent_results(self, campaigns: int) -> list:
         return []
 
+    def record_announcement(self, announcement: WorkerAnnouncement) -> None:
+        self.db.write()
+        self.db.announcements[announcement.worker] = announcement
+
+    def announcements(self) -> list[WorkerAnnouncement]:
+        return list(self.db.announcements.values())
+
     def close(self) -> None:
         self.db.closed += 1
 
@@ -62,6 +70,7 @@ class FakeDb:
         #: Run ids in the order their results were stored (again on a redelivery).
         self.order: list[str] = []
         self.running: list[str] = []
+        self.announcements: dict[str, WorkerAnnouncement] = {}
         self.refuse = set(refuse)
         self.crash = set(crash)
         self.planned = None if planned is None else {r.run_id: r for r in planned}
@@ -289,3 +298,24 @@ def test_a_result_that_trips_a_bug_is_dead_lettered_and_the_collector_goes_on(br
     parked = broker.messages(broker.names.dead)
     assert [d.dead_letter_reason for d in parked] == ["cannot handle message: RuntimeError: a bug met on this result"]
     assert list(db.results) == [good.run_id]
+
+
+def announcement(worker: str, state: str, at: float, address: str = "10.0.0.2:9464") -> WorkerAnnouncement:
+    return WorkerAnnouncement(worker=worker, pool="default", state=state, address=address, at=at)  # type: ignore[arg-type]
+
+
+def test_worker_announcements_are_listed_for_prometheus_and_survive_a_collector_restart(broker):
+    """Workers announced on the results queue are stored and listed as HTTP SD target groups; a
+    withdrawn worker leaves the list; a new collector lists the fleet from the results DB."""
+    db = FakeDb()
+    publish(broker, announcement("w1", "up", 1.0).encode(), announcement("w2", "up", 1.0, "[fd00::3]:9464").encode(),
+            announcement("w3", "up", 1.0).encode(), announcement("w3", "down", 2.0).encode())
+    with collecting(broker, db) as c:
+        broker.join(broker.names.results)
+        listed = json.loads(c.directory.render())
+    assert listed == [{"targets": ["10.0.0.2:9464"], "labels": {"worker": "w1", "pool": "default"}},
+                      {"targets": ["[fd00::3]:9464"], "labels": {"worker": "w2", "pool": "default"}}]
+    assert c.stored == 0, "announcements are not results"
+    with collecting(StubBroker(), db) as again:
+        wait_until(lambda: len(again.directory.groups()) == 2, "the restarted collector lists the fleet")
+    assert json.loads(again.directory.render()) == listed

@@ -389,3 +389,19 @@ def test_a_worker_announces_its_builds_at_connect_and_again_when_they_change(bro
     assert announced() == [["first"], ["first", "second"]]
     first = next(m for m in published(broker, broker.names.results) if isinstance(m, WorkerBuilds))
     assert (first.worker, first.host, first.pool) == ("w1", "h1", POOL)
+
+
+def test_worker_announces_its_metrics_address_on_connect_and_withdraws_it_at_stop(broker):
+    """The collector hears where to scrape this worker when it connects, and that it stopped on
+    purpose when it stops."""
+    w = Worker(Settings(), pool=POOL, identity=WorkerIdentity("w1", host="h1"), connect=broker.bus,
+               run_executor=FakeRuns(), retry_pause_s=0, backoff_s=0.01, scrape_address="10.0.0.2:9464")
+    from services.common.messages import WorkerAnnouncement
+
+    def said() -> list[tuple[str, str, str]]:
+        return [(m.state, m.address, m.pool) for m in published(broker, broker.names.results)
+                if isinstance(m, WorkerAnnouncement)]
+
+    with serving(w):
+        wait_until(lambda: len(said()) == 1, "the announcement")
+    assert said() == [("up", "10.0.0.2:9464", POOL), ("down", "10.0.0.2:9464", POOL)]
