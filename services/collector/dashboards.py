@@ -13,9 +13,11 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-#: Datasource uids; deploy/grafana/provisioning/datasources/benchfleet.yml creates them.
-PROMETHEUS = {"type": "prometheus", "uid": "benchfleet-prometheus"}
-MYSQL = {"type": "mysql", "uid": "benchfleet-mysql"}
+#: Datasources by template variable, not by uid: a board imported into any Grafana asks which
+#: Prometheus and which MySQL datasource to use (the first of each type by default).
+PROMETHEUS_VAR, MYSQL_VAR = "datasource", "results_db"
+PROMETHEUS = {"type": "prometheus", "uid": f"${{{PROMETHEUS_VAR}}}"}
+MYSQL = {"type": "mysql", "uid": f"${{{MYSQL_VAR}}}"}
 SCHEMA_VERSION = 39
 RUN_SELECTOR = 'campaign=~"$campaign",target=~"$target",workload=~"$workload"'
 
@@ -112,16 +114,49 @@ def _query_var(name: str, query: str, datasource: dict[str, str], *, multi: bool
     return var
 
 
+def _datasource_var(name: str, label: str, plugin: str) -> dict[str, Any]:
+    """A datasource template variable: the datasource of type ``plugin`` the viewer picks."""
+    return {"type": "datasource", "name": name, "label": label, "query": plugin, "regex": "", "hide": 0,
+            "refresh": 1, "multi": False, "includeAll": False, "options": [],
+            # Empty: Grafana selects the first datasource of the type when the board opens.
+            "current": {"text": "", "value": ""}}
+
+
+#: Each run's warm-up and measurement as a region, from the results DB: what ran when, beside
+#: the live curves. ``$campaign`` is the campaign id on every board that has it.
+RUNS_ANNOTATION_SQL = """
+SELECT started_at * 1000 AS time, ended_at * 1000 AS timeend,
+       CONCAT(target, ' ', workload, ' ', threads, ' threads, repetition ', repetition, ': ', status,
+              ' on ', worker) AS text,
+       CONCAT(target, ',', workload) AS tags
+FROM results WHERE campaign_id = '$campaign' ORDER BY started_at
+"""
+
+
+def _runs_annotation() -> dict[str, Any]:
+    return {"name": "Runs", "datasource": MYSQL, "enable": True, "hide": False, "iconColor": "rgba(255, 152, 48, 1)",
+            "target": {"refId": "Anno", "datasource": MYSQL, "format": "table", "rawQuery": True, "editorMode": "code",
+                       "rawSql": " ".join(RUNS_ANNOTATION_SQL.split())}}
+
+
 def _dashboard(uid: str, title: str, panels: list[Panel], variables: list[dict[str, Any]], *,
-               refresh: str, time_from: str, description: str) -> dict[str, Any]:
+               refresh: str, time_from: str, description: str, run_annotations: bool = False) -> dict[str, Any]:
+    # Datasource variables first: the query variables and panels refer to them.
+    used = json.dumps([panels, variables])
+    sources = [_datasource_var(PROMETHEUS_VAR, "Prometheus", "prometheus")] if PROMETHEUS["uid"] in used else []
+    if MYSQL["uid"] in used or run_annotations:
+        sources.append(_datasource_var(MYSQL_VAR, "Results DB", "mysql"))
+    annotations: list[dict[str, Any]] = [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                                          "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+                                          "name": "Annotations & Alerts", "type": "dashboard"}]
+    if run_annotations:
+        annotations.append(_runs_annotation())
     return {
         "uid": uid, "title": title, "description": description, "tags": ["benchfleet"],
         "timezone": "browser", "editable": True, "graphTooltip": 1, "schemaVersion": SCHEMA_VERSION,
         "time": {"from": time_from, "to": "now"}, "refresh": refresh, "links": [],
-        "templating": {"list": variables},
-        "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-                                  "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
-                                  "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "templating": {"list": sources + variables},
+        "annotations": {"list": annotations},
         "panels": panels,
     }
 
@@ -181,7 +216,8 @@ def campaign_live() -> dict[str, Any]:
                    PROMETHEUS, multi=True),
     ]
     return _dashboard("benchfleet-campaign-live", "Benchfleet: campaign live", panels, variables,
-                      refresh="5s", time_from="now-30m", description="Live view of the runs of a campaign.")
+                      refresh="5s", time_from="now-30m", description="Live view of the runs of a campaign.",
+                      run_annotations=True)
 
 
 def throughput_vs_threads() -> dict[str, Any]:

@@ -127,6 +127,7 @@ def test_validate_cli_names_the_field(tmp_path, fleet):
 def _sql_queries(board: dict) -> list[str]:
     """Every SQL a Grafana board sends: panel targets and query variables."""
     out = [t["rawSql"] for p in board["panels"] for t in p.get("targets", []) if "rawSql" in t]
+    out += [a["target"]["rawSql"] for a in board.get("annotations", {}).get("list", []) if "rawSql" in a.get("target", {})]
     for var in board.get("templating", {}).get("list", []):
         q = var.get("query")
         if var.get("datasource", {}).get("type") == "mysql" and q:
@@ -135,8 +136,9 @@ def _sql_queries(board: dict) -> list[str]:
 
 
 def test_results_dashboard_sql_runs_on_the_results_db(fleet, tmp_path):
-    """Each SQL query of the "Results" board returns rows for a stored campaign on real MariaDB."""
-    from services.collector.dashboards import results
+    """Each SQL query of the boards (the "Results" board's tables and variable, the live board's run
+    annotations) returns rows for a stored campaign on real MariaDB."""
+    from services.collector.dashboards import campaign_live, results
     from services.common.messages import RunResult
     from services.common.specfile import parse_spec
     from services.scheduler import plan
@@ -149,8 +151,8 @@ def test_results_dashboard_sql_runs_on_the_results_db(fleet, tmp_path):
             store.store_result(RunResult(run_id=r.run_id, campaign_id="c-sql", cell=r.cell, repetition=r.repetition,
                                          status="ok", worker="w", host="h", started_at=0, ended_at=1, measured_s=1,
                                          totals={"transactions": 10, "reads": 100}))
-    queries = _sql_queries(results())
-    assert queries
+    queries = _sql_queries(results()) + _sql_queries(campaign_live())
+    assert len(queries) == len(_sql_queries(results())) + 1
     conn = mysql.connector.connect(**fleet.settings.db_params())
     try:
         for sql in queries:

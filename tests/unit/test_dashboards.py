@@ -123,3 +123,36 @@ def test_prometheus_queries_include_variables_and_panels():
     assert ("variable campaign", "benchfleet_worker_queries_total") in queries
     assert not any("label_values" in q for _, q in queries)
     assert dashboards.prometheus_queries(BOARDS["results.json"]) == []
+
+
+def _datasource_refs(node) -> list[dict]:
+    """Every datasource reference anywhere in a board (panels, targets, variables, annotations)."""
+    if isinstance(node, dict):
+        found = [node["datasource"]] if isinstance(node.get("datasource"), dict) else []
+        return found + [r for v in node.values() for r in _datasource_refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _datasource_refs(v)]
+    return []
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_boards_name_no_datasource_uid_and_define_their_datasource_variables(name):
+    """Importable into any Grafana: every datasource is a ${variable} of type datasource defined on
+    the board (only Grafana's own annotation source is named), never a fixed uid."""
+    board = BOARDS[name]
+    sources = {v["name"]: v["query"] for v in board["templating"]["list"] if v["type"] == "datasource"}
+    for ref in _datasource_refs(board):
+        if ref["type"] == "grafana":
+            continue
+        assert ref["uid"].startswith("${") and ref["uid"][2:-1] in sources, ref
+        assert sources[ref["uid"][2:-1]] == ref["type"]
+    kinds = [v["type"] for v in board["templating"]["list"]]
+    assert kinds == sorted(kinds, key=lambda k: k != "datasource"), "datasource variables come first"
+
+
+def test_live_board_annotates_runs_from_the_results_db():
+    """Each run's start and end (a region) from the results DB, for the board's campaign."""
+    [runs] = [a for a in BOARDS["campaign-live.json"]["annotations"]["list"] if a["name"] == "Runs"]
+    assert runs["datasource"] == dashboards.MYSQL and runs["enable"]
+    sql = runs["target"]["rawSql"]
+    assert "AS time" in sql and "AS timeend" in sql and "'$campaign'" in sql
