@@ -1,0 +1,209 @@
+"""The fleet across separate hosts (network namespaces on a private subnet, tests/integration/
+hosts.py), each installed by deploy/host/install-control or install-worker and run from the
+installed units: a campaign taken by both worker hosts, one of them unplugged mid-run (its run
+is measured again by the other, nothing lost, nothing duplicated), and Prometheus on the control
+host scraping both workers through the collector's HTTP service discovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import mysql.connector
+import pytest
+import yaml
+
+from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Topology, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv"
+RUNS = 6
+
+
+def _need_root() -> None:
+    problem = ""
+    if os.geteuid() != 0:
+        problem = "network namespaces need root"
+    else:
+        for tool in ("ip", "rabbitmq-server", "mariadbd", "prometheus", "curl"):
+            if shutil.which(tool) is None:
+                problem = f"{tool} not installed (deploy/ensure-services rabbitmq mariadb prometheus)"
+    if problem:
+        if os.environ.get("CI") == "true":
+            pytest.fail(problem, pytrace=False)
+        pytest.skip(problem)
+
+
+@pytest.fixture
+def topo():
+    _need_root()
+    # Not pytest's tmp_path: its parents are closed to the rabbitmq and mysql users.
+    workdir = Path(tempfile.mkdtemp(prefix="bf-hosts-"))
+    os.chmod(workdir, 0o755)
+    t = Topology(workdir)
+    try:
+        t.create(["ctl", "w1", "w2", "tgt"])
+        yield t
+    except BaseException:
+        print(t.logs())
+        raise
+    finally:
+        t.destroy()
+        if os.environ.get("BF_KEEP_HOSTS") != "1":
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def host_paths(topo: Topology, role: str) -> dict[str, str]:
+    """deploy/host/common.sh's paths redirected into the host's workdir; this checkout's venv."""
+    d = topo.hosts[role].workdir
+    return {"BENCHFLEET_PREFIX": str(d / "opt"), "BENCHFLEET_VENV": str(VENV), "BENCHFLEET_ETC": str(d / "etc"),
+            "BENCHFLEET_UNIT_DIR": str(d / "units"), "BENCHFLEET_START": "no"}
+
+
+def env_file(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
+
+
+def curl_json(topo: Topology, role: str, url: str):
+    return json.loads(topo.exec(role, "curl", "-sf", "--max-time", "5", url).stdout)
+
+
+def prom_query(topo: Topology, expr: str) -> list[dict]:
+    r = topo.exec("ctl", "curl", "-sf", "--max-time", "5", "--get", "--data-urlencode", f"query={expr}",
+                  "http://127.0.0.1:9090/api/v1/query")
+    return json.loads(r.stdout)["data"]["result"]
+
+
+def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb) -> Path:
+    ctl = topo.hosts["ctl"]
+    env = {**host_paths(topo, "ctl"), **rabbit.env, "BENCHFLEET_MARIADB_SOCKET": db.socket,
+           "BENCHFLEET_MARIADB_CONF_DIR": str(ctl.workdir / "mariadb.conf.d")}
+    args = ["--client-hosts", topo.subnet_pattern, "--db-bind", "0.0.0.0", "--pools", "default"]
+    first = topo.exec("ctl", str(ROOT / "deploy/host/install-control"), *args, env=env)
+    again = topo.exec("ctl", str(ROOT / "deploy/host/install-control"), *args, env=env)
+    assert "wrote" not in again.stderr, f"install-control is not idempotent:\n{again.stderr}"
+    assert "bind-address = 0.0.0.0" in (ctl.workdir / "mariadb.conf.d/60-benchfleet.cnf").read_text()
+    assert "wrote" in first.stderr
+    return ctl.workdir / "etc"
+
+
+def install_worker(topo: Topology, role: str, ctl_etc: Path, cpu: str) -> None:
+    host = topo.hosts[role]
+    args = ["--broker", topo.hosts["ctl"].addr, "--amqp-password-file", str(ctl_etc / "secrets/amqp_password_worker"),
+            "--metrics-addr", host.addr, "--metrics-port", "9464", "--client-cpus", cpu,
+            # Seconds between AMQP heartbeats: the broker notices an unplugged host after two.
+            "--env", "BENCHFLEET_HEARTBEAT=5"]
+    topo.exec(role, str(ROOT / "deploy/host/install-worker"), *args, env=host_paths(topo, role))
+
+
+def start_prometheus(topo: Topology) -> None:
+    d = topo.hosts["ctl"].workdir / "prometheus"
+    d.mkdir()
+    conf = yaml.safe_load((ROOT / "deploy/prometheus/prometheus-fleet.yml").read_text())
+    conf["global"].update(scrape_interval="1s", evaluation_interval="1s")
+    conf.pop("alerting")  # no Alertmanager in this test
+    for job in conf["scrape_configs"]:
+        for sd in job.get("http_sd_configs", []):
+            sd["refresh_interval"] = "1s"
+    (d / "prometheus.yml").write_text(yaml.safe_dump(conf))
+    shutil.copy(ROOT / "deploy/prometheus/rules.yml", d)
+    topo.start("ctl", "prometheus", "prometheus", f"--config.file={d / 'prometheus.yml'}",
+               f"--storage.tsdb.path={d / 'tsdb'}", "--web.listen-address=127.0.0.1:9090")
+
+
+def results_db(ctl_etc: Path, db: PrivateMariadb) -> mysql.connector.MySQLConnection:
+    """The control host's results DB, over its unix socket, as the scheduler's user."""
+    password = (ctl_etc / "secrets/db_password").read_text().strip()
+    return mysql.connector.connect(unix_socket=db.socket, user="benchfleet", password=password, database="benchfleet",
+                                   autocommit=True)
+
+
+def rows(conn, sql: str, *params) -> list[tuple]:
+    cur = conn.cursor()
+    cur.execute(sql, params)
+    return list(cur.fetchall())
+
+
+def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
+    """Both worker hosts take runs of one campaign; the host unplugged mid-run loses its run to
+    the other host, and the campaign ends with exactly one stored result per run; Prometheus on
+    the control host scrapes both workers it found through the collector."""
+    rabbit = PrivateRabbit(topo, "ctl").start()
+    db = PrivateMariadb(topo, "ctl").start()
+    target = PrivateMariadb(topo, "tgt", grants=False).start()
+    ctl_etc = install_control(topo, rabbit, db)
+    ctl_units = topo.hosts["ctl"].workdir / "units"
+    # The collector reads its own two secrets as the unix user benchfleet, and nothing else there.
+    # (It runs as root below: this checkout's Python lives under /root, closed to other users.)
+    secrets_dir = ctl_etc / "secrets"
+    assert topo.exec("ctl", "runuser", "-u", "benchfleet", "--", "cat", str(secrets_dir / "db_collector_password"),
+                     check=False).returncode == 0
+    assert topo.exec("ctl", "runuser", "-u", "benchfleet", "--", "cat", str(secrets_dir / "db_password"),
+                     check=False).returncode != 0
+    topo.start_unit("ctl", ctl_units / "benchfleet-collector.service")
+    start_prometheus(topo)
+
+    for role, cpu in (("w1", "0"), ("w2", "1")):
+        install_worker(topo, role, ctl_etc, cpu)
+        topo.start_unit(role, topo.hosts[role].workdir / "units/benchfleet-worker@.service", "1")
+    workers = {role: f"{topo.hosts[role].name}-1" for role in ("w1", "w2")}  # Environment=%H-%i
+
+    # The results DB answers the fleet's users from another host of the subnet, not only locally.
+    who = topo.exec("w1", "mariadb", "-h", topo.hosts["ctl"].addr, "-ubenchfleet",
+                    f"-p{(secrets_dir / 'db_password').read_text().strip()}", "-N", "-e", "SELECT CURRENT_USER()")
+    assert who.stdout.strip() == f"benchfleet@{topo.subnet_pattern}"
+
+    listed = lambda: sorted(g["labels"]["worker"] for g in curl_json(  # noqa: E731
+        topo, "ctl", "http://127.0.0.1:9465/sd/workers"))
+    wait_until("both workers announced to the collector", lambda: listed() == sorted(workers.values()), 90)
+    up = lambda: {r["metric"]["worker"]: r["value"][1] for r in prom_query(  # noqa: E731
+        topo, 'up{job="benchfleet-worker"}')}
+    wait_until("Prometheus scraping both workers", lambda: up() == {w: "1" for w in workers.values()}, 60)
+    instances = {r["metric"]["instance"] for r in prom_query(topo, "benchfleet_worker_up")}
+    assert instances == {f"{topo.hosts[r].addr}:9464" for r in workers}
+
+    spec = topo.hosts["ctl"].workdir / "spec.yaml"
+    spec.write_text(
+        "name: several-hosts\npool: default\ntargets:\n"
+        f"  - {{name: tgt, host: {topo.hosts['tgt'].addr}, port: 3306, user: root, database: bf_hosts}}\n"
+        "workloads: [oltp_point_select]\ndata: {tables: 1, table_size: 1000}\n"
+        "threads: [1, 2]\nduration: 5s\nwarmup: 0\nrepeat: 3\n")
+    sched_env = {**env_file(ctl_etc / "local.env"), **env_file(ctl_etc / "fleet.env")}
+    r = topo.exec("ctl", str(VENV / "bin/scheduler"), "submit", str(spec), "--json", env=sched_env)
+    campaign = json.loads(r.stdout)["campaign_id"]
+
+    conn = results_db(ctl_etc, db)
+    try:
+        def second_run_on_w1() -> str | None:
+            """A run measuring on w1 after w1 stored one: the host is unplugged in its second run."""
+            if not rows(conn, "SELECT 1 FROM results WHERE campaign_id=%s AND worker=%s", campaign, workers["w1"]):
+                return None
+            found = rows(conn, "SELECT run_id FROM runs WHERE campaign_id=%s AND state='running' AND worker=%s",
+                         campaign, workers["w1"])
+            return found[0][0] if found else None
+        cut_run = wait_until("w1 measuring its second run", second_run_on_w1, 180, 0.2)
+        time.sleep(1)  # well inside its 5 s measurement
+        topo.cut("w1")
+
+        wait_until("the campaign finished", lambda: rows(
+            conn, "SELECT state FROM campaigns WHERE campaign_id=%s", campaign)[0][0].startswith("finished"), 240, 1)
+        states = rows(conn, "SELECT state, COUNT(*) FROM runs WHERE campaign_id=%s GROUP BY state", campaign)
+        assert states == [("done", RUNS)]
+        stored = rows(conn, "SELECT run_id, status, worker FROM results WHERE campaign_id=%s", campaign)
+        assert len(stored) == len({run_id for run_id, _, _ in stored}) == RUNS, stored
+        assert all(status == "ok" for _, status, _ in stored), stored
+        by_run = {run_id: worker for run_id, _, worker in stored}
+        assert by_run[cut_run] == workers["w2"], "the unplugged host's run was measured again on the other host"
+        assert set(by_run.values()) == set(workers.values()), "both hosts stored results"
+        [(attempts,)] = rows(conn, "SELECT attempts FROM runs WHERE run_id=%s", cut_run)
+        assert attempts >= 2
+    finally:
+        conn.close()
+    # Prometheus sees the unplugged worker down (BenchfleetWorkerDown's expression), the other up.
+    wait_until("Prometheus seeing w1 down", lambda: up() == {workers["w1"]: "0", workers["w2"]: "1"}, 60)
