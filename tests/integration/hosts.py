@@ -84,14 +84,18 @@ class Topology:
 
     def exec(self, role: str, *cmd: str, env: dict[str, str] | None = None, check: bool = True,
              timeout: float = 300) -> subprocess.CompletedProcess:
+        """Run a command on a host; the test's own BENCHFLEET_* settings (the shared services')
+        are not passed on, only ``env``."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith("BENCHFLEET_")}
         return run("ip", "netns", "exec", self.hosts[role].name, *cmd, check=check, timeout=timeout,
-                   env={**os.environ, **(env or {})})
+                   env={**base, **(env or {})})
 
     def start(self, role: str, name: str, *cmd: str, env: dict[str, str] | None = None,
               clean_env: bool = False) -> subprocess.Popen:
         """A background process on a host, logging to ``<host workdir>/<name>.log``."""
         log = open(self.hosts[role].workdir / f"{name}.log", "ab")
-        full_env = dict(env or {}) if clean_env else {**os.environ, **(env or {})}
+        base = {k: v for k, v in os.environ.items() if not k.startswith("BENCHFLEET_")}
+        full_env = dict(env or {}) if clean_env else {**base, **(env or {})}
         p = subprocess.Popen(["ip", "netns", "exec", self.hosts[role].name, *cmd], env=full_env,
                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append(p)
@@ -171,16 +175,49 @@ def wait_until(what: str, check, timeout: float = 60.0, interval: float = 0.5):
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+@dataclass(frozen=True)
+class Tls:
+    """A throwaway CA and one server certificate signed by it (for an IP address and localhost)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    @classmethod
+    def make(cls, directory: Path, ip: str) -> "Tls":
+        directory.mkdir(parents=True, exist_ok=True)
+        ca, ca_key = directory / "ca.pem", directory / "ca.key"
+        cert, key, csr = directory / "server.pem", directory / "server.key", directory / "server.csr"
+        run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=benchfleet test CA",
+            "-keyout", str(ca_key), "-out", str(ca))
+        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={ip}", "-keyout", str(key), "-out", str(csr))
+        ext = directory / "san.ext"
+        ext.write_text(f"subjectAltName = IP:{ip}, DNS:localhost\n")
+        run("openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+            "-days", "2", "-extfile", str(ext), "-out", str(cert))
+        for f in (ca, cert, key):
+            os.chmod(f, 0o644)  # read by the rabbitmq and mysql users; a throwaway key
+        return cls(ca, cert, key)
+
+
 class PrivateRabbit:
     """A RabbitMQ node of its own on a host (node bf@localhost, its own config, data and logs)."""
 
-    def __init__(self, topo: Topology, role: str):
+    def __init__(self, topo: Topology, role: str, tls: Tls | None = None):
         self.topo, self.role = topo, role
         d = topo.hosts[role].workdir / "rabbitmq"
         (d / "mnesia").mkdir(parents=True)
         (d / "log").mkdir()
-        # Listens on every address of its namespace (the shared config pins 127.0.0.1).
-        (d / "rabbitmq.conf").write_text("listeners.tcp.default = 5672\nconsumer_timeout = 10800000\n")
+        if tls is None:
+            # Every address of its namespace (the shared config pins 127.0.0.1).
+            conf = "listeners.tcp.default = 5672\n"
+        else:
+            # Plain AMQP on the host itself only; other hosts must come over TLS.
+            conf = ("listeners.tcp.local = 127.0.0.1:5672\nlisteners.ssl.default = 5671\n"
+                    f"ssl_options.cacertfile = {tls.ca}\nssl_options.certfile = {tls.cert}\n"
+                    f"ssl_options.keyfile = {tls.key}\nssl_options.verify = verify_none\n"
+                    "ssl_options.fail_if_no_peer_cert = false\n")
+        (d / "rabbitmq.conf").write_text(conf + "consumer_timeout = 10800000\n")
         (d / "env.conf").write_text("")
         (d / "enabled_plugins").write_text("[].\n")
         shutil.chown(d, "rabbitmq", "rabbitmq")
@@ -209,8 +246,8 @@ class PrivateMariadb:
     """A mariadbd of its own on a host, listening on every address of its namespace on 3306,
     its socket in the host's workdir; root over that socket as the OS root (as Debian's)."""
 
-    def __init__(self, topo: Topology, role: str, *, grants: bool = True):
-        self.topo, self.role, self.grants = topo, role, grants
+    def __init__(self, topo: Topology, role: str, *, grants: bool = True, tls: Tls | None = None):
+        self.topo, self.role, self.grants, self.tls = topo, role, grants, tls
         self.dir = topo.hosts[role].workdir / "mariadb"
         self.socket = str(self.dir / "mysqld.sock")
 
@@ -226,7 +263,13 @@ class PrivateMariadb:
                 "--skip-name-resolve", f"--pid-file={self.dir}/mysqld.pid", f"--log-error={self.dir}/error.log"]
         if not self.grants:
             args.append("--skip-grant-tables")
+        if self.tls is not None:
+            args += [f"--ssl-ca={self.tls.ca}", f"--ssl-cert={self.tls.cert}", f"--ssl-key={self.tls.key}"]
         self.topo.start(self.role, "mariadbd", *args)
         wait_until("mariadbd accepting connections", lambda: self.topo.exec(
             self.role, "mariadb", f"--socket={self.socket}", "-uroot", "-e", "SELECT 1", check=False).returncode == 0)
         return self
+
+    def root_sql(self, sql: str) -> str:
+        """SQL as root over the socket (the OS root, as Debian's root account)."""
+        return self.topo.exec(self.role, "mariadb", f"--socket={self.socket}", "-uroot", "-N", "-e", sql).stdout

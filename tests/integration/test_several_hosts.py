@@ -17,7 +17,7 @@ import mysql.connector
 import pytest
 import yaml
 
-from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Topology, wait_until
+from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Tls, Topology, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -66,10 +66,6 @@ def host_paths(topo: Topology, role: str) -> dict[str, str]:
             "BENCHFLEET_UNIT_DIR": str(d / "units"), "BENCHFLEET_START": "no"}
 
 
-def env_file(path: Path) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
-
-
 def curl_json(topo: Topology, role: str, url: str):
     return json.loads(topo.exec(role, "curl", "-sf", "--max-time", "5", url).stdout)
 
@@ -93,9 +89,10 @@ def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb) -
     return ctl.workdir / "etc"
 
 
-def install_worker(topo: Topology, role: str, ctl_etc: Path, cpu: str) -> None:
+def install_worker(topo: Topology, role: str, ctl_etc: Path, cpu: str, tls: Tls) -> None:
     host = topo.hosts[role]
     args = ["--broker", topo.hosts["ctl"].addr, "--amqp-password-file", str(ctl_etc / "secrets/amqp_password_worker"),
+            "--tls-ca", str(tls.ca),
             "--metrics-addr", host.addr, "--metrics-port", "9464", "--client-cpus", cpu,
             # Seconds between AMQP heartbeats: the broker notices an unplugged host after two.
             "--env", "BENCHFLEET_HEARTBEAT=5"]
@@ -134,8 +131,9 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
     """Both worker hosts take runs of one campaign; the host unplugged mid-run loses its run to
     the other host, and the campaign ends with exactly one stored result per run; Prometheus on
     the control host scrapes both workers it found through the collector."""
-    rabbit = PrivateRabbit(topo, "ctl").start()
-    db = PrivateMariadb(topo, "ctl").start()
+    tls = Tls.make(topo.hosts["ctl"].workdir / "tls", topo.hosts["ctl"].addr)
+    rabbit = PrivateRabbit(topo, "ctl", tls).start()
+    db = PrivateMariadb(topo, "ctl", tls=tls).start()
     target = PrivateMariadb(topo, "tgt", grants=False).start()
     ctl_etc = install_control(topo, rabbit, db)
     ctl_units = topo.hosts["ctl"].workdir / "units"
@@ -150,7 +148,7 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
     start_prometheus(topo)
 
     for role, cpu in (("w1", "0"), ("w2", "1")):
-        install_worker(topo, role, ctl_etc, cpu)
+        install_worker(topo, role, ctl_etc, cpu, tls)
         topo.start_unit(role, topo.hosts[role].workdir / "units/benchfleet-worker@.service", "1")
     workers = {role: f"{topo.hosts[role].name}-1" for role in ("w1", "w2")}  # Environment=%H-%i
 
@@ -158,6 +156,11 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
     who = topo.exec("w1", "mariadb", "-h", topo.hosts["ctl"].addr, "-ubenchfleet",
                     f"-p{(secrets_dir / 'db_password').read_text().strip()}", "-N", "-e", "SELECT CURRENT_USER()")
     assert who.stdout.strip() == f"benchfleet@{topo.subnet_pattern}"
+    # From here on the results DB takes the scheduler's user from other hosts over TLS only.
+    db.root_sql(f"ALTER USER 'benchfleet'@'{topo.subnet_pattern}' REQUIRE SSL")
+    plain = topo.exec("w2", "mariadb", "--skip-ssl", "-h", topo.hosts["ctl"].addr, "-ubenchfleet",
+                      f"-p{(secrets_dir / 'db_password').read_text().strip()}", "-e", "SELECT 1", check=False)
+    assert plain.returncode != 0 and "Access denied" in plain.stderr
 
     listed = lambda: sorted(g["labels"]["worker"] for g in curl_json(  # noqa: E731
         topo, "ctl", "http://127.0.0.1:9465/sd/workers"))
@@ -174,8 +177,17 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
         f"  - {{name: tgt, host: {topo.hosts['tgt'].addr}, port: 3306, user: root, database: bf_hosts}}\n"
         "workloads: [oltp_point_select]\ndata: {tables: 1, table_size: 1000}\n"
         "threads: [1, 2]\nduration: 5s\nwarmup: 0\nrepeat: 3\n")
-    sched_env = {**env_file(ctl_etc / "local.env"), **env_file(ctl_etc / "fleet.env")}
-    r = topo.exec("ctl", str(VENV / "bin/scheduler"), "submit", str(spec), "--json", env=sched_env)
+    # Submitted from another host of the subnet (w2's), over TLS to the broker and the results DB,
+    # with copies of the scheduler's two password files.
+    ctl_addr, w2_dir = topo.hosts["ctl"].addr, topo.hosts["w2"].workdir
+    for name in ("amqp_password_scheduler", "db_password"):
+        shutil.copy(secrets_dir / name, w2_dir / name)
+    sched_env = {"BENCHFLEET_AMQP_URL": f"amqps://benchfleet-scheduler@{ctl_addr}:5671/benchfleet",
+                 "BENCHFLEET_AMQP_PASSWORD_FILE": str(w2_dir / "amqp_password_scheduler"),
+                 "BENCHFLEET_AMQP_TLS_CA": str(tls.ca), "BENCHFLEET_DB_HOST": ctl_addr, "BENCHFLEET_DB_PORT": "3306",
+                 "BENCHFLEET_DB_USER": "benchfleet", "BENCHFLEET_DB_PASSWORD_FILE": str(w2_dir / "db_password"),
+                 "BENCHFLEET_DB_TLS_CA": str(tls.ca)}
+    r = topo.exec("w2", str(VENV / "bin/scheduler"), "submit", str(spec), "--json", env=sched_env)
     campaign = json.loads(r.stdout)["campaign_id"]
 
     conn = results_db(ctl_etc, db)
