@@ -110,3 +110,14 @@ def test_installed_collector_unit_verifies(tmp_path):
     r = verify(sa, unit)
     assert (r.returncode, r.stdout + r.stderr) == (0, "")
     assert f"EnvironmentFile={tmp_path / 'etc'}/collector.env" in unit.read_text()
+
+
+def test_ensure_services_refuses_a_client_host_that_is_not_a_host_pattern(tmp_path):
+    """A BENCHFLEET_DB_CLIENT_HOSTS entry that could break out of the SQL is refused (exit 1,
+    the entry named) before any service is touched."""
+    _need_root_and_systemd_analyze()
+    env = {**host_env(tmp_path), "BENCHFLEET_DB_CLIENT_HOSTS": "10.0.0.%,x'@'%", "BENCHFLEET_VAR": str(tmp_path / "var")}
+    r = subprocess.run([str(ROOT / "deploy" / "ensure-services"), "python"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "x'@'%" in r.stderr and "not a host pattern" in r.stderr
+    assert "ok:" not in r.stderr and not (tmp_path / "var").exists()
