@@ -98,8 +98,9 @@ class Broker(Protocol):
 
     names: Names
 
-    def connect(self) -> "Broker":
-        """Connect (with bounded retries); BusError when the broker stays away."""
+    def connect(self, attempts: int | None = None) -> "Broker":
+        """Connect, trying up to ``attempts`` times (None: the implementation's bounded retries
+        with backoff); BusError when the broker stays away."""
         ...
 
     def close(self) -> None:

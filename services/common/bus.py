@@ -113,8 +113,10 @@ class RabbitBus(Broker):
         self.channel: pika.adapters.blocking_connection.BlockingChannel | None = None
 
     # -- connection -------------------------------------------------------------------------
-    def connect(self, attempts: int = CONNECT_ATTEMPTS) -> "RabbitBus":
-        """Connect with exponential backoff; raise BusError after ``attempts`` failures."""
+    def connect(self, attempts: int | None = None) -> "RabbitBus":
+        """Connect with exponential backoff; raise BusError after ``attempts`` failures
+        (CONNECT_ATTEMPTS when None)."""
+        attempts = CONNECT_ATTEMPTS if attempts is None else attempts
         params = connection_parameters(self.settings)
         params.client_properties = {"connection_name": self.name}
         delay = 0.5

@@ -225,7 +225,7 @@ class StubBus(Broker):
         self._control: tuple[str, Callable[[ControlMessage], None]] | None = None
 
     # -- connection -------------------------------------------------------------------------
-    def connect(self) -> "StubBus":
+    def connect(self, attempts: int | None = None) -> "StubBus":
         b = self.broker
         with b._lock:
             if b._refuse > 0:

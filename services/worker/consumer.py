@@ -161,12 +161,16 @@ class Worker:
         instead of paging it as down. One try: a worker that cannot say so is listed as down."""
         if self.scrape_address is None:
             return
+        pub = self.connect(f"benchfleet worker {self.identity.worker_id} stop")
         try:
-            with self.connect(f"benchfleet worker {self.identity.worker_id} stop") as pub:
-                pub.declare((self.pool,))
-                pub.publish_result(self._announcement("down"))
+            # One attempt: a stopping worker must not wait out the reconnect backoff.
+            pub.connect(attempts=1)
+            pub.declare((self.pool,))
+            pub.publish_result(self._announcement("down"))
         except BusError as e:
             log.warning("worker_withdraw_failed", error=str(e))
+        finally:
+            pub.close()
 
     def _listen(self, bus: Broker) -> None:
         """Declare, announce this worker's /metrics, hear control messages, and catch up on the
