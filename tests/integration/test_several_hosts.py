@@ -31,7 +31,7 @@ def _need_root() -> None:
     if os.geteuid() != 0:
         problem = "network namespaces need root"
     else:
-        for tool in ("ip", "rabbitmq-server", "mariadbd", "prometheus", "curl"):
+        for tool in ("ip", "rabbitmq-server", "mariadbd", "prometheus", "curl", "openssl", "runuser"):
             if shutil.which(tool) is None:
                 problem = f"{tool} not installed (deploy/ensure-services rabbitmq mariadb prometheus)"
     if problem:
