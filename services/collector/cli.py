@@ -30,11 +30,10 @@ _DEFAULTS = ReportOptions()
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.consumer import Collector
+    from services.collector.http_sd import SD_PATH, WorkerDirectory
     from services.collector.prometheus import CollectorMetrics
     from services.common.bus import Role, rabbit_factory
     from services.common.discovery import announced
-
-    from services.collector.http_sd import SD_PATH, WorkerDirectory
 
     metrics = CollectorMetrics()
     directory = WorkerDirectory()

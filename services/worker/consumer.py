@@ -15,7 +15,7 @@ import collections
 import enum
 import threading
 import time
-from typing import Callable, Protocol
+from typing import Callable, Literal, Protocol
 
 from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
@@ -152,9 +152,9 @@ class Worker:
                 bus.close()
         self._withdraw()
 
-    def _announcement(self, state: str) -> bytes:
-        return WorkerAnnouncement(worker=self.identity.worker_id, pool=self.pool, state=state,  # type: ignore[arg-type]
-                                  address=self.scrape_address, at=time.time()).encode()
+    def _announcement(self, state: Literal["up", "down"], address: str) -> bytes:
+        return WorkerAnnouncement(worker=self.identity.worker_id, pool=self.pool, state=state, address=address,
+                                  at=time.time()).encode()
 
     def _withdraw(self) -> None:
         """Tell the collector this worker stopped on purpose, so Prometheus stops scraping it
@@ -166,7 +166,7 @@ class Worker:
             # One attempt: a stopping worker must not wait out the reconnect backoff.
             pub.connect(attempts=1)
             pub.declare((self.pool,))
-            pub.publish_result(self._announcement("down"))
+            pub.publish_result(self._announcement("down", self.scrape_address))
         except BusError as e:
             log.warning("worker_withdraw_failed", error=str(e))
         finally:
@@ -178,7 +178,7 @@ class Worker:
         bus.declare((self.pool,))
         if self.scrape_address is not None:
             # Every connect: a broker or collector that lost track of the fleet learns it again.
-            bus.publish_result(self._announcement("up"))
+            bus.publish_result(self._announcement("up", self.scrape_address))
         # Listen first, then replay: a cancel published from now on reaches this connection,
         # and every earlier one is in the log before this worker's marker.
         bus.subscribe_control(self._apply_control)
