@@ -208,6 +208,9 @@ def test_the_collector_records_announcements_and_acks_them():
         def recent_results(self, campaigns):
             return []
 
+        def announcements(self):
+            return []
+
         def reachable(self):
             return True
 
