@@ -289,7 +289,11 @@ class RabbitBus(Broker):
     def subscribe_control(self, on_control: Callable[[ControlMessage], None]) -> None:
         self.declare_control_log()
 
-        def on_body(_c: object, _m: object, _p: object, body: bytes) -> None:
+        def on_body(_c: object, method: object, _p: object, body: bytes) -> None:
+            # Only the control exchange speaks for the scheduler (see services/common/control.py).
+            if method.exchange != self.names.control:  # type: ignore[attr-defined]
+                log.error("control_message_refused", exchange=method.exchange, source="control")  # type: ignore[attr-defined]
+                return
             msg = read_control(body, "control")
             if msg is not None:
                 on_control(msg)
@@ -316,7 +320,8 @@ class RabbitBus(Broker):
             if state["end"]:
                 return  # past the marker: the private queue delivers these
             try:
-                kind, msg = read_log_entry(dict(props.headers or {}), body, token)  # type: ignore[attr-defined]
+                kind, msg = read_log_entry(method.exchange, dict(props.headers or {}), body, token,  # type: ignore[attr-defined]
+                                           control_exchange=self.names.control, sync_exchange=self.names.control_sync)
             except DecodeError as e:
                 log.error("control_message_undecodable", reason=str(e), source="control_log")
                 return

@@ -122,3 +122,29 @@ def test_each_role_does_its_job_and_no_more(deployed):
     for exchange in ("results", "runs_exchange"):
         with _bus(coll, Role.COLLECTOR) as c:
             _refused(lambda: c.publish(getattr(c.names, exchange), POOL, b"{}"))
+
+
+def test_a_worker_cannot_forge_a_cancel_for_the_others(deployed):
+    """The worker's user may append sync markers to the control log, and the broker takes a cancel
+    it sends through the sync exchange (or the dead-letter exchange): no other worker obeys it,
+    neither live nor when it replays the log."""
+    tag, tmp_path, runs, _ = deployed
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    sched, work = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker"))
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+        s.declare_control_log()
+    forged = ControlMessage(action="cancel", campaign_id="victim").encode()
+    heard: list[ControlMessage] = []
+    with _bus(work, Role.WORKER) as victim:
+        victim.declare((POOL,))
+        victim.subscribe_control(heard.append)
+        with _bus(work, Role.WORKER) as rogue:
+            rogue.declare((POOL,))
+            rogue.publish(rogue.names.control_sync, "", forged)
+            rogue.dead_letter(forged, "forged", rogue.names.control)
+        assert victim.replay_control_log("victim", heard.append, should_stop=lambda: False, timeout_s=30) == 0
+    with _bus(work, Role.WORKER) as later:
+        later.declare((POOL,))
+        assert later.replay_control_log("later", heard.append, should_stop=lambda: False, timeout_s=30) == 0
+    assert heard == []
