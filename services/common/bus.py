@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
-from typing import Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pika
 import pika.exceptions as px
@@ -33,7 +33,7 @@ from services.common.control import (
     read_control,
     read_log_entry,
 )
-from services.common.errors import BusError, DecodeError
+from services.common.errors import BusError, DecodeError, TopologyMissing
 from services.common.topology import Role
 
 #: A message redelivered this many times (a consumer crashing on it) is dead-lettered by the
@@ -165,27 +165,66 @@ class RabbitBus(Broker):
 
     # -- topology ---------------------------------------------------------------------------
     def declare(self, pools: tuple[str, ...] = ("default",)) -> None:
-        """What this connection's role uses (services/common/topology.py); safe to repeat."""
-        ch = self._ch
+        """What this connection's role uses (services/common/topology.py); safe to repeat. The
+        scheduler also declares the control log here, so a worker finds it after the first submit."""
         with _as_bus_error("declaring the queues"):
             for step in topology.steps(self.names, pools, self.role, _quorum_args(self.names.dead)):
                 if isinstance(step, topology.Exchange):
-                    ch.exchange_declare(step.name, exchange_type=step.kind, durable=True)
+                    self._ensure(f"exchange {step.name!r}", lambda ch, passive, step=step: ch.exchange_declare(
+                        step.name, exchange_type=step.kind, durable=True, passive=passive))
                 elif isinstance(step, topology.Queue):
-                    ch.queue_declare(step.name, durable=True, arguments=step.arguments)
+                    self._ensure(f"queue {step.name!r}", lambda ch, passive, step=step: ch.queue_declare(
+                        step.name, durable=True, arguments=step.arguments, passive=passive))
                 else:
-                    ch.queue_bind(step.queue, step.exchange, routing_key=step.routing_key or None)
+                    self._ch.queue_bind(step.queue, step.exchange, routing_key=step.routing_key or None)
+        if self.role is Role.SCHEDULER:
+            self.declare_control_log()
+
+    def _ensure(self, what: str, declare: Callable[[Any, bool], object]) -> bool:
+        """Declare ``what``; True when this call created it. A worker first checks that it exists
+        (a passive declare needs no permission): its broker user may configure nothing but its
+        private queues, so it can neither delete nor redefine the fleet's queues. Declaring what
+        is missing then works only for a user allowed to (tests, tools); for the worker's own
+        user the scheduler (at a submit) and the collector declare it first."""
+        if self.role is not Role.WORKER:
+            declare(self._ch, False)
+            return True
+        try:
+            declare(self._ch, True)
+            return False
+        except px.ChannelClosedByBroker as e:
+            if e.reply_code != 404:
+                raise
+        self._reopen_channel()
+        try:
+            declare(self._ch, False)
+            return True
+        except px.ChannelClosedByBroker as e:
+            self._reopen_channel()
+            raise TopologyMissing(f"the broker has no {what} yet, and this worker's broker user may not declare it "
+                           f"({e.reply_code} {e.reply_text}): the scheduler declares it at the first submit to "
+                           "this pool, the collector declares the results queue") from None
+
+    def _reopen_channel(self) -> None:
+        # The broker closes the channel on a failed declare; the connection stays.
+        self.channel = self._conn.channel()
+        self.channel.confirm_delivery()
 
     def declare_control_log(self) -> None:
         """Declare the control exchange, the control log (a stream) bound to it, and the sync
-        exchange that only the log is bound to. Scheduler and workers both do this before use."""
-        ch, n = self._ch, self.names
+        exchange that only the log is bound to. The scheduler declares and binds them; a worker
+        checks they exist (and binds only what it had to create: its user may not bind the log)."""
+        n = self.names
         with _as_bus_error("declaring the control log"):
-            ch.exchange_declare(n.control, exchange_type="fanout", durable=True)
-            ch.exchange_declare(n.control_sync, exchange_type="fanout", durable=True)
-            ch.queue_declare(n.control_log, durable=True, arguments=CONTROL_LOG_ARGS)
-            ch.queue_bind(n.control_log, n.control)
-            ch.queue_bind(n.control_log, n.control_sync)
+            created = [self._ensure(f"exchange {n.control!r}", lambda ch, passive: ch.exchange_declare(
+                           n.control, exchange_type="fanout", durable=True, passive=passive)),
+                       self._ensure(f"exchange {n.control_sync!r}", lambda ch, passive: ch.exchange_declare(
+                           n.control_sync, exchange_type="fanout", durable=True, passive=passive)),
+                       self._ensure(f"queue {n.control_log!r}", lambda ch, passive: ch.queue_declare(
+                           n.control_log, durable=True, arguments=CONTROL_LOG_ARGS, passive=passive))]
+            if self.role is not Role.WORKER or any(created):
+                self._ch.queue_bind(n.control_log, n.control)
+                self._ch.queue_bind(n.control_log, n.control_sync)
 
     # -- publishing -------------------------------------------------------------------------
     def publish(self, exchange: str, routing_key: str, body: bytes, headers: Mapping[str, object] | None = None) -> None:
@@ -291,7 +330,11 @@ class RabbitBus(Broker):
     def subscribe_control(self, on_control: Callable[[ControlMessage], None]) -> None:
         self.declare_control_log()
 
-        def on_body(_c: object, _m: object, _p: object, body: bytes) -> None:
+        def on_body(_c: object, method: object, _p: object, body: bytes) -> None:
+            # Only the control exchange speaks for the scheduler (see services/common/control.py).
+            if method.exchange != self.names.control:  # type: ignore[attr-defined]
+                log.error("control_message_refused", exchange=method.exchange, source="control")  # type: ignore[attr-defined]
+                return
             msg = read_control(body, "control")
             if msg is not None:
                 on_control(msg)
@@ -318,7 +361,8 @@ class RabbitBus(Broker):
             if state["end"]:
                 return  # past the marker: the private queue delivers these
             try:
-                kind, msg = read_log_entry(dict(props.headers or {}), body, token)  # type: ignore[attr-defined]
+                kind, msg = read_log_entry(method.exchange, dict(props.headers or {}), body, token,  # type: ignore[attr-defined]
+                                           control_exchange=self.names.control, sync_exchange=self.names.control_sync)
             except DecodeError as e:
                 log.error("control_message_undecodable", reason=str(e), source="control_log")
                 return

@@ -55,10 +55,11 @@ def run_main(service: str, parse: Callable[[], argparse.Namespace]) -> int:
     """Parse, resolve settings, configure logs and run ``args.fn(args, settings)``; map the
     error tree to exit codes. A command prints what happened itself, so it logs warnings only
     unless asked; a long-running one (``set_defaults(long_running=True)``) logs at the
-    settings' level."""
+    settings' level. A command that connects nowhere (``set_defaults(secrets=False)``) reads no
+    password file, so a user without access to the fleet's secrets can still run it."""
     try:
         args = parse()
-        settings = settings_from(args)
+        settings = settings_from(args, secrets=getattr(args, "secrets", True))
         explicit = getattr(args, "log_level", None) or os.environ.get("BENCHFLEET_LOG_LEVEL")
         long_running = getattr(args, "long_running", False)
         logs.configure(service, settings.log_level if explicit or long_running else "warning")

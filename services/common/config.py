@@ -119,8 +119,10 @@ def add_settings_flags(parser: argparse.ArgumentParser) -> None:
                            else f"env {_env_name(f.name)}")
 
 
-def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None) -> Settings:
-    """Resolve settings: a flag wins over its environment variable, which wins over the default."""
+def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None, *,
+                  secrets: bool = True) -> Settings:
+    """Resolve settings: a flag wins over its environment variable, which wins over the default.
+    ``secrets=False`` reads no password file (a command that connects nowhere needs none)."""
     env = os.environ if env is None else env
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -137,14 +139,14 @@ def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str]
             values[f.name] = raw
     flag_file = getattr(args, "db_password_file", None) if args is not None else None
     pw_file = flag_file or env.get("BENCHFLEET_DB_PASSWORD_FILE")
-    if pw_file:
+    if pw_file and secrets:
         values["db_password"] = _read_secret(pw_file, "--db-password-file" if flag_file else "BENCHFLEET_DB_PASSWORD_FILE")
     # The broker password stays out of the URL in env files and `ps`: a file or its own variable.
     amqp_pw_file = env.get("BENCHFLEET_AMQP_PASSWORD_FILE")
     amqp_pw = env.get("BENCHFLEET_AMQP_PASSWORD")
-    if amqp_pw_file:
+    if amqp_pw_file and secrets:
         amqp_pw = _read_secret(amqp_pw_file, "BENCHFLEET_AMQP_PASSWORD_FILE")
-    if amqp_pw:
+    if amqp_pw and secrets:
         values["amqp_url"] = with_password(str(values.get("amqp_url", Settings.amqp_url)), amqp_pw)
     attempts = int(values.get("run_attempts", Settings.run_attempts))  # type: ignore[call-overload]
     if not 1 <= attempts <= MAX_RUN_ATTEMPTS:

@@ -22,6 +22,12 @@ published to the control exchange before the marker's confirm sits before the ma
 log, so the replay is complete when the worker reads its own marker. Markers of other workers
 are skipped.
 
+Who wrote an entry is told by the exchange it came through, which the log keeps with each
+message: only the scheduler may publish to the control exchange, while every worker may append
+markers through the sync exchange. So a control message counts only when it came through the
+control exchange, and a marker only through the sync exchange: a worker's broker user cannot
+forge a cancel for the other workers by sending one through the sync exchange.
+
 This module holds the contract and the pure pieces; declaring and replaying live with the
 broker implementations (services/common/bus.py, services/common/stub_bus.py).
 """
@@ -74,12 +80,22 @@ def decode_control(body: bytes) -> ControlMessage:
         raise DecodeError(".".join(str(p) for p in err["loc"]), err["msg"]) from e
 
 
-def read_log_entry(headers: Mapping[str, object], body: bytes, token: str) -> tuple[str, ControlMessage | None]:
-    """Classify one message read from the control log by the reader whose marker is ``token``:
-    ("end", None) for that reader's own marker (the replay is complete), ("marker", None) for
-    another reader's marker, ("control", message) for a control message. DecodeError for
-    anything else."""
+def read_log_entry(exchange: str, headers: Mapping[str, object], body: bytes, token: str, *,
+                   control_exchange: str, sync_exchange: str) -> tuple[str, ControlMessage | None]:
+    """Classify one message read from the control log, published through ``exchange``, by the
+    reader whose marker is ``token``: ("end", None) for that reader's own marker (the replay is
+    complete), ("marker", None) for another reader's marker, ("control", message) for a control
+    message. DecodeError for anything else, including a control message that did not come
+    through ``control_exchange`` or a marker that did not come through ``sync_exchange``."""
     marker = headers.get(SYNC_HEADER)
+    if exchange == sync_exchange:
+        if marker is None:
+            raise DecodeError("exchange", f"a message through {sync_exchange} that is not a sync marker "
+                                          "(only the control exchange carries control messages)")
+    elif exchange != control_exchange:
+        raise DecodeError("exchange", f"{exchange!r} is not the control exchange {control_exchange}")
+    elif marker is not None:
+        raise DecodeError("exchange", f"a sync marker through {control_exchange}, not {sync_exchange}")
     if marker is not None:
         if isinstance(marker, bytes):
             marker = marker.decode(errors="replace")

@@ -9,6 +9,7 @@ BenchfleetError
  ├── DecodeError         a message body that is not a message we understand
  ├── ConnectError        a service we need is away or refused us (exit 3)
  │    ├── BusError       RabbitMQ
+ │    │    └── TopologyMissing  a queue a worker needs is not declared yet
  │    └── StoreError     the results DB
  │         ├── StoreUnavailable  the results DB is away (not: it refused this write)
  │         └── StoreRefused      the results DB refuses this write (the message is to blame)
@@ -107,6 +108,10 @@ class ConnectError(BenchfleetError):
 
 class BusError(ConnectError):
     """The broker cannot be reached or refused a publish; the message says which."""
+
+
+class TopologyMissing(BusError):
+    """A queue or exchange a worker uses is not declared yet (by the scheduler or collector)."""
 
 
 class StoreError(ConnectError):

@@ -50,6 +50,8 @@ class _Message:
     body: bytes
     headers: dict[str, object]
     returns: int = 0
+    #: The exchange it was published through (a stream keeps it with each message).
+    exchange: str = ""
 
 
 @dataclass
@@ -300,7 +302,7 @@ class StubBus(Broker):
             if not queues:
                 raise BusError(f"message to {exchange!r} with key {routing_key!r} was unroutable (no queue bound)")
             for q in queues:
-                b._enqueue(q, _Message(body, dict(headers or {})))
+                b._enqueue(q, _Message(body, dict(headers or {}), exchange=exchange))
 
     def publish_runs(self, pool: str, bodies: list[bytes]) -> None:
         b = self.broker
@@ -398,7 +400,8 @@ class StubBus(Broker):
             if self._control is not None:
                 queue, on_control = self._control
                 ready = self.broker._queue(queue).ready
-                controls = [(m.body, on_control) for m in ready]  # auto-acked
+                # Only the control exchange speaks for the scheduler, as in the real bus.
+                controls = [(m.body, on_control) for m in ready if m.exchange == self.names.control]  # auto-acked
                 ready.clear()
         for fn in callbacks:
             fn()
@@ -446,7 +449,8 @@ class StubBus(Broker):
             if should_stop():
                 break
             try:
-                kind, msg = read_log_entry(m.headers, m.body, token)
+                kind, msg = read_log_entry(m.exchange, m.headers, m.body, token, control_exchange=self.names.control,
+                                           sync_exchange=self.names.control_sync)
             except DecodeError:
                 read_control(m.body, "control_log")  # logs it, as the real replay does
                 continue

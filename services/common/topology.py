@@ -9,6 +9,12 @@ binds the results queue may also publish results: only the worker (who publishes
 it. Whoever binds a runs queue could bind it to an exchange of its own and inject runs: only
 the scheduler (who publishes runs) binds them.
 
+A worker declares nothing shared: its user's configure permission covers only its private
+control queues, so it can neither delete nor redefine the runs, results or dead-letter queues or
+the control log. It checks that they exist (passively: no permission needed) and waits until the
+scheduler (at a submit: runs, dead letters, control log) and the collector (results) declared
+them. The worker's steps below are what it checks, and the two bindings it makes itself.
+
 Pure: the bus (services/common/bus.py) executes the steps.
 """
 
@@ -62,7 +68,8 @@ def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[
     if role in (Role.ALL, Role.WORKER):
         out += [Exchange(n.results, "fanout"), Queue(n.results, quorum_args), Binding(n.results, n.results)]
     elif role is Role.COLLECTOR:
-        out.append(Queue(n.results, quorum_args))  # consumed here; bound by the workers
+        # Declared here (a worker's user may declare nothing shared), bound by the workers.
+        out += [Exchange(n.results, "fanout"), Queue(n.results, quorum_args)]
     if role in (Role.ALL, Role.SCHEDULER):
         out.append(Exchange(n.runs_exchange, "direct"))
     for pool in pools:

@@ -236,11 +236,13 @@ def _parser() -> argparse.ArgumentParser:
         add_settings_flags(s)
         return s
 
-    spec_cmd("validate", "check a spec; exit 2 naming each wrong field").set_defaults(fn=cmd_validate)
+    # validate and plan connect nowhere: they need the settings (results DB name, run length
+    # limit) but none of the fleet's secrets.
+    spec_cmd("validate", "check a spec; exit 2 naming each wrong field").set_defaults(fn=cmd_validate, secrets=False)
     s = spec_cmd("plan", "print the expanded run matrix and estimated wall time")
     s.add_argument("--workers", type=int, default=1, help="workers sharing the campaign (for the estimate)")
     s.add_argument("--json", action="store_true")
-    s.set_defaults(fn=cmd_plan)
+    s.set_defaults(fn=cmd_plan, secrets=False)
     s = spec_cmd("submit", "record the campaign and publish its runs")
     s.add_argument("--wait", action="store_true", help="follow progress and print the report at the end")
     s.add_argument("--fail-on-collapse", action="store_true",
@@ -262,7 +264,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     add_settings_flags(s)
     s.set_defaults(fn=cmd_status)
-    sub.add_parser("schema", help="print the spec's JSON Schema").set_defaults(fn=cmd_schema)
+    sub.add_parser("schema", help="print the spec's JSON Schema").set_defaults(fn=cmd_schema, secrets=False)
     return p
 
 

@@ -21,7 +21,7 @@ from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
 from services.common.config import Settings
 from services.common.control import ControlMessage
-from services.common.errors import BusError, DecodeError
+from services.common.errors import BusError, DecodeError, TopologyMissing
 from services.common.builds import BuildInfo
 from services.common.messages import RunEvent, RunResult, RunSpec, WorkerAnnouncement, WorkerBuilds, decode
 from services.worker.driver.contract import ProgressCallback
@@ -42,6 +42,8 @@ RETRY_PAUSE_S = 2.0
 #: BACKOFF_CAP_S.
 BACKOFF_S = 1.0
 BACKOFF_CAP_S = 30.0
+#: Seconds between looks for queues nobody has declared yet (before the first submit).
+TOPOLOGY_WAIT_S = 5.0
 #: Give up (and reconnect) when the control log replay has not reached this worker's marker
 #: within this many seconds; no run is taken meanwhile.
 CONTROL_REPLAY_TIMEOUT_S = 60.0
@@ -147,7 +149,9 @@ class Worker:
                 if self._active is not None:
                     self._active.join()
                 self.stopping.wait(delay)
-                delay = min(delay * 2, BACKOFF_CAP_S)
+                # Waiting for the first submit (or the collector) to declare the queues: look
+                # again soon, so the first runs are taken within seconds of the submit.
+                delay = TOPOLOGY_WAIT_S if isinstance(e, TopologyMissing) else min(delay * 2, BACKOFF_CAP_S)
             finally:
                 bus.close()
         self._withdraw()

@@ -13,7 +13,7 @@ from services.common.errors import DbError
 from services.common.messages import RunResult, RunSpec
 from services.worker import fdlimit, prepare
 from services.worker.driver.contract import LoadError, ProgressCallback
-from services.worker.driver.registry import driver_for
+from services.worker.driver.registry import check_target, driver_for
 from services.worker.target import dsn as target
 from services.worker.target import lifecycle as server_run
 from services.worker.target.managed import ServerManager
@@ -55,6 +55,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
     settling: server_run.Settling | None = None
     try:
         drive = driver_for(run.driver)
+        check_target(run.driver, run.target)
         # Before any connection: one open file per client, in this process and in the load
         # processes and sysbench it starts next, which inherit the limit.
         fdlimit.ensure(run.cell.threads)

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pika.exceptions
 import pytest
 
 from services.common.bus import RabbitBus, Role
@@ -29,9 +30,11 @@ def _rabbitmqctl(*args: str) -> None:
     subprocess.run(["rabbitmqctl", "-q", *args], check=False, capture_output=True, timeout=60)
 
 
-@pytest.fixture
-def deployed(rabbitmq, tmp_path):
-    """ensure-services rabbitmq, run twice, for a vhost, users and namespace of this test's own."""
+@pytest.fixture(scope="module")
+def deployed(rabbitmq, tmp_path_factory):
+    """ensure-services rabbitmq, run twice, for a vhost, users and namespace of this module's own
+    (the first test finds it fresh: the file's order is kept)."""
+    tmp_path = tmp_path_factory.mktemp("deployed")
     if os.geteuid() != 0 or shutil.which("rabbitmqctl") is None:
         msg = "needs root and rabbitmqctl (the broker's users are made with it)"
         if os.environ.get("CI") == "true":
@@ -59,6 +62,14 @@ def _settings(tmp_path: Path, tag: str, role: str) -> Settings:
     return Settings(amqp_url=with_password(env[f"{prefix}AMQP_URL"], password), namespace=tag)
 
 
+def _amqp(fn) -> None:
+    """Run ``fn`` on a raw channel; the broker's refusal as a BusError."""
+    try:
+        fn()
+    except pika.exceptions.ChannelClosedByBroker as e:
+        raise BusError(f"{e.reply_code} {e.reply_text}") from None
+
+
 def _refused(fn) -> str:
     """Run ``fn`` (a publish); return the broker's refusal, or fail if it was accepted."""
     try:
@@ -66,7 +77,7 @@ def _refused(fn) -> str:
     except BusError as e:
         assert "ACCESS_REFUSED" in str(e), e
         return str(e)
-    raise AssertionError("the broker accepted a publish this role may not make")
+    raise AssertionError("the broker accepted what this role may not do")
 
 
 def _bus(settings: Settings, role: Role) -> RabbitBus:
@@ -85,8 +96,15 @@ def test_each_role_does_its_job_and_no_more(deployed):
     users = [urlsplit(s.amqp_url).username for s in (sched, work, coll)]
     assert users == [f"{tag}-scheduler", f"{tag}-worker", f"{tag}-collector"]
 
+    with _bus(work, Role.WORKER) as w:  # a worker that comes first may declare nothing shared: it waits
+        with pytest.raises(BusError, match="has no .* yet, and this worker's broker user may not declare it"):
+            w.declare((POOL,))
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.declare((POOL,))
     cancels: list[ControlMessage] = []
-    with _bus(work, Role.WORKER) as w:  # a worker may come first: it declares, never binds runs
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+    with _bus(work, Role.WORKER) as w:
         w.declare((POOL,))
         w.subscribe_control(cancels.append)
         assert w.replay_control_log("perm", cancels.append, should_stop=lambda: False, timeout_s=30) == 0
@@ -122,3 +140,56 @@ def test_each_role_does_its_job_and_no_more(deployed):
     for exchange in ("results", "runs_exchange"):
         with _bus(coll, Role.COLLECTOR) as c:
             _refused(lambda: c.publish(getattr(c.names, exchange), POOL, b"{}"))
+
+
+def test_a_worker_cannot_forge_a_cancel_for_the_others(deployed):
+    """The worker's user may append sync markers to the control log, and the broker takes a cancel
+    it sends through the sync exchange (or the dead-letter exchange): no other worker obeys it,
+    neither live nor when it replays the log."""
+    tag, tmp_path, runs, _ = deployed
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    sched, work = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker"))
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+        s.declare_control_log()
+    forged = ControlMessage(action="cancel", campaign_id="victim").encode()
+    heard: list[ControlMessage] = []
+    with _bus(work, Role.WORKER) as victim:
+        victim.declare((POOL,))
+        victim.subscribe_control(heard.append)
+        with _bus(work, Role.WORKER) as rogue:
+            rogue.declare((POOL,))
+            rogue.publish(rogue.names.control_sync, "", forged)
+            rogue.dead_letter(forged, "forged", rogue.names.control)
+        victim.replay_control_log("victim", heard.append, should_stop=lambda: False, timeout_s=30)
+    with _bus(work, Role.WORKER) as later:
+        later.declare((POOL,))
+        later.replay_control_log("later", heard.append, should_stop=lambda: False, timeout_s=30)
+    # The log may hold the scheduler's own cancels of the tests before; the forged one is obeyed nowhere.
+    assert "victim" not in {m.campaign_id for m in heard}, heard
+
+
+def test_a_worker_cannot_delete_or_redefine_the_fleets_queues(deployed):
+    """The worker's user configures only its private control queues: deleting the runs, results
+    or dead-letter queues, the control log or any shared exchange, or declaring one anew with
+    other arguments, is refused, and the queued run is still there."""
+    tag, tmp_path, runs, _ = deployed
+    sched, work, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker", "collector"))
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.declare((POOL,))
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+        s.publish_runs(POOL, [b'{"run": 2}'])
+        depth = s.queue_depth(s.names.runs_queue(POOL))
+    n = RabbitBus(work).names
+    for queue in (n.runs_queue(POOL), n.results, n.dead, n.control_log):
+        with _bus(work, Role.WORKER) as w:
+            _refused(lambda: w.delete_queue(queue))
+        with _bus(work, Role.WORKER) as w:
+            _refused(lambda: _amqp(lambda: w.channel.queue_declare(queue, durable=False)))
+    for exchange in (n.runs_exchange, n.results, n.dead, n.control, n.control_sync):
+        with _bus(work, Role.WORKER) as w:
+            _refused(lambda: _amqp(lambda: w.channel.exchange_delete(exchange)))
+    with _bus(work, Role.WORKER) as w:  # and it still does its job
+        w.declare((POOL,))
+        assert w.queue_depth(n.runs_queue(POOL)) == depth >= 1

@@ -76,3 +76,46 @@ def test_sysbench_failure_is_a_load_error_with_the_mysql_code(params):
         sysbench_driver.run_sysbench(dict(params, database="bf_test_sb_nodb"), WorkloadSpec(name="oltp_point_select"),
                                      SHAPE, 1, 0.0, 1.0, 1)
     assert e.value.code == 1049 and "Unknown database 'bf_test_sb_nodb'" in str(e.value)
+
+
+@pytest.fixture
+def rogue(tmp_path):
+    """A rogue server asking every client for a canary file only the worker can read."""
+    from tests.integration.rogue_server import RogueServer
+
+    canary = tmp_path / "canary"
+    canary.write_text("worker-secret-canary\n")
+    canary.chmod(0o600)
+    server = RogueServer(str(canary))
+    yield server
+    server.close()
+
+
+def test_a_rogue_server_reads_no_file_through_sysbench(rogue):
+    """sysbench's client library (libmariadb, built to accept LOAD DATA LOCAL only after the
+    client itself sent one) refuses the server's file request: the run fails with error 2000
+    and the canary never leaves the worker. This guards the worker's package: a client library
+    built with local infile always on would fail this test."""
+    if shutil.which("sysbench") is None:
+        pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
+    params = {"host": "127.0.0.1", "port": rogue.port, "user": "bench", "password": "", "database": "sbtest"}
+    with pytest.raises(LoadError) as e:
+        sysbench_driver.run_sysbench(params, WorkloadSpec(name="oltp_point_select"), DataShape(tables=1), 1, 0.0,
+                                     2.0, 1)
+    assert rogue.requests >= 1, "the rogue server was never asked a query"
+    assert e.value.code == 2000 and "Load data local infile forbidden" in str(e.value), e.value
+    assert rogue.received == []
+
+
+def test_a_rogue_server_reads_no_file_through_the_workers_own_connections(rogue):
+    """The connections the worker opens itself (server identity, quiesce, status sampling) do
+    not send a local file either."""
+    from services.worker.target import dsn
+
+    import mysql.connector
+
+    with pytest.raises(mysql.connector.Error) as e:
+        # The connector's first statement (autocommit) already meets the request.
+        dsn.connect({"host": "127.0.0.1", "port": rogue.port, "user": "bench", "password": "", "database": "sbtest"})
+    assert e.value.errno == 2068, e.value  # "LOAD DATA LOCAL INFILE file request rejected"
+    assert rogue.requests >= 1 and rogue.received == []

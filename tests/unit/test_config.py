@@ -64,3 +64,20 @@ def test_bad_settings_exit_2_naming_the_variable(monkeypatch, capsys):
     monkeypatch.setenv("BENCHFLEET_RUN_ATTEMPTS", "9")
     assert cli.main(["status"]) == 2
     assert "BENCHFLEET_RUN_ATTEMPTS: must be 1 to 5" in capsys.readouterr().err
+
+
+def test_validate_and_plan_need_no_secrets(monkeypatch, capsys, tmp_path):
+    """A user who cannot read the fleet's password files can still validate and plan a spec;
+    a command that connects (status) still says which file it could not read."""
+    from services.scheduler import cli
+
+    locked = tmp_path / "secrets"
+    monkeypatch.setenv("BENCHFLEET_DB_PASSWORD_FILE", str(locked / "db_password"))
+    monkeypatch.setenv("BENCHFLEET_AMQP_PASSWORD_FILE", str(locked / "amqp_password_scheduler"))
+    spec = "examples/quickstart.yaml"
+    assert cli.main(["validate", spec]) == 0, capsys.readouterr().err
+    assert cli.main(["plan", spec]) == 0, capsys.readouterr().err
+    assert cli.main(["schema"]) == 0
+    capsys.readouterr()
+    assert cli.main(["status"]) == 2
+    assert "BENCHFLEET_DB_PASSWORD_FILE: cannot read" in capsys.readouterr().err

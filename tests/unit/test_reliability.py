@@ -63,12 +63,26 @@ def test_control_log_entries_are_told_apart():
     """Replaying the control log: the reader's own marker ends it, other readers' markers are
     skipped, control messages decode, garbage names the field."""
     m = ControlMessage(action="cancel", campaign_id="c1")
-    assert read_log_entry({"x-stream-offset": 3}, m.encode(), "w1-ab") == ("control", m)
-    assert read_log_entry({SYNC_HEADER: "w1-ab"}, b"", "w1-ab") == ("end", None)
-    assert read_log_entry({SYNC_HEADER: b"w1-ab"}, b"", "w1-ab") == ("end", None)
-    assert read_log_entry({SYNC_HEADER: "w2-cd"}, b"", "w1-ab") == ("marker", None)
+    ex = {"control_exchange": "bf.control", "sync_exchange": "bf.control.sync"}
+    assert read_log_entry("bf.control", {"x-stream-offset": 3}, m.encode(), "w1-ab", **ex) == ("control", m)
+    assert read_log_entry("bf.control.sync", {SYNC_HEADER: "w1-ab"}, b"", "w1-ab", **ex) == ("end", None)
+    assert read_log_entry("bf.control.sync", {SYNC_HEADER: b"w1-ab"}, b"", "w1-ab", **ex) == ("end", None)
+    assert read_log_entry("bf.control.sync", {SYNC_HEADER: "w2-cd"}, b"", "w1-ab", **ex) == ("marker", None)
     with pytest.raises(DecodeError, match="not JSON"):
-        read_log_entry({}, b"garbage", "w1-ab")
+        read_log_entry("bf.control", {}, b"garbage", "w1-ab", **ex)
+
+
+def test_control_log_entries_count_only_through_their_own_exchange():
+    """A cancel appended through the sync exchange (which every worker may write) is not obeyed,
+    nor one through any other exchange; a marker through the control exchange is no marker."""
+    m = ControlMessage(action="cancel", campaign_id="c1")
+    ex = {"control_exchange": "bf.control", "sync_exchange": "bf.control.sync"}
+    with pytest.raises(DecodeError, match="not a sync marker"):
+        read_log_entry("bf.control.sync", {}, m.encode(), "w1-ab", **ex)
+    with pytest.raises(DecodeError, match="not the control exchange"):
+        read_log_entry("bf.dead", {}, m.encode(), "w1-ab", **ex)
+    with pytest.raises(DecodeError, match="sync marker through bf.control"):
+        read_log_entry("bf.control", {SYNC_HEADER: "w1-ab"}, b"", "w1-ab", **ex)
 
 
 def test_control_log_is_a_retained_stream_under_the_namespace():

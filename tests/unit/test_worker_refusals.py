@@ -179,3 +179,27 @@ def test_a_worker_refuses_to_start_with_a_policy_naming_the_fleets_secrets(monke
         assert worker_cli.main(["--max-runs", "0"]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: {var}: ") and "fleet's own" in err, err
+
+
+def test_sysbench_is_refused_a_target_that_wants_verified_tls(fleet_env, nothing_happens, monkeypatch):
+    """sysbench 1.0.20 cannot check a certificate: a run message asking for it with a remote
+    password fails naming targets.a.tls, before prepare connects or sysbench starts."""
+    from services.worker.driver.sysbench import driver as sysbench
+
+    monkeypatch.setattr(sysbench.subprocess, "Popen", lambda *a, **k: pytest.fail("sysbench started"))
+    for fields in ({"password_env": "BENCH_PW"}, {"password_env": "BENCH_PW", "tls": "verify"},
+                   {"tls": "verify", "ssl_ca": "/etc/ssl/certs/ca-certificates.crt"}):
+        run = run_of(remote(**fields)).model_copy(update={"driver": "sysbench"})
+        res = runner.execute(run, runner.WorkerIdentity("w1"))
+        assert res.status == "failed" and res.error.startswith("targets.a.tls: verify: driver sysbench"), res.error
+
+
+def test_sysbench_never_sends_a_password_meant_for_verified_tls(monkeypatch):
+    """Even called directly with parameters asking for verification, sysbench is not started."""
+    from services.worker.driver.contract import LoadError
+    from services.worker.driver.sysbench import driver as sysbench
+
+    monkeypatch.setattr(sysbench.subprocess, "Popen", lambda *a, **k: pytest.fail("sysbench started"))
+    params = {"host": "db.example.com", "password": "pw", "ssl_ca": "/ca.pem", "ssl_verify_cert": True}
+    with pytest.raises(LoadError, match="cannot check"):
+        sysbench.run_sysbench(params, WorkloadSpec(name="oltp_point_select"), DataShape(), 1, 0.0, 1.0, 1)
