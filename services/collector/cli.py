@@ -91,7 +91,7 @@ def _metric(text: str) -> str:
 
 def _stat_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric,
-                   help="qps, tps, p50_ms, p95_ms, p99_ms, max_ms, cpu_us_per_query, client_cpu_us_per_query, "
+                   help=", ".join(mc.BUILTIN) + ", "
                         "or status:NAME (a server status delta per transaction, e.g. status:Key_reads)")
     _test_flags(s)
     s.add_argument("--mark-high-cv", action="store_true", help="mark cells with unusually high CV by * as the seeds did")

@@ -11,7 +11,10 @@ Schema history (the ``schema`` field of each message):
 Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
 ``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects``,
 ``latency.by_kind``, ``quiesce``, and ``server.build``, ``server.build_version``,
-``server.server_sha256``, ``server.malloc``.
+``server.server_sha256``, ``server.malloc``; result ``server``: context switches
+(``server_ctxt_switches``, ``client_ctxt_switches`` and per query), disk bytes (``disk_read_bytes``,
+``disk_write_bytes`` and KB per transaction) and hit ratios (``key_cache_hit_ratio``,
+``buffer_pool_hit_ratio``).
 Result ``quality`` (stalls and overrun, ``RunQuality``) carries its own ``version`` (history in
 its docstring); results without it were stored before runs were assessed.
 
@@ -23,6 +26,7 @@ workload agree with each other.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -34,6 +38,7 @@ from services.common.builds import BuildInfo
 from services.common.errors import DecodeError
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
+from services.common.server_work import ServerWork, server_work
 from services.common.spec import (
     MAX_DURATION_S,
     MAX_RATE,
@@ -263,6 +268,22 @@ class ServerReport(_Message):
     client_cpu_s: float | None = None
     server_cpu_us_per_query: float | None = None
     client_cpu_us_per_query: float | None = None
+    #: Context switches (voluntary + involuntary) over the measured interval: the server's
+    #: threads (managed targets, /proc/PID/task/*/status) and the load processes (getrusage).
+    server_ctxt_switches: Count | None = None
+    client_ctxt_switches: Count | None = None
+    server_ctxt_switches_per_query: NonNegative | None = None
+    client_ctxt_switches_per_query: NonNegative | None = None
+    #: Bytes the server process read from and wrote to storage over the measured interval
+    #: (managed targets: read_bytes and write_bytes of /proc/PID/io).
+    disk_read_bytes: Count | None = None
+    disk_write_bytes: Count | None = None
+    disk_read_kb_per_transaction: NonNegative | None = None
+    disk_write_kb_per_transaction: NonNegative | None = None
+    #: 1 - Key_reads/Key_read_requests and 1 - Innodb_buffer_pool_reads/
+    #: Innodb_buffer_pool_read_requests from the status deltas; None when nothing was requested.
+    key_cache_hit_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    buffer_pool_hit_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
 
 
 QualityFlag = Literal["stall", "overrun"]
@@ -369,6 +390,17 @@ class RunResult(_Message):
     @property
     def tps(self) -> float:
         return self.totals.transactions / self.measured_s if self.measured_s > 0 else 0.0
+
+    @functools.cached_property
+    def work(self) -> ServerWork:
+        """What the server and the load processes did per query and per transaction, derived
+        from the raw counts this result holds (figures it did not record are None). Cached: a
+        report reads it once per metric."""
+        s = self.server
+        return server_work(queries=self.totals.queries, transactions=self.totals.transactions,
+                           status_deltas=s.status_deltas, server_cpu_s=s.server_cpu_s, client_cpu_s=s.client_cpu_s,
+                           server_ctxt_switches=s.server_ctxt_switches, client_ctxt_switches=s.client_ctxt_switches,
+                           disk_read_bytes=s.disk_read_bytes, disk_write_bytes=s.disk_write_bytes)
 
 
 class WorkerBuilds(_Message):

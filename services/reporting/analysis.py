@@ -72,6 +72,10 @@ class CollapseFinding:
     basis: str
 
 
+#: Metrics whose values sit just below 1, where the fourth decimal still counts (1 - misses/requests).
+HIT_RATIOS = ("key_cache_hit_ratio", "buffer_pool_hit_ratio")
+
+
 def measurements(data: CampaignData, m: mc.Metric) -> list[Measurement]:
     return [
         Measurement(r.target, r.workload, r.threads, r.repetition, mc.row_value(m, r), failed=r.status != "ok")
@@ -93,7 +97,7 @@ def build(data: CampaignData, m: mc.Metric, mode: Mode, opts: ReportOptions,
         mark_high_cv=opts.mark_high_cv, higher_is_better=m.higher_is_better,
         # Latency, CPU and status counts per transaction are small numbers where the decimals
         # matter; throughput keeps the seeds' whole q/s.
-        decimals=None if m.key in ("qps", "tps") or shape != "absolute" else 2,
+        decimals=None if m.key in ("qps", "tps") or shape != "absolute" else 4 if m.key in HIT_RATIOS else 2,
     )
     table = build_table(measurements(data, m), spec)
     if m.key in ("qps", "tps") and collapsed:
@@ -159,7 +163,7 @@ def report_metrics(data: CampaignData) -> list[mc.Metric]:
     results = [r.result for r in data.runs if r.result is not None]
     if not results:
         return out
-    for key in ("p50_ms", "cpu_us_per_query", "client_cpu_us_per_query"):
+    for key in ("p50_ms", *mc.WORK_FIELDS):
         if _has_values(data, mc.BUILTIN[key]):
             out.append(mc.BUILTIN[key])
     out.extend(mc.metric(mc.STATUS_PREFIX + name) for name in mc.available_status(results))

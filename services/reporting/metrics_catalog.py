@@ -1,8 +1,10 @@
 """Which number of a run a table shows: q/s, tps, latency percentiles, server status deltas
-per transaction, CPU per query.
+per transaction, and what the server did per query (CPU, context switches, disk KB per
+transaction, hit ratios).
 
 Pure: a metric reads one run's result row or its whole ``RunResult`` and returns a number, or
-None when the run did not record it (status deltas and CPU seconds come from managed targets only).
+None when the run did not record it (server CPU, context switches and disk bytes come from
+managed targets only; hit ratios need status deltas with requests in them).
 """
 
 from __future__ import annotations
@@ -40,7 +42,31 @@ BUILTIN: dict[str, Metric] = {
         Metric("max_ms", "max ms", False, False, "slowest transaction (ms)"),
         Metric("cpu_us_per_query", "server CPU us/query", False, False, "server CPU microseconds per query"),
         Metric("client_cpu_us_per_query", "client CPU us/query", False, False, "client CPU microseconds per query"),
+        Metric("ctxt_switches_per_query", "server cs/query", False, False,
+               "server context switches per query"),
+        Metric("client_ctxt_switches_per_query", "client cs/query", False, False,
+               "client context switches per query"),
+        Metric("disk_read_kb_per_transaction", "read KB/trx", False, False,
+               "server disk KB read per transaction"),
+        Metric("disk_write_kb_per_transaction", "write KB/trx", False, False,
+               "server disk KB written per transaction"),
+        Metric("key_cache_hit_ratio", "key cache hit ratio", True, False,
+               "key cache hit ratio (1 - Key_reads / Key_read_requests)"),
+        Metric("buffer_pool_hit_ratio", "buffer pool hit ratio", True, False,
+               "InnoDB buffer pool hit ratio (1 - Innodb_buffer_pool_reads / _read_requests)"),
     )
+}
+
+#: Metric key -> the ServerWork field it reads (services/common/server_work.py defines them once).
+WORK_FIELDS = {
+    "cpu_us_per_query": "server_cpu_us_per_query",
+    "client_cpu_us_per_query": "client_cpu_us_per_query",
+    "ctxt_switches_per_query": "server_ctxt_switches_per_query",
+    "client_ctxt_switches_per_query": "client_ctxt_switches_per_query",
+    "disk_read_kb_per_transaction": "disk_read_kb_per_transaction",
+    "disk_write_kb_per_transaction": "disk_write_kb_per_transaction",
+    "key_cache_hit_ratio": "key_cache_hit_ratio",
+    "buffer_pool_hit_ratio": "buffer_pool_hit_ratio",
 }
 
 def metric(key: str) -> Metric:
@@ -67,11 +93,10 @@ def value(m: Metric, result: RunResult) -> float | None:
         return totals.transactions / measured if measured > 0 else None
     if m.key.endswith("_ms") and m.key in BUILTIN:
         return float(getattr(result.latency, m.key))
-    if m.key in ("cpu_us_per_query", "client_cpu_us_per_query"):
-        # CPU seconds come from managed targets (server) and the load processes (client); a
+    if m.key in WORK_FIELDS:
+        # Server figures come from managed targets, client ones from the load processes; a
         # result without them has the metric missing, not zero.
-        cpu = server.server_cpu_s if m.key == "cpu_us_per_query" else server.client_cpu_s
-        return 1e6 * cpu / totals.queries if cpu is not None and totals.queries else None
+        return getattr(result.work, WORK_FIELDS[m.key])
     if m.key.startswith(STATUS_PREFIX):
         delta = server.status_deltas.get(m.key[len(STATUS_PREFIX):])
         return delta / totals.transactions if delta is not None and totals.transactions else None

@@ -134,6 +134,9 @@ class Table:
     rows: tuple[Row, ...]
     failed: tuple[FailedRuns, ...] = field(default=())
     places: int = 2
+    #: Successful runs that did not record the metric (a dsn target's server CPU): shown as
+    #: n/a, never as 0, and not counted as failures.
+    unrecorded: int = 0
 
     def marks_used(self) -> set[str]:
         return {ch for row in self.rows for cell in row.cells for ch in cell.mark}
@@ -152,11 +155,14 @@ def build_table(measurements: Iterable[Measurement], spec: TableSpec) -> Table:
     values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     failures: dict[tuple[str, str, int], int] = defaultdict(int)
     totals: dict[tuple[str, str, int], int] = defaultdict(int)
+    unrecorded = 0
     for (target, workload, threads, _), m in sorted(runs.items()):
         key = (target, workload, threads)
         totals[key] += 1
-        if m.failed or m.value is None or math.isnan(m.value):
+        if m.failed or (m.value is not None and math.isnan(m.value)):
             failures[key] += 1
+        elif m.value is None:
+            unrecorded += 1
         else:
             values[key].append(m.value)
     threads = spec.threads or tuple(sorted({k[2] for k in totals}))
@@ -174,7 +180,7 @@ def build_table(measurements: Iterable[Measurement], spec: TableSpec) -> Table:
             key=lambda kv: (spec.workloads.index(kv[0][1]), spec.targets.index(kv[0][0]), kv[0][2]),
         )
     )
-    return Table(spec, tuple(threads), tuple(rows), failed, _places(spec, rows))
+    return Table(spec, tuple(threads), tuple(rows), failed, _places(spec, rows), unrecorded)
 
 
 def _places(spec: TableSpec, rows: list[Row]) -> int:
@@ -257,7 +263,8 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
         entries.append((MARK_STALL, f"stall: {whose} had seconds without a completed transaction, or overran "
                                     "its planned time (runs listed below)"))
     if table.has_missing():
-        entries.append((NO_DATA, "no successful run to compare"))
+        entries.append((NO_DATA, "not recorded by the cell's runs (server process figures need a managed target), "
+                                 "or no successful run" if table.unrecorded else "no successful run to compare"))
     return entries
 
 

@@ -14,6 +14,7 @@ from services.reporting.analysis import (
     NamedTable,
     collapse_lines,
 )
+from services.reporting.per_query import CellWork, cell_work, format_figure
 from services.reporting.render.formats import render_settings
 from services.reporting.render.plots import Plot
 from services.reporting.tables import (
@@ -36,6 +37,7 @@ table.cmp td.num { text-align: right; white-space: nowrap; }
 table.cmp td.faster { background: #d9f2d9; } table.cmp td.slower { background: #f6d5d5; }
 table.cmp th.group { text-align: left; background: #eee; }
 table.cmp td.stalled { outline: 2px dashed #c80; outline-offset: -3px; }
+table.cmp td.absent { color: #777; font-style: italic; }
 .note { color: #555; font-size: .9em; } ul.legend { font-size: .9em; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 """
@@ -73,6 +75,33 @@ def render_table_html(named: NamedTable) -> list[str]:
     return out
 
 
+def render_per_query_html(cells: Sequence[CellWork]) -> list[str]:
+    """The section "What the server did, per query": one table per cell, mean/min/max over its runs."""
+    out = ['<h2 id="per-query">What the server did, per query</h2>',
+           '<p class="note">Over each run\'s measured interval, then mean, min and max over the cell\'s '
+           "successful runs. Server CPU, context switches (all its threads) and disk bytes (read_bytes and "
+           "write_bytes of /proc/PID/io) come from the server's process, so only managed targets have them; "
+           "hit ratios are 1 - reads / read requests from the status deltas.</p>"]
+    if not cells:
+        out.append('<p class="note">No successful run recorded these figures.</p>')
+    for cell in cells:
+        kind = f", {cell.kind} target" if cell.kind else ""
+        out.append(f'<h3 id="per-query-{_e(cell.target)}-{_e(cell.workload)}-{cell.threads}">'
+                   f"{_e(cell.target)} / {_e(cell.workload)} / {cell.threads} threads"
+                   f'<span class="note"> ({cell.runs} runs{_e(kind)})</span></h3>')
+        out.append('<table class="cmp per-query"><tr><th>figure</th><th>mean</th><th>min</th><th>max</th>'
+                   "<th>runs</th></tr>")
+        for f in cell.figures:
+            if f.absent is not None:
+                out.append(f"<tr><td>{_e(f.label)}</td>"
+                           f'<td class="absent" colspan="4">n/a: {_e(f.absent)}</td></tr>')
+                continue
+            nums = "".join(f'<td class="num">{_e(format_figure(f.key, v))}</td>' for v in (f.mean, f.low, f.high))
+            out.append(f"<tr><td>{_e(f.label)}</td>{nums}<td class=\"num\">{f.runs}</td></tr>")
+        out.append("</table>")
+    return out
+
+
 def _plot_html(p: Plot) -> list[str]:
     data = base64.b64encode(p.png).decode("ascii")
     out = [f'<figure id="plot-{_e(p.key)}" class="plot">',
@@ -107,5 +136,7 @@ def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Seq
     parts.append("<h2>Plots</h2>")
     for p in plots:
         parts.extend(_plot_html(p))
+    # After the plots: one table per cell makes a long section, read after the overview.
+    parts.extend(render_per_query_html(cell_work(data)))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

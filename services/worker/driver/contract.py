@@ -132,6 +132,9 @@ class LoadOutcome:
     ended_at: float
     #: CPU seconds the load processes used during the measured interval (user + system).
     client_cpu_s: float = 0.0
+    #: Context switches (voluntary + involuntary) of the load processes over the measured
+    #: interval; None when the driver could not count them.
+    client_ctxt_switches: int | None = None
 
     @property
     def client_cpu_us_per_query(self) -> float:

@@ -1,7 +1,8 @@
 """What a run records about the server: version, effective option values, SHOW GLOBAL STATUS
-deltas over the measured interval, the Threads_running peak, and server CPU seconds.
+deltas over the measured interval, the Threads_running peak, and the server process's CPU
+seconds, context switches and disk bytes.
 
-A sampler thread reads SHOW GLOBAL STATUS (and the server's /proc CPU time when the server
+A sampler thread reads SHOW GLOBAL STATUS (and the server's /proc counters when the server
 runs on this host) every ``interval`` seconds on a connection of its own. The load engine
 reports the measured interval only afterwards, so counters are interpolated linearly between
 the two samples around each end of it; at steady load that error is a fraction of one
@@ -43,6 +44,18 @@ INTERVAL_S = 0.5
 Sample = tuple[float, dict[str, float], float | None]  # (wall time, status, server cpu s)
 
 
+@dataclass(frozen=True)
+class ProcSample:
+    """The server process's cumulative counters at wall time ``t``; None where unreadable."""
+
+    t: float
+    #: Voluntary + involuntary context switches of its threads, summed as SwitchTotal keeps them.
+    ctxt_switches: int | None
+    #: /proc/PID/io read_bytes and write_bytes: what the process made the block layer read or write.
+    read_bytes: int | None
+    write_bytes: int | None
+
+
 # ------------------------------------------------------------------------------- pure parts
 
 
@@ -53,9 +66,43 @@ def proc_cpu_seconds(stat_text: str, ticks_per_s: float) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks_per_s
 
 
-def _value_at(samples: Sequence[Sample], t: float, get) -> float | None:
-    """Linear interpolation of ``get(sample)`` at wall time ``t`` (clamped to the ends)."""
-    pts = [(s[0], get(s)) for s in samples if get(s) is not None]
+def task_switches(status_text: str) -> int:
+    """voluntary_ctxt_switches + nonvoluntary_ctxt_switches of a /proc/PID/task/TID/status text."""
+    total = 0
+    for line in status_text.splitlines():
+        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+            total += int(line.split(":", 1)[1])
+    return total
+
+
+def proc_io_bytes(io_text: str) -> tuple[int, int]:
+    """(read_bytes, write_bytes) of a /proc/PID/io text."""
+    fields = dict(line.split(":", 1) for line in io_text.splitlines() if ":" in line)
+    return int(fields["read_bytes"]), int(fields["write_bytes"])
+
+
+class SwitchTotal:
+    """A process's context switches as one count that only grows, from per-thread counts.
+
+    /proc/PID/status counts the main thread only, and a thread's counts vanish with it, so the
+    sum over threads would drop when a connection thread exits. Each sample adds what every
+    thread did since the previous one (a thread not seen before: all it did); switches of a
+    thread between its last sample and its exit are lost, a few at most."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self._last: dict[int, int] = {}
+
+    def add(self, by_thread: Mapping[int, int]) -> int:
+        """Take one sample of ``thread id -> switches``; return the total so far."""
+        last = self._last
+        self.total += sum(max(0, n - last.get(tid, 0)) for tid, n in by_thread.items())
+        self._last = dict(by_thread)
+        return self.total
+
+
+def _interpolate(pts: Sequence[tuple[float, float]], t: float) -> float | None:
+    """Linear interpolation of (time, value) points at time ``t`` (clamped to the ends)."""
     if not pts:
         return None
     if t <= pts[0][0]:
@@ -64,6 +111,18 @@ def _value_at(samples: Sequence[Sample], t: float, get) -> float | None:
         if t0 <= t <= t1:
             return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
     return pts[-1][1]
+
+
+def _value_at(samples: Sequence[Sample], t: float, get) -> float | None:
+    """Linear interpolation of ``get(sample)`` at wall time ``t`` (clamped to the ends)."""
+    return _interpolate([(s[0], get(s)) for s in samples if get(s) is not None], t)
+
+
+def proc_delta(samples: Sequence[ProcSample], t0: float, t1: float, name: str) -> int | None:
+    """Increase of counter ``name`` of the process samples between wall times ``t0`` and ``t1``."""
+    pts = [(s.t, float(getattr(s, name))) for s in samples if getattr(s, name) is not None]
+    a, b = _interpolate(pts, t0), _interpolate(pts, t1)
+    return int(round(b - a)) if a is not None and b is not None else None
 
 
 def status_deltas(samples: Sequence[Sample], t0: float, t1: float,
@@ -105,6 +164,32 @@ def read_proc_cpu(pid: int) -> float | None:
         return None
 
 
+def read_thread_switches(pid: int) -> dict[int, int] | None:
+    """thread id -> context switches of every thread of process ``pid``; None if it is gone."""
+    out: dict[int, int] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                out[int(tid)] = task_switches(f.read())
+        except (OSError, ValueError):
+            continue  # the thread ended between the listing and the read
+    return out
+
+
+def read_proc_io(pid: int) -> tuple[int, int] | None:
+    """(read_bytes, write_bytes) of process ``pid``; None when unreadable (another user's
+    process without the privilege to trace it, or a kernel without I/O accounting)."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return proc_io_bytes(f.read())
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 @dataclass(frozen=True)
 class ServerIdentity:
     """What answered: its version, and the effective value of every option the spec set."""
@@ -124,6 +209,10 @@ class StatusReport:
     threads_running_peak: int | None
     server_cpu_s: float | None
     status_error: str | None
+    #: The server process over the interval (managed targets; None for dsn targets).
+    server_ctxt_switches: int | None = None
+    disk_read_bytes: int | None = None
+    disk_write_bytes: int | None = None
 
 
 def server_identity(params: Mapping[str, Any], options: Mapping[str, Any]) -> ServerIdentity:
@@ -157,6 +246,8 @@ class StatusSampler:
         self.server_pid = server_pid
         self.interval = interval
         self.samples: list[Sample] = []
+        self.proc_samples: list[ProcSample] = []
+        self._switches = SwitchTotal()
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -172,7 +263,13 @@ class StatusSampler:
             except (TypeError, ValueError):
                 pass
         cpu = read_proc_cpu(self.server_pid) if self.server_pid else None
-        self.samples.append((time.time(), status, cpu))
+        now = time.time()
+        self.samples.append((now, status, cpu))
+        if self.server_pid:
+            threads = read_thread_switches(self.server_pid)
+            io = read_proc_io(self.server_pid)
+            self.proc_samples.append(ProcSample(now, None if threads is None else self._switches.add(threads),
+                                                *(io if io is not None else (None, None))))
 
     def start(self) -> "StatusSampler":
         try:
@@ -217,4 +314,7 @@ class StatusSampler:
         return StatusReport(status_deltas=status_deltas(self.samples, t0, t1), status_end=end,
                             status_samples=len(self.samples), threads_running_peak=peak(self.samples, t0, t1),
                             server_cpu_s=round(b - a, 3) if a is not None and b is not None else None,
-                            status_error=self.error)
+                            status_error=self.error,
+                            server_ctxt_switches=proc_delta(self.proc_samples, t0, t1, "ctxt_switches"),
+                            disk_read_bytes=proc_delta(self.proc_samples, t0, t1, "read_bytes"),
+                            disk_write_bytes=proc_delta(self.proc_samples, t0, t1, "write_bytes"))

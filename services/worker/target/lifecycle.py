@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from services.common import logs, server_options
 from services.common.errors import TargetError, TargetUnsettled
 from services.common.messages import QuiesceReport, ServerReport
+from services.common.server_work import server_work
 from services.common.spec import DataShape, DsnTarget, ManagedTarget
 from services.worker.target import dsn, info, managed, quiesce
 
@@ -87,15 +88,26 @@ def report(session: TargetSession, outcome: "LoadOutcome") -> ServerReport:
         st = session.sampler.report(t0, t0 + outcome.measured_s)
         out.update(status_deltas=st.status_deltas, status_end=st.status_end, status_samples=st.status_samples,
                    threads_running_peak=st.threads_running_peak, server_cpu_s=st.server_cpu_s,
-                   status_error=st.status_error)
+                   status_error=st.status_error, server_ctxt_switches=st.server_ctxt_switches,
+                   disk_read_bytes=st.disk_read_bytes, disk_write_bytes=st.disk_write_bytes)
     out["client_cpu_s"] = round(outcome.client_cpu_s, 3)
-    queries = outcome.totals.queries
-    if queries:
-        if out.get("server_cpu_s") is not None:
-            out["server_cpu_us_per_query"] = round(1e6 * out["server_cpu_s"] / queries, 2)
-        if outcome.client_cpu_s:
-            out["client_cpu_us_per_query"] = round(1e6 * outcome.client_cpu_s / queries, 2)
+    out["client_ctxt_switches"] = outcome.client_ctxt_switches
+    work = server_work(queries=outcome.totals.queries, transactions=outcome.totals.transactions,
+                       status_deltas=out.get("status_deltas", {}), server_cpu_s=out.get("server_cpu_s"),
+                       client_cpu_s=outcome.client_cpu_s, server_ctxt_switches=out.get("server_ctxt_switches"),
+                       client_ctxt_switches=outcome.client_ctxt_switches,
+                       disk_read_bytes=out.get("disk_read_bytes"), disk_write_bytes=out.get("disk_write_bytes"))
+    for name, digits in _ROUNDING.items():
+        v = getattr(work, name)
+        out[name] = None if v is None else round(v, digits)
     return session.base.model_copy(update=out)
+
+
+#: The per-query figures a result stores, and the digits each keeps (hit ratios: 0.9999 and
+#: 0.999 differ by ten times the misses).
+_ROUNDING = {"server_cpu_us_per_query": 2, "client_cpu_us_per_query": 2, "server_ctxt_switches_per_query": 3,
+             "client_ctxt_switches_per_query": 3, "disk_read_kb_per_transaction": 3,
+             "disk_write_kb_per_transaction": 3, "key_cache_hit_ratio": 6, "buffer_pool_hit_ratio": 6}
 
 
 class Settling:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing.connection
 import os
 import random
+import resource
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -111,6 +112,12 @@ class _Seconds:
                       ignored_errors=self.ignored_errors, reconnects=self.reconnects)
 
 
+def _switches() -> int:
+    """Voluntary + involuntary context switches of this process so far, every thread included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw + usage.ru_nivcsw
+
+
 def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
     """Open the connections, report ready, run on Go, report done."""
     try:
@@ -150,7 +157,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
     while time.monotonic() < t_measure and deadline[1]:
         if pipe.poll(max(0.0, t_measure - time.monotonic())) and isinstance(pipe.recv(), Stop):
             deadline[0] = deadline[1] = 0.0
-    cpu0 = time.process_time()
+    cpu0, switches0 = time.process_time(), _switches()
     second = 1
     while driver.is_alive():
         boundary = t_measure + second
@@ -167,7 +174,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
             break
     driver.join(max(0.1, deadline[1] + DRAIN_GRACE_S - time.monotonic()) if deadline[1] else DRAIN_GRACE_S)
     last = seconds.close()  # the last (partial) second, with transactions that drained after it
-    cpu_s = time.process_time() - cpu0
+    cpu_s, switches = time.process_time() - cpu0, _switches() - switches0
     pipe.send(last)
 
     failure = next((c.failure for c in clients if c.failure is not None), None)
@@ -178,6 +185,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
         kinds=merged_kinds(c.sink.kinds for c in clients),
         last_end=max((c.last_end for c in clients), default=t_measure),
         cpu_s=cpu_s,
+        ctxt_switches=switches,
         failure=None if failure is None else f"{type(failure).__name__}: {failure}",
         fatal=fatal[0] if fatal else None,
     ))

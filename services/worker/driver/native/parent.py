@@ -245,6 +245,7 @@ def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> Load
         started_at=wall0,
         ended_at=wall0 + (last_end - t0),
         client_cpu_s=sum(p.cpu_s for p in parts),
+        client_ctxt_switches=sum(p.ctxt_switches for p in parts),
     )
 
 

@@ -107,6 +107,8 @@ class Done:
     #: When the last transaction ended (monotonic clock).
     last_end: float = 0.0
     cpu_s: float = 0.0
+    #: Context switches of the process (all its threads) over the measured interval.
+    ctxt_switches: int = 0
     #: A bug in the load loop ("TypeError: ..."); the run fails with it.
     failure: str | None = None
     #: The first error outside the ignore list; the run fails with its code and message.

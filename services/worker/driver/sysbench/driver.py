@@ -142,8 +142,9 @@ def _pin(pid: int, cpus: list[int] | None) -> None:
 
 
 def _run_once(argv: list[str], *, cpus: list[int] | None, deadline: float, stop: threading.Event | None,
-              on_line: Callable[[str], None] | None = None) -> tuple[int, str, float]:
-    """Run sysbench to its end; return (exit status, stdout+stderr, CPU seconds it used)."""
+              on_line: Callable[[str], None] | None = None) -> tuple[int, str, float, int]:
+    """Run sysbench to its end; return (exit status, stdout+stderr, CPU seconds it used,
+    context switches of its threads)."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     _pin(proc.pid, cpus)
     lines: list[str] = []
@@ -172,7 +173,8 @@ def _run_once(argv: list[str], *, cpus: list[int] | None, deadline: float, stop:
         killer_done.set()
         guard.join()
         proc.stdout.close() if proc.stdout else None
-    return proc.returncode, "".join(lines), usage.ru_utime + usage.ru_stime
+    return (proc.returncode, "".join(lines), usage.ru_utime + usage.ru_stime,
+            usage.ru_nvcsw + usage.ru_nivcsw)
 
 
 def run_sysbench(
@@ -209,7 +211,7 @@ def run_sysbench(
             argv = command(workload, data, threads=threads, seed=seed, duration=warmup, rate=rate,
                            report_interval=0, ignore_errors=ignore_errors, binary=path, config_file=cfg,
                            params=params)
-            rc, out, _ = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + warmup + OVERRUN_S,
+            rc, out, _, _ = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + warmup + OVERRUN_S,
                                    stop=stop)
             _check(rc, out, stop)
         warm_s = time.monotonic() - t0
@@ -221,8 +223,8 @@ def run_sysbench(
         measure_wall = time.time()
         limit = (duration or 3600.0) + OVERRUN_S
         live = LiveProgress(on_progress, open_loop=bool(rate)) if on_progress is not None else None
-        rc, out, cpu_s = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + limit, stop=stop,
-                                   on_line=None if live is None else live.feed)
+        rc, out, cpu_s, switches = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + limit,
+                                             stop=stop, on_line=None if live is None else live.feed)
         if live is not None:
             live.flush()
         if stop is not None and stop.is_set():
@@ -241,6 +243,7 @@ def run_sysbench(
             started_at=started,
             ended_at=measure_wall + report.total_time_s,
             client_cpu_s=cpu_s,
+            client_ctxt_switches=switches,
         )
     finally:
         os.unlink(cfg)
