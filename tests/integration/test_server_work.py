@@ -1,0 +1,78 @@
+"""What the server did, per query, on a real managed mariadbd: the worker's runs record its
+context switches, disk bytes and hit ratios, and the figures are plausible for the workload."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from services.common.messages import Cell, RunResult, RunSpec
+from services.common.spec import DataShape, ManagedTarget, WorkloadSpec
+from services.worker import runner
+from services.worker.target import managed
+
+pytestmark = pytest.mark.integration
+
+MARIADBD = "/usr/sbin/mariadbd"
+SHAPE = DataShape(tables=1, table_size=5000, engine="InnoDB")
+TARGET = ManagedTarget(kind="managed", name="work", options={"innodb_buffer_pool_size": "64M"})
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """A ServerManager of its own (short path: unix socket paths are limited to 107 bytes)."""
+    if not Path(MARIADBD).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{MARIADBD} is missing", pytrace=False)
+        pytest.skip(f"{MARIADBD} is missing")
+    d = Path(tempfile.mkdtemp(prefix="bfw-", dir="/tmp"))
+    d.chmod(0o755)
+    m = managed.ServerManager(base_dir=d)
+    yield m
+    m.close()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _run(servers: managed.ServerManager, workload: str, seq: int, driver: str = "native") -> RunResult:
+    run = RunSpec(run_id=f"work-{seq}", campaign_id="work", campaign_name="work", seq=seq, total_runs=3,
+                  cell=Cell(target=TARGET.name, workload=workload, threads=2), repetition=1, target=TARGET,
+                  workload=WorkloadSpec(name=workload), data=SHAPE, driver=driver, duration=3.0, warmup=1.0,
+                  seed=seq, published_at=time.time())
+    result = runner.execute(run, runner.WorkerIdentity("w-work"), servers=servers)
+    assert result.status == "ok", result.error
+    return result
+
+
+def test_write_workload_writes_to_disk_and_a_warm_read_only_one_hits_the_buffer_pool(servers):
+    """oltp_write_only writes more than 0 KB per transaction; oltp_read_only right after, on the same
+    warm server, finds nearly every page in the buffer pool and reads next to nothing from disk."""
+    write = _run(servers, "oltp_write_only", 1).server
+    assert write.kind == "managed"
+    assert write.disk_write_bytes is not None and write.disk_write_bytes > 0, write
+    assert 0 < write.disk_write_kb_per_transaction < 1000
+    assert write.disk_read_kb_per_transaction is not None and write.disk_read_kb_per_transaction >= 0
+    # Each statement wakes a server thread at least once; the load processes sleep between replies.
+    assert 0.1 < write.server_ctxt_switches_per_query < 50, write
+    assert 0 < write.client_ctxt_switches_per_query < 50, write
+    assert write.server_cpu_us_per_query and write.server_cpu_us_per_query > 0
+
+    read = _run(servers, "oltp_read_only", 2).server
+    assert read.buffer_pool_hit_ratio is not None and read.buffer_pool_hit_ratio > 0.99, read.status_deltas
+    assert read.disk_read_kb_per_transaction is not None and read.disk_read_kb_per_transaction < 1.0
+    # InnoDB tables never touch the MyISAM key cache: no requests, no ratio (not a ratio of 0 or 1).
+    assert read.key_cache_hit_ratio is None
+    assert 0.1 < read.server_ctxt_switches_per_query < 50
+
+
+def test_sysbench_driver_records_its_context_switches(servers):
+    """The sysbench driver's run counts the sysbench process's context switches as the client's."""
+    if shutil.which("sysbench") is None:
+        pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
+    server = _run(servers, "oltp_point_select", 3, driver="sysbench").server
+    assert server.client_ctxt_switches is not None and 0 < server.client_ctxt_switches_per_query < 50, server
+    assert server.server_ctxt_switches_per_query is not None and server.server_ctxt_switches_per_query > 0.1
