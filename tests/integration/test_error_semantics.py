@@ -67,3 +67,14 @@ def test_duplicate_keys_in_the_ignore_list_are_counted_and_the_run_finishes(serv
     assert t.transactions == EVENTS and t.errors == 0
     assert t.ignored_errors > 0 and t.reconnects == 0
     assert sum(out.series.ignored_errors) == t.ignored_errors
+
+
+def test_one_blocking_connection_per_load_process_has_the_same_error_semantics(server):
+    """A load process with a single connection drives it with blocking calls; a duplicate key still
+    ends the run with 1062 by default, and with 1062 ignored every event is restarted and finishes."""
+    with pytest.raises(LoadError) as e:
+        _run(server, "native", processes=THREADS)
+    assert e.value.code == 1062, str(e.value)
+    out = _run(server, "native", ignore_errors=(1020, 1062, 1205, 1213), processes=THREADS)
+    assert out.totals.transactions == EVENTS and out.totals.errors == 0
+    assert out.totals.ignored_errors > 0 and sum(out.series.ignored_errors) == out.totals.ignored_errors

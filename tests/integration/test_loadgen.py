@@ -316,18 +316,20 @@ def test_a_killed_connection_ends_the_run_with_its_error_by_default(_mariadb):
     assert time.monotonic() - t0 < 20, "the run should end at the error, not at its deadline"
 
 
-def test_connections_killed_mid_run_are_reconnected_counted_and_the_run_goes_on(_mariadb):
+@pytest.mark.parametrize("threads, processes", [(3, 1), (2, 2)], ids=["epoll-loop", "one-blocking-connection-each"])
+def test_connections_killed_mid_run_are_reconnected_counted_and_the_run_goes_on(_mariadb, threads, processes):
     """With the lost-connection codes in ignore_errors, KILL CONNECTION on every load connection:
     each sees error 2013 (or 2006), reconnects, re-prepares and carries on; the outcome counts the
-    reconnects (not as ignored errors) and the error codes, per second too."""
-    killer = _kill_load_connections_after(_mariadb, 1.0, 3)
+    reconnects (not as ignored errors) and the error codes, per second too. Alike whether a load
+    process multiplexes its connections or drives its only one with blocking calls."""
+    killer = _kill_load_connections_after(_mariadb, 1.0, threads)
     out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
-                   threads=3, warmup=0, duration=3, seed=7, processes=1,
+                   threads=threads, warmup=0, duration=3, seed=7, processes=processes,
                    ignore_errors=(1020, 1205, 1213, 2006, 2013, 2055))
     killer.join()
-    assert out.totals.ignored_errors == 0 and sum(out.series.reconnects) == 3
-    assert out.totals.reconnects == 3
+    assert out.totals.ignored_errors == 0 and sum(out.series.reconnects) == threads
+    assert out.totals.reconnects == threads
     lost = sum(n for code, n in out.errors_by_code.items() if code in {"2013", "2006", "2026", "2055"})
-    assert lost == 3, out.errors_by_code
+    assert lost == threads, out.errors_by_code
     # Transactions went on after the reconnect: every second of the run has some.
     assert len(out.series.transactions) == 3 and all(n > 0 for n in out.series.transactions)

@@ -189,5 +189,9 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
         failure=None if failure is None else f"{type(failure).__name__}: {failure}",
         fatal=fatal[0] if fatal else None,
     ))
+    if driver.is_alive():
+        # A connection stuck past the grace period, maybe inside a blocking call: closing it
+        # under that call would free what it uses. The process exits next; the kernel closes it.
+        return
     for c in clients:
         c.close()

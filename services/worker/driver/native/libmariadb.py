@@ -68,6 +68,10 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mysql_stmt_param_count": (ctypes.c_ulong, [_P]),
     "mysql_stmt_field_count": (ctypes.c_uint, [_P]),
     "mysql_stmt_bind_param": (ctypes.c_byte, [_P, _P]),
+    "mysql_stmt_execute": (ctypes.c_int, [_P]),
+    "mysql_stmt_store_result": (ctypes.c_int, [_P]),
+    "mysql_real_query": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_ulong]),
+    "mysql_store_result": (_P, [_P]),
     "mysql_stmt_execute_start": (ctypes.c_int, [_INT_P, _P]),
     "mysql_stmt_execute_cont": (ctypes.c_int, [_INT_P, _P, ctypes.c_int]),
     "mysql_stmt_store_result_start": (ctypes.c_int, [_INT_P, _P]),
@@ -83,16 +87,22 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 _HOT = ("mysql_stmt_execute_start", "mysql_stmt_execute_cont", "mysql_stmt_store_result_start",
         "mysql_stmt_store_result_cont", "mysql_stmt_free_result", "mysql_stmt_affected_rows")
 
-_libs: tuple[Any, Any, Any] | None = None
+#: The per-statement calls that wait for the server, bound without argtypes on a handle that
+#: lets go of the GIL (see hot_blocking()).
+_HOT_BLOCKING = ("mysql_stmt_execute", "mysql_stmt_store_result")
+
+_libs: tuple[Any, Any, Any, Any] | None = None
 
 
-def _load() -> tuple[Any, Any, Any]:
-    """(GIL-holding, GIL-releasing, hot) handles on libmariadb, loaded and initialised once."""
+def _load() -> tuple[Any, Any, Any, Any]:
+    """(GIL-holding, GIL-releasing, hot, hot blocking) handles on libmariadb, loaded and
+    initialised once."""
     global _libs
     if _libs is None:
         path = ctypes.util.find_library("mariadb") or "libmariadb.so.3"
         try:
             fast, blocking, hot_ = ctypes.PyDLL(path), ctypes.CDLL(path), ctypes.PyDLL(path)
+            hot_blocking_ = ctypes.CDLL(path)
         except OSError as e:
             raise ClientLibraryError(
                 f"cannot load MariaDB Connector/C ({path}): {e}; install the Debian package libmariadb3 "
@@ -103,11 +113,13 @@ def _load() -> tuple[Any, Any, Any]:
                 fn.restype, fn.argtypes = restype, argtypes
         for name in _HOT:
             getattr(hot_, name).restype = _SIGNATURES[name][0] if name.endswith("_rows") else ctypes.c_int
+        for name in _HOT_BLOCKING:
+            getattr(hot_blocking_, name).restype = ctypes.c_int
         # mysql_init would do this on first use, but it is not thread-safe, and connections
         # are opened from a thread pool.
         if fast.mysql_server_init(0, None, None):
             raise ClientLibraryError(f"cannot initialise MariaDB Connector/C ({path})")
-        _libs = (fast, blocking, hot_)
+        _libs = (fast, blocking, hot_, hot_blocking_)
     return _libs
 
 
@@ -120,6 +132,17 @@ def hot() -> Any:
     """The per-query calls without argtypes: callers pass ctypes objects they made once
     (``Statement.ref``, a ``byref`` of the return slot), which ctypes hands over unconverted."""
     return _load()[2]
+
+
+def blocking_library() -> Any:
+    """The GIL-releasing handle with signatures, for calls that wait (blocking connections)."""
+    return _load()[1]
+
+
+def hot_blocking() -> Any:
+    """mysql_stmt_execute and mysql_stmt_store_result without argtypes, letting go of the GIL
+    while they wait, for a connection opened with ``nonblocking=False``."""
+    return _load()[3]
 
 
 class Statement:
@@ -189,17 +212,19 @@ class Statement:
 
 
 class Connection:
-    """One connection in non-blocking mode, opened (blocking) from mysql.connector-style
-    parameters: host, port, user, password, database, unix_socket, ssl_ca, ssl_disabled."""
+    """One connection, in non-blocking mode unless ``nonblocking`` is False, opened (blocking)
+    from mysql.connector-style parameters: host, port, user, password, database, unix_socket,
+    ssl_ca, ssl_disabled."""
 
-    def __init__(self, params: Mapping[str, Any], connect_timeout: int = 10):
-        fast, blocking, _ = _load()
+    def __init__(self, params: Mapping[str, Any], connect_timeout: int = 10, *, nonblocking: bool = True):
+        fast, blocking, *_ = _load()
         self._lib = fast
         m = fast.mysql_init(None)
         if not m:
             raise DbError(2008, "out of memory initialising a connection")
         self.handle = m
-        fast.mysql_options(m, _OPT_NONBLOCK, None)
+        if nonblocking:
+            fast.mysql_options(m, _OPT_NONBLOCK, None)
         timeout = ctypes.c_uint(connect_timeout)
         fast.mysql_options(m, _OPT_CONNECT_TIMEOUT, ctypes.addressof(timeout))
         # Connector/C sends any file a server asks for by default; a rogue target could ask.
@@ -226,7 +251,7 @@ class Connection:
                        (self._lib.mysql_error(self.handle) or b"").decode(errors="replace"))
 
     def prepare(self, sql: str) -> Statement:
-        fast, blocking, _ = _load()
+        fast, blocking, *_ = _load()
         h = fast.mysql_stmt_init(self.handle)
         q = sql.encode()
         if blocking.mysql_stmt_prepare(h, q, len(q)):

@@ -6,6 +6,11 @@ transaction, completes; then start the next. No thread per connection means no G
 and no context switch per query, so the client spends less CPU per query than sysbench's
 thread-per-connection loop and the server, not the client, sets the pace.
 
+A process with a single connection in closed loop has nothing to multiplex: it runs its
+statements with libmariadb's blocking calls instead, letting go of the GIL while they wait, as
+sysbench's thread does (a send and a receive per statement; the non-blocking calls add a
+receive that finds nothing, and the loop an epoll_wait or more, per statement).
+
 The hot path only executes statements and bumps in-memory counters and a latency histogram;
 a control thread samples the counters once a second (see child.py).
 """
@@ -32,7 +37,9 @@ from services.worker.driver.native.libmariadb import (
     Connection,
     DbError,
     Statement,
+    blocking_library,
     hot,
+    hot_blocking,
     library,
 )
 from services.worker.driver.native.protocol import Fatal, Job
@@ -88,6 +95,12 @@ def counted(sinks: Iterable[Sink]) -> Counts:
                   reconnects=total["reconnects"], errors_by_code=codes)
 
 
+def runs_blocking(job: Job) -> bool:
+    """Whether the job's process drives its connection with blocking calls: it has exactly one,
+    in closed loop (open loop waits for arrivals, which the epoll loop's timers handle)."""
+    return len(job.thread_ids) == 1 and job.rate <= 0
+
+
 class Client:
     """One connection with its prepared statements, generator, random stream and the state of
     the transaction in flight."""
@@ -95,7 +108,7 @@ class Client:
     # Slots: the loop reads and writes a dozen of these per query.
     __slots__ = ("params", "rng", "gen", "sink", "left", "last_end", "failure", "event", "ret", "ret_ref",
                  "res", "ops", "i", "stage", "cur", "text", "t_start", "ts", "now_sink", "measuring", "done",
-                 "conn", "fd", "stmts", "mask", "by_rows", "rows")
+                 "conn", "fd", "stmts", "mask", "by_rows", "rows", "blocking")
 
     def __init__(self, job: Job, thread_id: int, budget: int | None = None):
         self.params = job.params
@@ -129,10 +142,12 @@ class Client:
         self.conn: Connection | None = None
         #: The epoll events this connection is registered for (0: not registered).
         self.mask = 0
+        #: Opened for blocking calls: the process's only connection, in closed loop.
+        self.blocking = runs_blocking(job)
         self._open()
 
     def _open(self) -> None:
-        conn = Connection(self.params)
+        conn = Connection(self.params, nonblocking=not self.blocking)
         try:
             self.stmts = {sql: conn.prepare(sql) for sql in self.gen.statements()}
         except BaseException:
@@ -166,6 +181,9 @@ class Loop:
         self._store_start, self._store_cont = h.mysql_stmt_store_result_start, h.mysql_stmt_store_result_cont
         self._free = h.mysql_stmt_free_result
         self._stmt_rows = h.mysql_stmt_affected_rows
+        hb = hot_blocking()
+        self._b_execute, self._b_store = hb.mysql_stmt_execute, hb.mysql_stmt_store_result
+        self._blib = blocking_library()
         self.ep = select.epoll()
         self.by_fd: dict[int, Client] = {}
         self.timers: list[tuple[float, int, Client]] = []  # (when, tiebreak, client): arrivals, restarts
@@ -424,10 +442,121 @@ class Loop:
         self._register(c)
         self._restart(c)
 
+    # -- one blocking connection
+
+    def _run_blocking(self, c: Client) -> None:
+        """Drive the process's only connection (closed loop) with blocking calls until the run ends."""
+        timers, retry = self.timers, self.retry
+        began = self._begin(c, time.monotonic())
+        while True:
+            if began:
+                try:
+                    began = self._transaction_blocking(c)
+                except DbError as e:
+                    self._failed(c, e)
+                    began = False
+                continue
+            now = time.monotonic()
+            if timers:  # a transaction restarted after an ignored error
+                when, _, c = heapq.heappop(timers)
+                began = not c.done and self._begin(c, now, when)
+                continue
+            if retry:  # reconnecting after a lost connection
+                when, _, c, pause = heapq.heappop(retry)
+                if when > now:
+                    time.sleep(when - now)
+                self._lost(c, time.monotonic(), pause)
+                continue
+            break
+
+    def _transaction_blocking(self, c: Client) -> bool:
+        """Run the rest of ``c``'s transaction and begin the next; False when no next one began.
+
+        The blocking twin of _advance, written out for the same reason: it calls no function
+        of its own between two statements."""
+        execute, store = self._b_execute, self._b_store
+        free, stmt_rows, by_kind, by_rows = self._free, self._stmt_rows, self.by_kind, c.by_rows
+        stmts, event, rng, deadline = c.stmts, c.event, c.rng, self.deadline
+        ops, i, sink = c.ops, c.i, c.now_sink
+        counts = sink.counts
+        while True:
+            kind, sql, params = ops[i]
+            if by_kind:
+                c.ts = _mono()
+            if params is None:
+                self._text_blocking(c, sql)
+            else:
+                st = stmts[sql]
+                cells = st.int_cells
+                if cells is not None:
+                    if len(cells) == 1:
+                        cells[0].value = params[0]
+                    else:
+                        for cell, v in zip(cells, params):
+                            cell.value = v
+                elif st.nparams:
+                    st.set(params)
+                ref = st.ref
+                if execute(ref):
+                    raise c.conn.stmt_error(st)
+                if st.has_result:
+                    # sysbench stores every result set (mysql_stmt_store_result) and frees it.
+                    if store(ref):
+                        raise c.conn.stmt_error(st)
+                elif by_rows:
+                    c.rows = stmt_rows(ref)
+                free(ref)
+            if kind == WRITE and by_rows and not c.rows:
+                kind = OTHER
+            counts[kind] += 1
+            if by_kind and c.measuring:
+                kind_hist(sink.kinds, kind).record((_mono() - c.ts) * 1e6)
+            i += 1
+            if i < len(ops):
+                # _failed names the statement c.i, so it always points at the one running.
+                c.i = i
+                continue
+            # The clock is read once per transaction unless statements are timed too.
+            now = _mono()
+            if c.measuring:
+                sink.hist.record((now - c.t_start) * 1e6)
+                counts["transactions"] += 1
+                if c.left > 0:
+                    c.left -= 1
+            c.last_end = now
+            if c.measuring and c.left and now < deadline[1] and deadline[0] <= now:
+                # _begin's usual outcome, inline: the next transaction, measured like this one.
+                c.ops = ops = event(rng)
+                c.i = i = 0
+                c.t_start = now
+                continue
+            if not self._begin(c, now):
+                return False
+            ops, i, sink = c.ops, 0, c.now_sink
+            counts = sink.counts
+
+    def _text_blocking(self, c: Client, sql: str) -> None:
+        """A plain-text statement (oltp_insert's) on a blocking connection; DbError if it fails."""
+        lib, handle = self._blib, c.conn.handle
+        text = sql.encode()
+        if lib.mysql_real_query(handle, text, len(text)):
+            raise c.conn.error()
+        if lib.mysql_field_count(handle):
+            res = lib.mysql_store_result(handle)
+            if not res:
+                raise c.conn.error()
+            lib.mysql_free_result(res)
+        elif c.by_rows:
+            c.rows = lib.mysql_affected_rows(handle)
+
     # -- the loop
 
     def run(self) -> None:
         clients = self.clients
+        if len(clients) == 1 and clients[0].blocking:
+            self._run_blocking(clients[0])
+            self.ep.close()
+            return
         now = time.monotonic()
         for c in clients:
             self._start(c, now)
