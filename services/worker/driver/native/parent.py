@@ -49,9 +49,18 @@ START_MARGIN_S = 0.1
 MAX_EVENTS_RUN_S = 24 * 3600.0
 
 
+#: Up to this many connections per client CPU, each gets a load process of its own, driving it
+#: with blocking calls (loop.py): at low concurrency a reply rarely finds another waiting, so
+#: epoll saves no wake-up, and N processes get N shares of a busy CPU where one loop gets one,
+#: as sysbench's N threads do. Above it, one epoll loop per CPU costs fewer switches.
+OWN_PROCESS_MAX_PER_CPU = 4
+
+
 def _plan(threads: int, cpus: list[int], processes: int | None) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """(thread ids, cpus) per load process: threads dealt round-robin, cpus split evenly
     (shared round-robin when there are more processes than cpus)."""
+    if processes is None and threads <= OWN_PROCESS_MAX_PER_CPU * len(cpus):
+        processes = threads
     p = max(1, min(threads, processes or min(threads, len(cpus))))
     plan = []
     for j in range(p):
