@@ -39,7 +39,7 @@ def servers():
 
 
 def _run(servers: managed.ServerManager, workload: str, seq: int, driver: str = "native") -> RunResult:
-    run = RunSpec(run_id=f"work-{seq}", campaign_id="work", campaign_name="work", seq=seq, total_runs=3,
+    run = RunSpec(run_id=f"work.{TARGET.name}.{workload}.t2.r1", campaign_id="work", campaign_name="work", seq=seq, total_runs=3,
                   cell=Cell(target=TARGET.name, workload=workload, threads=2), repetition=1, target=TARGET,
                   workload=WorkloadSpec(name=workload), data=SHAPE, driver=driver, duration=3.0, warmup=1.0,
                   seed=seq, published_at=time.time())
