@@ -12,17 +12,17 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from services.common.cli import (
-    EXIT_CODES_HELP,
     EXIT_COLLAPSE,
     EXIT_OK,
     EXIT_SLOWER,
     EXIT_USAGE,
+    Parser,
     run_main,
 )
-from services.common.config import Settings, add_settings_flags
+from services.common.config import AMQP, DB, METRICS, Settings, add_settings_flags
 from services.common.store import Store
 from services.reporting import metrics_catalog as mc
-from services.reporting.history import HISTORY_FORMATS, HISTORY_METRICS
+from services.reporting.history import HISTORY_FORMATS
 from services.reporting.options import FORMATS, ReportOptions
 
 _DEFAULTS = ReportOptions()
@@ -89,10 +89,12 @@ def _metric(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+_METRIC_HELP = ("qps (default), tps, p50_ms, p95_ms, p99_ms, max_ms, cpu_us_per_query, client_cpu_us_per_query, "
+                "or status:NAME (a server status delta per transaction, e.g. status:Key_reads)")
+
+
 def _stat_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric,
-                   help="qps, tps, p50_ms, p95_ms, p99_ms, max_ms, cpu_us_per_query, client_cpu_us_per_query, "
-                        "or status:NAME (a server status delta per transaction, e.g. status:Key_reads)")
+    s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric, help=_METRIC_HELP)
     _test_flags(s)
     s.add_argument("--mark-high-cv", action="store_true", help="mark cells with unusually high CV by * as the seeds did")
     s.add_argument("--cv-threshold", type=_nonneg, default=_DEFAULTS.cv_threshold,
@@ -130,8 +132,9 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("campaign_b", help="the campaign compared against A")
     _mode_flags(s, "cells (B/A*100)-100", "mean value of A and B instead of ratios")
     _stat_flags(s)
-    s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt)
-    s.add_argument("--out", help="write to this file (needed for ods)")
+    s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt,
+                   help="text (default), markdown, csv, json, html, or ods (needs --out)")
+    s.add_argument("--out", help="write to this file instead of stdout (needed for ods)")
     s.add_argument("--fail-on-slower", metavar="PCT", nargs="?", type=_percent, const=0.0, default=None,
                    help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is significantly slower than A "
                         "(Welch, --alpha, --min-effect) by more than PCT percent (default: any significant "
@@ -139,12 +142,13 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
 
 
 def add_history_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--target", required=True)
-    s.add_argument("--workload", required=True)
-    s.add_argument("--threads", type=int, required=True)
-    s.add_argument("--metric", choices=HISTORY_METRICS, default=_DEFAULTS.metric)
+    s.add_argument("--target", required=True, help="target name, as in the specs")
+    s.add_argument("--workload", required=True, help="workload name, e.g. oltp_point_select")
+    s.add_argument("--threads", type=int, required=True, help="thread count of the cell")
+    s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric, help=_METRIC_HELP)
     _test_flags(s)
-    s.add_argument("--format", dest="fmt", choices=HISTORY_FORMATS, default=_DEFAULTS.fmt)
+    s.add_argument("--format", dest="fmt", choices=HISTORY_FORMATS, default=_DEFAULTS.fmt,
+                   help="text (aligned table with a legend), csv or json")
 
 
 def _write(path: str | None, content: str | bytes) -> None:
@@ -247,35 +251,42 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
 
     opts = _options(args)
     with Store(settings) as store:
-        entries = store.cell_history(args.target, args.workload, args.threads)
+        # Metrics beyond the result columns (p50, CPU, status deltas) need the whole results.
+        entries = store.cell_history(args.target, args.workload, args.threads,
+                                     with_results=not opts.table_metric.column)
     cell = f"{args.target} / {args.workload} / {args.threads} threads"
     _write(None, render_history(history_points(entries, opts), cell, opts))
     return EXIT_OK
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="collector", description=__doc__, epilog=EXIT_CODES_HELP)
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="consume results and store them in the results DB")
+    p = Parser(prog="collector", description=__doc__)
+    p.add_version()
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help)
+
+    s = command("serve", "consume results and store them in the results DB")
     s.add_argument("--pools", default=os.environ.get("BENCHFLEET_POOLS", "default"),
                    help="worker pools whose queue depth to export, comma-separated (env BENCHFLEET_POOLS)")
-    add_settings_flags(s)
+    add_settings_flags(s, AMQP, DB, METRICS)
     s.set_defaults(fn=cmd_serve, long_running=True)
-    s = sub.add_parser("report", help="print the comparison table of a campaign")
+    s = command("report", "print the comparison table of a campaign")
     s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
     _mode_flags(s, "cells (target/baseline*100)-100", "mean value per target instead of ratios")
     add_report_flags(s)
-    add_settings_flags(s)
+    add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_report)
-    s = sub.add_parser("compare", help="the same cells across two campaigns (B against A)")
+    s = command("compare", "the same cells across two campaigns (B against A)")
     add_compare_flags(s)
-    add_settings_flags(s)
+    add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_compare)
-    s = sub.add_parser("history", help="one cell (target, workload, threads) across every campaign")
+    s = command("history", "one cell (target, workload, threads) across every campaign")
     add_history_flags(s)
-    add_settings_flags(s)
+    add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_history)
-    s = sub.add_parser("dashboards", help="write the Grafana dashboards (JSON) into a directory")
+    s = command("dashboards", "write the Grafana dashboards (JSON) into a directory")
     s.add_argument("--out", default="dashboards", help="directory (default: dashboards)")
     s.set_defaults(fn=cmd_dashboards)
     return p

@@ -445,17 +445,21 @@ class Store:
         return [_decode_stored(run_id, text, packed) for run_id, text, packed in self._rows(
             "SELECT run_id, result_json, result_z FROM results WHERE campaign_id=%s", (campaign_id,))]
 
-    def cell_history(self, target: str, workload: str, threads: int) -> list[HistoryEntry]:
-        """One cell's results across every campaign, oldest campaign first."""
-        return [
-            HistoryEntry(r[0], float(r[1]), ResultRow.from_columns(r[2:]))
-            for r in self._rows(
-                f"SELECT c.name, c.created_at, {_ROW_SELECT_R}"
+    def cell_history(self, target: str, workload: str, threads: int, *, with_results: bool = False) -> list[HistoryEntry]:
+        """One cell's results across every campaign, oldest campaign first; with the whole
+        results when asked (metrics beyond the columns)."""
+        extra = ", r.result_json" if with_results else ""
+        entries = []
+        for r in self._rows(
+                f"SELECT c.name, c.created_at, {_ROW_SELECT_R}{extra}"
                 " FROM results r JOIN campaigns c ON c.campaign_id = r.campaign_id"
                 " WHERE r.target=%s AND r.workload=%s AND r.threads=%s ORDER BY c.created_at, r.repetition",
-                (target, workload, threads),
-            )
-        ]
+                (target, workload, threads)):
+            row = ResultRow.from_columns(r[2:2 + len(COLUMNS)])
+            if with_results:
+                row = row.with_result(_decode_stored(row.run_id, r[-1]))
+            entries.append(HistoryEntry(r[0], float(r[1]), row))
+        return entries
 
     def result(self, run_id: str) -> RunResult | None:
         """The whole stored result of one run, decoded; None when the run has none."""
