@@ -125,5 +125,4 @@ class ConsumerWatch:
         if waited < due:
             return None
         self._told_at = now
-        return (f"note: no worker is taking runs of pool {self.pool} (none for {format_duration(round(waited))}); "
-                f"the runs wait in the queue until one starts: worker --pool {self.pool}")
+        return f"note: no worker on pool {self.pool} for {format_duration(round(waited))}; start one: worker --pool {self.pool}"

@@ -140,3 +140,25 @@ def test_history_takes_every_metric_report_takes():
     for metric in ("p50_ms", "max_ms", "cpu_us_per_query", "client_cpu_us_per_query", "status:Key_reads"):
         assert p.parse_args(base + [metric]).metric == metric
         assert p.parse_args(["report", "c", "--metric", metric]).metric == metric
+
+
+def test_readme_demo_time_and_validate_line_are_what_the_cli_prints(tmp_path):
+    """The README's demo duration is `scheduler plan`'s estimate, and its validate example is the line
+    validate really prints (`error: file:line: field: why`)."""
+    r = _run("scheduler", "plan", "examples/quickstart.yaml")
+    estimate = r.stdout.splitlines()[1].rsplit(": ", 1)[1]
+    readme = (ROOT / "README.md").read_text()
+    assert f"estimates {estimate}" in readme and f"estimates {estimate}" in (ROOT / "examples/quickstart.yaml").read_text()
+    bad = tmp_path / "spec.yaml"
+    bad.write_text((ROOT / "examples/quickstart.yaml").read_text().replace("threads: [1, 8]", "threads: [0]"))
+    r = _run("scheduler", "validate", str(bad))
+    line = r.stderr.strip().replace(str(bad), "spec.yaml")
+    assert r.returncode == EXIT_USAGE
+    shown = readme.split("# exit 2, one line per wrong field: ")[1].split("\n")[0]
+    assert line.split(":", 2)[0] == shown.split(":", 2)[0] == "error" and line.split(":")[3:] == shown.split(":")[3:]
+
+
+def test_license_file_is_mit():
+    """The repository says under which license it may be used."""
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "benchfleet developers" in text
