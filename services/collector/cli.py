@@ -35,13 +35,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.common.bus import Role, rabbit_factory
     from services.common.discovery import announced
 
+    from services.collector.statistics import refresh_cell_stats
+
     metrics = CollectorMetrics()
     directory = WorkerDirectory()
     # Prometheus' http_sd_configs read the fleet's workers beside the collector's /metrics.
     metrics.routes[SD_PATH] = directory.render
     pools = tuple(p for p in args.pools.split(",") if p)
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
-                  metrics=metrics, directory=directory)
+                  metrics=metrics, directory=directory,
+                  after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload))  # type: ignore[arg-type]
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
     with announced(metrics, settings, "collector"):
@@ -259,6 +262,22 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
+    from services.collector.statistics import refresh_cell_stats
+
+    with Store(settings) as store:
+        try:
+            n = refresh_cell_stats(store, args.campaign)
+            c = store.campaign(args.campaign)
+            # Results stored compressed before migration 11 get their per-second rows here.
+            store.rewrite_series(c.campaign_id if c else args.campaign)
+        except LookupError:
+            print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
+            return EXIT_USAGE
+    print(f"{n} cell statistics stored for {args.campaign} (cell_stats)")
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="collector", description=__doc__)
     p.add_version()
@@ -286,6 +305,10 @@ def _parser() -> argparse.ArgumentParser:
     add_history_flags(s)
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_history)
+    s = command("stats", "compute a campaign's per-cell statistics into the results DB (cell_stats)")
+    s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
+    add_settings_flags(s, DB)
+    s.set_defaults(fn=cmd_stats)
     s = command("dashboards", "write the Grafana dashboards (JSON) into a directory")
     s.add_argument("--out", default="dashboards", help="directory (default: dashboards)")
     s.set_defaults(fn=cmd_dashboards)

@@ -26,7 +26,15 @@ from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
 from services.common.messages import Cell, RunEvent, RunResult, RunSpec, WorkerAnnouncement, WorkerBuilds
-from services.common.results import COLUMNS, HistoryEntry, ResultRow, TargetBuild, quality_columns
+from services.common.results import (
+    CELL_STAT_COLUMNS,
+    COLUMNS,
+    CellStatRow,
+    HistoryEntry,
+    ResultRow,
+    TargetBuild,
+    quality_columns,
+)
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
 
@@ -262,7 +270,7 @@ class Store:
 
     def delete_campaign(self, campaign_id: str) -> None:
         """Remove a campaign that could not be published, so nothing half-done remains."""
-        for table in ("results", "runs", "campaigns"):
+        for table in ("cell_stats", "result_series", "results", "runs", "campaigns"):
             self._execute(f"DELETE FROM {table} WHERE campaign_id=%s", (campaign_id,))
 
     def campaign(self, ref: str) -> CampaignRow | None:
@@ -383,6 +391,7 @@ class Store:
                 result.server.build, result.server.build_version, result.server.server_sha256, result.server.malloc,
             ),
         )
+        self._store_series(result, now)
         state = {"ok": "done", "failed": "failed", "cancelled": "cancelled"}[result.status]
         self._execute(
             "UPDATE runs SET state=%s, worker=%s, started_at=%s, ended_at=%s, error=%s,"
@@ -403,6 +412,55 @@ class Store:
                 f"result of run {run_id}: {len(packed):,} bytes compressed, too big for the results DB's "
                 f"max_allowed_packet ({self._packet_limit:,} bytes; the INSERT may take {size:,}): "
                 "raise max_allowed_packet, then move it back from the dead letters")
+    def _store_series(self, result: RunResult, stored_at: float) -> None:
+        """The result's per-second series as rows of result_series (upserted: see schema 11)."""
+        s = result.series
+        n = len(s.queries)
+        if not n:
+            return
+
+        def at(values: list[int], i: int, default: int | None = 0) -> int | None:
+            return values[i] if i < len(values) else default
+
+        self._execute(
+            "INSERT INTO result_series (run_id, second, campaign_id, stored_at, transactions, queries, errors,"
+            " ignored_errors, reconnects, queue) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+            " ON DUPLICATE KEY UPDATE campaign_id=VALUES(campaign_id), stored_at=VALUES(stored_at),"
+            " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors),"
+            " ignored_errors=VALUES(ignored_errors), reconnects=VALUES(reconnects), queue=VALUES(queue)",
+            many=[(result.run_id, i, result.campaign_id, stored_at, at(s.transactions, i), s.queries[i],
+                   at(s.errors, i), at(s.ignored_errors, i, None), at(s.reconnects, i, None), at(s.queue, i, None))
+                  for i in range(n)],
+        )
+
+    def rewrite_series(self, campaign_id: str) -> int:
+        """Write result_series again from a campaign's stored results (migration 11 backfills only
+        the results kept as plain JSON; compressed ones come through here); how many results."""
+        rows = self._rows("SELECT run_id, stored_at, result_json, result_z FROM results WHERE campaign_id=%s",
+                          (campaign_id,))
+        for run_id, stored_at, text, packed in rows:
+            self._store_series(_decode_stored(run_id, text, packed), float(stored_at))
+        return len(rows)
+
+    def save_cell_stats(self, rows: Sequence[CellStatRow], now: float | None = None) -> None:
+        """Insert or replace per-cell statistics (keyed by campaign, metric, workload, threads, target)."""
+        if not rows:
+            return
+        cols = CELL_STAT_COLUMNS + ("computed_at",)
+        updates = ", ".join(f"{c}=VALUES({c})" for c in cols[5:])
+        at = now if now is not None else time.time()
+        self._execute(
+            f"INSERT INTO cell_stats ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})"
+            f" ON DUPLICATE KEY UPDATE {updates}",
+            many=[tuple(getattr(r, c) for c in CELL_STAT_COLUMNS) + (at,) for r in rows],
+        )
+
+    def cell_stats(self, campaign_id: str) -> list[CellStatRow]:
+        """The stored per-cell statistics of a campaign."""
+        return [CellStatRow(*[bool(v) if c in ("higher_is_better", "high_cv", "collapsed") else v
+                              for c, v in zip(CELL_STAT_COLUMNS, r)])
+                for r in self._rows(f"SELECT {', '.join(CELL_STAT_COLUMNS)} FROM cell_stats WHERE campaign_id=%s"
+                                    " ORDER BY metric, workload, threads, target", (campaign_id,))]
 
     def _finish_campaign_if_done(self, campaign_id: str) -> None:
         counts = self.run_counts(campaign_id)
@@ -413,13 +471,16 @@ class Store:
         else:
             self._execute("UPDATE campaigns SET state='running' WHERE campaign_id=%s AND state='submitted'", (campaign_id,))
 
-    def results(self, campaign_id: str) -> list[ResultRow]:
-        """The columns of every result of a campaign (no whole results: see ``stored_results``)."""
+    def results(self, campaign_id: str, workload: str | None = None) -> list[ResultRow]:
+        """The columns of every result of a campaign, or of one of its workloads (no whole
+        results: see ``stored_results``)."""
+        where, params = ("campaign_id=%s", (campaign_id,)) if workload is None else \
+            ("campaign_id=%s AND workload=%s", (campaign_id, workload))
         return [
             ResultRow.from_columns(r)
             for r in self._rows(
-                f"SELECT {_ROW_SELECT} FROM results WHERE campaign_id=%s ORDER BY workload, threads, target, repetition",
-                (campaign_id,),
+                f"SELECT {_ROW_SELECT} FROM results WHERE {where} ORDER BY workload, threads, target, repetition",
+                params,
             )
         ]
 
@@ -448,7 +509,7 @@ class Store:
     def cell_history(self, target: str, workload: str, threads: int, *, with_results: bool = False) -> list[HistoryEntry]:
         """One cell's results across every campaign, oldest campaign first; with the whole
         results when asked (metrics beyond the columns)."""
-        extra = ", r.result_json" if with_results else ""
+        extra = ", r.result_json, r.result_z" if with_results else ""
         entries = []
         for r in self._rows(
                 f"SELECT c.name, c.created_at, {_ROW_SELECT_R}{extra}"
@@ -457,7 +518,7 @@ class Store:
                 (target, workload, threads)):
             row = ResultRow.from_columns(r[2:2 + len(COLUMNS)])
             if with_results:
-                row = row.with_result(_decode_stored(row.run_id, r[-1]))
+                row = row.with_result(_decode_stored(row.run_id, r[-2], r[-1]))
             entries.append(HistoryEntry(r[0], float(r[1]), row))
         return entries
 
