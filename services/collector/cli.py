@@ -10,6 +10,7 @@ import signal
 import sys
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.common.cli import (
     EXIT_COLLAPSE,
@@ -21,6 +22,9 @@ from services.common.cli import (
 )
 from services.common.config import AMQP, DB, METRICS, Settings, add_settings_flags
 from services.common.store import Store
+
+if TYPE_CHECKING:
+    from services.common.export import CampaignExport
 from services.reporting import metrics_catalog as mc
 from services.reporting.history import HISTORY_FORMATS
 from services.reporting.options import FORMATS, ReportOptions
@@ -262,6 +266,72 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    with Store(settings) as store:
+        export = store.export_campaign(args.campaign)
+    if export is None:
+        print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
+        return EXIT_USAGE
+    _write(args.json, export.encode())
+    if args.json:
+        print(f"wrote {args.json}: campaign {export.campaign.campaign_id}, {len(export.runs)} runs, "
+              f"{len(export.results)} results", file=sys.stderr)
+    return EXIT_OK
+
+
+def _import(settings: Settings, export: "CampaignExport") -> None:
+    from services.collector.statistics import refresh_cell_stats
+
+    with Store(settings) as store:
+        store.import_campaign(export)
+        refresh_cell_stats(store, export.campaign.campaign_id)
+
+
+def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    from services.common.export import decode_export
+
+    try:
+        text = Path(args.file).read_bytes() if args.file != "-" else sys.stdin.buffer.read()
+    except OSError as e:
+        print(f"error: {args.file}: {e.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    export = decode_export(text, args.file)
+    _import(settings, export)
+    print(f"imported campaign {export.campaign.campaign_id}: {len(export.runs)} runs, {len(export.results)} results")
+    return EXIT_OK
+
+
+def cmd_import_sysbench(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from services.collector.sysbench_import import SysbenchFile, campaign_of, threads_of
+
+    files = []
+    counts: dict[tuple[str, int | None], int] = {}
+    for name in args.files:
+        try:
+            text = Path(name).read_text(encoding="utf-8", errors="replace")
+            mtime = Path(name).stat().st_mtime
+        except OSError as e:
+            print(f"error: {name}: {e.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+        f = SysbenchFile(name, text, args.target, args.workload, args.threads, 0, mtime)
+        cell = (args.target, threads_of(f))
+        # Files of one cell are its repetitions, in the order given (the same command run again
+        # replaces them: run ids are deterministic).
+        counts[cell] = counts.get(cell, args.first_repetition - 1) + 1
+        files.append(SysbenchFile(name, text, args.target, args.workload, cell[1], counts[cell], mtime))
+    with Store(settings) as store:
+        earlier = store.export_campaign(args.campaign)
+    if earlier is not None and earlier.campaign.campaign_id != args.campaign:
+        earlier = None  # a campaign of that name, not that id: leave it alone
+    export = campaign_of(files, args.campaign, baseline=args.baseline, earlier=earlier, now=time.time())
+    _import(settings, export)
+    print(f"imported {len(files)} sysbench run(s) into campaign {args.campaign} "
+          f"({len(export.results)} runs in all): collector report {args.campaign}")
+    return EXIT_OK
+
+
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.statistics import refresh_cell_stats
 
@@ -305,6 +375,30 @@ def _parser() -> argparse.ArgumentParser:
     add_history_flags(s)
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_history)
+    s = command("export", "write a campaign with every run and whole result (series, histograms, server "
+                          "figures) to one portable JSON file")
+    s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
+    s.add_argument("--json", metavar="FILE", help="the file to write (default: stdout)")
+    add_settings_flags(s, DB)
+    s.set_defaults(fn=cmd_export)
+    s = command("import", "bring an exported campaign into this results DB (same ids; importing again replaces)")
+    s.add_argument("file", help="a file written by collector export (- for stdin)")
+    add_settings_flags(s, DB)
+    s.set_defaults(fn=cmd_import)
+    s = command("import-sysbench", "store runs measured with plain sysbench 1.0 (its text output) as a campaign")
+    s.add_argument("files", nargs="+", metavar="FILE",
+                   help="sysbench run output (with --report-interval=1 for the per-second series, --histogram "
+                        "for p50/p95/p99); the files of one thread count are its repetitions, in order")
+    s.add_argument("--campaign", required=True,
+                   help="campaign id (and name) to create or add to; run again with another --target to add one")
+    s.add_argument("--target", required=True, help="target name the runs measured, e.g. mysql-5.7")
+    s.add_argument("--workload", required=True, help="sysbench test, e.g. oltp_read_only")
+    s.add_argument("--threads", type=int, help="thread count (default: the output's 'Number of threads')")
+    s.add_argument("--baseline", help="baseline target (default: the first target imported)")
+    s.add_argument("--first-repetition", type=int, default=1,
+                   help="repetition number of the first file of each thread count (default 1)")
+    add_settings_flags(s, DB)
+    s.set_defaults(fn=cmd_import_sysbench)
     s = command("stats", "compute a campaign's per-cell statistics into the results DB (cell_stats)")
     s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
     add_settings_flags(s, DB)
