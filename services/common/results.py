@@ -163,7 +163,8 @@ class CellStatRow:
     high_cv: bool
     collapsed: bool
     collapse_ratio: float | None
-    #: Successful runs flagged for a stall or an overrun (RunQuality; the report's ~).
+    #: Successful runs flagged for a stall or an overrun (RunQuality; the report's ~), the
+    #: baseline cell's included on a compared target's row (its ratio depends on both).
     stalled_runs: int
     alpha: float
     min_effect: float

@@ -65,7 +65,10 @@ def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions()) ->
             mark = _VERDICT_MARK[comp.verdict] if comp else (MARK_UNTESTED if untested else "")
             # The report's default marks; a high CV (the seeds' *, opt-in there) is its own column.
             mark += (MARK_HIGH_CV if high_cv and opts.mark_high_cv else "") + (MARK_COLLAPSE if col else "")
-            mark += MARK_STALL if stalls.get(cell) else ""
+            # As the report's ratio table: the baseline's stalled runs weigh on the comparison too.
+            stalled = stalls.get(cell, 0) + (stalls.get((data.baseline, workload, threads), 0)
+                                             if target != data.baseline else 0)
+            mark += MARK_STALL if stalled and own is not None else ""
             out.append(CellStatRow(
                 campaign_id=data.campaign_id, metric=key, workload=workload, threads=threads, target=target,
                 baseline=data.baseline, higher_is_better=m.higher_is_better, n=own.n if own else 0,
@@ -75,5 +78,5 @@ def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions()) ->
                 ratio_low=_f(comp.ratio_low) if comp else None, ratio_high=_f(comp.ratio_high) if comp else None,
                 p_value=_f(comp.test.p) if comp else None, verdict=comp.verdict if comp else None, mark=mark,
                 high_cv=high_cv, collapsed=col is not None, collapse_ratio=_f(col.ratio) if col else None,
-                stalled_runs=stalls.get(cell, 0), alpha=opts.alpha, min_effect=opts.min_effect))
+                stalled_runs=stalled, alpha=opts.alpha, min_effect=opts.min_effect))
     return out

@@ -17,13 +17,15 @@ def _data(runs: list[ResultRow]) -> CampaignData:
 
 
 def test_rows_carry_summary_ratio_verdict_and_marks():
-    """B, 20% faster with little noise, is `faster` with `+`; the baseline's row has no ratio and its
-    stalled run gives `~`; latency metrics read lower as better; a failed run is counted, not summarised."""
+    """B, 20% faster with little noise, is `faster` with `+`; the baseline's row has no ratio; its
+    stalled run gives `~` to it and to B's comparison; latency metrics read lower as better; a failed
+    run is counted, not summarised."""
     runs = [_row("A", 1, i, v, flags="stall" if i == 2 else None) for i, v in enumerate([100, 101, 99], 1)]
     runs += [_row("B", 1, i, v) for i, v in enumerate([120, 121, 119], 1)] + [_row("B", 1, 4, 0, "failed")]
     rows = {(r.metric, r.target, r.threads): r for r in cell_stat_rows(_data(runs))}
     b = rows[("qps", "B", 1)]
-    assert (b.n, b.failed, b.mean, b.verdict, b.mark) == (3, 1, 120.0, "faster", "+")
+    # A's stalled run weighs on B's ratio too, as the report's ratio table marks it.
+    assert (b.n, b.failed, b.mean, b.verdict, b.mark, b.stalled_runs) == (3, 1, 120.0, "faster", "+~", 1)
     assert abs(b.ratio - 1.2) < 1e-9 and b.ratio_low < 1.2 < b.ratio_high and b.p_value < 0.05
     a = rows[("qps", "A", 1)]
     assert (a.ratio, a.verdict, a.mark, a.stalled_runs, a.stdev) == (None, None, "~", 1, 1.0)
