@@ -1,6 +1,7 @@
 """`collector`: store results from the bus (`serve`), print comparison tables (`report`,
-`compare`, `history`) and write the Grafana dashboards. Renderers return text; only this
-module writes it out."""
+`compare`, `history`), move campaigns between results DBs (`export`, `import`,
+`import-sysbench`), compute per-cell statistics (`stats`) and write the Grafana dashboards.
+Renderers return text; only this module writes it out."""
 
 from __future__ import annotations
 
