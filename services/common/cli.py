@@ -37,7 +37,7 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_USAGE}    bad input: a spec, a flag, a setting, an unknown campaign (nothing was done)
   {EXIT_CONNECT}    RabbitMQ or the results DB unreachable, or refused us
   {EXIT_COLLAPSE}    a collapsed cell found (report --fail-on-collapse)
-  {EXIT_SLOWER}    a cell of B significantly slower than A (compare --fail-on-slower)
+  {EXIT_SLOWER}    significantly slower (--fail-on-slower): a cell of B against A in compare
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); a submitted campaign goes on
   {EXIT_BROKEN_PIPE}  the reader of the output went away (| head)
 

@@ -167,6 +167,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     shown = ProgressLine(sys.stderr, tty=sys.stderr.isatty(), columns=shutil.get_terminal_size().columns)
     watch = ConsumerWatch(spec.pool)
     consumers = _PoolConsumers(settings, spec.pool)
+    as_json = getattr(args, "json", False)
     away = False
     try:
         with Store(settings) as store:
@@ -190,7 +191,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
                     shown.note(notice)
                 time.sleep(args.poll)
             shown.close()
-            report = load_report(store, campaign_id, ReportOptions(fmt="json" if args.json else "text"))
+            report = load_report(store, campaign_id, ReportOptions(fmt="json" if as_json else "text"))
     except KeyboardInterrupt:
         shown.close()
         print(f"stopped waiting (Ctrl-C); the campaign goes on: scheduler status {campaign_id}, "
@@ -198,7 +199,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
         return EXIT_INTERRUPTED
     finally:
         consumers.close()
-    if args.json:
+    if as_json:
         from services.reporting.render.exports import render_json
 
         print(json.dumps({"campaign_id": campaign_id, "runs": total, "pool": spec.pool, "done": p.done,
