@@ -496,21 +496,27 @@ class Store:
             " created_at=VALUES(created_at), idempotency_key=VALUES(idempotency_key)",
             (c.campaign_id, c.name, c.spec.model_dump_json(), c.spec_hash, c.pool, c.baseline, c.total_runs, c.state,
              c.created_at, c.idempotency_key))
+        # The runs first: a result is stored only for a planned run. Storing it sets its run's
+        # state, so the export's rows are written again after, their word being final.
+        self._upsert_runs(c.campaign_id, export.runs)
         for result in export.results:
             self.store_result(result)
-        # After the results: storing a result sets its run's state; the export's word is final.
-        if export.runs:
-            self._execute(
-                "INSERT INTO runs (run_id, campaign_id, seq, target, workload, threads, repetition, state, attempts,"
-                " worker, started_at, ended_at, error, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-                " ON DUPLICATE KEY UPDATE campaign_id=VALUES(campaign_id), seq=VALUES(seq), target=VALUES(target),"
-                " workload=VALUES(workload), threads=VALUES(threads), repetition=VALUES(repetition),"
-                " state=VALUES(state), attempts=VALUES(attempts), worker=VALUES(worker),"
-                " started_at=VALUES(started_at), ended_at=VALUES(ended_at), error=VALUES(error),"
-                " updated_at=VALUES(updated_at)",
-                many=[(r.run_id, c.campaign_id, r.seq, r.target, r.workload, r.threads, r.repetition, r.state,
-                       r.attempts, r.worker, r.started_at, r.ended_at, r.error, r.updated_at) for r in export.runs])
+        self._upsert_runs(c.campaign_id, export.runs)
         self.set_campaign_state(c.campaign_id, c.state)
+
+    def _upsert_runs(self, campaign_id: str, runs: Sequence[ExportedRun]) -> None:
+        if not runs:
+            return
+        self._execute(
+            "INSERT INTO runs (run_id, campaign_id, seq, target, workload, threads, repetition, state, attempts,"
+            " worker, started_at, ended_at, error, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+            " ON DUPLICATE KEY UPDATE campaign_id=VALUES(campaign_id), seq=VALUES(seq), target=VALUES(target),"
+            " workload=VALUES(workload), threads=VALUES(threads), repetition=VALUES(repetition),"
+            " state=VALUES(state), attempts=VALUES(attempts), worker=VALUES(worker),"
+            " started_at=VALUES(started_at), ended_at=VALUES(ended_at), error=VALUES(error),"
+            " updated_at=VALUES(updated_at)",
+            many=[(r.run_id, campaign_id, r.seq, r.target, r.workload, r.threads, r.repetition, r.state,
+                   r.attempts, r.worker, r.started_at, r.ended_at, r.error, r.updated_at) for r in runs])
 
     def _finish_campaign_if_done(self, campaign_id: str) -> None:
         counts = self.run_counts(campaign_id)
