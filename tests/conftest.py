@@ -27,6 +27,9 @@ def _load_local_env() -> None:
 
 
 _load_local_env()
+# Tests take their settings from the environment alone: never from a settings file that
+# deploy/ensure-services wrote for this user or host (their CLI subprocesses inherit this).
+os.environ["BENCHFLEET_CONFIG"] = ""
 
 from services.common.config import Settings, settings_from  # noqa: E402
 

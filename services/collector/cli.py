@@ -1,6 +1,7 @@
 """`collector`: store results from the bus (`serve`), print comparison tables (`report`,
-`compare`, `history`) and write the Grafana dashboards. Renderers return text; only this
-module writes it out."""
+`compare`, `history`), move campaigns between results DBs (`export`, `import`,
+`import-sysbench`), compute per-cell statistics (`stats`) and write the Grafana dashboards.
+Renderers return text; only this module writes it out."""
 
 from __future__ import annotations
 
@@ -10,19 +11,23 @@ import signal
 import sys
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.common.cli import (
-    EXIT_CODES_HELP,
     EXIT_COLLAPSE,
     EXIT_OK,
     EXIT_SLOWER,
     EXIT_USAGE,
+    Parser,
     run_main,
 )
-from services.common.config import Settings, add_settings_flags
+from services.common.config import AMQP, DB, METRICS, Settings, add_settings_flags
 from services.common.store import Store
+
+if TYPE_CHECKING:
+    from services.common.export import CampaignExport
 from services.reporting import metrics_catalog as mc
-from services.reporting.history import HISTORY_FORMATS, HISTORY_METRICS
+from services.reporting.history import HISTORY_FORMATS
 from services.reporting.options import FORMATS, ReportOptions
 
 _DEFAULTS = ReportOptions()
@@ -35,13 +40,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.common.bus import Role, rabbit_factory
     from services.common.discovery import announced
 
+    from services.collector.statistics import refresh_cell_stats
+
     metrics = CollectorMetrics()
     directory = WorkerDirectory()
     # Prometheus' http_sd_configs read the fleet's workers beside the collector's /metrics.
     metrics.routes[SD_PATH] = directory.render
     pools = tuple(p for p in args.pools.split(",") if p)
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
-                  metrics=metrics, directory=directory)
+                  metrics=metrics, directory=directory,
+                  after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload))  # type: ignore[arg-type]
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
     with announced(metrics, settings, "collector"):
@@ -89,10 +97,12 @@ def _metric(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+_METRIC_HELP = (", ".join(mc.BUILTIN) + " (default qps), "
+                "or status:NAME (a server status delta per transaction, e.g. status:Key_reads)")
+
+
 def _stat_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric,
-                   help=", ".join(mc.BUILTIN) + ", "
-                        "or status:NAME (a server status delta per transaction, e.g. status:Key_reads)")
+    s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric, help=_METRIC_HELP)
     _test_flags(s)
     s.add_argument("--mark-high-cv", action="store_true", help="mark cells with unusually high CV by * as the seeds did")
     s.add_argument("--cv-threshold", type=_nonneg, default=_DEFAULTS.cv_threshold,
@@ -130,8 +140,9 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("campaign_b", help="the campaign compared against A")
     _mode_flags(s, "cells (B/A*100)-100", "mean value of A and B instead of ratios")
     _stat_flags(s)
-    s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt)
-    s.add_argument("--out", help="write to this file (needed for ods)")
+    s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt,
+                   help="text (default), markdown, csv, json, html, or ods (needs --out)")
+    s.add_argument("--out", help="write to this file instead of stdout (needed for ods)")
     s.add_argument("--fail-on-slower", metavar="PCT", nargs="?", type=_percent, const=0.0, default=None,
                    help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is significantly slower than A "
                         "(Welch, --alpha, --min-effect) by more than PCT percent (default: any significant "
@@ -139,12 +150,13 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
 
 
 def add_history_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--target", required=True)
-    s.add_argument("--workload", required=True)
-    s.add_argument("--threads", type=int, required=True)
-    s.add_argument("--metric", choices=HISTORY_METRICS, default=_DEFAULTS.metric)
+    s.add_argument("--target", required=True, help="target name, as in the specs")
+    s.add_argument("--workload", required=True, help="workload name, e.g. oltp_point_select")
+    s.add_argument("--threads", type=int, required=True, help="thread count of the cell")
+    s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric, help=_METRIC_HELP)
     _test_flags(s)
-    s.add_argument("--format", dest="fmt", choices=HISTORY_FORMATS, default=_DEFAULTS.fmt)
+    s.add_argument("--format", dest="fmt", choices=HISTORY_FORMATS, default=_DEFAULTS.fmt,
+                   help="text (aligned table with a legend), csv or json")
 
 
 def _write(path: str | None, content: str | bytes) -> None:
@@ -247,35 +259,152 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
 
     opts = _options(args)
     with Store(settings) as store:
-        entries = store.cell_history(args.target, args.workload, args.threads)
+        # Metrics beyond the result columns (p50, CPU, status deltas) need the whole results.
+        entries = store.cell_history(args.target, args.workload, args.threads,
+                                     with_results=not opts.table_metric.column)
     cell = f"{args.target} / {args.workload} / {args.threads} threads"
     _write(None, render_history(history_points(entries, opts), cell, opts))
     return EXIT_OK
 
 
+def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    with Store(settings) as store:
+        export = store.export_campaign(args.campaign)
+    if export is None:
+        print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
+        return EXIT_USAGE
+    _write(args.json, export.encode())
+    if args.json:
+        print(f"wrote {args.json}: campaign {export.campaign.campaign_id}, {len(export.runs)} runs, "
+              f"{len(export.results)} results", file=sys.stderr)
+    return EXIT_OK
+
+
+def _import(settings: Settings, export: "CampaignExport") -> None:
+    from services.collector.statistics import refresh_cell_stats
+
+    with Store(settings) as store:
+        store.import_campaign(export)
+        refresh_cell_stats(store, export.campaign.campaign_id)
+
+
+def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    from services.common.export import decode_export
+
+    try:
+        text = Path(args.file).read_bytes() if args.file != "-" else sys.stdin.buffer.read()
+    except OSError as e:
+        print(f"error: {args.file}: {e.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    export = decode_export(text, args.file)
+    _import(settings, export)
+    print(f"imported campaign {export.campaign.campaign_id}: {len(export.runs)} runs, {len(export.results)} results")
+    return EXIT_OK
+
+
+def cmd_import_sysbench(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from services.collector.sysbench_import import SysbenchFile, campaign_of, threads_of
+
+    files = []
+    counts: dict[tuple[str, int | None], int] = {}
+    for name in args.files:
+        try:
+            text = Path(name).read_text(encoding="utf-8", errors="replace")
+            mtime = Path(name).stat().st_mtime
+        except OSError as e:
+            print(f"error: {name}: {e.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+        f = SysbenchFile(name, text, args.target, args.workload, args.threads, 0, mtime)
+        cell = (args.target, threads_of(f))
+        # Files of one cell are its repetitions, in the order given (the same command run again
+        # replaces them: run ids are deterministic).
+        counts[cell] = counts.get(cell, args.first_repetition - 1) + 1
+        files.append(SysbenchFile(name, text, args.target, args.workload, cell[1], counts[cell], mtime))
+    with Store(settings) as store:
+        earlier = store.export_campaign(args.campaign)
+    if earlier is not None and earlier.campaign.campaign_id != args.campaign:
+        earlier = None  # a campaign of that name, not that id: leave it alone
+    export = campaign_of(files, args.campaign, baseline=args.baseline, earlier=earlier, now=time.time())
+    _import(settings, export)
+    print(f"imported {len(files)} sysbench run(s) into campaign {args.campaign} "
+          f"({len(export.results)} runs in all): collector report {args.campaign}")
+    return EXIT_OK
+
+
+def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
+    from services.collector.statistics import refresh_cell_stats
+
+    with Store(settings) as store:
+        try:
+            n = refresh_cell_stats(store, args.campaign)
+            c = store.campaign(args.campaign)
+            # Results stored compressed before migration 11 get their per-second rows here.
+            store.rewrite_series(c.campaign_id if c else args.campaign)
+        except LookupError:
+            print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
+            return EXIT_USAGE
+    print(f"{n} cell statistics stored for {args.campaign} (cell_stats)")
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="collector", description=__doc__, epilog=EXIT_CODES_HELP)
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="consume results and store them in the results DB")
+    p = Parser(prog="collector", description=__doc__)
+    p.add_version()
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help)
+
+    s = command("serve", "consume results and store them in the results DB")
     s.add_argument("--pools", default=os.environ.get("BENCHFLEET_POOLS", "default"),
                    help="worker pools whose queue depth to export, comma-separated (env BENCHFLEET_POOLS)")
-    add_settings_flags(s)
+    add_settings_flags(s, AMQP, DB, METRICS)
     s.set_defaults(fn=cmd_serve, long_running=True)
-    s = sub.add_parser("report", help="print the comparison table of a campaign")
+    s = command("report", "print the comparison table of a campaign")
     s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
     _mode_flags(s, "cells (target/baseline*100)-100", "mean value per target instead of ratios")
     add_report_flags(s)
-    add_settings_flags(s)
+    add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_report)
-    s = sub.add_parser("compare", help="the same cells across two campaigns (B against A)")
+    s = command("compare", "the same cells across two campaigns (B against A)")
     add_compare_flags(s)
-    add_settings_flags(s)
+    add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_compare)
-    s = sub.add_parser("history", help="one cell (target, workload, threads) across every campaign")
+    s = command("history", "one cell (target, workload, threads) across every campaign")
     add_history_flags(s)
-    add_settings_flags(s)
+    add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_history)
-    s = sub.add_parser("dashboards", help="write the Grafana dashboards (JSON) into a directory")
+    s = command("export", "write a campaign with every run and whole result (series, histograms, server "
+                          "figures) to one portable JSON file")
+    s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
+    s.add_argument("--json", metavar="FILE", help="the file to write (default: stdout)")
+    add_settings_flags(s, DB)
+    s.set_defaults(fn=cmd_export)
+    s = command("import", "bring an exported campaign into this results DB (same ids; importing again replaces)")
+    s.add_argument("file", help="a file written by collector export (- for stdin)")
+    add_settings_flags(s, DB)
+    s.set_defaults(fn=cmd_import)
+    s = command("import-sysbench", "store runs measured with plain sysbench 1.0 (its text output) as a campaign")
+    s.add_argument("files", nargs="+", metavar="FILE",
+                   help="sysbench run output (with --report-interval=1 for the per-second series, --histogram "
+                        "for p50/p95/p99); the files of one thread count are its repetitions, in order")
+    s.add_argument("--campaign", required=True,
+                   help="campaign id (and name) to create or add to; run again with another --target to add one")
+    s.add_argument("--target", required=True, help="target name the runs measured, e.g. mysql-5.7")
+    s.add_argument("--workload", required=True, help="sysbench test, e.g. oltp_read_only")
+    s.add_argument("--threads", type=int, help="thread count (default: the output's 'Number of threads')")
+    s.add_argument("--baseline", help="baseline target (default: the first target imported)")
+    s.add_argument("--first-repetition", type=int, default=1,
+                   help="repetition number of the first file of each thread count (default 1)")
+    add_settings_flags(s, DB)
+    s.set_defaults(fn=cmd_import_sysbench)
+    s = command("stats", "compute a campaign's per-cell statistics into the results DB (cell_stats)")
+    s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
+    add_settings_flags(s, DB)
+    s.set_defaults(fn=cmd_stats)
+    s = command("dashboards", "write the Grafana dashboards (JSON) into a directory")
     s.add_argument("--out", default="dashboards", help="directory (default: dashboards)")
     s.set_defaults(fn=cmd_dashboards)
     return p

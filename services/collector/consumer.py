@@ -70,7 +70,8 @@ class Collector:
 
     def __init__(self, *, connect: BusFactory, open_store: Callable[[], ResultStore], pools: tuple[str, ...] = (),
                  metrics: CollectorMetrics | None = None, backoff_s: float = BACKOFF_S,
-                 db_check_every_s: float = DB_CHECK_EVERY_S, directory: WorkerDirectory | None = None):
+                 db_check_every_s: float = DB_CHECK_EVERY_S, directory: WorkerDirectory | None = None,
+                 after_store: Callable[[ResultStore, RunResult], None] | None = None):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
         self.open_store = open_store
@@ -80,6 +81,8 @@ class Collector:
         self.db_check_every_s = db_check_every_s
         #: The workers Prometheus scrapes (served as HTTP service discovery by the CLI).
         self.directory = directory or WorkerDirectory()
+        #: Runs after each stored result, before the ack (the per-cell statistics of its workload).
+        self.after_store = after_store
         self._next_depth_check = 0.0
         self._next_db_check = 0.0
         self.stopping = threading.Event()
@@ -170,6 +173,16 @@ class Collector:
         self._db_retry_at = time.monotonic() + self._db_delay
         self.metrics.results_db_up(False)
 
+    def _after_store(self, result: RunResult) -> None:
+        """The hook after a stored result (cell statistics). What it derives can be computed again
+        (`collector stats`), so a refusal or a campaign the DB does not know is logged, and the
+        stored result is still acked; only a DB that went away stops consuming."""
+        assert self.after_store is not None and self._store is not None
+        try:
+            self.after_store(self._store, result)
+        except (StoreRefused, LookupError) as e:
+            log.warning("after_store_failed", campaign_id=result.campaign_id, run_id=result.run_id, error=str(e))
+
     def _tick(self, bus: Broker) -> None:
         now = time.monotonic()
         if self._down_since is not None:
@@ -227,6 +240,8 @@ class Collector:
                 log.info("worker_builds_recorded", host=msg.host, pool=msg.pool, builds=msg.names())
             else:
                 self._store.store_result(msg)
+                if self.after_store is not None:
+                    self._after_store(msg)
         except StoreRefused as e:
             # The DB is up but refuses this message: retrying forever would wedge every result
             # behind it, so park it with the reason.

@@ -255,9 +255,11 @@ def throughput_vs_threads() -> dict[str, Any]:
                       refresh="1m", time_from="now-24h", description="Finished cells of a campaign, per target.")
 
 
-#: Mean q/s per cell and its ratio to the campaign's baseline target (tables in common/schema.py).
+#: Mean q/s per cell and its ratio to the campaign's baseline target, with the verdict the
+#: collector stored in cell_stats (tables and views in common/schema.py).
 RESULTS_SQL = """
-SELECT m.workload, m.threads, m.target, m.qps, m.tps, m.repetitions, m.qps / b.qps AS ratio_to_baseline
+SELECT m.workload, m.threads, m.target, m.qps, m.tps, m.repetitions, m.qps / b.qps AS ratio_to_baseline,
+       s.verdict, s.mark, s.p_value, s.cv
 FROM (SELECT campaign_id, workload, threads, target, AVG(qps) AS qps, AVG(tps) AS tps, COUNT(*) AS repetitions
       FROM results WHERE campaign_id = '$campaign' AND status = 'ok'
       GROUP BY campaign_id, workload, threads, target) m
@@ -266,6 +268,9 @@ LEFT JOIN (SELECT workload, threads, target, AVG(qps) AS qps
            FROM results WHERE campaign_id = '$campaign' AND status = 'ok'
            GROUP BY workload, threads, target) b
   ON b.workload = m.workload AND b.threads = m.threads AND b.target = c.baseline
+LEFT JOIN cell_stats s
+  ON s.campaign_id = m.campaign_id AND s.metric = 'qps' AND s.workload = m.workload AND s.threads = m.threads
+     AND s.target = m.target
 ORDER BY m.workload, m.threads, m.target
 """
 #: Every run of the campaign with its stalls and overrun (migration 7), marked runs first.
@@ -275,6 +280,13 @@ SELECT run_id, target, workload, threads, repetition, quality_flags, stalled_s, 
 FROM results WHERE campaign_id = '$campaign' AND status = 'ok'
 ORDER BY quality_flags > '' DESC, stalled_s DESC, overrun_s DESC, workload, target, threads, repetition
 LIMIT 500
+"""
+#: Every stored statistic of every cell (view cell_stats_v: the collector fills cell_stats).
+CELL_STATS_SQL = """
+SELECT metric, workload, threads, target, n, failed, mean, stdev, cv, ci_low, ci_high, ratio, ratio_low, ratio_high,
+       p_value, verdict, mark, collapsed, stalled_runs
+FROM cell_stats_v WHERE campaign_id = '$campaign'
+ORDER BY metric, workload, threads, target
 """
 CAMPAIGNS_SQL = """
 SELECT c.name, c.campaign_id, c.state, c.baseline, c.total_runs,
@@ -294,6 +306,11 @@ def results() -> dict[str, Any]:
         lay.place(table("Runs: stalls and overrun", [_sql(QUALITY_SQL)], MYSQL,
                         "Runs with seconds without a completed transaction (stalled_s) or wall time past "
                         "warm-up + duration (overrun_s) first; quality_flags is what reports mark with ~."), 24, 10),
+        lay.place(table("Cell statistics: every metric, with the verdict against the baseline",
+                        [_sql(CELL_STATS_SQL)], MYSQL,
+                        "From cell_stats, which the collector fills as results arrive: Welch test, "
+                        "95% interval, marks + - ? ! ~ as in the report, runs flagged for a stall or overrun."),
+                  24, 12),
         lay.place(table("Campaigns", [_sql(CAMPAIGNS_SQL)], MYSQL), 24, 8),
     ]
     variables = [_query_var("campaign", CAMPAIGN_VAR_SQL, MYSQL, multi=False)]

@@ -156,6 +156,10 @@ class Broker(Protocol):
         """Messages ready in ``queue`` (not counting unacked deliveries)."""
         ...
 
+    def consumer_count(self, queue: str) -> int:
+        """Consumers now attached to ``queue`` (workers of a pool on its runs queue)."""
+        ...
+
     def get(self, queue: str) -> Delivery | None:
         """Take one message without a consumer (tests, tools); ack it. None when empty."""
         ...

@@ -276,6 +276,10 @@ class RabbitBus(Broker):
         with _as_bus_error(f"reading the depth of {queue!r}"):
             return int(self._ch.queue_declare(queue, passive=True).method.message_count)
 
+    def consumer_count(self, queue: str) -> int:
+        with _as_bus_error(f"reading the consumers of {queue!r}"):
+            return int(self._ch.queue_declare(queue, passive=True).method.consumer_count)
+
     def get(self, queue: str) -> Delivery | None:
         with _as_bus_error(f"getting from {queue!r}"):
             method, props, body = self._ch.basic_get(queue, auto_ack=False)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable
+from importlib import metadata
+from typing import Any, Callable, NoReturn
 
 from services.common import logs
-from services.common.config import Settings, settings_from
+from services.common.config import Settings, load_settings_file, settings_from
 from services.common.errors import BenchfleetError, ConnectError, UsageError
 
 #: The command did what was asked.
@@ -30,11 +31,47 @@ EXIT_INTERRUPTED = 130
 #: Whoever read our output went away (`... | head`): 128 + SIGPIPE, as shell tools report it.
 EXIT_BROKEN_PIPE = 141
 
-EXIT_CODES_HELP = (
-    f"exit codes: {EXIT_OK} ok, {EXIT_FAILED} runs failed, {EXIT_USAGE} bad input (nothing done), "
-    f"{EXIT_CONNECT} broker or results DB unreachable, {EXIT_COLLAPSE} collapse found (--fail-on-collapse), "
-    f"{EXIT_SLOWER} significantly slower (--fail-on-slower), {EXIT_INTERRUPTED} interrupted"
-)
+EXIT_CODES_HELP = f"""exit codes:
+  {EXIT_OK}    ok
+  {EXIT_FAILED}    runs failed, or a result could not be read or stored
+  {EXIT_USAGE}    bad input: a spec, a flag, a setting, an unknown campaign (nothing was done)
+  {EXIT_CONNECT}    RabbitMQ or the results DB unreachable, or refused us
+  {EXIT_COLLAPSE}    a collapsed cell found (report --fail-on-collapse)
+  {EXIT_SLOWER}    significantly slower (--fail-on-slower): a cell of B against A in compare
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); a submitted campaign goes on
+  {EXIT_BROKEN_PIPE}  the reader of the output went away (| head)
+
+settings: flags, else BENCHFLEET_* environment variables, else the settings file
+(BENCHFLEET_CONFIG, else ~/.config/benchfleet/settings.env, else /etc/benchfleet/settings.env,
+written by deploy/ensure-services), else defaults."""
+
+
+
+def version() -> str:
+    """The installed benchfleet's version."""
+    try:
+        return metadata.version("benchfleet")
+    except metadata.PackageNotFoundError:  # run from a checkout without installing it
+        return "unknown"
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line on stderr (no usage dump), exit 2, and whose
+    help ends with the exit codes; its subcommand parsers are of the same kind."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        error(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise SystemExit(EXIT_USAGE)
+
+    def add_version(self) -> None:
+        self.add_argument("--version", action="version", version=f"%(prog)s (benchfleet) {version()}",
+                          help="print the version and exit")
+
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
@@ -58,6 +95,8 @@ def run_main(service: str, parse: Callable[[], argparse.Namespace]) -> int:
     settings' level. A command that connects nowhere (``set_defaults(secrets=False)``) reads no
     password file, so a user without access to the fleet's secrets can still run it."""
     try:
+        # Before parsing: flag defaults read variables too (worker --pool: BENCHFLEET_POOL).
+        load_settings_file(os.environ, role="" if service == "scheduler" else service)
         args = parse()
         settings = settings_from(args, secrets=getattr(args, "secrets", True))
         explicit = getattr(args, "log_level", None) or os.environ.get("BENCHFLEET_LOG_LEVEL")

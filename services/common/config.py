@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from dataclasses import dataclass, field, fields
-from typing import Mapping
+from typing import Mapping, MutableMapping
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from services.common.errors import SettingsError
@@ -104,19 +105,59 @@ def _env_name(field: str) -> str:
     return f"BENCHFLEET_{field.upper()}"
 
 
-def add_settings_flags(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per setting (``--amqp-url``, ``--db-host`` ...); each also reads its env var."""
-    group = parser.add_argument_group("connections (flags, else BENCHFLEET_* environment variables)")
+#: What each setting is for, shown by ``--help`` beside its variable and default.
+_HELP: dict[str, str] = {
+    "amqp_url": "RabbitMQ URL; its password from BENCHFLEET_AMQP_PASSWORD_FILE",
+    "db_host": "results DB host",
+    "db_port": "results DB port",
+    "db_user": "results DB user",
+    "db_name": "results DB database",
+    "db_socket": "results DB unix socket (instead of host and port)",
+    "heartbeat": "seconds between AMQP heartbeats",
+    "namespace": "prefix of every exchange and queue (separate fleets on one broker)",
+    "log_level": "debug, info, warning or error",
+    "metrics_addr": "address /metrics is served on",
+    "metrics_port": "port /metrics is served on (0: a free one)",
+    "sd_dir": "Prometheus file-discovery directory to announce /metrics in",
+    "run_attempts": f"tries of a failing run before it is marked failed (1 to {MAX_RUN_ATTEMPTS})",
+    "max_run_s": "longest run (warm-up + measurement) accepted, in seconds",
+    "amqp_tls_ca": "CA bundle verifying the broker's certificate",
+    "amqp_tls_cert": "client certificate for the broker",
+    "amqp_tls_key": "client key for the broker",
+    "db_tls_ca": "CA bundle verifying the results DB's certificate",
+    "db_tls_cert": "client certificate for the results DB",
+    "db_tls_key": "client key for the results DB",
+}
+
+_METAVARS = {"max_run_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N"}
+
+#: The settings of a command that talks to the broker.
+AMQP = ("amqp_url", "heartbeat", "namespace", "amqp_tls_ca", "amqp_tls_cert", "amqp_tls_key")
+#: The settings of a command that reads or writes the results DB (db_password: a file or variable).
+DB = ("db_host", "db_port", "db_user", "db_password", "db_name", "db_socket", "db_tls_ca", "db_tls_cert", "db_tls_key")
+#: The settings of a long-running service that serves /metrics.
+METRICS = ("metrics_addr", "metrics_port", "sd_dir")
+
+
+def add_settings_flags(parser: argparse.ArgumentParser, *groups: tuple[str, ...]) -> None:
+    """Add one flag per setting a command uses (``--amqp-url``, ``--db-host`` ...: the names in
+    ``groups``, and ``--log-level`` always); each also reads its env variable. No group: all."""
+    wanted = {n for g in groups for n in g} | {"log_level"} if groups else {f.name for f in fields(Settings)}
+    group = parser.add_argument_group("settings (flags, else BENCHFLEET_* variables, else the settings file)")
     for f in fields(Settings):
+        if f.name not in wanted:
+            continue
         if f.name == "db_password":
             # A password on the command line shows in `ps`; only the environment or a file.
-            group.add_argument("--db-password-file", dest="db_password_file", default=None,
-                               help="file holding the results DB password (else BENCHFLEET_DB_PASSWORD)")
+            group.add_argument("--db-password-file", dest="db_password_file", default=None, metavar="FILE",
+                               help="file holding the results DB password (env BENCHFLEET_DB_PASSWORD_FILE, "
+                                    "or the password itself in BENCHFLEET_DB_PASSWORD)")
             continue
+        shown_default = "" if f.name == "amqp_url" else f", default {f.default!r}"
         group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
+                           metavar=_METAVARS.get(f.name, f.name.split("_")[-1].upper()),
                            type=int if f.type in (int, "int") else str,
-                           help=f"env {_env_name(f.name)}, default {f.default!r}" if f.name != "amqp_url"
-                           else f"env {_env_name(f.name)}")
+                           help=f"{_HELP.get(f.name, f.name)} (env {_env_name(f.name)}{shown_default})")
 
 
 def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None, *,
@@ -165,3 +206,79 @@ def _read_secret(path: str, source: str) -> str:
 
 def _source(field: str, flag: object) -> str:
     return f"--{field.replace('_', '-')}" if flag is not None else _env_name(field)
+
+
+#: Names the settings file (empty: none); without it the CLIs read the first of SETTINGS_FILES.
+CONFIG_VAR = "BENCHFLEET_CONFIG"
+#: Where deploy/ensure-services writes the fleet's settings: a user's own, then the host's (root).
+SETTINGS_FILES = ("~/.config/benchfleet/settings.env", "/etc/benchfleet/settings.env")
+#: Variables that belong together: a user and the password file of another user never mix, so
+#: when the environment sets one of a group, the file gives none of it.
+_TOGETHER = (
+    ("BENCHFLEET_AMQP_URL", "BENCHFLEET_AMQP_PASSWORD_FILE", "BENCHFLEET_AMQP_PASSWORD"),
+    ("BENCHFLEET_DB_USER", "BENCHFLEET_DB_PASSWORD_FILE", "BENCHFLEET_DB_PASSWORD"),
+)
+#: Roles with broker users of their own in the file (BENCHFLEET_WORKER_AMQP_URL, ...).
+_ROLE_KEYS = ("AMQP_URL", "AMQP_PASSWORD_FILE")
+
+
+def settings_file_path(env: Mapping[str, str]) -> Path | None:
+    """The settings file in force: the one BENCHFLEET_CONFIG names (empty: none), else the first
+    of SETTINGS_FILES that exists, else None."""
+    if CONFIG_VAR in env:
+        return Path(env[CONFIG_VAR]).expanduser() if env[CONFIG_VAR] else None
+    for candidate in SETTINGS_FILES:
+        path = Path(candidate).expanduser()
+        if path.is_file():
+            return path
+    return None
+
+
+def parse_settings_file(text: str, name: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines (``#`` comments, blank lines); a later line wins, as when sourced."""
+    values: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip().removeprefix("export ").strip()
+        if not sep or not key.startswith("BENCHFLEET_") or not key.replace("_", "").isalnum():
+            raise SettingsError(f"{name}:{lineno}: not a BENCHFLEET_NAME=value line: {line[:60]!r}")
+        values[key] = value.strip().strip("\"'")
+    return values
+
+
+def file_settings(values: Mapping[str, str], env: Mapping[str, str], role: str = "") -> dict[str, str]:
+    """The file's variables that the environment leaves unset, with ``role``'s own broker user
+    (BENCHFLEET_WORKER_AMQP_URL for the worker) as the broker user."""
+    chosen = dict(values)
+    prefix = f"BENCHFLEET_{role.upper()}_"
+    if role and f"{prefix}AMQP_URL" in chosen:
+        chosen.pop("BENCHFLEET_AMQP_PASSWORD_FILE", None)
+        for key in _ROLE_KEYS:
+            if f"{prefix}{key}" in chosen:
+                chosen[f"BENCHFLEET_{key}"] = chosen[f"{prefix}{key}"]
+    out = {k: v for k, v in chosen.items() if k not in env}
+    for group in _TOGETHER:
+        if any(k in env for k in group):
+            for k in group:
+                out.pop(k, None)
+    return out
+
+
+def load_settings_file(env: MutableMapping[str, str], role: str = "") -> Path | None:
+    """Fill ``env`` (os.environ) with the settings file's variables it does not set; the file read."""
+    path = settings_file_path(env)
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if CONFIG_VAR in env:
+            raise SettingsError(f"{CONFIG_VAR}: no settings file {path}") from None
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SettingsError(f"settings file {path}: {getattr(e, 'strerror', None) or e}") from None
+    env.update(file_settings(parse_settings_file(text, str(path)), env, role))
+    return path

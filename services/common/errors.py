@@ -90,6 +90,11 @@ class BuildError(UsageError):
     """A build that cannot be registered, listed or removed as asked; names the flag or build."""
 
 
+class ExportFileError(UsageError):
+    """A campaign export (or sysbench output) that cannot be read in: not JSON, another schema,
+    a wrong field; the message names the file and the field."""
+
+
 class DecodeError(BenchfleetError):
     """A message body that is not a message we understand; ``field`` names what is wrong."""
 

@@ -127,3 +127,48 @@ class TargetBuild:
         if self.malloc:
             out["malloc_loaded"] = self.malloc
         return out
+
+
+@dataclass(frozen=True)
+class CellStatRow:
+    """One cell's statistics for one metric, as the collector stores them in ``cell_stats`` for
+    SQL and Grafana: the summary, the comparison with the baseline's cell, and the marks.
+
+    Floats are None where a report shows nothing (NaN: too few repetitions; no baseline row)."""
+
+    campaign_id: str
+    metric: str
+    workload: str
+    threads: int
+    target: str
+    baseline: str
+    higher_is_better: bool
+    #: Successful runs summarised, and failed runs left out.
+    n: int
+    failed: int
+    mean: float | None
+    stdev: float | None
+    cv: float | None
+    ci_low: float | None
+    ci_high: float | None
+    #: Against the baseline's cell (None on the baseline's own row).
+    ratio: float | None
+    ratio_low: float | None
+    ratio_high: float | None
+    p_value: float | None
+    #: faster, slower, same or n/a (too few repetitions); None on the baseline's own row.
+    verdict: str | None
+    #: The report's marks: + - ? (verdict), ! (collapse), ~ (stall); high_cv says whether the seeds' * applies.
+    mark: str
+    high_cv: bool
+    collapsed: bool
+    collapse_ratio: float | None
+    #: Successful runs flagged for a stall or an overrun (RunQuality; the report's ~), the
+    #: baseline cell's included on a compared target's row (its ratio depends on both).
+    stalled_runs: int
+    alpha: float
+    min_effect: float
+
+
+#: The cell_stats table's columns, in the record's order.
+CELL_STAT_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CellStatRow))

@@ -10,6 +10,10 @@ History:
      (RunQuality), queryable; NULL for results stored before runs were assessed.
   8: results.quiesce_s: seconds the worker waited for the target to settle before the warm-up.
   10: worker_builds: the last build announcement of each (host, pool), for `scheduler validate`.
+  11: for SQL and Grafana: result_series (one row per measured second, filled by the store,
+      backfilled here from results kept as JSON and by `collector stats` from compressed ones), cell_stats (per-cell statistics and verdicts, filled
+      by the collector), and views with DATETIME(6) times: campaigns_v, runs_v, results_v,
+      series_v, cell_stats_v.
   12: worker_endpoints: each worker's last announcement (/metrics address, pool, up/down), so
       the collector's Prometheus service discovery survives a collector restart.
 """
@@ -122,6 +126,94 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 announced_at DOUBLE NOT NULL,
                 PRIMARY KEY (host, pool)
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+    # 11: results readable from SQL. The epochs stay (every reader uses them); the views add
+    # DATETIME(6) beside them, in the session's time zone (Grafana's MySQL source sets UTC).
+    # A series row carries its result's stored_at: a redelivered result rewrites the seconds it
+    # has, and series_v joins on stored_at, so seconds left from an older, longer result (the
+    # collector may not DELETE) never show. CREATE VIEW IF NOT EXISTS, not OR REPLACE: the
+    # collector's user may create views (ensure-services grants CREATE VIEW) but drops nothing.
+    (
+        11,
+        [
+            """CREATE TABLE IF NOT EXISTS result_series (
+                run_id VARCHAR(255) NOT NULL,
+                second INT NOT NULL,
+                campaign_id VARCHAR(128) NOT NULL,
+                stored_at DOUBLE NOT NULL,
+                transactions BIGINT NOT NULL,
+                queries BIGINT NOT NULL,
+                errors BIGINT NOT NULL,
+                ignored_errors BIGINT NULL,
+                reconnects BIGINT NULL,
+                queue BIGINT NULL,
+                PRIMARY KEY (run_id, second),
+                KEY result_series_campaign (campaign_id)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """INSERT IGNORE INTO result_series (run_id, second, campaign_id, stored_at, transactions, queries, errors,
+                                                ignored_errors, reconnects, queue)
+               SELECT r.run_id, j.i - 1, r.campaign_id, r.stored_at,
+                      COALESCE(JSON_VALUE(r.result_json, CONCAT('$.series.transactions[', j.i - 1, ']')), 0),
+                      j.queries,
+                      COALESCE(JSON_VALUE(r.result_json, CONCAT('$.series.errors[', j.i - 1, ']')), 0),
+                      JSON_VALUE(r.result_json, CONCAT('$.series.ignored_errors[', j.i - 1, ']')),
+                      JSON_VALUE(r.result_json, CONCAT('$.series.reconnects[', j.i - 1, ']')),
+                      JSON_VALUE(r.result_json, CONCAT('$.series.queue[', j.i - 1, ']'))
+               FROM results r,
+                    JSON_TABLE(r.result_json, '$.series.queries[*]' COLUMNS (i FOR ORDINALITY, queries BIGINT PATH '$')) j
+               WHERE r.result_json <> '' AND JSON_VALID(r.result_json)""",
+            """CREATE TABLE IF NOT EXISTS cell_stats (
+                campaign_id VARCHAR(128) NOT NULL,
+                metric VARCHAR(64) NOT NULL,
+                workload VARCHAR(64) NOT NULL,
+                threads INT NOT NULL,
+                target VARCHAR(64) NOT NULL,
+                baseline VARCHAR(64) NOT NULL,
+                higher_is_better TINYINT NOT NULL,
+                n INT NOT NULL,
+                failed INT NOT NULL,
+                mean DOUBLE NULL,
+                stdev DOUBLE NULL,
+                cv DOUBLE NULL,
+                ci_low DOUBLE NULL,
+                ci_high DOUBLE NULL,
+                ratio DOUBLE NULL,
+                ratio_low DOUBLE NULL,
+                ratio_high DOUBLE NULL,
+                p_value DOUBLE NULL,
+                verdict VARCHAR(8) NULL,
+                mark VARCHAR(8) NOT NULL,
+                high_cv TINYINT NOT NULL,
+                collapsed TINYINT NOT NULL,
+                collapse_ratio DOUBLE NULL,
+                stalled_runs INT NOT NULL,
+                alpha DOUBLE NOT NULL,
+                min_effect DOUBLE NOT NULL,
+                computed_at DOUBLE NOT NULL,
+                PRIMARY KEY (campaign_id, metric, workload, threads, target)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE VIEW IF NOT EXISTS campaigns_v AS
+               SELECT c.*, FROM_UNIXTIME(c.created_at) AS created_time FROM campaigns c""",
+            """CREATE VIEW IF NOT EXISTS runs_v AS
+               SELECT r.*, FROM_UNIXTIME(r.started_at) AS started_time, FROM_UNIXTIME(r.ended_at) AS ended_time,
+                      FROM_UNIXTIME(r.updated_at) AS updated_time FROM runs r""",
+            """CREATE VIEW IF NOT EXISTS results_v AS
+               SELECT r.run_id, r.campaign_id, r.target, r.workload, r.threads, r.repetition, r.status, r.measured_s,
+                      r.transactions, r.queries, r.errors, r.qps, r.tps, r.p50_ms, r.p95_ms, r.p99_ms, r.max_ms,
+                      r.worker, r.host, r.error, r.started_at, r.ended_at, r.stored_at,
+                      FROM_UNIXTIME(r.started_at) AS started_time, FROM_UNIXTIME(r.ended_at) AS ended_time,
+                      FROM_UNIXTIME(r.stored_at) AS stored_time
+               FROM results r""",
+            """CREATE VIEW IF NOT EXISTS series_v AS
+               SELECT s.run_id, r.campaign_id, r.target, r.workload, r.threads, r.repetition, s.second,
+                      FROM_UNIXTIME(r.ended_at - r.measured_s + s.second) AS time,
+                      s.queries AS qps, s.transactions AS tps, s.errors, s.ignored_errors, s.reconnects, s.queue
+               FROM result_series s JOIN results r ON r.run_id = s.run_id AND r.stored_at = s.stored_at""",
+            """CREATE VIEW IF NOT EXISTS cell_stats_v AS
+               SELECT s.*, c.name AS campaign_name, FROM_UNIXTIME(c.created_at) AS campaign_time,
+                      FROM_UNIXTIME(s.computed_at) AS computed_time
+               FROM cell_stats s JOIN campaigns c ON c.campaign_id = s.campaign_id""",
         ],
     ),
     # 12: the collector lists the fleet to Prometheus at once after a restart.

@@ -25,8 +25,17 @@ from pydantic import ValidationError
 from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
+from services.common.export import CampaignExport, ExportedCampaign, ExportedRun
 from services.common.messages import Cell, RunEvent, RunResult, RunSpec, WorkerAnnouncement, WorkerBuilds
-from services.common.results import COLUMNS, HistoryEntry, ResultRow, TargetBuild, quality_columns
+from services.common.results import (
+    CELL_STAT_COLUMNS,
+    COLUMNS,
+    CellStatRow,
+    HistoryEntry,
+    ResultRow,
+    TargetBuild,
+    quality_columns,
+)
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
 
@@ -262,7 +271,7 @@ class Store:
 
     def delete_campaign(self, campaign_id: str) -> None:
         """Remove a campaign that could not be published, so nothing half-done remains."""
-        for table in ("results", "runs", "campaigns"):
+        for table in ("cell_stats", "result_series", "results", "runs", "campaigns"):
             self._execute(f"DELETE FROM {table} WHERE campaign_id=%s", (campaign_id,))
 
     def campaign(self, ref: str) -> CampaignRow | None:
@@ -383,6 +392,7 @@ class Store:
                 result.server.build, result.server.build_version, result.server.server_sha256, result.server.malloc,
             ),
         )
+        self._store_series(result, now)
         state = {"ok": "done", "failed": "failed", "cancelled": "cancelled"}[result.status]
         self._execute(
             "UPDATE runs SET state=%s, worker=%s, started_at=%s, ended_at=%s, error=%s,"
@@ -403,6 +413,110 @@ class Store:
                 f"result of run {run_id}: {len(packed):,} bytes compressed, too big for the results DB's "
                 f"max_allowed_packet ({self._packet_limit:,} bytes; the INSERT may take {size:,}): "
                 "raise max_allowed_packet, then move it back from the dead letters")
+    def _store_series(self, result: RunResult, stored_at: float) -> None:
+        """The result's per-second series as rows of result_series (upserted: see schema 11)."""
+        s = result.series
+        n = len(s.queries)
+        if not n:
+            return
+
+        def at(values: list[int], i: int, default: int | None = 0) -> int | None:
+            return values[i] if i < len(values) else default
+
+        self._execute(
+            "INSERT INTO result_series (run_id, second, campaign_id, stored_at, transactions, queries, errors,"
+            " ignored_errors, reconnects, queue) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+            " ON DUPLICATE KEY UPDATE campaign_id=VALUES(campaign_id), stored_at=VALUES(stored_at),"
+            " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors),"
+            " ignored_errors=VALUES(ignored_errors), reconnects=VALUES(reconnects), queue=VALUES(queue)",
+            many=[(result.run_id, i, result.campaign_id, stored_at, at(s.transactions, i), s.queries[i],
+                   at(s.errors, i), at(s.ignored_errors, i, None), at(s.reconnects, i, None), at(s.queue, i, None))
+                  for i in range(n)],
+        )
+
+    def rewrite_series(self, campaign_id: str) -> int:
+        """Write result_series again from a campaign's stored results (migration 11 backfills only
+        the results kept as plain JSON; compressed ones come through here); how many results."""
+        rows = self._rows("SELECT run_id, stored_at, result_json, result_z FROM results WHERE campaign_id=%s",
+                          (campaign_id,))
+        for run_id, stored_at, text, packed in rows:
+            self._store_series(_decode_stored(run_id, text, packed), float(stored_at))
+        return len(rows)
+
+    def save_cell_stats(self, rows: Sequence[CellStatRow], now: float | None = None) -> None:
+        """Insert or replace per-cell statistics (keyed by campaign, metric, workload, threads, target)."""
+        if not rows:
+            return
+        cols = CELL_STAT_COLUMNS + ("computed_at",)
+        updates = ", ".join(f"{c}=VALUES({c})" for c in cols[5:])
+        at = now if now is not None else time.time()
+        self._execute(
+            f"INSERT INTO cell_stats ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})"
+            f" ON DUPLICATE KEY UPDATE {updates}",
+            many=[tuple(getattr(r, c) for c in CELL_STAT_COLUMNS) + (at,) for r in rows],
+        )
+
+    def cell_stats(self, campaign_id: str) -> list[CellStatRow]:
+        """The stored per-cell statistics of a campaign."""
+        return [CellStatRow(*[bool(v) if c in ("higher_is_better", "high_cv", "collapsed") else v
+                              for c, v in zip(CELL_STAT_COLUMNS, r)])
+                for r in self._rows(f"SELECT {', '.join(CELL_STAT_COLUMNS)} FROM cell_stats WHERE campaign_id=%s"
+                                    " ORDER BY metric, workload, threads, target", (campaign_id,))]
+
+    # -- export / import -------------------------------------------------------------------
+    def export_campaign(self, ref: str) -> CampaignExport | None:
+        """Everything stored of campaign ``ref`` (id, or name for the latest); None if unknown."""
+        c = self.campaign(ref)
+        if c is None:
+            return None
+        (spec_hash_, pool, key), = self._rows(
+            "SELECT spec_hash, pool, idempotency_key FROM campaigns WHERE campaign_id=%s", (c.campaign_id,))
+        runs = [ExportedRun(run_id=r[0], seq=int(r[1]), target=r[2], workload=r[3], threads=int(r[4]),
+                            repetition=int(r[5]), state=r[6], attempts=int(r[7]), worker=r[8], started_at=r[9],
+                            ended_at=r[10], error=r[11], updated_at=float(r[12]))
+                for r in self._rows("SELECT run_id, seq, target, workload, threads, repetition, state, attempts, worker,"
+                                    " started_at, ended_at, error, updated_at FROM runs WHERE campaign_id=%s"
+                                    " ORDER BY seq, run_id", (c.campaign_id,))]
+        results = sorted(self.stored_results(c.campaign_id), key=lambda r: r.run_id)
+        return CampaignExport(
+            campaign=ExportedCampaign(campaign_id=c.campaign_id, name=c.name, spec=c.spec, spec_hash=spec_hash_,
+                                      pool=pool, baseline=c.baseline, total_runs=c.total_runs, state=c.state,
+                                      created_at=c.created_at, idempotency_key=key),
+            runs=runs, results=results)
+
+    def import_campaign(self, export: CampaignExport) -> None:
+        """Bring an exported campaign in: the same campaign id, run ids and results, replacing
+        what an earlier import of it stored (so importing twice changes nothing)."""
+        c = export.campaign
+        self._execute(
+            "INSERT INTO campaigns (campaign_id, name, spec_json, spec_hash, pool, baseline, total_runs, state,"
+            " created_at, idempotency_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON DUPLICATE KEY UPDATE"
+            " name=VALUES(name), spec_json=VALUES(spec_json), spec_hash=VALUES(spec_hash), pool=VALUES(pool),"
+            " baseline=VALUES(baseline), total_runs=VALUES(total_runs), state=VALUES(state),"
+            " created_at=VALUES(created_at), idempotency_key=VALUES(idempotency_key)",
+            (c.campaign_id, c.name, c.spec.model_dump_json(), c.spec_hash, c.pool, c.baseline, c.total_runs, c.state,
+             c.created_at, c.idempotency_key))
+        # The runs first: a result is stored only for a planned run. Storing it sets its run's
+        # state, so the export's rows are written again after, their word being final.
+        self._upsert_runs(c.campaign_id, export.runs)
+        for result in export.results:
+            self.store_result(result)
+        self._upsert_runs(c.campaign_id, export.runs)
+        self.set_campaign_state(c.campaign_id, c.state)
+
+    def _upsert_runs(self, campaign_id: str, runs: Sequence[ExportedRun]) -> None:
+        if not runs:
+            return
+        self._execute(
+            "INSERT INTO runs (run_id, campaign_id, seq, target, workload, threads, repetition, state, attempts,"
+            " worker, started_at, ended_at, error, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+            " ON DUPLICATE KEY UPDATE campaign_id=VALUES(campaign_id), seq=VALUES(seq), target=VALUES(target),"
+            " workload=VALUES(workload), threads=VALUES(threads), repetition=VALUES(repetition),"
+            " state=VALUES(state), attempts=VALUES(attempts), worker=VALUES(worker),"
+            " started_at=VALUES(started_at), ended_at=VALUES(ended_at), error=VALUES(error),"
+            " updated_at=VALUES(updated_at)",
+            many=[(r.run_id, campaign_id, r.seq, r.target, r.workload, r.threads, r.repetition, r.state,
+                   r.attempts, r.worker, r.started_at, r.ended_at, r.error, r.updated_at) for r in runs])
 
     def _finish_campaign_if_done(self, campaign_id: str) -> None:
         counts = self.run_counts(campaign_id)
@@ -413,13 +527,16 @@ class Store:
         else:
             self._execute("UPDATE campaigns SET state='running' WHERE campaign_id=%s AND state='submitted'", (campaign_id,))
 
-    def results(self, campaign_id: str) -> list[ResultRow]:
-        """The columns of every result of a campaign (no whole results: see ``stored_results``)."""
+    def results(self, campaign_id: str, workload: str | None = None) -> list[ResultRow]:
+        """The columns of every result of a campaign, or of one of its workloads (no whole
+        results: see ``stored_results``)."""
+        where, params = ("campaign_id=%s", (campaign_id,)) if workload is None else \
+            ("campaign_id=%s AND workload=%s", (campaign_id, workload))
         return [
             ResultRow.from_columns(r)
             for r in self._rows(
-                f"SELECT {_ROW_SELECT} FROM results WHERE campaign_id=%s ORDER BY workload, threads, target, repetition",
-                (campaign_id,),
+                f"SELECT {_ROW_SELECT} FROM results WHERE {where} ORDER BY workload, threads, target, repetition",
+                params,
             )
         ]
 
@@ -445,17 +562,21 @@ class Store:
         return [_decode_stored(run_id, text, packed) for run_id, text, packed in self._rows(
             "SELECT run_id, result_json, result_z FROM results WHERE campaign_id=%s", (campaign_id,))]
 
-    def cell_history(self, target: str, workload: str, threads: int) -> list[HistoryEntry]:
-        """One cell's results across every campaign, oldest campaign first."""
-        return [
-            HistoryEntry(r[0], float(r[1]), ResultRow.from_columns(r[2:]))
-            for r in self._rows(
-                f"SELECT c.name, c.created_at, {_ROW_SELECT_R}"
+    def cell_history(self, target: str, workload: str, threads: int, *, with_results: bool = False) -> list[HistoryEntry]:
+        """One cell's results across every campaign, oldest campaign first; with the whole
+        results when asked (metrics beyond the columns)."""
+        extra = ", r.result_json, r.result_z" if with_results else ""
+        entries = []
+        for r in self._rows(
+                f"SELECT c.name, c.created_at, {_ROW_SELECT_R}{extra}"
                 " FROM results r JOIN campaigns c ON c.campaign_id = r.campaign_id"
                 " WHERE r.target=%s AND r.workload=%s AND r.threads=%s ORDER BY c.created_at, r.repetition",
-                (target, workload, threads),
-            )
-        ]
+                (target, workload, threads)):
+            row = ResultRow.from_columns(r[2:2 + len(COLUMNS)])
+            if with_results:
+                row = row.with_result(_decode_stored(row.run_id, r[-2], r[-1]))
+            entries.append(HistoryEntry(r[0], float(r[1]), row))
+        return entries
 
     def result(self, run_id: str) -> RunResult | None:
         """The whole stored result of one run, decoded; None when the run has none."""

@@ -94,6 +94,8 @@ class StubBroker:
         self._private = itertools.count(1)
         #: Connections made so far (a reconnect makes a new one).
         self.connects = 0
+        #: Consumers now on each queue (what a passive declare reports).
+        self._consumers: collections.Counter[str] = collections.Counter()
 
     def bus(self, name: str = "stub") -> "StubBus":
         """An unconnected bus on this broker: a ``BusFactory`` for the services."""
@@ -332,6 +334,12 @@ class StubBus(Broker):
             q = self.broker._queue(queue)
             return 0 if q.kind == "stream" else len(q.ready)
 
+    def consumer_count(self, queue: str) -> int:
+        with self.broker._lock:
+            self._check()
+            self.broker._queue(queue)
+            return self.broker._consumers[queue]
+
     def _take(self, queue: str) -> Delivery | None:
         b = self.broker
         with b._lock:
@@ -374,20 +382,25 @@ class StubBus(Broker):
         with self.broker._lock:
             self._check()
             self.broker._queue(queue)
-        while not should_stop():
-            busy = self._serve()
+            self.broker._consumers[queue] += 1
+        try:
+            while not should_stop():
+                busy = self._serve()
+                with self.broker._lock:
+                    self._check()
+                    mine = sum(1 for u in self._unacked.values() if u.queue == queue)
+                delivery = self._take(queue) if mine < prefetch else None
+                if delivery is not None:
+                    on_message(delivery)
+                    busy = True
+                if on_tick is not None:
+                    on_tick()
+                if not busy:
+                    with self.broker._changed:
+                        self.broker._changed.wait(IDLE_WAIT_S)
+        finally:
             with self.broker._lock:
-                self._check()
-                mine = sum(1 for u in self._unacked.values() if u.queue == queue)
-            delivery = self._take(queue) if mine < prefetch else None
-            if delivery is not None:
-                on_message(delivery)
-                busy = True
-            if on_tick is not None:
-                on_tick()
-            if not busy:
-                with self.broker._changed:
-                    self.broker._changed.wait(IDLE_WAIT_S)
+                self.broker._consumers[queue] -= 1
 
     def _serve(self) -> bool:
         """Run what other threads handed over and deliver control messages, on this thread (as

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from services.common.results import HistoryEntry
+from services.reporting.metrics_catalog import row_value
 from services.reporting.options import Format, ReportOptions
 from services.reporting.stats import CellStats, Comparison, compare_stats, describe
 from services.reporting.tables import MARK_FASTER, MARK_SLOWER, MARK_STALL, MARK_UNTESTED
 
-#: History reads only the result columns, so these are the metrics it offers.
-HISTORY_METRICS = ("qps", "tps", "p95_ms", "p99_ms")
 #: A history is one small table: these of the report formats fit it.
 HISTORY_FORMATS: tuple[Format, ...] = ("text", "csv", "json")
 
@@ -39,17 +38,16 @@ class HistoryPoint:
 def history_points(entries: Iterable[HistoryEntry], opts: ReportOptions = ReportOptions()) -> list[HistoryPoint]:
     """Group one cell's results by campaign, oldest first, each compared with the one before."""
     m = opts.table_metric
-    if m.key not in HISTORY_METRICS:
-        raise ValueError(f"history shows {', '.join(HISTORY_METRICS)}, not {m.key}")
     groups: dict[str, tuple[str, float, list[float], int, int]] = {}
     for e in entries:
         r = e.row
         n, at, vals, failed, stalled = groups.get(r.campaign_id, (e.campaign_name, e.created_at, [], 0, 0))
-        if r.status == "ok":
-            vals.append(float(getattr(r, m.key)))
-            stalled += bool(r.flags)
-        else:
+        if r.status != "ok":
             failed += 1
+        elif (v := row_value(m, r)) is not None:
+            # A run that did not record the metric (no CPU figures, no such status) is left out.
+            vals.append(v)
+            stalled += bool(r.flags)
         groups[r.campaign_id] = (n, at, vals, failed, stalled)
     points: list[HistoryPoint] = []
     prev: CellStats | None = None

@@ -11,8 +11,9 @@ from services.reporting.options import ReportOptions
 from services.reporting.report import Report, analyse
 
 
-def load(store: Store, ref: str, *, with_results: bool = True) -> CampaignData:
-    """The campaign ``ref`` (id, or name for the latest) with its result rows.
+def load(store: Store, ref: str, *, with_results: bool = True, workload: str | None = None) -> CampaignData:
+    """The campaign ``ref`` (id, or name for the latest) with its result rows (of one workload
+    when ``workload`` is given).
 
     ``with_results`` also reads and decodes every whole stored result (series, histogram, server
     report) into its row; text tables of q/s, tps or p95/p99 need only the columns and skip that cost.
@@ -20,7 +21,7 @@ def load(store: Store, ref: str, *, with_results: bool = True) -> CampaignData:
     c = store.campaign(ref)
     if c is None:
         raise LookupError(f"no campaign {ref!r} in the results DB")
-    rows = store.results(c.campaign_id)
+    rows = store.results(c.campaign_id, workload)
     if with_results:
         whole = {r.run_id: r for r in store.stored_results(c.campaign_id)}
         rows = [row.with_result(whole.get(row.run_id)) for row in rows]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from typing import Any
@@ -11,23 +12,29 @@ from typing import Any
 from services.common import logs
 from services.common.bus import RabbitBus, Role, rabbit_factory
 from services.common.campaigns import Duplicate
-from services.common.cli import EXIT_CODES_HELP, EXIT_COLLAPSE, EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_main
-from services.common.config import (
-    Settings,
-    add_settings_flags,
+from services.common.cli import (
+    EXIT_COLLAPSE,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Parser,
+    error,
+    run_main,
 )
+from services.common.config import AMQP, DB, Settings, add_settings_flags
 from services.common.durations import format_duration
-from services.common.errors import StoreUnavailable
+from services.common.errors import BusError, StoreUnavailable
 from services.common.spec import CampaignSpec
 from services.common.specfile import load_spec_source
 from services.common.store import Store
 from services.scheduler import plan, preflight
-from services.scheduler.progress import Progress, render
+from services.scheduler.progress import ConsumerWatch, Progress, ProgressLine
 from services.scheduler.submit import StoreLedger, submit
 
 
 def _err(msg: str) -> None:
-    print(f"error: {msg}", file=sys.stderr)
+    error(msg)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -97,7 +104,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         _err(f"campaign {outcome.campaign_id} ({outcome.state}) was already submitted with this "
              f"{'idempotency key' if args.idempotency_key else 'spec'}; nothing published "
              "(--force submits it again)")
-        if args.json:
+        if args.json and not args.wait:
             print(json.dumps({"campaign_id": outcome.campaign_id, "duplicate": True}))
         if earlier is None or not args.wait:
             return EXIT_OK
@@ -106,7 +113,9 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     if args.json and not args.wait:
         print(json.dumps({"campaign_id": campaign_id, "runs": outcome.runs, "pool": outcome.pool}))
     else:
-        print(f"campaign {campaign_id}: {outcome.runs} runs published to pool {outcome.pool}")
+        # With --wait --json, stdout is one JSON document at the end; this line goes to stderr.
+        print(f"campaign {campaign_id}: {outcome.runs} runs published to pool {outcome.pool}",
+              file=sys.stderr if args.json else sys.stdout)
     if not args.wait:
         return EXIT_OK
     return _wait(settings, campaign_id, spec, args)
@@ -124,6 +133,29 @@ def _progress(store: Store, campaign_id: str, total: int, started: float, planne
                     planned_run_s=planned_run_s)
 
 
+class _PoolConsumers:
+    """How many workers consume a pool's runs queue (a passive declare), or None while the broker
+    cannot say: following a campaign reads the results DB and must outlive a broker restart."""
+
+    def __init__(self, settings: Settings, pool: str):
+        self.settings, self.pool = settings, pool
+        self.bus: RabbitBus | None = None
+
+    def count(self) -> int | None:
+        try:
+            if self.bus is None:
+                self.bus = RabbitBus(self.settings, name="benchfleet scheduler wait", role=Role.SCHEDULER).connect(attempts=1)
+            return self.bus.consumer_count(self.bus.names.runs_queue(self.pool))
+        except BusError:
+            self.close()
+            return None
+
+    def close(self) -> None:
+        if self.bus is not None:
+            self.bus.close()
+            self.bus = None
+
+
 def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
     from services.reporting.load import load_report
     from services.reporting.options import ReportOptions
@@ -132,9 +164,10 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     started = time.time()
     total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
     planned = spec.warmup + spec.duration + plan.RUN_OVERHEAD_S
-    tty = sys.stderr.isatty()
-    last_line = ""
-    last_print = 0.0
+    shown = ProgressLine(sys.stderr, tty=sys.stderr.isatty(), columns=shutil.get_terminal_size().columns)
+    watch = ConsumerWatch(spec.pool)
+    consumers = _PoolConsumers(settings, spec.pool)
+    as_json = getattr(args, "json", False)
     away = False
     try:
         with Store(settings) as store:
@@ -144,35 +177,43 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
                 except StoreUnavailable as e:
                     # The results DB restarting is no reason to stop following the campaign.
                     if not away:
-                        print(f"\nresults DB away ({e}); still waiting", file=sys.stderr, flush=True)
+                        shown.note(f"results DB away ({e}); still waiting")
                     away = True
                     time.sleep(args.poll)
                     continue
                 away = False
-                line = render(p)
-                if tty:
-                    print("\r" + line.ljust(len(last_line)), end="", file=sys.stderr, flush=True)
-                elif line != last_line and (time.time() - last_print > 10 or p.finished == total):
-                    print(line, file=sys.stderr, flush=True)
-                    last_print = time.time()
-                last_line = line
+                shown.show(p)
                 if p.finished >= total:
                     break
+                n = consumers.count() if p.running == 0 else 1
+                notice = watch.update(n, time.monotonic()) if n is not None else None
+                if notice:
+                    shown.note(notice)
                 time.sleep(args.poll)
-            if tty:
-                print(file=sys.stderr)
-            report = load_report(store, campaign_id, ReportOptions())
-            for line in render_lines(report):
-                print(line)
-            if p.failed:
-                return EXIT_FAILED
-            if getattr(args, "fail_on_collapse", False) and report.collapsed:
-                _err(f"{len(report.collapsed)} collapsed cell(s) in {campaign_id}")
-                return EXIT_COLLAPSE
-            return EXIT_OK
+            shown.close()
+            report = load_report(store, campaign_id, ReportOptions(fmt="json" if as_json else "text"))
     except KeyboardInterrupt:
-        print(f"\nstopped waiting; the campaign goes on: scheduler status {campaign_id}", file=sys.stderr)
-        return EXIT_OK
+        shown.close()
+        print(f"stopped waiting (Ctrl-C); the campaign goes on: scheduler status {campaign_id}, "
+              f"scheduler cancel {campaign_id}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        consumers.close()
+    if as_json:
+        from services.reporting.render.exports import render_json
+
+        print(json.dumps({"campaign_id": campaign_id, "runs": total, "pool": spec.pool, "done": p.done,
+                          "failed": p.failed, "cancelled": p.cancelled, "report": json.loads(render_json(report))},
+                         indent=1))
+    else:
+        for line in render_lines(report):
+            print(line)
+    if p.failed:
+        return EXIT_FAILED
+    if getattr(args, "fail_on_collapse", False) and report.collapsed:
+        _err(f"{len(report.collapsed)} collapsed cell(s) in {campaign_id}")
+        return EXIT_COLLAPSE
+    return EXIT_OK
 
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
@@ -221,50 +262,82 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="scheduler", description=__doc__, epilog=EXIT_CODES_HELP)
-    sub = p.add_subparsers(dest="command", required=True)
+    p = Parser(prog="scheduler", description=__doc__)
+    p.add_version()
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    # Each command shows the settings it reads: validate and plan only the two their checks use.
+    spec_settings = {"validate": [("db_name", "max_run_s")], "plan": [("db_name", "max_run_s")],
+                     "submit": [AMQP, DB, ("max_run_s",)]}
 
     def spec_cmd(name: str, help: str) -> argparse.ArgumentParser:
-        s = sub.add_parser(name, help=help)
+        s = sub.add_parser(name, help=help, description=help)
         s.add_argument("spec", help="campaign spec (YAML)")
         s.add_argument("--duration", help="override the measured time of every run, e.g. 5s")
         s.add_argument("--warmup", help="override the warm-up of every run")
-        s.add_argument("--repeat", type=int, help="override the number of repetitions")
+        s.add_argument("--repeat", type=_positive, help="override the number of repetitions")
         s.add_argument("--threads", help="override the thread counts, e.g. 1,4,16")
         s.add_argument("--pool", help="override the worker pool")
-        add_settings_flags(s)
+        add_settings_flags(s, *spec_settings[name])
         return s
 
     # validate and plan connect nowhere: they need the settings (results DB name, run length
     # limit) but none of the fleet's secrets.
     spec_cmd("validate", "check a spec; exit 2 naming each wrong field").set_defaults(fn=cmd_validate, secrets=False)
     s = spec_cmd("plan", "print the expanded run matrix and estimated wall time")
-    s.add_argument("--workers", type=int, default=1, help="workers sharing the campaign (for the estimate)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--workers", type=_positive, default=1,
+                   help="workers sharing the campaign, for the estimate (default 1)")
+    s.add_argument("--json", action="store_true", help="print the plan as JSON")
     s.set_defaults(fn=cmd_plan, secrets=False)
     s = spec_cmd("submit", "record the campaign and publish its runs")
-    s.add_argument("--wait", action="store_true", help="follow progress and print the report at the end")
+    s.add_argument("--wait", action="store_true",
+                   help="follow progress and print the report at the end; Ctrl-C stops waiting (exit 130), "
+                        "not the campaign")
     s.add_argument("--fail-on-collapse", action="store_true",
                    help=f"with --wait: exit {EXIT_COLLAPSE} (EXIT_COLLAPSE) when any cell collapsed (runs failing "
                         "exit 1 first)")
-    s.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--poll", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
+    s.add_argument("--json", action="store_true",
+                   help="print JSON: the campaign id and runs, or with --wait the final report")
     s.add_argument("--idempotency-key", help="refuse a second submit with this key (default: the spec's hash, "
                                              "while its campaign is still running)")
     s.add_argument("--force", action="store_true", help="submit even if the same spec or key was submitted")
     s.set_defaults(fn=cmd_submit)
-    s = sub.add_parser("cancel", help="drop a campaign's pending runs and stop its active ones")
+    s = sub.add_parser("cancel", help="drop a campaign's pending runs and stop its active ones",
+                       description="drop a campaign's pending runs and stop its active ones")
     s.add_argument("campaign", help="campaign id or name (latest of that name)")
-    add_settings_flags(s)
+    add_settings_flags(s, AMQP, DB)
     s.set_defaults(fn=cmd_cancel)
-    s = sub.add_parser("status", help="runs by state for a campaign, or the latest campaigns")
+    s = sub.add_parser("status", help="runs by state for a campaign, or the latest campaigns",
+                       description="runs by state for a campaign, or the latest campaigns")
     s.add_argument("campaign", nargs="?", help="campaign id or name (latest of that name)")
-    s.add_argument("--limit", type=int, default=20)
-    s.add_argument("--json", action="store_true")
-    add_settings_flags(s)
+    s.add_argument("--limit", type=_positive, default=20, help="without CAMPAIGN: how many campaigns (default 20)")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_status)
-    sub.add_parser("schema", help="print the spec's JSON Schema").set_defaults(fn=cmd_schema, secrets=False)
+    s = sub.add_parser("schema", help="print the spec's JSON Schema", description="print the spec's JSON Schema")
+    s.set_defaults(fn=cmd_schema, secrets=False)
     return p
 
 

@@ -12,21 +12,28 @@ import sys
 from pathlib import Path
 
 from services.common.cli import (
-    EXIT_CODES_HELP,
     EXIT_CONNECT,
     EXIT_OK,
     EXIT_USAGE,
+    Parser,
     error,
     run_main,
 )
-from services.common.config import Settings, add_settings_flags
+from services.common.config import AMQP, METRICS, Settings, add_settings_flags
 from services.common.errors import BuildError, SettingsError, TargetError
 from services.common.server_options import parse_cpus
 from services.common.specfile import load_spec
 
 
+USAGE = """worker [-h] [--version] [--pool POOL] [--id WORKER_ID] [options]   take runs of a pool and measure them
+       worker prepare SPEC   create the sbtest tables of every dsn target of SPEC
+       worker cleanup SPEC   drop them
+       worker builds {add,list,remove} ...   the server builds managed targets may name"""
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="worker", description=__doc__, epilog=EXIT_CODES_HELP)
+    p = Parser(prog="worker", usage=USAGE, description=__doc__)
+    p.add_version()
     p.add_argument("--pool", default=os.environ.get("BENCHFLEET_POOL", "default"), help="worker pool to take runs from (env BENCHFLEET_POOL)")
     p.add_argument("--id", dest="worker_id", default=os.environ.get("BENCHFLEET_WORKER_ID"),
                    help="worker id in results and logs (env BENCHFLEET_WORKER_ID; default host-pid)")
@@ -39,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="where managed servers keep templates and datadirs (env BENCHFLEET_MANAGED_DIR; "
                         "default /var/lib/benchfleet/managed as root)")
     _builds_dir_flag(p)
-    add_settings_flags(p)
+    # The worker talks to the broker and serves /metrics; it never touches the results DB.
+    add_settings_flags(p, AMQP, METRICS, ("run_attempts",))
     p.set_defaults(fn=cmd_serve, long_running=True)
     return p
 
@@ -162,27 +170,31 @@ def _cpus(text: str | None) -> list[int] | None:
 
 
 def _data_parser(action: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"worker {action}", description=f"{action} the sbtest tables of every target of a spec")
-    p.add_argument("spec")
+    what = "create" if action == "prepare" else "drop"
+    p = Parser(prog=f"worker {action}",
+               description=f"{what} the sbtest tables of every dsn target of a spec (managed targets: the worker does it)")
+    p.add_version()
+    p.add_argument("spec", help="campaign spec (YAML) naming the targets and the data shape")
+    add_settings_flags(p, ())
     p.set_defaults(fn=cmd_data, action=action)
     return p
 
 
 def _builds_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="worker builds", description="server builds managed targets may name (build: NAME)",
-                                epilog=EXIT_CODES_HELP)
-    sub = p.add_subparsers(dest="action", required=True)
+    p = Parser(prog="worker builds", description="server builds managed targets may name (build: NAME)")
+    p.add_version()
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     a = sub.add_parser("add", help="register a build: Debian packages at a version, a tarball, or a directory")
-    a.add_argument("name")
+    a.add_argument("name", help="the build's name, as specs give it (build: NAME)")
     src = a.add_mutually_exclusive_group(required=True)
     src.add_argument("--debian", metavar="VERSION",
                      help="mariadb-server-core and mariadb-client-core at this version (10.11.18 or 1:10.11.18-0+deb12u1)")
     src.add_argument("--tarball", metavar="FILE", help="a binary tarball (extracted into the registry)")
     src.add_argument("--dir", metavar="PATH", help="a directory left where it is (a build you compiled)")
     ls = sub.add_parser("list", help="the registered builds")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
     rm = sub.add_parser("remove", help="unregister a build and delete its tree")
-    rm.add_argument("name")
+    rm.add_argument("name", help="the build's name")
     for s in (a, ls, rm):
         _builds_dir_flag(s)
     p.set_defaults(fn=cmd_builds)

@@ -42,7 +42,8 @@ def deployed(rabbitmq, tmp_path_factory):
         pytest.skip(msg)
     tag = f"bftest-{secrets.token_hex(3)}"
     env = dict(os.environ, BENCHFLEET_AMQP_VHOST=tag, BENCHFLEET_AMQP_USER_PREFIX=tag, BENCHFLEET_NAMESPACE=tag,
-               BENCHFLEET_SECRETS=str(tmp_path / "secrets"), BENCHFLEET_VAR=str(tmp_path / "var"))
+               BENCHFLEET_SECRETS=str(tmp_path / "secrets"), BENCHFLEET_VAR=str(tmp_path / "var"),
+               BENCHFLEET_CONFIG=str(tmp_path / "settings.env"))
     try:
         runs = [subprocess.run([str(ROOT / "deploy" / "ensure-services"), "rabbitmq"], env=env, capture_output=True,
                                text=True, timeout=300) for _ in range(2)]
@@ -193,3 +194,22 @@ def test_a_worker_cannot_delete_or_redefine_the_fleets_queues(deployed):
     with _bus(work, Role.WORKER) as w:  # and it still does its job
         w.declare((POOL,))
         assert w.queue_depth(n.runs_queue(POOL)) == depth >= 1
+
+
+def test_settings_file_gives_each_cli_its_broker_user(deployed):
+    """ensure-services writes the settings file the CLIs read in a fresh shell: the scheduler reaches the
+    broker as its own user from it alone, and the worker and collector find their users there too."""
+    from services.common.config import file_settings, parse_settings_file, settings_from
+
+    tag, tmp_path, runs, passwords = deployed
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    path = tmp_path / "settings.env"
+    values = parse_settings_file(path.read_text(), str(path))
+    assert not any(pw.strip() in path.read_text() for pw in passwords)  # paths to secrets, never secrets
+    users = {}
+    for role in ("", "worker", "collector"):
+        env = dict(file_settings(values, {}, role), BENCHFLEET_NAMESPACE=tag)
+        users[role or "scheduler"] = urlsplit(settings_from(None, env).amqp_url).username
+    assert users == {r: f"{tag}-{r}" for r in ("scheduler", "worker", "collector")}
+    with _bus(settings_from(None, dict(file_settings(values, {}), BENCHFLEET_NAMESPACE=tag)), Role.SCHEDULER) as s:
+        s.declare((POOL,))

@@ -145,6 +145,22 @@ def test_results_and_run_events_are_stored_then_acked(broker):
     assert broker.unacked() == 0 and broker.messages(broker.names.dead) == []
 
 
+def test_each_stored_result_refreshes_its_cell_statistics_before_the_ack(broker):
+    """After storing a result, the collector updates the statistics of its workload's cells (cell_stats)."""
+    a, b = runs()[:2]
+    seen: list[tuple[str, int]] = []
+    db = FakeDb()
+
+    def after(store, r):
+        seen.append((r.run_id, broker.unacked()))
+
+    publish(broker, result(a).encode(), result(b).encode())
+    with collecting(broker, db, after_store=after):
+        broker.join(broker.names.results)
+    assert [run_id for run_id, _ in seen] == [a.run_id, b.run_id]
+    assert all(unacked >= 1 for _, unacked in seen), "statistics are refreshed before the result is acked"
+
+
 def test_undecodable_results_are_dead_lettered_with_the_reason(broker):
     """Garbage, a wrong version and a run spec on the results queue are parked with the reason
     and the queue; the good result behind them is stored."""

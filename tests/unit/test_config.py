@@ -81,3 +81,76 @@ def test_validate_and_plan_need_no_secrets(monkeypatch, capsys, tmp_path):
     capsys.readouterr()
     assert cli.main(["status"]) == 2
     assert "BENCHFLEET_DB_PASSWORD_FILE: cannot read" in capsys.readouterr().err
+
+
+def test_settings_file_fills_what_the_environment_leaves_unset(tmp_path):
+    """The settings file ensure-services writes gives the CLIs the fleet's users; the environment wins."""
+    from services.common.config import load_settings_file
+
+    f = tmp_path / "settings.env"
+    f.write_text("# written by deploy/ensure-services\nBENCHFLEET_DB_USER=benchfleet\n"
+                 "BENCHFLEET_DB_NAME=fromfile\nBENCHFLEET_AMQP_URL=amqp://benchfleet-scheduler@127.0.0.1:5672/benchfleet\n")
+    env = {"BENCHFLEET_CONFIG": str(f), "BENCHFLEET_DB_NAME": "fromenv"}
+    assert load_settings_file(env) == f
+    s = settings_from(None, env)
+    assert (s.db_user, s.db_name) == ("benchfleet", "fromenv")
+    assert s.amqp_url.startswith("amqp://benchfleet-scheduler@")
+
+
+def test_settings_file_never_pairs_a_user_with_another_users_password(tmp_path):
+    """A broker URL set in the environment drops the file's password file (it belongs to the file's user)."""
+    from services.common.config import file_settings
+
+    values = {"BENCHFLEET_AMQP_URL": "amqp://benchfleet-scheduler@h/v", "BENCHFLEET_AMQP_PASSWORD_FILE": "/s/sched",
+              "BENCHFLEET_DB_PASSWORD_FILE": "/s/db", "BENCHFLEET_DB_USER": "benchfleet"}
+    out = file_settings(values, {"BENCHFLEET_AMQP_URL": "amqp://guest:guest@h/%2F"})
+    assert "BENCHFLEET_AMQP_PASSWORD_FILE" not in out and "BENCHFLEET_AMQP_URL" not in out
+    assert out["BENCHFLEET_DB_PASSWORD_FILE"] == "/s/db"
+    assert "BENCHFLEET_DB_PASSWORD_FILE" not in file_settings(values, {"BENCHFLEET_DB_USER": "root"})
+
+
+def test_settings_file_gives_each_role_its_broker_user():
+    """The worker and the collector connect as their own broker users from the file, the scheduler as its."""
+    from services.common.config import file_settings
+
+    values = {"BENCHFLEET_AMQP_URL": "amqp://benchfleet-scheduler@h/v", "BENCHFLEET_AMQP_PASSWORD_FILE": "/s/sched",
+              "BENCHFLEET_WORKER_AMQP_URL": "amqp://benchfleet-worker@h/v",
+              "BENCHFLEET_WORKER_AMQP_PASSWORD_FILE": "/s/worker"}
+    assert file_settings(values, {}, "worker")["BENCHFLEET_AMQP_PASSWORD_FILE"] == "/s/worker"
+    assert file_settings(values, {}, "worker")["BENCHFLEET_AMQP_URL"] == "amqp://benchfleet-worker@h/v"
+    assert file_settings(values, {}, "")["BENCHFLEET_AMQP_URL"] == "amqp://benchfleet-scheduler@h/v"
+    assert file_settings(values, {}, "collector")["BENCHFLEET_AMQP_PASSWORD_FILE"] == "/s/sched"
+
+
+def test_settings_file_errors_name_file_and_line(tmp_path):
+    """A malformed line, or a BENCHFLEET_CONFIG naming no file, is a settings error naming it."""
+    import pytest
+
+    from services.common.config import load_settings_file
+    from services.common.errors import SettingsError
+
+    f = tmp_path / "settings.env"
+    f.write_text("BENCHFLEET_DB_USER=x\nnot a setting\n")
+    with pytest.raises(SettingsError, match=r"settings.env:2: "):
+        load_settings_file({"BENCHFLEET_CONFIG": str(f)})
+    with pytest.raises(SettingsError, match="BENCHFLEET_CONFIG: no settings file"):
+        load_settings_file({"BENCHFLEET_CONFIG": str(tmp_path / "missing")})
+    assert load_settings_file({"BENCHFLEET_CONFIG": ""}) is None
+
+
+def test_cli_reads_the_settings_file(tmp_path):
+    """A fresh shell with only the settings file: `scheduler validate` takes the results DB name from it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    f = tmp_path / "settings.env"
+    f.write_text("BENCHFLEET_DB_NAME=sbtest_quick_a\nBENCHFLEET_TARGET_SECRETS=/nowhere\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHFLEET_")}
+    env.update(BENCHFLEET_CONFIG=str(f), PYTHONPATH=str(root))
+    r = subprocess.run([sys.executable, "-m", "services.scheduler.cli", "validate", "examples/quickstart.yaml"],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    # The file's DB name is the first target's database: refused, which only the file could have said.
+    assert r.returncode == 2 and "sbtest_quick_a is the results DB's database" in r.stderr

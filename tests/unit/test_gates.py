@@ -3,6 +3,8 @@ beyond a threshold, on literal data; the exit codes are named and distinct."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from services.common import cli
@@ -55,7 +57,7 @@ def test_min_effect_still_applies():
 def test_exit_codes_are_distinct_and_documented():
     codes = [cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, cli.EXIT_CONNECT, cli.EXIT_COLLAPSE, cli.EXIT_SLOWER]
     assert len(set(codes)) == len(codes)
-    assert f"{cli.EXIT_SLOWER} significantly slower (--fail-on-slower)" in cli.EXIT_CODES_HELP
+    assert re.search(rf"^\s*{cli.EXIT_SLOWER}\s+significantly slower \(--fail-on-slower\)", cli.EXIT_CODES_HELP, re.M)
 
 
 def test_a_comparison_says_which_build_each_campaign_ran():

@@ -141,7 +141,7 @@ def test_a_real_sysbench_stall_read_from_its_report_lines():
     (the two past --time=5 are the overrun's), and the 7.57 s it took is the overrun."""
     from pathlib import Path
 
-    from services.worker.driver.sysbench import output as so
+    from services.common import sysbench_output as so
 
     text = (Path(__file__).parent / "fixtures" / "sysbench" / "oltp_update_index_stall.txt").read_text()
     report = so.parse_final(text)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from services.common.messages import Series
-from services.worker.driver.sysbench import output as so
+from services.common import sysbench_output as so
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sysbench"
 

@@ -1,9 +1,8 @@
 """`collector report --html`: one self-contained HTML file with the settings, every table, the
-collapse list and the plots (PNG inlined as data: URIs, so it opens without a network)."""
+collapse list and the plots (inline SVG, so it opens without a network)."""
 
 from __future__ import annotations
 
-import base64
 import html
 import time
 from typing import Sequence
@@ -39,7 +38,7 @@ table.cmp th.group { text-align: left; background: #eee; }
 table.cmp td.stalled { outline: 2px dashed #c80; outline-offset: -3px; }
 table.cmp td.absent { color: #777; font-style: italic; }
 .note { color: #555; font-size: .9em; } ul.legend { font-size: .9em; }
-figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
 """
 
 
@@ -103,9 +102,7 @@ def render_per_query_html(cells: Sequence[CellWork]) -> list[str]:
 
 
 def _plot_html(p: Plot) -> list[str]:
-    data = base64.b64encode(p.png).decode("ascii")
-    out = [f'<figure id="plot-{_e(p.key)}" class="plot">',
-           f'<img alt="{_e(p.title)}" src="data:image/png;base64,{data}">',
+    out = [f'<figure id="plot-{_e(p.key)}" class="plot">', p.svg,
            f"<figcaption>{_e(p.title)}</figcaption>"]
     if p.note:
         out.append(f'<p class="note">{_e(p.note)}</p>')

@@ -29,7 +29,7 @@ from services.common.errors import TargetError
 from services.common.messages import MAX_RUN_SEED, Latency, Series, Totals
 from services.common.spec import DataShape, DsnTarget, WorkloadSpec
 from services.worker.driver.contract import LoadError, LoadOutcome, ProgressCallback
-from services.worker.driver.sysbench import output as so
+from services.common import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
 from services.workload.registry import definition
 

@@ -1,4 +1,5 @@
-"""Reading what sysbench 1.0.20 prints: per-second reports, the final report, FATAL lines.
+"""Reading what sysbench 1.0.20 prints: per-second reports, the final report, FATAL lines. The
+worker's sysbench driver reads its live output with it, and `collector import-sysbench` old runs.
 
 Pure: text in, values out, so the parser is tested on literal sysbench output
 (tests/unit/fixtures/sysbench). The formats are sysbench's report_intermediate /

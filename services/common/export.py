@@ -1,0 +1,90 @@
+"""A campaign as one portable, versioned JSON file (`collector export` / `collector import`): the
+campaign row with its spec, every run's plan and state, and every whole stored result (series,
+latency histograms, server figures), so another results DB holds the same campaign.
+
+Version history of ``schema``:
+  benchfleet.campaign-export/1: campaign, runs, results (each a ``benchfleet.result/1`` message).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from services.common.errors import ExportFileError
+from services.common.messages import RunResult
+from services.common.spec import CampaignSpec
+
+EXPORT_SCHEMA = "benchfleet.campaign-export/1"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class ExportedCampaign(_Frozen):
+    """The campaign's row in the results DB."""
+
+    campaign_id: str = Field(min_length=1, max_length=128)
+    name: str
+    spec: CampaignSpec
+    spec_hash: str
+    pool: str
+    baseline: str
+    total_runs: int
+    state: str
+    created_at: float
+    idempotency_key: str | None = None
+
+
+class ExportedRun(_Frozen):
+    """One planned run: its cell, repetition, and the state it reached."""
+
+    run_id: str = Field(min_length=1, max_length=255)
+    seq: int
+    target: str
+    workload: str
+    threads: int
+    repetition: int
+    state: str
+    attempts: int = 0
+    worker: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    error: str | None = None
+    updated_at: float
+
+
+class CampaignExport(_Frozen):
+    """Everything the results DB knows of one campaign."""
+
+    schema_: Literal["benchfleet.campaign-export/1"] = Field(EXPORT_SCHEMA, alias="schema")
+    campaign: ExportedCampaign
+    runs: list[ExportedRun]
+    results: list[RunResult]
+
+    def encode(self) -> str:
+        return self.model_dump_json(by_alias=True, exclude_none=True, indent=1) + "\n"
+
+
+def decode_export(text: str | bytes, name: str) -> CampaignExport:
+    """The export in ``text`` (the file ``name``); ExportFileError naming the field that is wrong."""
+    try:
+        data = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ExportFileError(f"{name}: not JSON: {e}") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema != EXPORT_SCHEMA:
+        raise ExportFileError(f"{name}: schema: {schema!r} is not a campaign export (expected {EXPORT_SCHEMA})")
+    try:
+        export = CampaignExport.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ExportFileError(f"{name}: {where}: {err['msg']}") from None
+    wrong = [r.run_id for r in export.results if r.campaign_id != export.campaign.campaign_id]
+    if wrong:
+        raise ExportFileError(f"{name}: results: run {wrong[0]} belongs to another campaign")
+    return export

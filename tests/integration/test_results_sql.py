@@ -1,0 +1,126 @@
+"""The results DB as SQL users and Grafana read it (schema migration 11): DATETIME views, one row
+per measured second, and per-cell statistics with verdicts that match the report's."""
+
+from __future__ import annotations
+
+import mysql.connector
+import pytest
+
+from services.collector.statistics import refresh_cell_stats
+from services.common.messages import RunQuality, RunResult
+from services.common.specfile import parse_spec
+from services.common.store import Store
+from services.reporting.load import load_report
+from services.reporting.options import ReportOptions
+from services.scheduler import plan
+
+from tests.integration.fleet import Fleet, target_yaml
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fleet(rabbitmq, mariadb_params, settings, tmp_path):
+    f = Fleet.create(settings, tmp_path)
+    yield f
+    f.teardown()
+
+
+def _spec(fleet: Fleet):
+    s = fleet.settings
+    return parse_spec("name: sql\ntargets:\n" + target_yaml(s, "A", "bf_sql_a") + target_yaml(s, "B", "bf_sql_b")
+                      + "workloads: [oltp_point_select]\ndata: {tables: 1, table_size: 100}\nthreads: [1, 8]\n"
+                        "duration: 3s\nwarmup: 0s\nrepeat: 3\nseed: 1\n")
+
+
+def _result(r, campaign_id: str, queries: list[int], started: float = 1_700_000_000.0) -> RunResult:
+    stalls = queries.count(0)
+    quality = RunQuality(planned_s=len(queries), wall_s=len(queries), overrun_s=0, stalled_s=stalls,
+                         longest_stall_s=min(stalls, 1), flags=["stall"] if stalls else [])
+    return RunResult(quality=quality,run_id=r.run_id, campaign_id=campaign_id, cell=r.cell, repetition=r.repetition, status="ok",
+                     worker="w", host="h", started_at=started, ended_at=started + len(queries), measured_s=len(queries),
+                     totals={"transactions": sum(queries) // 10, "reads": sum(queries)},
+                     series={"transactions": [q // 10 for q in queries], "queries": queries,
+                             "errors": [0] * len(queries)})
+
+
+def _query(fleet: Fleet, sql: str, params: tuple = ()) -> list[tuple]:
+    conn = mysql.connector.connect(**fleet.settings.db_params())
+    try:
+        cur = conn.cursor()
+        cur.execute("SET time_zone = '+00:00'")
+        cur.execute(sql, params)
+        return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def test_series_times_and_cell_statistics_are_plain_sql(fleet):
+    """Per-second q/s, DATETIME times and each cell's n, mean, ratio and verdict are rows SQL can read;
+    the verdicts are the report's."""
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, "c-sql")
+    with Store(fleet.settings) as store:
+        store.record_campaign("c-sql", spec, runs, now=1_700_000_000.0)
+        for r in runs:
+            # B is twice as fast as A, with a little noise; A/8 threads stalls for one second.
+            base = 1000 * (2 if r.cell.target == "B" else 1) + 7 * r.repetition
+            queries = [base, base + 3, base - 2]
+            if r.cell.target == "A" and r.cell.threads == 8 and r.repetition == 1:
+                queries[1] = 0
+            store.store_result(_result(r, "c-sql", queries))
+        assert refresh_cell_stats(store, "c-sql") == 4 * 4  # 4 metrics x (2 targets x 2 thread counts)
+        report = load_report(store, "c-sql", ReportOptions())
+
+    rows = _query(fleet, "SELECT target, threads, repetition, second, time, qps FROM series_v"
+                         " WHERE campaign_id='c-sql' AND target='B' AND threads=1 AND repetition=1 ORDER BY second")
+    assert [(r[3], r[5]) for r in rows] == [(0, 2007), (1, 2010), (2, 2005)]
+    assert str(rows[0][4]) == "2023-11-14 22:13:20"
+    (created,), = _query(fleet, "SELECT created_time FROM campaigns_v WHERE campaign_id='c-sql'")
+    assert str(created) == "2023-11-14 22:13:20"
+    assert _query(fleet, "SELECT COUNT(*) FROM results_v WHERE campaign_id='c-sql' AND started_time IS NOT NULL")[0][0] == 12
+    assert _query(fleet, "SELECT COUNT(*) FROM runs_v WHERE campaign_id='c-sql'")[0][0] == 12
+
+    stats = {(t, th): (n, round(ratio, 1) if ratio else None, verdict, mark, stalled)
+             for t, th, n, ratio, verdict, mark, stalled in _query(
+                 fleet, "SELECT target, threads, n, ratio, verdict, mark, stalled_runs FROM cell_stats_v"
+                        " WHERE campaign_id='c-sql' AND metric='qps'")}
+    assert stats[("B", 1)][:3] == (3, 2.0, "faster") and stats[("B", 1)][3].startswith("+")
+    assert stats[("A", 1)] == (3, None, None, "", 0)
+    assert stats[("A", 8)][4] == 1 and stats[("A", 8)][3] == "~"  # the run with a second without a query
+    # The same verdict marks as the report's table.
+    table_marks = {(row.target, th): c.mark for row in report.main.table.rows for th, c in
+                   zip(report.main.table.threads, row.cells)}
+    assert table_marks[("B", 1)] == stats[("B", 1)][3] and table_marks[("B", 8)] == stats[("B", 8)][3]
+
+
+def test_a_redelivered_shorter_result_hides_the_seconds_it_no_longer_has(fleet):
+    """A result stored again with fewer seconds shows only its own seconds in series_v."""
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, "c-red")
+    with Store(fleet.settings) as store:
+        store.record_campaign("c-red", spec, runs)
+        store.store_result(_result(runs[0], "c-red", [10, 20, 30, 40]))
+        store.store_result(_result(runs[0], "c-red", [11, 21]))
+    assert _query(fleet, "SELECT second, qps FROM series_v WHERE run_id=%s ORDER BY second",
+                  (runs[0].run_id,)) == [(0, 11), (1, 21)]
+
+
+def test_migration_11_and_collector_stats_fill_what_was_stored_before(fleet):
+    """A results DB at an older schema with stored results (compressed, as results are stored since
+    migration 5) migrates, and `collector stats` gives its campaign per-second rows and statistics."""
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, "c-old")
+    with Store(fleet.settings) as store:
+        store.record_campaign("c-old", spec, runs)
+        store.store_result(_result(runs[0], "c-old", [5, 6, 7]))
+        # Back to how a pre-11 database looked: no series table, no views, version 11 not applied.
+        for stmt in ("DROP VIEW IF EXISTS campaigns_v, runs_v, results_v, series_v, cell_stats_v",
+                     "DROP TABLE result_series", "DROP TABLE cell_stats", "DELETE FROM schema_migrations WHERE version = 11"):
+            store._execute(stmt)
+        assert store.migrate() >= 11
+    r = fleet.cli("collector", "stats", "c-old")
+    assert r.returncode == 0 and r.stdout.startswith("4 cell statistics stored"), r.stderr
+    assert _query(fleet, "SELECT second, qps, tps FROM series_v WHERE run_id=%s ORDER BY second",
+                  (runs[0].run_id,)) == [(0, 5, 0), (1, 6, 0), (2, 7, 0)]
+    assert _query(fleet, "SELECT n FROM cell_stats_v WHERE campaign_id='c-old' AND metric='qps'") == [(1,)]

@@ -1,0 +1,164 @@
+"""Campaigns that travel: `collector export` -> `collector import` into another results DB gives the
+same campaign (reports identical, no duplicates on a second import), and `collector import-sysbench`
+stores a real sysbench 1.0 run with the q/s and percentiles sysbench printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+from dataclasses import replace
+
+import mysql.connector
+import pytest
+
+from services.common.histogram import Histogram
+from services.common.messages import RunResult
+from services.common.specfile import parse_spec
+from services.common.store import Store
+from services.scheduler import plan
+
+from tests.integration.fleet import Fleet, target_yaml
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fleet(rabbitmq, mariadb_params, settings, tmp_path):
+    f = Fleet.create(settings, tmp_path)
+    yield f
+    f.teardown()
+
+
+@pytest.fixture
+def other_db(fleet):
+    """A second results DB for the same fleet, dropped afterwards."""
+    name = f"benchfleet_test_{secrets.token_hex(3)}"
+    yield name
+    conn = mysql.connector.connect(**{k: v for k, v in fleet.settings.db_params().items() if k != "database"})
+    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+    conn.close()
+
+
+def _rich_result(r, campaign_id: str) -> RunResult:
+    h = Histogram({})
+    for us in (300, 450, 900, 2500) * (r.repetition + 2):
+        h.record(us)
+    q = 1000 + 10 * r.repetition + (200 if r.cell.target == "B" else 0)
+    return RunResult(
+        run_id=r.run_id, campaign_id=campaign_id, cell=r.cell, repetition=r.repetition, status="ok", worker="w1",
+        host="h1", started_at=1_700_000_000.0 + r.seq, ended_at=1_700_000_003.5 + r.seq, warmup_s=0.5,
+        measured_s=3.0, totals={"transactions": q // 10 * 3, "reads": q * 3},
+        series={"transactions": [q // 10] * 3, "queries": [q - 5, q, q + 5], "errors": [0, 0, 0]},
+        latency={"p50_ms": 0.45, "p95_ms": 2.5, "p99_ms": 2.5, "max_ms": 2.5, "histogram": h.to_wire()},
+        server={"kind": "dsn", "version": "10.11.19-MariaDB", "status_deltas": {"Key_reads": 7 * r.repetition},
+                "variables": {"key_buffer_size": "8388608"}},
+        versions={"benchfleet": "0.1.0"})
+
+
+def _spec(fleet: Fleet):
+    s = fleet.settings
+    return parse_spec("name: travel\ntargets:\n" + target_yaml(s, "A", "bf_tr_a") + target_yaml(s, "B", "bf_tr_b")
+                      + "workloads: [oltp_point_select]\ndata: {tables: 1, table_size: 100}\nthreads: [1, 4]\n"
+                        "duration: 3s\nwarmup: 0.5s\nrepeat: 2\nseed: 5\n")
+
+
+def test_export_import_round_trips_a_campaign_exactly(fleet, other_db, tmp_path):
+    """Every run, series, histogram and server figure comes back: the reimported campaign exports to
+    the same file, reports identically in every format, and a second import adds nothing."""
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, "travel-1")
+    with Store(fleet.settings) as store:
+        store.record_campaign("travel-1", spec, runs, now=1_700_000_000.0)
+        for r in runs[:-1]:
+            store.store_result(_rich_result(r, "travel-1"))
+    # The last run never ran: its pending state travels too.
+    out = tmp_path / "travel.json"
+    r = fleet.cli("collector", "export", "travel-1", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "benchfleet.campaign-export/1" and len(doc["runs"]) == 8 and len(doc["results"]) == 7
+    first = doc["results"][0]
+    assert first["series"]["queries"] and first["latency"]["histogram"] and first["server"]["status_deltas"]
+
+    other = replace(fleet, settings=replace(fleet.settings, db_name=other_db))
+    for _ in range(2):
+        r = other.cli("collector", "import", str(out))
+        assert r.returncode == 0 and r.stdout.startswith("imported campaign travel-1: 8 runs, 7 results"), r.stderr
+    with Store(other.settings) as store:
+        assert len(store.results("travel-1")) == 7 and store.run_counts("travel-1")["pending"] == 1
+        assert [store.result_count(x.run_id) for x in runs] == [1] * 7 + [0]
+    again = tmp_path / "again.json"
+    assert other.cli("collector", "export", "travel-1", "--json", str(again)).returncode == 0
+    assert again.read_text() == out.read_text()
+    for args in (["--format", "json"], ["--all-tables"], ["--metric", "status:Key_reads", "--format", "csv"]):
+        a, b = fleet.cli("collector", "report", "travel-1", *args), other.cli("collector", "report", "travel-1", *args)
+        assert a.returncode == b.returncode == 0 and a.stdout == b.stdout and a.stdout, args
+
+
+def test_import_of_a_broken_file_names_the_field_and_stores_nothing(fleet, tmp_path):
+    """A file that is not an export, or one with a wrong field, is refused (exit 2) naming it."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "benchfleet.campaign-export/1", "campaign": {}, "runs": [], "results": []}))
+    r = fleet.cli("collector", "import", str(bad))
+    assert r.returncode == 2 and r.stderr.startswith(f"error: {bad}: campaign.campaign_id: Field required"), r.stderr
+    bad.write_text("{}")
+    r = fleet.cli("collector", "import", str(bad))
+    assert r.returncode == 2 and "is not a campaign export" in r.stderr
+
+
+def _sysbench(fleet: Fleet, db: str, cnf, *args: str) -> str:
+    r = subprocess.run(["sysbench", f"--config-file={cnf}", "oltp_read_only", f"--mysql-db={db}", "--tables=1",
+                        "--table-size=2000", *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_import_sysbench_of_a_real_run_reproduces_its_numbers(fleet, tmp_path):
+    """A real `sysbench oltp_read_only run --report-interval=1 --histogram` imported: the report's
+    q/s is the q/s sysbench printed, p95 its 95th percentile (within a histogram bucket)."""
+    if shutil.which("sysbench") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
+        pytest.skip("sysbench is not installed")
+    s = fleet.settings
+    db = f"bf_sysimp_{secrets.token_hex(3)}"
+    cnf = tmp_path / "sysbench.cnf"
+    cnf.write_text(f"mysql-host={s.db_host}\nmysql-port={s.db_port}\nmysql-user={s.db_user}\n"
+                   f"mysql-password={s.db_password}\n")
+    cnf.chmod(0o600)
+    conn = mysql.connector.connect(**{k: v for k, v in s.db_params().items() if k != "database"})
+    conn.cursor().execute(f"CREATE DATABASE `{db}`")
+    try:
+        _sysbench(fleet, db, cnf, "prepare")
+        output = _sysbench(fleet, db, cnf, "--threads=2", "--time=3", "--report-interval=1", "--histogram",
+                           "--percentile=95", "run")
+    finally:
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{db}`")
+        conn.close()
+    out = tmp_path / "run.txt"
+    out.write_text(output)
+    qps = float(re.search(r"queries:\s+\d+\s+\(([0-9.]+) per sec\.\)", output).group(1))  # type: ignore[union-attr]
+    p95 = float(re.search(r"95th percentile:\s+([0-9.]+)", output).group(1))  # type: ignore[union-attr]
+
+    r = fleet.cli("collector", "import-sysbench", str(out), "--campaign", "oldbox", "--target", "mariadb-10.11",
+                  "--workload", "oltp_read_only")
+    assert r.returncode == 0, r.stderr
+    r = fleet.cli("collector", "report", "oldbox", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    run, = json.loads(r.stdout)["runs"]
+    assert round(run["qps"], 2) == qps and run["threads"] == 2
+    assert abs(run["p95_ms"] - p95) <= 0.02 * p95 + 0.01
+    with Store(fleet.settings) as store:
+        stored = store.result(run["run_id"])
+        assert stored is not None and len(stored.series.queries) >= 3 and stored.latency.histogram
+    # The same command again replaces the run; another target joins the campaign for `report`.
+    for target in ("mariadb-10.11", "mysql-8.0"):
+        r = fleet.cli("collector", "import-sysbench", str(out), "--campaign", "oldbox", "--target", target,
+                      "--workload", "oltp_read_only")
+        assert r.returncode == 0, r.stderr
+    r = fleet.cli("collector", "report", "oldbox", "--format", "json")
+    assert len(json.loads(r.stdout)["runs"]) == 2

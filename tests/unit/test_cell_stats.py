@@ -1,0 +1,42 @@
+"""Per-cell statistics stored for SQL users: the report's numbers and verdicts, as rows."""
+
+from services.common.results import ResultRow
+from services.reporting.analysis import CampaignData
+from services.reporting.cell_stats import cell_stat_rows
+
+
+def _row(target: str, threads: int, rep: int, qps: float, status: str = "ok", flags: str | None = None) -> ResultRow:
+    return ResultRow(run_id=f"{target}-{threads}-{rep}", campaign_id="c", target=target, workload="w", threads=threads,
+                     repetition=rep, status=status, qps=qps, tps=qps / 10, p95_ms=1000 / max(qps, 1),
+                     p99_ms=2000 / max(qps, 1), measured_s=10, error=None, quality_flags=flags)  # type: ignore[arg-type]
+
+
+def _data(runs: list[ResultRow]) -> CampaignData:
+    return CampaignData(campaign_id="c", name="c", state="finished", targets=("A", "B"), baseline="A",
+                        workloads=("w",), threads=(1, 64), runs=tuple(runs))
+
+
+def test_rows_carry_summary_ratio_verdict_and_marks():
+    """B, 20% faster with little noise, is `faster` with `+`; the baseline's row has no ratio; its
+    stalled run gives `~` to it and to B's comparison; latency metrics read lower as better; a failed
+    run is counted, not summarised."""
+    runs = [_row("A", 1, i, v, flags="stall" if i == 2 else None) for i, v in enumerate([100, 101, 99], 1)]
+    runs += [_row("B", 1, i, v) for i, v in enumerate([120, 121, 119], 1)] + [_row("B", 1, 4, 0, "failed")]
+    rows = {(r.metric, r.target, r.threads): r for r in cell_stat_rows(_data(runs))}
+    b = rows[("qps", "B", 1)]
+    # A's stalled run weighs on B's ratio too, as the report's ratio table marks it.
+    assert (b.n, b.failed, b.mean, b.verdict, b.mark, b.stalled_runs) == (3, 1, 120.0, "faster", "+~", 1)
+    assert abs(b.ratio - 1.2) < 1e-9 and b.ratio_low < 1.2 < b.ratio_high and b.p_value < 0.05
+    a = rows[("qps", "A", 1)]
+    assert (a.ratio, a.verdict, a.mark, a.stalled_runs, a.stdev) == (None, None, "~", 1, 1.0)
+    p95 = rows[("p95_ms", "B", 1)]
+    assert p95.verdict == "faster" and p95.ratio < 1 and not p95.higher_is_better
+
+
+def test_single_runs_are_untested_and_collapse_is_marked():
+    """One repetition per cell: `n/a` with `?`; throughput far below the peak at fewer threads gets `!`."""
+    runs = [_row("A", 1, 1, 100), _row("A", 64, 1, 10), _row("B", 1, 1, 100), _row("B", 64, 1, 95)]
+    rows = {(r.metric, r.target, r.threads): r for r in cell_stat_rows(_data(runs))}
+    assert rows[("qps", "B", 64)].verdict == "n/a" and rows[("qps", "B", 64)].mark == "?"
+    assert rows[("qps", "A", 64)].collapsed and rows[("qps", "A", 64)].mark == "!"
+    assert rows[("qps", "A", 64)].collapse_ratio == 0.1 and rows[("qps", "A", 64)].stdev is None
