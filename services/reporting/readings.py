@@ -3,7 +3,8 @@
 A reading (docs/studies/<study>.reading.md) writes ``{WORKLOAD/TARGET/THREADS@TABLE}`` where a
 number goes; TABLE is ``<spec stem>/<mode>/<metric>`` of one report the page prints (for example
 ``{oltp_simple/10.11.19/8@builds/delta/qps}``). ``*`` in WORKLOAD, TARGET or THREADS with
-``|min`` or ``|max`` picks the extreme of the matching cells. The rendered reading holds the
+``|min`` or ``|max`` picks the extreme of the matching cells; ``{marks@TABLE}`` names the cells the
+table marks significant (or says none is). The rendered reading holds the
 value as the table prints it (with its marks) and names the cell it came from, so a claim
 shows what it rests on and no number can be typed. Pure: tables come in already computed.
 """
@@ -18,7 +19,9 @@ from services.common.errors import UsageError
 from services.reporting.tables import Table, format_value
 
 #: A cell reference in a reading template.
-REFERENCE = re.compile(r"\{(?P<cell>[^{}@|]+)@(?P<table>[^{}@|]+)(?:\|(?P<pick>min|max))?\}")
+REFERENCE = re.compile(r"\{(?!marks@)(?P<cell>[^{}@|]+)@(?P<table>[^{}@|]+)(?:\|(?P<pick>min|max))?\}")
+#: The significance marks of a whole table: ``{marks@TABLE}``.
+MARKS = re.compile(r"\{marks@(?P<table>[^{}@|]+)\}")
 #: A number as prose writes it: 1,000,000, -14.72, 10.11.19 (each part), 003.
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
 
@@ -96,9 +99,27 @@ def resolve(ref: CellRef, tables: Mapping[str, Table]) -> Resolved:
     return Resolved(ref, text, name)
 
 
+def marks(name: str, tables: Mapping[str, Table]) -> str:
+    """Which cells of table ``name`` are marked significantly faster (+) or slower (-), by name."""
+    table = tables.get(name)
+    if table is None:
+        raise ReadingError(f"reading: {{marks@{name}}}: no table {name!r} on the page "
+                           f"(tables: {', '.join(sorted(tables)) or 'none'})")
+    found: dict[str, list[str]] = {"+": [], "-": []}
+    for row in table.rows:
+        for threads, cell in zip(table.threads, row.cells):
+            for mark in found:
+                if mark in cell.mark:
+                    found[mark].append(f"`{row.workload}/{row.target}/{threads}`")
+    if not any(found.values()):
+        return f"no cell of `{name}` is marked significant"
+    return "; ".join(f"marked `{mark}` in `{name}`: {', '.join(cells)}" for mark, cells in found.items() if cells)
+
+
 def render(template: str, tables: Mapping[str, Table]) -> str:
     """``template`` with each reference replaced by its value and the cell it rests on."""
     parse(template)  # malformed references fail before anything is filled in
+    template = MARKS.sub(lambda m: marks(m["table"].strip(), tables), template)
 
     def fill(m: re.Match[str]) -> str:
         ref = parse(m.group())[0]
@@ -120,4 +141,4 @@ def typed_numbers(template: str, inputs: Iterable[str]) -> list[str]:
     allowed: set[str] = set()
     for text in inputs:
         allowed |= numbers(text)
-    return sorted(numbers(REFERENCE.sub(" ", template)) - allowed)
+    return sorted(numbers(MARKS.sub(" ", REFERENCE.sub(" ", template))) - allowed)

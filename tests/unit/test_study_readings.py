@@ -58,6 +58,14 @@ def test_min_and_max_pick_the_extreme_cell_and_say_which():
     assert "min of select/32/*: select/32/8" in text and "20.00+" in text
 
 
+def test_marks_name_the_significant_cells_or_say_there_are_none():
+    assert readings.render("{marks@keycache-small/delta/qps}", TABLES) == (
+        "marked `+` in `keycache-small/delta/qps`: `select/32/1`; marked `-` in `keycache-small/delta/qps`: `select/32/8`")
+    flat = {"t/delta/qps": build_table([Measurement(t, "select", 1, i, 100 + i) for t in ("off", "32") for i in range(3)],
+                                       TableSpec(targets=("off", "32"), baseline="off", workloads=("select",), mode="delta"))}
+    assert readings.render("{marks@t/delta/qps}", flat) == "no cell of `t/delta/qps` is marked significant"
+
+
 @pytest.mark.parametrize("template, says", [
     ("{select/64/1@keycache-small/delta/qps}", "no cell with data"),
     ("{select/32/1@keycache-large/delta/qps}", "no table 'keycache-large/delta/qps'"),
