@@ -62,7 +62,7 @@ def has_shape(spec: CampaignSpec, workloads: Sequence[str], threads: Sequence[in
     missing_t = [t for t in threads if t not in spec.threads]
     name = f"{seed}'s workloads and thread counts"
     if not missing_w and not missing_t:
-        return Premise(name, True, f"workloads {', '.join(workloads)}; threads {', '.join(map(str, threads))}.")
+        return Premise(name, True, f"workloads {', '.join(workloads)}; threads {', '.join(map(str, threads)) or 'any'}.")
     parts = ([f"workloads missing: {', '.join(missing_w)}"] if missing_w else []) + (
         [f"thread counts missing: {', '.join(map(str, missing_t))}"] if missing_t else [])
     return Premise(name, False, "; ".join(parts) + ".")
