@@ -16,6 +16,7 @@ import mysql.connector
 
 from services.common.bus import RabbitBus
 from services.common.config import Settings
+from services.common.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The variable naming which variables specs may name for passwords (services/worker/target/secret_policy.py).
@@ -118,3 +119,16 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5) -> Non
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def assert_exactly_once(fleet: Fleet, campaign_id: str, total: int) -> None:
+    """Every planned run has one stored result, ok, and the runs queue holds nothing."""
+    with Store(fleet.settings) as store:
+        results = store.results(campaign_id)
+        planned = [r[0] for r in store._rows("SELECT run_id FROM runs WHERE campaign_id=%s", (campaign_id,))]
+    assert len(planned) == total
+    assert sorted(r.run_id for r in results) == sorted(planned), "a run has no result, or a result no run"
+    assert all(r.status == "ok" and r.qps > 0 for r in results), [(r.run_id, r.status, r.error) for r in results]
+    with RabbitBus(fleet.settings) as bus:
+        assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 0
+        assert bus.queue_depth(bus.names.results) == 0

@@ -17,7 +17,7 @@ from services.common.bus import RabbitBus
 from services.common.store import Store
 
 from tests.integration.faults import ThrowawayMariadb, broker_env, broker_listening, restart_broker, wait_orphans_gone
-from tests.integration.fleet import ROOT, Fleet, target_yaml, wait_for
+from tests.integration.fleet import ROOT, Fleet, assert_exactly_once, target_yaml, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -82,19 +82,6 @@ def campaign_state(fleet: Fleet, campaign_id: str) -> str:
 def finished(fleet: Fleet, campaign_id: str, total: int) -> bool:
     c = counts(fleet, campaign_id)
     return c["done"] + c["failed"] + c["cancelled"] >= total
-
-
-def assert_exactly_once(fleet: Fleet, campaign_id: str, total: int) -> None:
-    """Every planned run has one stored result, ok, and the runs queue holds nothing."""
-    with Store(fleet.settings) as store:
-        results = store.results(campaign_id)
-        planned = [r[0] for r in store._rows("SELECT run_id FROM runs WHERE campaign_id=%s", (campaign_id,))]
-    assert len(planned) == total
-    assert sorted(r.run_id for r in results) == sorted(planned), "a run has no result, or a result no run"
-    assert all(r.status == "ok" and r.qps > 0 for r in results), [(r.run_id, r.status, r.error) for r in results]
-    with RabbitBus(fleet.settings) as bus:
-        assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 0
-        assert bus.queue_depth(bus.names.results) == 0
 
 
 def running_on(fleet: Fleet, campaign_id: str, min_age_s: float = 1.0) -> list[str]:

@@ -26,7 +26,7 @@ from services.common.messages import Series
 from services.common.store import Store
 
 from tests.integration.faults import ThrowawayMariadb, free_port
-from tests.integration.fleet import TEST_TARGET_PASSWORD, Fleet, target_yaml, wait_for
+from tests.integration.fleet import TEST_TARGET_PASSWORD, Fleet, assert_exactly_once, target_yaml, wait_for
 from tests.integration.test_faults import counts, finished, spec_text, submit, submit_waiting
 from tests.unit.consumer_fixtures import SPEC, result, runs
 from tests.unit.poison import result_bodies, run_bodies
@@ -106,19 +106,6 @@ def log_entries(fleet: Fleet, service: str, event: str) -> list[dict]:
             for line in p.read_text(errors="replace").splitlines() if f'"{event}"' in line and line.startswith("{")]
 
 
-def assert_stored_once(fleet: Fleet, campaign_id: str, total: int) -> None:
-    """Every planned run has one ok result, and neither queue holds anything."""
-    with Store(fleet.settings) as store:
-        results = store.results(campaign_id)
-        planned = [r[0] for r in store._rows("SELECT run_id FROM runs WHERE campaign_id=%s", (campaign_id,))]
-    assert len(planned) == total
-    assert sorted(r.run_id for r in results) == sorted(planned), "a run has no result, or a result no run"
-    assert all(r.status == "ok" and r.qps > 0 for r in results), [(r.run_id, r.status, r.error) for r in results]
-    with RabbitBus(fleet.settings) as bus:
-        assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 0
-        assert bus.queue_depth(bus.names.results) == 0
-
-
 @pytest.mark.slow
 def test_results_db_connections_killed_and_the_db_restarted_mid_campaign(rabbitmq, mariadb_params, settings, tmp_path):
     """Mid-campaign, every connection to the results DB is KILLed, later the results DB is
@@ -150,7 +137,7 @@ def test_results_db_connections_killed_and_the_db_restarted_mid_campaign(rabbitm
         out, err = waiter.communicate(timeout=300)
         assert waiter.returncode == 0, err + fleet.logs()
         assert "results DB away" in err, err
-        assert_stored_once(fleet, cid, 6)
+        assert_exactly_once(fleet, cid, 6)
         wait_for(lambda: db_up_gauge(fleet) == "1.0", 30, "the collector to export the results DB as up")
         assert dead_letters(fleet) == []
         assert logged(fleet, "collector", "results_db_unavailable") == 1, fleet.logs()
