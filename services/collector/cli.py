@@ -35,7 +35,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     metrics = CollectorMetrics()
     pools = tuple(p for p in args.pools.split(",") if p)
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
-                  metrics=metrics)
+                  metrics=metrics, reap_grace_s=settings.reap_grace_s)
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
     with announced(metrics, settings, "collector"):

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from services.collector.finality import Finaliser, FinalityStore
 from services.collector.prometheus import CollectorMetrics
 from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
@@ -31,7 +32,7 @@ QUEUE_DEPTH_EVERY_S = 5.0
 BACKOFF_S = 1.0
 
 
-class ResultStore(Protocol):
+class ResultStore(FinalityStore, Protocol):
     """What the collector needs of the results DB (services.common.store.Store is one)."""
 
     def mark_running(self, event: RunEvent) -> None: ...
@@ -51,7 +52,8 @@ class Collector:
     """Stores what arrives on the results queue until stopped."""
 
     def __init__(self, *, connect: BusFactory, open_store: Callable[[], ResultStore], pools: tuple[str, ...] = (),
-                 metrics: CollectorMetrics | None = None, backoff_s: float = BACKOFF_S):
+                 metrics: CollectorMetrics | None = None, backoff_s: float = BACKOFF_S,
+                 reap_grace_s: float = 900.0):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
         self.open_store = open_store
@@ -61,6 +63,8 @@ class Collector:
         self._next_depth_check = 0.0
         self.stopping = threading.Event()
         self.stored = 0
+        #: Gives the runs of dead letters, and runs whose worker vanished, their final state.
+        self.finaliser = Finaliser(grace_s=reap_grace_s)
         self._restored = False
 
     def stop(self) -> None:
@@ -82,7 +86,7 @@ class Collector:
                 log.info("collector_consuming", queue=bus.names.results)
                 opened = store
                 bus.consume(bus.names.results, PREFETCH, lambda d: self._on_message(bus, opened, d), self.stopping.is_set,
-                            on_tick=lambda: self._queue_depths(bus))
+                            on_tick=lambda: self._tick(bus, opened))
             except (BusError, StoreError) as e:
                 # The unacked results go back to the queue when the bus closes; they wait there.
                 log.warning("collector_connection_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
@@ -121,6 +125,10 @@ class Collector:
             log.info("result_stored", campaign_id=msg.campaign_id, run_id=msg.run_id, status=msg.status,
                      qps=round(msg.qps, 1))
         bus.ack(d.delivery_tag)
+
+    def _tick(self, bus: Broker, store: ResultStore) -> None:
+        self._queue_depths(bus)
+        self.finaliser.tick(bus, store)
 
     def _queue_depths(self, bus: Broker) -> None:
         """Export queue depths every few seconds (a passive declare per queue)."""

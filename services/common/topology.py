@@ -63,6 +63,10 @@ def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[
         out += [Exchange(n.results, "fanout"), Queue(n.results, quorum_args), Binding(n.results, n.results)]
     elif role is Role.COLLECTOR:
         out.append(Queue(n.results, quorum_args))  # consumed here; bound by the workers
+    if role in (Role.ALL, Role.COLLECTOR):
+        # The collector's copy of every dead letter (a run or result that will never be
+        # stored): it marks the run failed with the reason.
+        out += [Queue(n.dead_watch, {"x-queue-type": "quorum"}), Binding(n.dead_watch, n.dead)]
     if role in (Role.ALL, Role.SCHEDULER):
         out.append(Exchange(n.runs_exchange, "direct"))
     for pool in pools:

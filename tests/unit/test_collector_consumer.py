@@ -11,7 +11,7 @@ import pytest
 
 from services.collector.consumer import Collector
 from services.common.errors import StoreError, StoreUnavailable
-from services.common.messages import RunEvent, RunResult
+from services.common.messages import Cell, RunEvent, RunResult, RunSpec
 from services.common.stub_bus import StubBroker
 
 from tests.unit.consumer_fixtures import result, runs, wait_until
@@ -36,6 +36,18 @@ class FakeStore:
     def reachable(self) -> bool:
         return not self.db.gone
 
+    def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
+        run = self.db.runs.get(run_id)
+        if run is None or run.campaign_id != campaign_id or (cell is not None and run.cell != cell):
+            return False
+        if run_id in self.db.results or run_id in self.db.failed:
+            return False
+        self.db.failed[run_id] = reason
+        return True
+
+    def overdue_runs(self, now: float, grace_s: float) -> list:
+        return [o for o in self.db.overdue if o.run_id not in self.db.failed and o.run_id not in self.db.results]
+
     def recent_results(self, campaigns: int) -> list:
         return []
 
@@ -47,6 +59,11 @@ class FakeDb:
     def __init__(self, *, refuse: set[str] = frozenset(), away: int = 0, unavailable: bool = False):
         self.results: dict[str, RunResult] = {}
         self.running: list[str] = []
+        #: The planned runs (fail_run fails only these), the failed ones with their reasons,
+        #: and what overdue_runs answers.
+        self.runs: dict[str, RunSpec] = {}
+        self.failed: dict[str, str] = {}
+        self.overdue: list = []
         self.refuse = set(refuse)
         self.away = away
         self.unavailable = unavailable
@@ -78,8 +95,8 @@ def broker() -> StubBroker:
 
 
 @contextlib.contextmanager
-def collecting(broker: StubBroker, db: FakeDb) -> Iterator[Collector]:
-    c = Collector(connect=broker.bus, open_store=db.open, pools=("default",), backoff_s=0.01)
+def collecting(broker: StubBroker, db: FakeDb, reap_grace_s: float = 900.0) -> Iterator[Collector]:
+    c = Collector(connect=broker.bus, open_store=db.open, pools=("default",), backoff_s=0.01, reap_grace_s=reap_grace_s)
     t = threading.Thread(target=c.run_forever, daemon=True)
     t.start()
     try:
