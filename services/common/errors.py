@@ -9,7 +9,8 @@ BenchfleetError
  ├── ConnectError        a service we need is away or refused us (exit 3)
  │    ├── BusError       RabbitMQ
  │    └── StoreError     the results DB
- │         └── StoreUnavailable  the results DB is away (not: it refused this write)
+ │         ├── StoreUnavailable  the results DB is away (not: it refused this write)
+ │         └── SubmitLockBusy    another submit held the submit lock too long
  └── RunError            a run could not be measured (the run fails with the message)
       ├── TargetError    a target that cannot be used as given (names the spec field)
       │    └── BinaryNotFound  a managed target's server binary is not on this host
@@ -107,12 +108,13 @@ class StoreUnavailable(StoreError):
     blame the message being stored."""
 
 
-# -- runs ---------------------------------------------------------------------------------------
+class SubmitLockBusy(StoreError):
+    """Another submit held the submit lock in the results DB for too long: nothing was done."""
 
+# -- runs ---------------------------------------------------------------------------------------
 
 class RunError(BenchfleetError):
     """A run could not be measured; the run fails with this message."""
-
 
 class TargetError(RunError):
     """A target that cannot be used as given; ``field`` names the spec field to fix."""
@@ -121,7 +123,6 @@ class TargetError(RunError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
-
 
 class BinaryNotFound(TargetError):
     """A managed target's server binary (or its install script) is not on this host."""
@@ -132,7 +133,6 @@ class BinaryNotFound(TargetError):
     def __str__(self) -> str:
         return self.message
 
-
 class LoadError(RunError):
     """The load could not run at all; ``code`` is the MySQL error code when there is one."""
 
@@ -141,14 +141,11 @@ class LoadError(RunError):
         self.code = code
         super().__init__(message)
 
-
 class ClientLibraryError(LoadError):
     """libmariadb cannot be loaded on this worker."""
 
-
 class FdLimitError(LoadError):
     """The hard RLIMIT_NOFILE is below what the run needs."""
-
 
 class SysbenchOutputError(LoadError):
     """sysbench's output holds no final report; ``fatal`` carries its FATAL lines, if any."""
@@ -157,7 +154,6 @@ class SysbenchOutputError(LoadError):
         self.fatal = fatal or []
         super().__init__(message)
 
-
 class DbError(RunError):
     """A MySQL error with its code (server error or CR_* client error)."""
 
@@ -165,7 +161,6 @@ class DbError(RunError):
         self.errno = code
         self.msg = message
         super().__init__(f"{message} (error {code})")
-
 
 class CpuSplitError(TargetError):
     """A CPU list that does not fit the worker; ``field`` is server_cpus or client_cpus."""

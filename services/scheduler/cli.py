@@ -11,18 +11,21 @@ from typing import Any
 from services.common import logs
 from services.common.bus import RabbitBus, Role, rabbit_factory
 from services.common.campaigns import Duplicate
-from services.common.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_main
+from services.common.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, run_main
 from services.common.config import (
     Settings,
     add_settings_flags,
 )
 from services.common.durations import format_duration
+from services.common.errors import StoreError
+from services.common.run_finality import failed_runs
 from services.common.spec import CampaignSpec
 from services.common.specfile import load_spec_source
 from services.common.store import Store
 from services.scheduler import plan, preflight
+from services.scheduler.deferred import deferred_sigint
 from services.scheduler.progress import Progress, render
-from services.scheduler.submit import StoreLedger, submit
+from services.scheduler.submit import RolledBack, StoreLedger, submit
 
 
 def _err(msg: str) -> None:
@@ -89,9 +92,16 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     runs = plan.run_specs(spec, campaign_id)
     key = args.idempotency_key or campaigns.default_key(spec_hash(spec))
     with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler", role=Role.SCHEDULER) as bus:
-        outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
-                         explicit_key=bool(args.idempotency_key), force=args.force)
+        with deferred_sigint("interrupted: undoing the submit once the current step ends") as interrupted:
+            outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
+                             explicit_key=bool(args.idempotency_key), force=args.force, interrupted=interrupted)
         earlier = store.campaign(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
+    if isinstance(outcome, RolledBack):
+        if outcome.published:
+            _err(f"interrupted: campaign {campaign_id} was cancelled (its runs had been published; workers drop them)")
+        else:
+            _err("interrupted: nothing was recorded or published")
+        return EXIT_INTERRUPTED
     if isinstance(outcome, Duplicate):
         _err(f"campaign {outcome.campaign_id} ({outcome.state}) was already submitted with this "
              f"{'idempotency key' if args.idempotency_key else 'spec'}; nothing published "
@@ -134,28 +144,49 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     tty = sys.stderr.isatty()
     last_line = ""
     last_print = 0.0
+    store: Store | None = None
+    away = False
     try:
-        with Store(settings) as store:
-            while True:
+        while True:
+            try:
+                if store is None:
+                    store = Store(settings).open()
                 p = _progress(store, campaign_id, total, started, planned)
-                line = render(p)
-                if tty:
-                    print("\r" + line.ljust(len(last_line)), end="", file=sys.stderr, flush=True)
-                elif line != last_line and (time.time() - last_print > 10 or p.finished == total):
-                    print(line, file=sys.stderr, flush=True)
-                    last_print = time.time()
-                last_line = line
-                if p.finished >= total:
-                    break
-                time.sleep(args.poll)
+            except StoreError as e:
+                # Every run ends in a final state (the collector fails or reaps it), so waiting
+                # out a results-DB outage ends too.
+                if store is not None:
+                    store.close()
+                    store = None
+                if not away:
+                    print(f"\nresults DB away ({e}); still waiting", file=sys.stderr, flush=True)
+                    away = True
+                time.sleep(max(args.poll, 1.0))
+                continue
+            away = False
+            line = render(p)
             if tty:
-                print(file=sys.stderr)
-            for line in render_lines(load_report(store, campaign_id, ReportOptions())):
-                print(line)
-            return EXIT_FAILED if p.failed else EXIT_OK
+                print("\r" + line.ljust(len(last_line)), end="", file=sys.stderr, flush=True)
+            elif line != last_line and (time.time() - last_print > 10 or p.finished == total):
+                print(line, file=sys.stderr, flush=True)
+                last_print = time.time()
+            last_line = line
+            if p.finished >= total:
+                break
+            time.sleep(args.poll)
+        if tty:
+            print(file=sys.stderr)
+        for line in render_lines(load_report(store, campaign_id, ReportOptions())):
+            print(line)
+        for f in failed_runs(store, campaign_id):
+            print(f"failed: {f.run_id}: {f.error}", file=sys.stderr)
+        return EXIT_FAILED if p.failed else EXIT_OK
     except KeyboardInterrupt:
         print(f"\nstopped waiting; the campaign goes on: scheduler status {campaign_id}", file=sys.stderr)
         return EXIT_OK
+    finally:
+        if store is not None:
+            store.close()
 
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
@@ -189,7 +220,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_USAGE
         counts = store.run_counts(c.campaign_id)
         active = store.active_runs(c.campaign_id)
-        failures = [r for r in store.results(c.campaign_id) if r.status == "failed"]
+        failures = failed_runs(store, c.campaign_id)
         if args.json:
             print(json.dumps({"campaign_id": c.campaign_id, "state": c.state, "total_runs": c.total_runs,
                               "counts": counts, "active": [list(a) for a in active],
