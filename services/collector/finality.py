@@ -9,13 +9,14 @@ A late result still replaces a reaped run's failure (the store's upsert decides)
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from services.common import logs
 from services.common.broker import QUEUE_HEADER, Broker, Delivery
-from services.common.messages import Cell, RunResult, RunSpec, decode
+from services.common.messages import RESULT_SCHEMA, RUN_SCHEMA, Cell, RunResult, RunSpec, decode
 
 if TYPE_CHECKING:
     from services.common.run_finality import OverdueRun
@@ -65,13 +66,31 @@ def dead_letter_reason(headers: Mapping[str, object]) -> str:
 
 
 def failure_of(d: Delivery) -> RunFailure | None:
-    """The run a dead letter names, or None when the body names no run (garbage, a run event)."""
-    try:
-        msg = decode(d.body, expect=(RunSpec, RunResult))
-    except Exception:  # any undecodable body (even one that breaks the decoder) names no run
+    """The run a dead letter names, or None when the body names no run (garbage, a run event).
+    A body refused for one bad field (a NaN, a negative count) still names its run: that run
+    will never have this result, so it is named by its ids and cell alone."""
+    named = _named_run(d.body)
+    if named is None:
         return None
-    what = "its run spec" if isinstance(msg, RunSpec) else "its result"
-    return RunFailure(msg.run_id, msg.campaign_id, msg.cell, f"{what} was dead-lettered: {dead_letter_reason(d.headers)}")
+    what, run_id, campaign_id, cell = named
+    return RunFailure(run_id, campaign_id, cell, f"{what} was dead-lettered: {dead_letter_reason(d.headers)}")
+
+
+def _named_run(body: bytes) -> tuple[str, str, str, Cell] | None:
+    try:
+        msg = decode(body, expect=(RunSpec, RunResult))
+        return ("its run spec" if isinstance(msg, RunSpec) else "its result"), msg.run_id, msg.campaign_id, msg.cell
+    except Exception:  # any undecodable body (even one that breaks the decoder): look closer below
+        pass
+    try:
+        doc = json.loads(body)
+        what = {RUN_SCHEMA: "its run spec", RESULT_SCHEMA: "its result"}[doc["schema"]]
+        run_id, campaign_id = doc["run_id"], doc["campaign_id"]
+        if not isinstance(run_id, str) or not isinstance(campaign_id, str):
+            return None
+        return what, run_id, campaign_id, Cell.model_validate(doc["cell"])
+    except Exception:  # not JSON, too deep, no such fields, not a cell: it names no run
+        return None
 
 
 class Finaliser:

@@ -53,6 +53,24 @@ def test_a_run_spec_dead_lettered_by_the_queue_fails_its_run(broker):
                                      "(a consumer crashing on it)")
 
 
+def test_a_result_refused_for_one_bad_field_still_fails_its_run(broker):
+    """A result that does not decode (a count that is not a number) but names its run and cell:
+    the run will never have it, so it fails with the reason."""
+    import json
+
+    db = FakeDb()
+    run = planned(db)[0]
+    doc = json.loads(result(run).encode())
+    doc["totals"]["reads"] = "lots"
+    with broker.bus("collector") as bus:
+        bus.declare(("default",))
+        bus.dead_letter(json.dumps(doc).encode(), "undecodable result message: totals.reads: not a number",
+                        bus.names.results)
+    with collecting(broker, db):
+        wait_until(lambda: run.run_id in db.failed, "the run of the refused result to fail")
+    assert db.failed[run.run_id] == "its result was dead-lettered: undecodable result message: totals.reads: not a number"
+
+
 def test_dead_letters_that_name_no_run_of_theirs_fail_nothing(broker):
     """Garbage, a run event, a result for an unknown run and one naming a real run with another
     cell are read and acked, and fail no run."""
