@@ -31,10 +31,11 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.prometheus import CollectorMetrics
     from services.common.bus import Role, rabbit_factory
     from services.common.discovery import announced
+    from services.common.run_finality import RunStore
 
     metrics = CollectorMetrics()
     pools = tuple(p for p in args.pools.split(",") if p)
-    c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
+    c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: RunStore(settings).open(), pools=pools,
                   metrics=metrics, reap_grace_s=settings.reap_grace_s)
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())

@@ -9,6 +9,7 @@ use these; they go through the Store's connection and its error handling.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
 from services.common.durations import parse_duration
@@ -75,3 +76,13 @@ def failed_runs(store: Store, campaign_id: str) -> list[FailedRun]:
     """The failed runs of a campaign with their reasons, in plan order."""
     return [FailedRun(r[0], r[1]) for r in store._rows(
         "SELECT run_id, error FROM runs WHERE campaign_id=%s AND state='failed' ORDER BY seq", (campaign_id,))]
+
+
+class RunStore(Store):
+    """The results store with the finaliser's writes as methods (the collector opens this one)."""
+
+    def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
+        return fail_run(self, run_id, campaign_id, reason, time.time(), cell)
+
+    def overdue_runs(self, now: float, grace_s: float) -> list[OverdueRun]:
+        return overdue_runs(self, now, grace_s)

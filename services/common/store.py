@@ -10,7 +10,7 @@ import hashlib
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import mysql.connector
 from pydantic import ValidationError
@@ -22,10 +22,6 @@ from services.common.messages import RunEvent, RunResult, RunSpec
 from services.common.results import COLUMNS, HistoryEntry, ResultRow
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
-
-if TYPE_CHECKING:
-    from services.common.messages import Cell
-    from services.common.run_finality import OverdueRun
 
 log = logs.get(__name__)
 
@@ -259,18 +255,6 @@ class Store:
                           (state, campaign_id))
         else:
             self._execute("UPDATE campaigns SET state='running' WHERE campaign_id=%s AND state='submitted'", (campaign_id,))
-
-    def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: "Cell | None" = None) -> bool:
-        """Mark a run failed with ``reason`` unless it is final (services/common/run_finality.py)."""
-        from services.common import run_finality
-
-        return run_finality.fail_run(self, run_id, campaign_id, reason, time.time(), cell)
-
-    def overdue_runs(self, now: float, grace_s: float) -> "list[OverdueRun]":
-        """Runs still running ``grace_s`` after their warm-up and duration (run_finality.py)."""
-        from services.common import run_finality
-
-        return run_finality.overdue_runs(self, now, grace_s)
 
     def results(self, campaign_id: str) -> list[ResultRow]:
         """The columns of every result of a campaign (no whole results: see ``stored_results``)."""
