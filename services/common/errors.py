@@ -9,7 +9,8 @@ BenchfleetError
  ├── ConnectError        a service we need is away or refused us (exit 3)
  │    ├── BusError       RabbitMQ
  │    └── StoreError     the results DB
- │         └── StoreUnavailable  the results DB is away (not: it refused this write)
+ │         ├── StoreUnavailable  the results DB is away (not: it refused this write)
+ │         └── StoreRefused      the results DB refuses this write (the message is to blame)
  └── RunError            a run could not be measured (the run fails with the message)
       ├── TargetError    a target that cannot be used as given (names the spec field)
       │    └── BinaryNotFound  a managed target's server binary is not on this host
@@ -105,6 +106,12 @@ class StoreError(ConnectError):
 class StoreUnavailable(StoreError):
     """The results DB is away (connection lost, refused, no database): wait and retry, never
     blame the message being stored."""
+
+
+class StoreRefused(StoreError):
+    """The results DB refuses this write for a reason of the message's own (a run that was
+    never planned, a cell that differs from the run's, a value the DB rejects, a result too big
+    for its packet limit): trying again cannot help, so the message is dead-lettered."""
 
 
 # -- runs ---------------------------------------------------------------------------------------

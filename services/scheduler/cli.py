@@ -17,6 +17,7 @@ from services.common.config import (
     add_settings_flags,
 )
 from services.common.durations import format_duration
+from services.common.errors import StoreUnavailable
 from services.common.spec import CampaignSpec
 from services.common.specfile import load_spec_source
 from services.common.store import Store
@@ -134,10 +135,20 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     tty = sys.stderr.isatty()
     last_line = ""
     last_print = 0.0
+    away = False
     try:
         with Store(settings) as store:
             while True:
-                p = _progress(store, campaign_id, total, started, planned)
+                try:
+                    p = _progress(store, campaign_id, total, started, planned)
+                except StoreUnavailable as e:
+                    # The results DB restarting is no reason to stop following the campaign.
+                    if not away:
+                        print(f"\nresults DB away ({e}); still waiting", file=sys.stderr, flush=True)
+                    away = True
+                    time.sleep(args.poll)
+                    continue
+                away = False
                 line = render(p)
                 if tty:
                     print("\r" + line.ljust(len(last_line)), end="", file=sys.stderr, flush=True)

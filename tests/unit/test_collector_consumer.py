@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 
 from services.collector.consumer import Collector
-from services.common.errors import StoreError, StoreUnavailable
+from services.common.errors import StoreError, StoreRefused, StoreUnavailable
 from services.common.messages import RunEvent, RunResult
 from services.common.stub_bus import StubBroker
 
@@ -69,7 +69,7 @@ class FakeDb:
             raise StoreError("results DB: 2006 MySQL server has gone away")
         self.gone = False
         if run_id in self.refuse:
-            raise StoreError("results DB: 1406 Data too long for column 'error' at row 1")
+            raise StoreRefused("results DB: 1406 Data too long for column 'error' at row 1")
 
 
 @pytest.fixture
