@@ -313,7 +313,7 @@ def decode(body: bytes | str, expect: tuple[type[BaseModel], ...] | None = None)
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
-        raise DecodeError(field, err["msg"]) from e
+        raise DecodeError(field, err["msg"].removeprefix("Value error, ")) from e
     except (TypeError, ArithmeticError, RecursionError) as e:  # a validator tripped by a hostile value
         raise DecodeError("", f"cannot decode: {type(e).__name__}: {e}") from e
 

@@ -191,12 +191,12 @@ class Store:
                 error = str(e)
             except mysql.connector.Error as e:
                 error = f"results DB: {e.errno} {e.msg}"
-                if e.errno in RECONNECT_ON or e.errno == ER_NET_PACKET_TOO_LARGE or e.errno is None:
+                if _lost(e) or e.errno == ER_NET_PACKET_TOO_LARGE:
                     _close(self._conn)
                     self._conn = None
                 if _refused(e):
                     raise StoreRefused(error) from None
-                if e.errno not in RECONNECT_ON and e.errno not in RETRY_ON and e.errno is not None:
+                if not _away(e):
                     raise StoreError(error) from None
             except (OverflowError, ValueError) as e:
                 # A parameter the client library cannot convert: the value is wrong, not the DB.
@@ -423,9 +423,15 @@ class Store:
         return int(self._rows("SELECT COUNT(*) FROM results WHERE run_id=%s", (run_id,))[0][0])
 
 
+def _lost(e: mysql.connector.Error) -> bool:
+    """Whether a MySQL error means this connection is gone (the client library says so with no
+    code, or -1: "MySQL Connection not available", once the server closed it after wait_timeout)."""
+    return e.errno is None or e.errno < 0 or e.errno in RECONNECT_ON
+
+
 def _away(e: mysql.connector.Error) -> bool:
     """Whether a MySQL error means the DB is away or busy for now (not: refuses this write)."""
-    return e.errno is None or e.errno in RECONNECT_ON or e.errno in RETRY_ON
+    return _lost(e) or e.errno in RETRY_ON
 
 
 def _refused(e: mysql.connector.Error) -> bool:

@@ -31,9 +31,10 @@ def judge(result: RunResult, ignore_errors: ignore.IgnoreErrors = ignore.DEFAULT
     return result.model_copy(update={"status": "failed", "error": error, "error_code": code})
 
 
-def fit_for_the_bus(result: RunResult, limit: int = MAX_BODY_BYTES) -> RunResult:
-    """``result`` when its message fits ``limit`` bytes; else the run failed, saying so, with
-    its totals and percentiles but without the per-second series and histograms."""
+def fit_for_the_bus(result: RunResult, limit: int | None = None) -> RunResult:
+    """``result`` when its message fits ``limit`` bytes (MAX_BODY_BYTES); else the run failed,
+    saying so, with its totals and percentiles but without the per-second series and histograms."""
+    limit = MAX_BODY_BYTES if limit is None else limit
     size = len(result.encode())
     if size <= limit:
         return result
