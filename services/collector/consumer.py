@@ -1,8 +1,14 @@
 """The collector's consumer: results and run events from the bus into the results DB.
 
 A message is acked only after it is stored, so a collector that stops or loses its DB leaves
-the rest waiting in the durable queue; storing is an upsert by run id, so redeliveries are
-harmless. The consumer sees the broker through the Broker interface and the results DB through
+the rest waiting in RabbitMQ; storing is an upsert by run id, so redeliveries are harmless.
+While the results DB is away the collector holds what it was delivered (unacked, so still the
+broker's) and takes nothing more, tries the DB again with backoff, and stores the held messages
+in order once it answers: an outage costs no message a delivery attempt, and nothing is
+dead-lettered for it. A message is dead-lettered, with the reason, only for a fault of its own:
+it does not decode, or the DB refuses it (StoreRefused).
+
+The consumer sees the broker through the Broker interface and the results DB through
 ResultStore, so its decisions are unit-tested with an in-memory bus and a fake store.
 """
 
@@ -16,7 +22,7 @@ from services.collector.finality import Finaliser, FinalityStore
 from services.collector.prometheus import CollectorMetrics
 from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
-from services.common.errors import BusError, DecodeError, StoreError, StoreUnavailable
+from services.common.errors import BusError, DecodeError, StoreError, StoreRefused, StoreUnavailable
 from services.common.messages import RunEvent, RunResult, decode
 
 if TYPE_CHECKING:
@@ -28,22 +34,27 @@ log = logs.get(__name__)
 PREFETCH = 32
 #: Seconds between queue-depth exports.
 QUEUE_DEPTH_EVERY_S = 5.0
+#: Seconds between checks that an idle results DB still answers, so the gauge and the log tell
+#: of an outage before a result meets it.
+DB_CHECK_EVERY_S = 5.0
 #: First pause before reconnecting after losing the broker or the results DB; doubles up to 30 s.
 BACKOFF_S = 1.0
+BACKOFF_CAP_S = 30.0
 
 
 class ResultStore(FinalityStore, Protocol):
-    """What the collector needs of the results DB (services.common.store.Store is one)."""
+    """What the collector needs of the results DB (services.common.store.Store is one). Writes
+    raise StoreRefused when the message is to blame, another StoreError when the DB is."""
 
     def mark_running(self, event: RunEvent) -> None: ...
 
     def store_result(self, result: RunResult) -> None: ...
 
     def reachable(self) -> bool:
-        """Whether the DB answers now (tells "DB away" from "DB refused this write")."""
+        """Whether the DB answers now."""
         ...
 
-    def recent_results(self, campaigns: int) -> "list[tuple[str, ResultRow]]": ...
+    def recent_results(self, campaigns: int) -> "list[ResultRow]": ...
 
     def close(self) -> None: ...
 
@@ -53,82 +64,186 @@ class Collector:
 
     def __init__(self, *, connect: BusFactory, open_store: Callable[[], ResultStore], pools: tuple[str, ...] = (),
                  metrics: CollectorMetrics | None = None, backoff_s: float = BACKOFF_S,
-                 reap_grace_s: float = 900.0):
+                 db_check_every_s: float = DB_CHECK_EVERY_S, reap_grace_s: float = 900.0):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
         self.open_store = open_store
         self.pools = pools
         self.metrics = metrics or CollectorMetrics()
         self.backoff_s = backoff_s
+        self.db_check_every_s = db_check_every_s
         self._next_depth_check = 0.0
+        self._next_db_check = 0.0
         self.stopping = threading.Event()
         self.stored = 0
         #: Gives the runs of dead letters, and runs whose worker vanished, their final state.
         self.finaliser = Finaliser(grace_s=reap_grace_s)
         self._restored = False
+        self._store: ResultStore | None = None
+        #: Deliveries taken while the results DB was away, oldest first; unacked, so a lost
+        #: broker connection gives them back to the queue.
+        self._held: list[Delivery] = []
+        #: When the current outage of the results DB began (None: the DB answers).
+        self._down_since: float | None = None
+        self._db_delay = backoff_s
+        self._db_retry_at = 0.0
 
     def stop(self) -> None:
         self.stopping.set()
 
     def run_forever(self) -> None:
         delay = self.backoff_s
-        while not self.stopping.is_set():
-            bus = self.connect("benchfleet collector")
-            store: ResultStore | None = None
-            try:
-                store = self.open_store()
-                if not self._restored:
-                    self.metrics.restore(store.recent_results(self.metrics.max_campaigns))
-                    self._restored = True
-                bus.connect()
-                bus.declare(self.pools)
-                delay = self.backoff_s
-                log.info("collector_consuming", queue=bus.names.results)
-                opened = store
-                bus.consume(bus.names.results, PREFETCH, lambda d: self._on_message(bus, opened, d), self.stopping.is_set,
-                            on_tick=lambda: self._tick(bus, opened))
-            except (BusError, StoreError) as e:
-                # The unacked results go back to the queue when the bus closes; they wait there.
-                log.warning("collector_connection_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
-                self.stopping.wait(delay)
-                delay = min(delay * 2, 30.0)
-            finally:
-                bus.close()
-                if store is not None:
-                    store.close()
+        try:
+            while not self.stopping.is_set():
+                bus = self.connect("benchfleet collector")
+                try:
+                    if self._store is None:
+                        self._open_store()
+                        self._db_back()
+                    bus.connect()
+                    bus.declare(self.pools)
+                    delay = self.backoff_s
+                    log.info("collector_consuming", queue=bus.names.results)
+                    bus.consume(bus.names.results, PREFETCH, lambda d: self._on_message(bus, d), self.stopping.is_set,
+                                on_tick=lambda: self._tick(bus))
+                except StoreError as e:
+                    # The DB is away before anything was taken: wait, then try it again.
+                    self._db_away(e)
+                    self.stopping.wait(self._db_delay)
+                except BusError as e:
+                    # Unacked (and held) results go back to the queue when the bus closes.
+                    log.warning("collector_connection_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
+                    self._held.clear()
+                    self.stopping.wait(delay)
+                    delay = min(delay * 2, BACKOFF_CAP_S)
+                finally:
+                    bus.close()
+                    self._held.clear()
+        finally:
+            self._close_store()
 
-    def _on_message(self, bus: Broker, store: ResultStore, d: Delivery) -> None:
+    # -- the results DB's state -------------------------------------------------------------
+    def _open_store(self) -> None:
+        store = self.open_store()
+        try:
+            if not self._restored:
+                self.metrics.restore(store.recent_results(self.metrics.max_campaigns))
+                self._restored = True
+        except BaseException:
+            store.close()
+            raise
+        self._store = store
+        self._next_db_check = time.monotonic() + self.db_check_every_s
+
+    def _db_back(self) -> None:
+        """The results DB took a write again (or answers with nothing to write): logged once."""
+        if self._down_since is not None:
+            log.info("results_db_available", down_s=round(time.time() - self._down_since, 1), held=len(self._held))
+            self._down_since = None
+        self._db_delay = self.backoff_s
+        self.metrics.results_db_up(True)
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def _db_away(self, e: Exception) -> None:
+        """The results DB went away (or is still away): logged once per outage, retried with backoff."""
+        self._close_store()
+        if self._down_since is None:
+            self._down_since = time.time()
+            self._db_delay = self.backoff_s
+            log.warning("results_db_unavailable", error=f"{type(e).__name__}: {e}", held=len(self._held),
+                        retry_in_s=self._db_delay)
+        else:
+            self._db_delay = min(self._db_delay * 2, BACKOFF_CAP_S)
+            log.debug("results_db_still_unavailable", error=str(e), retry_in_s=self._db_delay)
+        self._db_retry_at = time.monotonic() + self._db_delay
+        self.metrics.results_db_up(False)
+
+    def _tick(self, bus: Broker) -> None:
+        now = time.monotonic()
+        if self._down_since is not None:
+            if now >= self._db_retry_at:
+                self._retry_held(bus)
+        elif now >= self._next_db_check and self._store is not None:
+            self._next_db_check = now + self.db_check_every_s
+            if not self._store.reachable():
+                self._db_away(StoreUnavailable("the results DB does not answer"))
+        self._queue_depths(bus)
+        if self._down_since is None and self._store is not None:
+            try:
+                self.finaliser.tick(bus, self._store)
+            except StoreError as e:  # the dead letter stays unacked: it comes back with the DB
+                self._db_away(e)
+
+    def _retry_held(self, bus: Broker) -> None:
+        """Try the DB again; once it answers, store the held deliveries in the order they came."""
+        try:
+            self._open_store()
+        except StoreError as e:
+            self._db_away(e)
+            return
+        if not self._held:
+            self._db_back()
+        while self._held:
+            if not self._handle(bus, self._held[0]):
+                return  # away again (_handle said so); the rest stay held
+            self._held.pop(0)
+            self._db_back()
+
+    # -- messages ---------------------------------------------------------------------------
+    def _on_message(self, bus: Broker, d: Delivery) -> None:
+        if self._down_since is not None or self._held:
+            self._held.append(d)  # the DB is away: keep it, in order, until the DB is back
+            return
+        if not self._handle(bus, d):
+            self._held.append(d)
+
+    def _handle(self, bus: Broker, d: Delivery) -> bool:
+        """Store one delivery and ack it, or dead-letter it for a fault of its own; False (and
+        nothing acked) when the results DB is away."""
         try:
             msg = decode(d.body, expect=(RunResult, RunEvent))
         except DecodeError as e:
-            log.error("result_message_undecodable", reason=str(e))
-            bus.dead_letter(d.body, f"undecodable result message: {e}", bus.names.results)
-            bus.ack(d.delivery_tag)
-            return
+            self._park(bus, d, "result_message_undecodable", f"undecodable result message: {e}")
+            return True
         try:
+            if self._store is None:
+                raise StoreUnavailable("not connected to the results DB")
             if isinstance(msg, RunEvent):
-                store.mark_running(msg)
+                self._store.mark_running(msg)
             else:
-                store.store_result(msg)
+                self._store.store_result(msg)
+        except StoreRefused as e:
+            # The DB is up but refuses this message: retrying forever would wedge every result
+            # behind it, so park it with the reason.
+            self._park(bus, d, "result_not_storable", f"cannot store message: {e}")
+            return True
         except StoreError as e:
-            if isinstance(e, StoreUnavailable) or not store.reachable():
-                raise  # the DB is away: stop consuming and reconnect; the message waits in the queue
-            # The DB is up but refuses this message (a value too long ...): retrying forever
-            # would wedge every result behind it, so park it with the reason.
-            log.error("result_not_storable", reason=str(e))
-            bus.dead_letter(d.body, f"cannot store message: {e}", bus.names.results)
-            bus.ack(d.delivery_tag)
-            return
-        if not isinstance(msg, RunEvent):
+            self._db_away(e)
+            return False
+        except Exception as e:  # a bug met on this message must neither stop the collector nor loop on it
+            log.exception("result_handling_failed", run_id=getattr(msg, "run_id", None))
+            self._park(bus, d, "result_handling_failed", f"cannot handle message: {type(e).__name__}: {e}")
+            return True
+        bus.ack(d.delivery_tag)
+        if isinstance(msg, RunResult):
             self.stored += 1
-            self.metrics.observe_result(msg)  # counts it as stored too
+            try:
+                self.metrics.observe_result(msg)  # counts it as stored too
+            except Exception:  # stored and acked: a metrics bug must not stop the collector
+                log.exception("result_metrics_failed", run_id=msg.run_id)
             log.info("result_stored", campaign_id=msg.campaign_id, run_id=msg.run_id, status=msg.status,
                      qps=round(msg.qps, 1))
-        bus.ack(d.delivery_tag)
+        return True
 
-    def _tick(self, bus: Broker, store: ResultStore) -> None:
-        self._queue_depths(bus)
-        self.finaliser.tick(bus, store)
+    @staticmethod
+    def _park(bus: Broker, d: Delivery, event: str, reason: str) -> None:
+        log.error(event, reason=reason)
+        bus.dead_letter(d.body, reason, bus.names.results)
+        bus.ack(d.delivery_tag)
 
     def _queue_depths(self, bus: Broker) -> None:
         """Export queue depths every few seconds (a passive declare per queue)."""

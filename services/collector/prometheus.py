@@ -73,6 +73,9 @@ class CollectorMetrics(MetricsEndpoint):
                           "Seconds between a run's end and its result being stored, for the latest result.",
                           registry=self.registry)
         self._depth = Gauge("benchfleet_collector_queue_messages", "Messages waiting in a queue.", ["queue"], registry=self.registry)
+        self._db_up = Gauge("benchfleet_collector_results_db_up",
+                            "1 while the results DB answers; 0 while it is away and results wait in the queue.",
+                            registry=self.registry)
         self.registry.register(_CellCollector(self))
 
     def cell_finished(self, campaign_id: str, target: str, workload: str, threads: int,
@@ -118,6 +121,9 @@ class CollectorMetrics(MetricsEndpoint):
 
     def ingest_lag(self, seconds: float) -> None:
         self._lag.set(max(seconds, 0.0))
+
+    def results_db_up(self, up: bool) -> None:
+        self._db_up.set(1 if up else 0)
 
     def queue_depth(self, queue: str, n: int) -> None:
         self._depth.labels(queue).set(n)

@@ -10,6 +10,7 @@ BenchfleetError
  │    ├── BusError       RabbitMQ
  │    └── StoreError     the results DB
  │         ├── StoreUnavailable  the results DB is away (not: it refused this write)
+ │         ├── StoreRefused      the results DB refuses this write (the message is to blame)
  │         └── SubmitLockBusy    another submit held the submit lock too long
  └── RunError            a run could not be measured (the run fails with the message)
       ├── TargetError    a target that cannot be used as given (names the spec field)
@@ -108,8 +109,15 @@ class StoreUnavailable(StoreError):
     blame the message being stored."""
 
 
+class StoreRefused(StoreError):
+    """The results DB refuses this write for a reason of the message's own (a run that was
+    never planned, a cell that differs from the run's, a value the DB rejects, a result too big
+    for its packet limit): trying again cannot help, so the message is dead-lettered."""
+
+
 class SubmitLockBusy(StoreError):
     """Another submit held the submit lock in the results DB for too long: nothing was done."""
+
 
 # -- runs ---------------------------------------------------------------------------------------
 

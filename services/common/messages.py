@@ -7,14 +7,21 @@ Schema history (the ``schema`` field of each message):
 Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
 ``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects`` and
 ``latency.by_kind``.
+
+Bounds (no version change: no message a valid spec and an honest worker make is refused): a body
+of at most MAX_BODY_BYTES, JSON nested at most MAX_JSON_DEPTH levels, every number finite and every
+whole number within 64 bits, counts non-negative, and a run spec whose run id, cell, target and
+workload agree with each other.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from services.common.errors import DecodeError
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
@@ -22,6 +29,7 @@ from services.common.ignore_errors import IgnoreErrors
 from services.common.spec import (
     MAX_DURATION_S,
     MAX_RATE,
+    MAX_RUNS,
     MAX_THREADS,
     DataShape,
     ServerOptionValue,
@@ -34,10 +42,32 @@ EVENT_SCHEMA = "benchfleet.run-event/1"
 RESULT_SCHEMA = "benchfleet.result/1"
 #: The largest run seed: sysbench's --rand-seed is a C int, and its 0 means "seed from the clock".
 MAX_RUN_SEED = 2**31 - 1
+#: The largest body a consumer decodes. A 2-hour run's result is about 0.3 MB (six per-second
+#: series and the histograms); a worker refuses to send a bigger one (services/worker/verdict.py).
+MAX_BODY_BYTES = 32 * 2**20
+#: How deeply a message's JSON may nest: a result nests 5 levels, and json.loads would raise
+#: RecursionError (not ValueError) on a body nested a few thousand levels deep.
+MAX_JSON_DEPTH = 32
+#: Whole numbers anywhere in a message fit a signed 64-bit integer (the results DB's BIGINT), so
+#: storing never overflows and q/s never meets an int too big for a float.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+#: A count: non-negative, below 2^63.
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
+#: Seconds and milliseconds measured: non-negative (finite, as every float of a message).
+NonNegative = Annotated[float, Field(ge=0)]
+
+
+def run_id_of(campaign_id: str, cell: "Cell", repetition: int) -> str:
+    """The run id of a campaign's cell and repetition: deterministic, so a redelivered run
+    replaces its result instead of adding one."""
+    return f"{campaign_id}.{cell.target}.{cell.workload}.t{cell.threads}.r{repetition}"
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # No NaN or infinity in any float field: JSON has no such numbers, and SQL refuses them.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     def encode(self) -> bytes:
         return self.model_dump_json(exclude_none=True).encode()
@@ -46,8 +76,9 @@ class _Message(BaseModel):
 class Cell(_Message):
     """(target, workload, threads): the unit a comparison table compares."""
 
-    target: str
-    workload: str
+    #: The results DB's columns hold 64 characters (spec names are shorter still).
+    target: Annotated[str, Field(min_length=1, max_length=64)]
+    workload: Annotated[str, Field(min_length=1, max_length=64)]
     threads: Annotated[int, Field(gt=0, le=MAX_THREADS)]
 
 
@@ -55,13 +86,13 @@ class RunSpec(_Message):
     """One run for a worker: everything it needs, so workers share no state with the scheduler."""
 
     schema_: Literal["benchfleet.run/1"] = Field(RUN_SCHEMA, alias="schema")
-    run_id: str
-    campaign_id: str
+    run_id: Annotated[str, Field(max_length=255)]
+    campaign_id: Annotated[str, Field(max_length=128)]
     campaign_name: str
-    seq: int
-    total_runs: int
+    seq: Annotated[int, Field(ge=0, le=MAX_RUNS)]
+    total_runs: Annotated[int, Field(ge=1, le=MAX_RUNS)]
     cell: Cell
-    repetition: int
+    repetition: Annotated[int, Field(ge=1, le=MAX_RUNS)]
     target: Target
     workload: WorkloadSpec
     data: DataShape
@@ -80,6 +111,19 @@ class RunSpec(_Message):
     ignore_errors: IgnoreErrors | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _agrees_with_its_cell(self) -> "RunSpec":
+        # A worker measures ``target`` with ``workload`` and files the result under ``cell`` and
+        # ``run_id``: a spec where they disagree would store one target's numbers as another's.
+        if self.cell.target != self.target.name:
+            raise ValueError(f"cell.target: {self.cell.target!r} is not the run's target {self.target.name!r}")
+        if self.cell.workload != self.workload.key:
+            raise ValueError(f"cell.workload: {self.cell.workload!r} is not the run's workload {self.workload.key!r}")
+        expected = run_id_of(self.campaign_id, self.cell, self.repetition)
+        if self.run_id != expected:
+            raise ValueError(f"run_id: {self.run_id!r} is not the id of its campaign, cell and repetition ({expected!r})")
+        return self
 
     def encode(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
@@ -110,13 +154,13 @@ class RunEvent(_Message):
 class Totals(_Message):
     """Counts over the measured interval only (warm-up never counted)."""
 
-    transactions: int = 0
-    reads: int = 0
-    writes: int = 0
-    other: int = 0
-    errors: int = 0
-    ignored_errors: int = 0
-    reconnects: int = 0
+    transactions: Count = 0
+    reads: Count = 0
+    writes: Count = 0
+    other: Count = 0
+    errors: Count = 0
+    ignored_errors: Count = 0
+    reconnects: Count = 0
 
     @property
     def queries(self) -> int:
@@ -126,24 +170,24 @@ class Totals(_Message):
 class Series(_Message):
     """Per-second counts over the measured interval; index i is second i after warm-up."""
 
-    transactions: list[int] = Field(default_factory=list)
-    queries: list[int] = Field(default_factory=list)
-    errors: list[int] = Field(default_factory=list)
+    transactions: list[Count] = Field(default_factory=list)
+    queries: list[Count] = Field(default_factory=list)
+    errors: list[Count] = Field(default_factory=list)
     #: Open-loop runs only: transactions due but not started at the end of each second.
-    queue: list[int] = Field(default_factory=list)
+    queue: list[Count] = Field(default_factory=list)
     #: Errors of the ignore list (transactions restarted) and reconnects, per second, as
     #: sysbench's err/s and reconn/s; empty in results stored before they were recorded.
-    ignored_errors: list[int] = Field(default_factory=list)
-    reconnects: list[int] = Field(default_factory=list)
+    ignored_errors: list[Count] = Field(default_factory=list)
+    reconnects: list[Count] = Field(default_factory=list)
 
 
 class Latency(_Message):
     """Transaction latency in milliseconds, from the merged histogram."""
 
-    p50_ms: float = 0.0
-    p95_ms: float = 0.0
-    p99_ms: float = 0.0
-    max_ms: float = 0.0
+    p50_ms: NonNegative = 0.0
+    p95_ms: NonNegative = 0.0
+    p99_ms: NonNegative = 0.0
+    max_ms: NonNegative = 0.0
     histogram: dict[str, Any] = Field(default_factory=dict)
     #: Statement latency per kind (read, write, other), each with the fields above, when the
     #: campaign asked for it (spec ``latency_by_kind``).
@@ -173,9 +217,9 @@ class ServerReport(_Message):
     pid: int | None = None
     port: int | None = None
     #: SHOW GLOBAL STATUS over the measured interval: counter deltas, gauges at its end.
-    status_deltas: dict[str, int] = Field(default_factory=dict)
-    status_end: dict[str, int] = Field(default_factory=dict)
-    status_samples: int = 0
+    status_deltas: dict[str, Int64] = Field(default_factory=dict)
+    status_end: dict[str, Int64] = Field(default_factory=dict)
+    status_samples: Count = 0
     threads_running_peak: int | None = None
     status_error: str | None = None
     #: CPU seconds over the measured interval (server: from /proc, managed targets only).
@@ -189,22 +233,22 @@ class RunResult(_Message):
     """What one run measured. ``status`` is ok, failed (with ``error``) or cancelled."""
 
     schema_: Literal["benchfleet.result/1"] = Field(RESULT_SCHEMA, alias="schema")
-    run_id: str
-    campaign_id: str
+    run_id: Annotated[str, Field(max_length=255)]
+    campaign_id: Annotated[str, Field(max_length=128)]
     cell: Cell
-    repetition: int
+    repetition: Annotated[int, Field(ge=1, le=MAX_RUNS)]
     status: Literal["ok", "failed", "cancelled"]
     error: str | None = None
-    error_code: int | None = None
-    worker: str
-    host: str
-    attempt: int = 1
+    error_code: Int64 | None = None
+    worker: Annotated[str, Field(max_length=128)]
+    host: Annotated[str, Field(max_length=255)]
+    attempt: Annotated[int, Field(ge=1, le=MAX_RUNS)] = 1
     started_at: float
     ended_at: float
-    warmup_s: float = 0.0
-    measured_s: float = 0.0
+    warmup_s: NonNegative = 0.0
+    measured_s: NonNegative = 0.0
     totals: Totals = Totals()
-    errors_by_code: dict[str, int] = Field(default_factory=dict)
+    errors_by_code: dict[str, Count] = Field(default_factory=dict)
     series: Series = Series()
     latency: Latency = Latency()
     server: ServerReport = ServerReport()
@@ -219,6 +263,19 @@ class RunResult(_Message):
     def qps(self) -> float:
         return self.totals.queries / self.measured_s if self.measured_s > 0 else 0.0
 
+    def mismatch(self, campaign_id: str, cell: Cell, repetition: int) -> str | None:
+        """What of this result disagrees with the run it names (that run's campaign, cell and
+        repetition, as planned), or None: a result is stored only under the run it measured."""
+        if self.campaign_id != campaign_id:
+            return f"campaign_id: {self.campaign_id!r} is not the campaign of run {self.run_id!r} ({campaign_id!r})"
+        for name in ("target", "workload", "threads"):
+            if getattr(self.cell, name) != getattr(cell, name):
+                return (f"cell.{name}: {getattr(self.cell, name)!r} is not the {name} of run {self.run_id!r} "
+                        f"({getattr(cell, name)!r})")
+        if self.repetition != repetition:
+            return f"repetition: {self.repetition} is not the repetition of run {self.run_id!r} ({repetition})"
+        return None
+
     @property
     def tps(self) -> float:
         return self.totals.transactions / self.measured_s if self.measured_s > 0 else 0.0
@@ -230,17 +287,24 @@ _ADAPTERS = {k: TypeAdapter(v) for k, v in _BY_SCHEMA.items()}
 
 
 def decode(body: bytes | str, expect: tuple[type[BaseModel], ...] | None = None) -> Any:
-    """Decode a message by its ``schema``; raise DecodeError naming the wrong field."""
+    """Decode a message by its ``schema``; raise DecodeError naming the wrong field, whatever
+    the body holds (never RecursionError, OverflowError or a bare ValueError)."""
+    raw = body.encode() if isinstance(body, str) else body
+    if len(raw) > MAX_BODY_BYTES:
+        raise DecodeError("", f"body of {len(raw):,} bytes is above the {MAX_BODY_BYTES:,}-byte limit")
+    if _nested_deeper_than(raw, MAX_JSON_DEPTH):
+        raise DecodeError("", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        data = json.loads(body)
+        data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise DecodeError("", f"not JSON: {e}") from e
     if not isinstance(data, dict):
         raise DecodeError("", "not a JSON object")
+    _check_numbers(data, "")
     schema = data.get("schema")
     if schema not in _BY_SCHEMA:
         known = ", ".join(sorted(_BY_SCHEMA))
-        raise DecodeError("schema", f"unknown or missing schema {schema!r} (known: {known})")
+        raise DecodeError("schema", f"unknown or missing schema {_shown(schema)} (known: {known})")
     cls = _BY_SCHEMA[schema]
     if expect is not None and cls not in expect:
         raise DecodeError("schema", f"{schema} is not expected on this queue")
@@ -249,5 +313,45 @@ def decode(body: bytes | str, expect: tuple[type[BaseModel], ...] | None = None)
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
-        raise DecodeError(field, err["msg"]) from e
+        raise DecodeError(field, err["msg"].removeprefix("Value error, ")) from e
+    except (TypeError, ArithmeticError, RecursionError) as e:  # a validator tripped by a hostile value
+        raise DecodeError("", f"cannot decode: {type(e).__name__}: {e}") from e
 
+
+#: JSON strings (escapes included), removed before brackets are counted.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+def _nested_deeper_than(body: bytes, limit: int) -> bool:
+    """Whether brackets outside strings nest deeper than ``limit``: a scan, not a parse, that
+    stops at the first level too deep."""
+    depth = 0
+    for c in _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS):
+        if c in b"[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def _check_numbers(value: Any, path: str) -> None:
+    """Every float finite and every whole number within 64 bits, in typed fields and free-form
+    ones (histograms, server variables) alike; the error names where."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_numbers(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_numbers(v, f"{path}.{i}" if path else str(i))
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise DecodeError(path, f"{value} is not a finite number")
+    elif isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        raise DecodeError(path, f"{_shown(value)} is outside the 64-bit range")
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

@@ -50,8 +50,9 @@ def fail_run(store: Store, run_id: str, campaign_id: str, reason: str, now: floa
         sql += " AND target=%s AND workload=%s AND threads=%s"
         params += [cell.target, cell.workload, cell.threads]
     changed = bool(store._execute(sql, params).rowcount)
-    if changed:
-        store._finish_campaign_if_done(campaign_id)
+    # Even when nothing changed: a statement retried after a lost connection reports 0 rows
+    # although its first try failed the run, and the campaign must still be finished.
+    store._finish_campaign_if_done(campaign_id)
     return changed
 
 

@@ -5,6 +5,7 @@ History:
   2: index results_cell (target, workload, threads) for `collector history`.
   3: campaigns.idempotency_key: a second submit of the same spec (or key) is refused.
   4: campaigns.state VARCHAR(32) (finished_with_failures is 22 characters).
+  5: results.result_z: the whole result, zlib-compressed JSON (result_json is '' in new rows).
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     # 4: campaign states such as finished_with_failures did not fit VARCHAR(16).
     (4, ["ALTER TABLE campaigns MODIFY state VARCHAR(32) NOT NULL DEFAULT 'submitted'"]),
+    # 5: a long run's result as JSON outgrew the server's max_allowed_packet; compressed it fits
+    # five- to tenfold better.
+    (5, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS result_z LONGBLOB NULL"]),
 ]
 
 LATEST = MIGRATIONS[-1][0]

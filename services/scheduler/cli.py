@@ -17,7 +17,7 @@ from services.common.config import (
     add_settings_flags,
 )
 from services.common.durations import format_duration
-from services.common.errors import StoreError
+from services.common.errors import StoreUnavailable
 from services.common.run_finality import failed_runs
 from services.common.spec import CampaignSpec
 from services.common.specfile import load_spec_source
@@ -152,9 +152,9 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
                 if store is None:
                     store = Store(settings).open()
                 p = _progress(store, campaign_id, total, started, planned)
-            except StoreError as e:
+            except StoreUnavailable as e:
                 # Every run ends in a final state (the collector fails or reaps it), so waiting
-                # out a results-DB outage ends too.
+                # out a results-DB outage (a restart) ends too.
                 if store is not None:
                     store.close()
                     store = None

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
-from services.common.messages import MAX_RUN_SEED, Cell, RunSpec
+from services.common.messages import MAX_RUN_SEED, Cell, RunSpec, run_id_of
 from services.common.spec import CampaignSpec
 
 #: Seconds a run costs beyond warm-up and measurement (connect, spawn load processes,
@@ -32,8 +32,9 @@ def new_campaign_id(spec: CampaignSpec, now: float | None = None) -> str:
 
 
 def run_id(campaign_id: str, cell: Cell, repetition: int) -> str:
-    """Deterministic, so a redelivered run replaces its result instead of adding one."""
-    return f"{campaign_id}.{cell.target}.{cell.workload}.t{cell.threads}.r{repetition}"
+    """Deterministic, so a redelivered run replaces its result instead of adding one (the
+    formula is the message contract's, which checks it on every run spec)."""
+    return run_id_of(campaign_id, cell, repetition)
 
 
 def run_seed(spec_seed: int, workload: str, threads: int, repetition: int) -> int:

@@ -27,7 +27,7 @@ from services.worker.driver.contract import ProgressCallback
 from services.worker.metrics import WorkerMetrics
 from services.worker.runner import WorkerIdentity, execute
 from services.worker.target.managed import ServerManager
-from services.worker.verdict import judge
+from services.worker.verdict import fit_for_the_bus, judge
 
 log = logs.get(__name__)
 
@@ -211,6 +211,8 @@ class Worker:
             self._run_stop.wait(self.retry_pause_s * attempt)
             self._hand_back(bus, lambda: bus.nack(tag, requeue=True))
             return
+        # Measuring again would make as big a result: a too-big one is published failed at once.
+        result = fit_for_the_bus(result)
         self._on_own_bus(lambda pub: pub.publish_result(result.encode()), run.run_id)
         if decision is AfterRun.GIVE_UP:
             # Out of attempts: park the run spec with the reason, next to the failed result.

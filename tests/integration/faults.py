@@ -15,8 +15,12 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from services.common.config import Settings
 
 
 def rabbitmqctl(*args: str, timeout: float = 120) -> str:
@@ -106,10 +110,12 @@ class ThrowawayMariadb:
     """A mariadbd of our own (own datadir, port and socket under a temp dir), killable at will.
     Grant tables are skipped: it listens on 127.0.0.1 only and lives for one test."""
 
-    def __init__(self) -> None:
+    def __init__(self, *options: str) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="bf-target-"))
         self.port = free_port()
         self.socket = str(self.dir / "mysqld.sock")
+        #: Extra server options (``--wait-timeout=3``, ``--max-allowed-packet=64K`` ...).
+        self.options = options
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60) -> "ThrowawayMariadb":
@@ -123,7 +129,8 @@ class ThrowawayMariadb:
         self.proc = subprocess.Popen(
             ["mariadbd", "--no-defaults", f"--datadir={datadir}", f"--port={self.port}", f"--socket={self.socket}",
              "--bind-address=127.0.0.1", "--user=mysql", "--skip-grant-tables", "--skip-log-bin",
-             "--innodb-buffer-pool-size=32M", f"--pid-file={self.dir}/mysqld.pid", f"--log-error={self.dir}/error.log"],
+             "--innodb-buffer-pool-size=32M", f"--pid-file={self.dir}/mysqld.pid", f"--log-error={self.dir}/error.log",
+             *self.options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -133,6 +140,17 @@ class ThrowawayMariadb:
                 return self
             time.sleep(0.3)
         raise RuntimeError("throwaway mariadbd did not start listening")
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Killed (SIGKILL, as a crash), down for ``down_s`` seconds, and started again on the
+        same port with the same data."""
+        self.kill()
+        time.sleep(down_s)
+        self.start()
+
+    def settings(self, base: "Settings") -> "Settings":
+        """``base`` with this server as the results DB (as root: grant tables are skipped)."""
+        return replace(base, db_host="127.0.0.1", db_port=self.port, db_user="root", db_password="", db_socket="")
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

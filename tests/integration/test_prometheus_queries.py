@@ -38,7 +38,7 @@ CELLS = {"collapsing": (1000.0, 1200.0, 120.0), "dipping": (1000.0, 1200.0, 480.
 
 def live_run(target: str, threads: int) -> RunSpec:
     return RunSpec.model_validate({
-        "schema": "benchfleet.run/1", "run_id": f"{LIVE_CAMPAIGN}/{target}/oltp_read_only/{threads}/1",
+        "schema": "benchfleet.run/1", "run_id": f"{LIVE_CAMPAIGN}.{target}.oltp_read_only.t{threads}.r1",
         "campaign_id": LIVE_CAMPAIGN, "campaign_name": LIVE_CAMPAIGN, "seq": 1, "total_runs": 2,
         "cell": {"target": target, "workload": "oltp_read_only", "threads": threads}, "repetition": 1,
         "target": {"kind": "dsn", "name": target}, "workload": {"name": "oltp_read_only"}, "data": {},

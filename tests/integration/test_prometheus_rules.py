@@ -76,8 +76,8 @@ def test_alertmanager_config_is_valid():
     assert config["receivers"][0]["webhook_configs"][0]["url"].startswith("http")
 
 
-def run_spec(run_id: str = "c1/off/oltp_point_select/16/1", threads: int = 16, target: str = "off",
-             campaign: str = "c1") -> RunSpec:
+def run_spec(threads: int = 16, target: str = "off", campaign: str = "c1") -> RunSpec:
+    run_id = f"{campaign}.{target}.oltp_point_select.t{threads}.r1"
     return RunSpec.model_validate({
         "schema": "benchfleet.run/1", "run_id": run_id, "campaign_id": campaign, "campaign_name": campaign,
         "seq": 1, "total_runs": 4, "cell": {"target": target, "workload": "oltp_point_select", "threads": threads},
@@ -99,7 +99,7 @@ def snapshot(second: int, tx: int, latency: Histogram | None = None, **counts) -
 
 def fed_worker() -> WorkerMetrics:
     m = WorkerMetrics("w1")
-    busy, done = run_spec(), run_spec("c1/off/oltp_point_select/32/1", threads=32)
+    busy, done = run_spec(), run_spec(threads=32)
     for run in (busy, done):
         m.run_started(run)
     h = Histogram()
@@ -116,6 +116,7 @@ def fed_collector() -> CollectorMetrics:
     m.cell_finished("c1", "off", "oltp_point_select", 32, [200.0], [20.0])
     m.observe_result(result(run_spec(), 1000), now=101.0)
     m.queue_depth("benchfleet.runs.default", 3)
+    m.results_db_up(True)
     return m
 
 

@@ -57,7 +57,7 @@ def test_runner_dispatches_driver_sysbench_and_fails_clearly_without_it(params, 
                        password_env="BF_TEST_SB_PW", database=DB)
     monkeypatch.setenv("BF_TEST_SB_PW", params["password"])
     monkeypatch.setenv("BENCHFLEET_TARGET_PASSWORD_ENV", "BF_TEST_SB_PW")  # the worker operator allows it
-    run = RunSpec(run_id="r1", campaign_id="c1", campaign_name="c", seq=1, total_runs=1,
+    run = RunSpec(run_id="c1.local.oltp_point_select.t1.r1", campaign_id="c1", campaign_name="c", seq=1, total_runs=1,
                   cell=Cell(target="local", workload="oltp_point_select", threads=1), repetition=1, target=target,
                   workload=WorkloadSpec(name="oltp_point_select"), data=SHAPE, driver="sysbench", duration=1.0,
                   warmup=0.0, seed=3, published_at=time.time())

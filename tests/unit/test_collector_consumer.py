@@ -8,19 +8,22 @@ import threading
 from typing import Iterator
 
 import pytest
+from structlog.testing import capture_logs
 
 from services.collector.consumer import Collector
-from services.common.errors import StoreError, StoreUnavailable
+from services.common.errors import StoreError, StoreRefused, StoreUnavailable
 from services.common.messages import Cell, RunEvent, RunResult, RunSpec
 from services.common.stub_bus import StubBroker
 
 from tests.unit.consumer_fixtures import result, runs, wait_until
+from tests.unit.poison import result_bodies
 
 
 class FakeStore:
     """The results DB as the collector sees it: results by run id (an upsert, like the real
-    one), runs marked running; it refuses the run ids in ``refuse`` (a value the DB rejects)
-    and is away for the next ``away`` writes."""
+    one), runs marked running; like the real store it refuses a result whose run was not planned
+    or differs from it (when ``planned`` is given), and results of the run ids in ``refuse`` (a
+    value the DB rejects); it is away for the next ``away`` writes and while ``down`` is set."""
 
     def __init__(self, db: "FakeDb"):
         self.db = db
@@ -31,10 +34,19 @@ class FakeStore:
 
     def store_result(self, result: RunResult) -> None:
         self.db.write(result.run_id)
+        if self.db.planned is not None:
+            run = self.db.planned.get(result.run_id)
+            if run is None:
+                raise StoreRefused(f"run_id: no run {result.run_id!r} was planned in the results DB")
+            if (problem := result.mismatch(run.campaign_id, run.cell, run.repetition)) is not None:
+                raise StoreRefused(problem)
+        if result.run_id in self.db.crash:
+            raise RuntimeError("a bug met on this result")
         self.db.results[result.run_id] = result
+        self.db.order.append(result.run_id)
 
     def reachable(self) -> bool:
-        return not self.db.gone
+        return not self.db.gone and not self.db.down.is_set()
 
     def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
         run = self.db.runs.get(run_id)
@@ -56,8 +68,11 @@ class FakeStore:
 
 
 class FakeDb:
-    def __init__(self, *, refuse: set[str] = frozenset(), away: int = 0, unavailable: bool = False):
+    def __init__(self, *, refuse: set[str] = frozenset(), away: int = 0, unavailable: bool = False,
+                 planned: list[RunSpec] | None = None, crash: set[str] = frozenset()):
         self.results: dict[str, RunResult] = {}
+        #: Run ids in the order their results were stored (again on a redelivery).
+        self.order: list[str] = []
         self.running: list[str] = []
         #: The planned runs (fail_run fails only these), the failed ones with their reasons,
         #: and what overdue_runs answers.
@@ -65,17 +80,25 @@ class FakeDb:
         self.failed: dict[str, str] = {}
         self.overdue: list = []
         self.refuse = set(refuse)
+        self.crash = set(crash)
+        self.planned = None if planned is None else {r.run_id: r for r in planned}
         self.away = away
         self.unavailable = unavailable
         self.opened = self.closed = 0
         #: Whether the last write found the DB away (what reachable() answers).
         self.gone = False
+        #: The DB is down (connections refused) while set.
+        self.down = threading.Event()
 
     def open(self) -> FakeStore:
+        if self.down.is_set():
+            raise StoreUnavailable("cannot connect to the results DB at db:3306: 2003 Can't connect")
         self.opened += 1
         return FakeStore(self)
 
     def write(self, run_id: str | None = None) -> None:
+        if self.down.is_set():
+            raise StoreUnavailable("results DB: 2013 Lost connection to MySQL server during query")
         if self.away:
             self.away -= 1
             if self.unavailable:
@@ -86,7 +109,7 @@ class FakeDb:
             raise StoreError("results DB: 2006 MySQL server has gone away")
         self.gone = False
         if run_id in self.refuse:
-            raise StoreError("results DB: 1406 Data too long for column 'error' at row 1")
+            raise StoreRefused("results DB: 1406 Data too long for column 'error' at row 1")
 
 
 @pytest.fixture
@@ -95,8 +118,8 @@ def broker() -> StubBroker:
 
 
 @contextlib.contextmanager
-def collecting(broker: StubBroker, db: FakeDb, reap_grace_s: float = 900.0) -> Iterator[Collector]:
-    c = Collector(connect=broker.bus, open_store=db.open, pools=("default",), backoff_s=0.01, reap_grace_s=reap_grace_s)
+def collecting(broker: StubBroker, db: FakeDb, **kw) -> Iterator[Collector]:
+    c = Collector(connect=broker.bus, open_store=db.open, pools=("default",), backoff_s=0.01, **kw)
     t = threading.Thread(target=c.run_forever, daemon=True)
     t.start()
     try:
@@ -188,3 +211,98 @@ def test_queue_depths_are_exported(broker):
     text = c.metrics.scrape().decode()
     assert 'benchfleet_collector_queue_messages{queue="benchfleet.dead"} 1.0' in text
     assert 'benchfleet_collector_queue_messages{queue="benchfleet.results"} 0.0' in text
+
+
+def db_up(c: Collector) -> str:
+    """The value of the results-DB gauge the collector exports."""
+    line = next(x for x in c.metrics.scrape().decode().splitlines() if x.startswith("benchfleet_collector_results_db_up "))
+    return line.split()[1]
+
+
+def test_an_outage_holds_results_in_the_broker_logs_once_and_loses_nothing():
+    """The results DB goes down with results arriving: the collector stores none and
+    dead-letters none, keeps them unacked (returned to no queue: this broker would dead-letter
+    any return), exports the DB as down, logs the outage once; back up, it stores each result
+    once, in the order they came, logs the recovery once and exports the DB as up."""
+    broker = StubBroker(delivery_limit=0)
+    planned = runs()
+    db = FakeDb(planned=planned)
+    with capture_logs() as logged, collecting(broker, db) as c:
+        publish(broker, result(planned[0]).encode())
+        wait_until(lambda: planned[0].run_id in db.results and db_up(c) == "1.0", "the first result")
+        db.down.set()
+        publish(broker, *[result(r).encode() for r in planned[1:5]])
+        wait_until(lambda: db_up(c) == "0.0", "the gauge to show the outage")
+        wait_until(lambda: broker.unacked(broker.names.results) == 4, "four results held")
+        opened = db.opened
+        wait_until(lambda: sum(1 for e in logged if e["event"] == "results_db_still_unavailable") >= 3,
+                   "the collector to try the DB again")
+        assert list(db.results) == [planned[0].run_id]
+        db.down.clear()
+        wait_until(lambda: len(db.results) == 5, "the held results to be stored")
+        broker.join(broker.names.results)
+        assert db_up(c) == "1.0"
+    assert db.order == [r.run_id for r in planned[:5]], "each result once, in the order it came"
+    assert db.opened > opened, "the collector should have connected to the results DB again"
+    assert broker.messages(broker.names.dead) == []
+    events = [e["event"] for e in logged]
+    assert events.count("results_db_unavailable") == 1 and events.count("results_db_available") == 1, events
+
+
+def test_an_idle_collector_notices_the_db_going_and_coming_back(broker):
+    """With nothing to store, the collector still checks the results DB: the gauge drops to 0
+    while it is down and comes back to 1, with one log line each way."""
+    db = FakeDb()
+    with capture_logs() as logged, collecting(broker, db, db_check_every_s=0.01) as c:
+        wait_until(lambda: db_up(c) == "1.0", "the DB to be up")
+        db.down.set()
+        wait_until(lambda: db_up(c) == "0.0", "the gauge to show the outage")
+        db.down.clear()
+        wait_until(lambda: db_up(c) == "1.0", "the gauge to show the DB back")
+    events = [e["event"] for e in logged]
+    assert events.count("results_db_unavailable") == 1 and events.count("results_db_available") == 1, events
+
+
+def test_a_collector_started_while_the_db_is_down_waits_for_it(broker):
+    """Started with the results DB down, the collector takes nothing from the queue until the
+    DB answers, then stores what waited."""
+    run = runs()[0]
+    db = FakeDb()
+    db.down.set()
+    publish(broker, result(run).encode())
+    with collecting(broker, db) as c:
+        wait_until(lambda: db.opened == 0 and db_up(c) == "0.0", "the outage to be noticed")
+        assert broker.unacked() == 0 and len(broker.messages(broker.names.results)) == 1
+        db.down.clear()
+        wait_until(lambda: run.run_id in db.results, "the result to be stored")
+    assert broker.messages(broker.names.dead) == []
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in result_bodies(runs()[0], runs()[1])])
+def test_poison_results_are_dead_lettered_with_the_reason_and_nothing_stored(broker, name):
+    """Deep nesting, numbers beyond 64 bits or not finite, negative totals, a run that was never
+    planned and a result for another cell: each is parked with a reason naming the problem,
+    nothing of it is stored, and the good result behind it is."""
+    planned = runs()
+    _, body, reason = next(p for p in result_bodies(planned[0], planned[1]) if p[0] == name)
+    db = FakeDb(planned=planned)
+    publish(broker, body, result(planned[2]).encode())
+    with collecting(broker, db):
+        broker.join(broker.names.results)
+    parked = broker.messages(broker.names.dead)
+    assert len(parked) == 1 and parked[0].body == body
+    assert reason in parked[0].dead_letter_reason, parked[0].dead_letter_reason
+    assert list(db.results) == [planned[2].run_id]
+
+
+def test_a_result_that_trips_a_bug_is_dead_lettered_and_the_collector_goes_on(broker):
+    """An unexpected error while storing one result parks it with the error instead of killing
+    the collector or redelivering it for ever."""
+    bad, good = runs()[:2]
+    db = FakeDb(crash={bad.run_id})
+    publish(broker, result(bad).encode(), result(good).encode())
+    with collecting(broker, db):
+        broker.join(broker.names.results)
+    parked = broker.messages(broker.names.dead)
+    assert [d.dead_letter_reason for d in parked] == ["cannot handle message: RuntimeError: a bug met on this result"]
+    assert list(db.results) == [good.run_id]

@@ -63,3 +63,61 @@ def test_wrong_message_kind_for_a_queue():
     ev = RunEvent(run_id="r", campaign_id="c", state="running", worker="w", at=1.0)
     with pytest.raises(DecodeError, match="not expected"):
         decode(ev.encode(), expect=(RunSpec,))
+
+
+def test_poison_bodies_raise_decode_errors_naming_the_problem():
+    """Deep nesting (no RecursionError), numbers beyond 64 bits or not finite anywhere (free-form
+    fields too), negative counts and runs that disagree with themselves raise DecodeError."""
+    from tests.unit.consumer_fixtures import runs
+    from tests.unit.poison import result_bodies, run_bodies
+
+    planned = runs()
+    # Unknown runs and other cells need the results DB to tell: the store refuses those.
+    local = [p for p in result_bodies(planned[0], planned[1]) if p[0] not in ("unknown run id", "wrong cell")]
+    for name, body, reason in run_bodies(planned[0]) + local:
+        with pytest.raises(DecodeError) as info:
+            decode(body)
+        assert reason in str(info.value), (name, str(info.value))
+
+
+def test_a_body_above_the_size_limit_is_refused_unparsed(monkeypatch):
+    """A body bigger than MAX_BODY_BYTES is refused before it is parsed."""
+    import services.common.messages as messages
+
+    body = a_run().encode()
+    monkeypatch.setattr(messages, "MAX_BODY_BYTES", len(body) - 1)
+    with pytest.raises(DecodeError, match=f"body of {len(body):,} bytes is above the {len(body) - 1:,}-byte limit"):
+        decode(body)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    """A string full of brackets (and escaped quotes) nests nothing: such a result decodes."""
+    r = RunResult(run_id="r", campaign_id="c", cell=a_run().cell, repetition=1, status="failed", worker="w", host="h",
+                  started_at=0, ended_at=1, error='[' * 100 + '\\"{' * 100)
+    assert decode(r.encode()) == r
+
+
+def test_results_refuse_negative_counts_and_non_finite_numbers_when_built():
+    """The same bounds hold for a result built in Python (a worker's), not only for decoded ones."""
+    from pydantic import ValidationError
+
+    base = dict(run_id="r", campaign_id="c", cell=a_run().cell, repetition=1, status="ok", worker="w", host="h",
+                started_at=0, ended_at=10, measured_s=10)
+    with pytest.raises(ValidationError, match="totals.reads"):
+        RunResult(**base, totals={"reads": -1})
+    with pytest.raises(ValidationError, match="totals.reads"):
+        RunResult(**base, totals={"reads": 2**63})
+    with pytest.raises(ValidationError, match="finite"):
+        RunResult(**{**base, "measured_s": float("nan")})
+
+
+def test_mismatch_names_what_differs_from_the_planned_run():
+    """A result is compared with its run's campaign, cell and repetition; the first difference is named."""
+    run = a_run()
+    r = RunResult(run_id=run.run_id, campaign_id="c1", cell=run.cell, repetition=1, status="ok", worker="w", host="h",
+                  started_at=0, ended_at=1)
+    assert r.mismatch("c1", run.cell, 1) is None
+    assert r.mismatch("c2", run.cell, 1).startswith("campaign_id: 'c1' is not the campaign of run")
+    other = run.cell.model_copy(update={"threads": 8})
+    assert r.mismatch("c1", other, 1).startswith("cell.threads: 2 is not the threads of run")
+    assert r.mismatch("c1", run.cell, 2).startswith("repetition: 1 is not the repetition of run")

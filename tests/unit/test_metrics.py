@@ -14,11 +14,12 @@ from services.worker.driver.contract import Counts, Progress
 from services.worker.metrics import WorkerMetrics
 
 
-def run_spec(run_id: str = "c1/off/oltp_point_select/16/1", threads: int = 16, target: str = "off") -> RunSpec:
+def run_spec(repetition: int = 1, threads: int = 16, target: str = "off") -> RunSpec:
+    run_id = f"c1.{target}.oltp_point_select.t{threads}.r{repetition}"
     return RunSpec.model_validate({
         "schema": "benchfleet.run/1", "run_id": run_id, "campaign_id": "c1", "campaign_name": "c", "seq": 1,
         "total_runs": 4, "cell": {"target": target, "workload": "oltp_point_select", "threads": threads},
-        "repetition": 1, "target": {"kind": "dsn", "name": target}, "workload": {"name": "oltp_point_select"},
+        "repetition": repetition, "target": {"kind": "dsn", "name": target}, "workload": {"name": "oltp_point_select"},
         "data": {}, "duration": 10, "warmup": 2, "seed": 1, "published_at": 0})
 
 
@@ -104,7 +105,7 @@ def test_finished_runs_leave_no_series_behind():
     """After many runs only worker-level series remain, so cardinality stays bounded."""
     m = WorkerMetrics("w1")
     for n in range(20):
-        run = run_spec(f"c1/off/oltp_point_select/{n}/1", threads=n + 1)
+        run = run_spec(threads=n + 1)
         m.run_started(run)
         m.observe_progress(run, snapshot(1, 10))
         m.run_finished(run, result(run, 100))
@@ -133,7 +134,7 @@ def test_collector_observe_result_replaces_redelivered_repetitions():
     m, run = CollectorMetrics(), run_spec()
     m.observe_result(result(run, 1000), now=105.0)
     m.observe_result(result(run, 3000), now=106.0)
-    m.observe_result(result(run_spec("c1/off/oltp_point_select/16/2"), 1000), now=107.0)
+    m.observe_result(result(run_spec(repetition=2), 1000), now=107.0)
     text = m.scrape()
     assert value(text, "benchfleet_cell_queries_per_second") == (300 + 100) / 2
     assert value(text, "benchfleet_collector_results_stored_total") == 3

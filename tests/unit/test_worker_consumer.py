@@ -12,12 +12,13 @@ import pytest
 from services.common.broker import Delivery
 from services.common.config import Settings
 from services.common.control import ControlMessage
-from services.common.messages import RunEvent, RunResult, RunSpec
+from services.common.messages import RunEvent, RunResult, RunSpec, Series
 from services.common.stub_bus import StubBroker
 from services.worker.consumer import AfterRun, Worker, after_run
 from services.worker.runner import WorkerIdentity
 
 from tests.unit.consumer_fixtures import publish_runs, published, result, runs, wait_until
+from tests.unit.poison import run_bodies
 
 POOL = "default"
 
@@ -117,6 +118,46 @@ def test_undecodable_runs_are_dead_lettered_with_the_reason_and_the_worker_goes_
     assert "undecodable run message: not JSON" in parked[0].dead_letter_reason
     assert "benchfleet.run/2" in parked[1].dead_letter_reason
     assert fake.calls == [(good.run_id, 1)] and [r.run_id for r in results(broker)] == [good.run_id]
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in run_bodies(runs()[0])])
+def test_poison_runs_are_dead_lettered_unmeasured_and_the_worker_goes_on(broker, name):
+    """Deep nesting, numbers beyond 64 bits or not finite, a negative repetition, a run id that
+    is not its campaign's, cell and repetition's, and a cell naming another target: parked with
+    a reason naming the problem, never measured, and the good run behind it is."""
+    poison, good = runs()[0], runs()[1]
+    _, body, reason = next(p for p in run_bodies(poison) if p[0] == name)
+    with broker.bus("test") as bus:
+        bus.declare((POOL,))
+        bus.publish(bus.names.runs_exchange, POOL, body)
+        bus.publish(bus.names.runs_exchange, POOL, good.encode())
+    fake = FakeRuns()
+    with serving(worker(broker, fake)):
+        broker.join(broker.names.runs_queue(POOL))
+    parked = dead(broker)
+    assert len(parked) == 1 and parked[0].body == body
+    assert parked[0].dead_letter_reason.startswith("undecodable run message: ")
+    assert reason in parked[0].dead_letter_reason, parked[0].dead_letter_reason
+    assert fake.calls == [(good.run_id, 1)] and [r.run_id for r in results(broker)] == [good.run_id]
+    assert events(broker) == [e for e in events(broker) if e.run_id == good.run_id], "no run event for the poison"
+
+
+def test_a_result_too_big_for_a_message_is_published_failed_with_the_reason(broker, monkeypatch):
+    """A run whose result would exceed the message size limit is measured once and stored
+    failed, saying why, with its totals but without the series that made it big."""
+    from services.worker import verdict
+
+    run = runs()[0]
+    monkeypatch.setattr(verdict, "MAX_BODY_BYTES", 4000)
+    big = result(run).model_copy(update={"series": Series(transactions=list(range(2000)))})
+    publish_runs(broker, [run.encode()])
+    fake = FakeRuns()
+    with serving(worker(broker, lambda run, who, **kw: fake(run, who, **kw) and big)):
+        broker.join(broker.names.runs_queue(POOL))
+    [stored] = results(broker)
+    assert stored.status == "failed" and stored.series == Series() and stored.totals == big.totals
+    assert "above the 4,000 bytes a message may hold" in stored.error, stored.error
+    assert fake.calls == [(run.run_id, 1)], "measuring again would make as big a result"
 
 
 def test_a_finished_run_delivered_again_is_acked_without_measuring(broker):
