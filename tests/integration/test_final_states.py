@@ -4,6 +4,7 @@ whose result is dead-lettered fails with the reason, a run whose worker froze is
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -62,11 +63,11 @@ def test_a_run_whose_result_is_dead_lettered_fails_with_the_reason(fleet, tmp_pa
         deliveries = []
         wait_for(lambda: deliveries.append(bus.get(bus.names.runs_queue(fleet.pool))) or deliveries[-1], 60, "the run spec")
         run = decode(deliveries[-1].body, expect=(RunSpec,))
-        # A worker name longer than the results DB's column: MariaDB (strict) refuses the row.
-        bad = RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
-                        status="ok", worker="w" * 200, host="h", started_at=time.time() - 3, ended_at=time.time(),
-                        measured_s=3.0)
-        bus.publish_result(bad.encode())
+        # A worker name longer than the results DB's column: the collector refuses the result.
+        good = RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
+                         status="ok", worker="w", host="h", started_at=time.time() - 3, ended_at=time.time(),
+                         measured_s=3.0)
+        bus.publish_result(json.dumps({**json.loads(good.encode()), "worker": "w" * 200}).encode())
         bus.ack(deliveries[-1].delivery_tag)
     code, out, err = finished(waiting, fleet)
     assert code == 1, err + fleet.logs()
