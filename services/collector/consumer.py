@@ -190,8 +190,8 @@ class Collector:
         while self._held:
             if not self._handle(bus, self._held[0]):
                 return  # away again (_handle said so); the rest stay held
+            self._db_back()  # logs how many were held, this one included
             self._held.pop(0)
-            self._db_back()
 
     # -- messages ---------------------------------------------------------------------------
     def _on_message(self, bus: Broker, d: Delivery) -> None:

@@ -166,6 +166,11 @@ def campaign_live() -> dict[str, Any]:
         lay.place(timeseries("Queries per second by kind", [_prom(
             f"sum by (target, kind) (rate(benchfleet_worker_queries_total{{{sel}}}[$__rate_interval]))",
             "{{target}} {{kind}}")], "reqps"), 12, 7),
+        lay.place(timeseries("Stalled seconds", [_prom(
+            f"sum by ({by}) (increase(benchfleet_worker_stalled_seconds_total{{{sel}}}[$__rate_interval]))",
+            "{{target}} {{threads}}")], "s",
+            "Measured seconds in which no transaction completed; reports mark such runs with ~ and "
+            "BenchfleetTransactionStall fires past benchfleet:transaction_stall_seconds_threshold."), 24, 7),
     ]
     panels.append(_alerts_table(lay, ""))
     variables = [
@@ -227,6 +232,14 @@ LEFT JOIN (SELECT workload, threads, target, AVG(qps) AS qps
   ON b.workload = m.workload AND b.threads = m.threads AND b.target = c.baseline
 ORDER BY m.workload, m.threads, m.target
 """
+#: Every run of the campaign with its stalls and overrun (migration 7), marked runs first.
+QUALITY_SQL = """
+SELECT run_id, target, workload, threads, repetition, quality_flags, stalled_s, longest_stall_s,
+       ROUND(overrun_s, 1) AS overrun_s, ROUND(max_ms) AS max_ms, ROUND(qps) AS qps
+FROM results WHERE campaign_id = '$campaign' AND status = 'ok'
+ORDER BY quality_flags > '' DESC, stalled_s DESC, overrun_s DESC, workload, target, threads, repetition
+LIMIT 500
+"""
 CAMPAIGNS_SQL = """
 SELECT c.name, c.campaign_id, c.state, c.baseline, c.total_runs,
        (SELECT COUNT(*) FROM results r WHERE r.campaign_id = c.campaign_id) AS results,
@@ -242,6 +255,9 @@ def results() -> dict[str, Any]:
     panels = [
         lay.place(table("Comparison: mean q/s and ratio to the baseline", [_sql(RESULTS_SQL)], MYSQL,
                         "One row per cell and target; ratio_to_baseline is mean q/s over the baseline's."), 24, 14),
+        lay.place(table("Runs: stalls and overrun", [_sql(QUALITY_SQL)], MYSQL,
+                        "Runs with seconds without a completed transaction (stalled_s) or wall time past "
+                        "warm-up + duration (overrun_s) first; quality_flags is what reports mark with ~."), 24, 10),
         lay.place(table("Campaigns", [_sql(CAMPAIGNS_SQL)], MYSQL), 24, 8),
     ]
     variables = [_query_var("campaign", CAMPAIGN_VAR_SQL, MYSQL, multi=False)]

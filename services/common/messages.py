@@ -5,8 +5,10 @@ Schema history (the ``schema`` field of each message):
   benchfleet.run-event/1   a worker's "started"/"progress" note about a run
   benchfleet.result/1      what a run measured (or why it failed)
 Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
-``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects`` and
-``latency.by_kind``.
+``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects``,
+``latency.by_kind`` and ``quiesce``.
+Result ``quality`` (stalls and overrun, ``RunQuality``) carries its own ``version`` (history in
+its docstring); results without it were stored before runs were assessed.
 
 Bounds (no version change: no message a valid spec and an honest worker make is refused): a body
 of at most MAX_BODY_BYTES, JSON nested at most MAX_JSON_DEPTH levels, every number finite and every
@@ -42,8 +44,9 @@ EVENT_SCHEMA = "benchfleet.run-event/1"
 RESULT_SCHEMA = "benchfleet.result/1"
 #: The largest run seed: sysbench's --rand-seed is a C int, and its 0 means "seed from the clock".
 MAX_RUN_SEED = 2**31 - 1
-#: The largest body a consumer decodes. A 2-hour run's result is about 0.3 MB (six per-second
-#: series and the histograms); a worker refuses to send a bigger one (services/worker/verdict.py).
+#: The largest body a consumer decodes. A 2-hour run's result, five per-second series of 7,200
+#: counts and a histogram, is about 130 kB; a worker refuses to send a bigger one than this
+#: (services/worker/verdict.py).
 MAX_BODY_BYTES = 32 * 2**20
 #: How deeply a message's JSON may nest: a result nests 5 levels, and json.loads would raise
 #: RecursionError (not ValueError) on a body nested a few thousand levels deep.
@@ -229,6 +232,55 @@ class ServerReport(_Message):
     client_cpu_us_per_query: float | None = None
 
 
+QualityFlag = Literal["stall", "overrun"]
+QUALITY_VERSION = 1
+
+
+class RunQuality(_Message):
+    """Whether a run's numbers hide a stall: measured seconds with no completed transaction, and
+    wall time past the plan (warm-up + duration). ``flags`` is what reports mark; the rules are
+    in ``services.common.stalls``. History of ``version``: 1 = first version."""
+
+    version: Literal[1] = QUALITY_VERSION
+    #: Warm-up plus duration as the run spec planned them, and the wall time the run took.
+    planned_s: Annotated[float, Field(ge=0)]
+    wall_s: Annotated[float, Field(ge=0)]
+    #: Wall time past the plan (0 when the run ended on time or early).
+    overrun_s: Annotated[float, Field(ge=0)]
+    #: Whole measured seconds, within the planned duration, in which no transaction completed.
+    stalled_s: Annotated[int, Field(ge=0)] = 0
+    #: The longest run of consecutive such seconds, and the second (from 0, after warm-up) it began.
+    longest_stall_s: Annotated[int, Field(ge=0)] = 0
+    longest_stall_at_s: Annotated[int, Field(ge=0)] | None = None
+    #: False when an empty second says nothing (an open-loop rate too low to expect a
+    #: transaction every second): stalled_s is then 0 by rule, not by measurement.
+    stalls_checked: bool = True
+    flags: list[QualityFlag] = Field(default_factory=list)
+
+
+class QuiesceReport(_Message):
+    """How long the worker waited before the warm-up for the target to settle from what ran
+    before (``quiesce`` of a result), and what it saw at its last look."""
+
+    waited_s: float
+    settled: bool
+    #: Looks at the target's status (one every half second or so).
+    polls: int = 0
+    #: Connections of an earlier run the worker ended (KILL) before waiting, after a failed run.
+    ended_connections: int = 0
+    #: At the last look: InnoDB dirty pages in percent of the buffer pool, the history list
+    #: length, and pending InnoDB reads + writes + fsyncs.
+    dirty_pct: float | None = None
+    history_length: int | None = None
+    pending_io: int | None = None
+    #: What had not settled when the worker gave up (empty when settled).
+    unsettled: list[str] = Field(default_factory=list)
+    #: What the worker could not read, so did not wait for (e.g. no history list length).
+    unknown: list[str] = Field(default_factory=list)
+    #: A managed target that did not settle: whether its server was restarted.
+    restarted: bool | None = None
+
+
 class RunResult(_Message):
     """What one run measured. ``status`` is ok, failed (with ``error``) or cancelled."""
 
@@ -252,7 +304,12 @@ class RunResult(_Message):
     series: Series = Series()
     latency: Latency = Latency()
     server: ServerReport = ServerReport()
+    #: The wait for the target to settle before the warm-up; None when the target's quiesce is off.
+    quiesce: QuiesceReport | None = None
     versions: dict[str, str] = Field(default_factory=dict)
+    #: Stalls and overrun of a finished run; None for failed or cancelled runs and for results
+    #: stored before runs were assessed.
+    quality: RunQuality | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-from services.common.messages import RunResult
+from services.common.messages import RunQuality, RunResult
 
 RunStatus = Literal["ok", "failed", "cancelled"]
 
@@ -33,6 +33,13 @@ class ResultRow:
     p99_ms: float
     measured_s: float
     error: str | None
+    max_ms: float = 0.0
+    #: The run's stalls and overrun (RunQuality); None when the run was not assessed (failed,
+    #: cancelled, or stored before runs were). ``quality_flags`` is the flags comma-joined.
+    stalled_s: int | None = None
+    longest_stall_s: int | None = None
+    overrun_s: float | None = None
+    quality_flags: str | None = None
     #: The whole stored result (series, histograms, server report); None when only the columns
     #: were read, which is all a text table of q/s, tps or p95/p99 needs. Not a column, and
     #: left out of equality: two reads of one run compare equal with or without it.
@@ -45,7 +52,7 @@ class ResultRow:
                    workload=result.cell.workload, threads=result.cell.threads, repetition=result.repetition,
                    status=result.status, qps=result.qps, tps=result.tps, p95_ms=result.latency.p95_ms,
                    p99_ms=result.latency.p99_ms, measured_s=result.measured_s, error=result.error,
-                   result=result)
+                   max_ms=result.latency.max_ms, **quality_columns(result.quality), result=result)
 
     @classmethod
     def from_columns(cls, values: Sequence[Any]) -> "ResultRow":
@@ -58,10 +65,23 @@ class ResultRow:
         """The row's column values in ``COLUMNS`` order (what an export writes per run)."""
         return tuple(getattr(self, name) for name in COLUMNS)
 
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The run's quality flags ("stall", "overrun"); empty when clean or not assessed."""
+        return tuple(f for f in (self.quality_flags or "").split(",") if f)
+
     def with_result(self, result: RunResult | None) -> "ResultRow":
         """The same row carrying ``result`` (built directly: ``dataclasses.replace`` costs a
         10,000-run report a third of a second)."""
         return type(self)(*self.columns(), result=result)
+
+
+def quality_columns(q: RunQuality | None) -> dict[str, Any]:
+    """The results table's quality columns of a run (all None when it was not assessed)."""
+    if q is None:
+        return {"stalled_s": None, "longest_stall_s": None, "overrun_s": None, "quality_flags": None}
+    return {"stalled_s": q.stalled_s, "longest_stall_s": q.longest_stall_s, "overrun_s": q.overrun_s,
+            "quality_flags": ",".join(q.flags)}
 
 
 #: The results table's columns a row holds, in order: derived from the type, so the store's

@@ -6,6 +6,9 @@ History:
   3: campaigns.idempotency_key: a second submit of the same spec (or key) is refused.
   4: campaigns.state VARCHAR(32) (finished_with_failures is 22 characters).
   5: results.result_z: the whole result, zlib-compressed JSON (result_json is '' in new rows).
+  7: results.stalled_s, longest_stall_s, overrun_s, quality_flags: a run's stalls and overrun
+     (RunQuality), queryable; NULL for results stored before runs were assessed.
+  8: results.quiesce_s: seconds the worker waited for the target to settle before the warm-up.
 """
 
 from __future__ import annotations
@@ -86,9 +89,22 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     # 4: campaign states such as finished_with_failures did not fit VARCHAR(16).
     (4, ["ALTER TABLE campaigns MODIFY state VARCHAR(32) NOT NULL DEFAULT 'submitted'"]),
-    # 5: a long run's result as JSON outgrew the server's max_allowed_packet; compressed it fits
-    # five- to tenfold better.
+    # 5: a result as JSON could outgrow the server's max_allowed_packet; compressed (about a
+    # quarter of the size for a long run) it fits far more.
     (5, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS result_z LONGBLOB NULL"]),
+    # 7: "which runs stalled" is a WHERE clause, not a scan of every stored result document.
+    (
+        7,
+        [
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS stalled_s INT NULL,"
+            " ADD COLUMN IF NOT EXISTS longest_stall_s INT NULL,"
+            " ADD COLUMN IF NOT EXISTS overrun_s DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS quality_flags VARCHAR(32) NULL",
+        ],
+    ),
+    # 8: the settling wait before each run, queryable across campaigns (NULL: quiesce off, or
+    # stored before it existed; the whole record is in result_json's quiesce).
+    (8, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS quiesce_s DOUBLE NULL"]),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -3,6 +3,7 @@
 Version history of the spec format (``spec_version``):
   1: dsn targets, data shape, workloads with options, threads, duration/warmup/repeat/seed.
      managed targets (kind: managed) joined version 1: specs without them read as before.
+     a target's ``quiesce`` joined version 1 (optional; on for managed targets, off for dsn).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ MAX_DESCRIPTION = 2_000
 #: The highest CPU number in a CPU list (Linux's largest NR_CPUS is 8192).
 MAX_CPU = 8_191
 MAX_SERVER_OPTIONS = 200
+#: The largest InnoDB history list length a quiesce may accept: purge caught up means far below.
+MAX_HISTORY = 1_000_000_000
 
 #: Schemas a target's database may never be: the server's own. Prepare creates and drops
 #: tables in the target database. The results DB's name is refused too, by the scheduler and
@@ -133,6 +136,35 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _quiesce_shorthand(v: Any) -> Any:
+    # `quiesce: true|false` is the short form of the block with its defaults.
+    if isinstance(v, bool):
+        return {"enabled": v}
+    if v is not None and not isinstance(v, (dict, BaseModel)):
+        raise ValueError("must be true, false or a mapping of enabled, timeout, max_dirty_pct, max_history")
+    return v
+
+
+class Quiesce(_Frozen):
+    """Waiting, before each run's warm-up, until the target has settled from what ran before it:
+    dirty pages flushed, purge caught up, no pending I/O, no statement of an earlier run running
+    (services/worker/target/quiesce.py). A target that does not settle within ``timeout`` fails
+    the run naming what was still going on."""
+
+    enabled: Annotated[bool, Strict()] = True
+    timeout: Annotated[Seconds, Field(gt=0, le=MAX_TIMEOUT_S)] = 300.0
+    #: InnoDB dirty pages, in percent of the buffer pool, at or below which flushing has caught up.
+    max_dirty_pct: Annotated[Number, Field(ge=0, le=100)] = 1.0
+    #: InnoDB history list length (undo logs not yet purged) at or below which purge has caught up.
+    max_history: Annotated[Int, Field(ge=0, le=MAX_HISTORY)] = 1000
+
+
+#: Managed targets settle by default (the worker owns the server); dsn targets when asked.
+QUIESCE_ON = Quiesce()
+QUIESCE_OFF = Quiesce(enabled=False)
+QuiesceField = Annotated[Quiesce, BeforeValidator(_quiesce_shorthand, json_schema_input_type=Union[bool, Quiesce])]
+
+
 class DsnTarget(_Frozen):
     """An existing server reached over TCP (or a socket); benchfleet never starts or stops it."""
 
@@ -158,6 +190,8 @@ class DsnTarget(_Frozen):
     tls: Literal["verify", "preferred", "disabled"] | None = None
     ssl_ca: AbsolutePath | None = None
     ssl_disabled: Annotated[bool, Strict()] = False
+    #: Off unless asked: the server is not the fleet's, and others may keep it busy.
+    quiesce: QuiesceField = QUIESCE_OFF
 
     @field_validator("password", mode="before")
     @classmethod
@@ -233,6 +267,7 @@ class ManagedTarget(_Frozen):
     database: Database = "sbtest"
     start_timeout: Annotated[Seconds, Field(gt=0, le=MAX_TIMEOUT_S)] = 60.0
     stop_timeout: Annotated[Seconds, Field(gt=0, le=MAX_TIMEOUT_S)] = 60.0
+    quiesce: QuiesceField = QUIESCE_ON
 
     @field_validator("options")
     @classmethod

@@ -26,7 +26,7 @@ from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
 from services.common.messages import Cell, RunEvent, RunResult, RunSpec
-from services.common.results import COLUMNS, HistoryEntry, ResultRow
+from services.common.results import COLUMNS, HistoryEntry, ResultRow, quality_columns
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
 
@@ -326,29 +326,33 @@ class Store:
         problem = result.mismatch(cid, Cell(target=target, workload=workload, threads=int(threads)), int(repetition))
         if problem is not None:
             raise StoreRefused(problem)
-        # Compressed: a result is mostly per-second series and histogram buckets, which shrink
-        # five- to tenfold, so a long run's result fits a default max_allowed_packet.
+        # Compressed: a result is mostly per-second series and histogram buckets (a 2-hour
+        # run's 130 kB of JSON packs into about 31 kB), far inside a default max_allowed_packet.
         packed = zlib.compress(result.encode(), 6)
         error = None if result.error is None else result.error[:ERROR_COLUMN_CHARS]
         self._fits_packet(result.run_id, packed, error)
         now = time.time()
         lat = result.latency
+        quality = quality_columns(result.quality)
         self._execute(
             "INSERT INTO results (run_id, campaign_id, target, workload, threads, repetition, status, measured_s,"
             " transactions, queries, errors, qps, tps, p50_ms, p95_ms, p99_ms, max_ms, worker, host, started_at,"
-            " ended_at, error, result_json, result_z, stored_at) VALUES"
-            " (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s)"
+            " ended_at, error, result_json, result_z, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags,"
+            " quiesce_s) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s)"
             " ON DUPLICATE KEY UPDATE status=VALUES(status), measured_s=VALUES(measured_s),"
             " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors), qps=VALUES(qps),"
             " tps=VALUES(tps), p50_ms=VALUES(p50_ms), p95_ms=VALUES(p95_ms), p99_ms=VALUES(p99_ms),"
             " max_ms=VALUES(max_ms), worker=VALUES(worker), host=VALUES(host), started_at=VALUES(started_at),"
             " ended_at=VALUES(ended_at), error=VALUES(error), result_json='', result_z=VALUES(result_z),"
-            " stored_at=VALUES(stored_at)",
+            " stored_at=VALUES(stored_at), stalled_s=VALUES(stalled_s), longest_stall_s=VALUES(longest_stall_s),"
+            " overrun_s=VALUES(overrun_s), quality_flags=VALUES(quality_flags), quiesce_s=VALUES(quiesce_s)",
             (
                 result.run_id, result.campaign_id, result.cell.target, result.cell.workload, result.cell.threads,
                 result.repetition, result.status, result.measured_s, result.totals.transactions, result.totals.queries,
                 result.totals.errors, result.qps, result.tps, lat.p50_ms, lat.p95_ms, lat.p99_ms, lat.max_ms,
                 result.worker, result.host, result.started_at, result.ended_at, error, packed, now,
+                quality["stalled_s"], quality["longest_stall_s"], quality["overrun_s"], quality["quality_flags"],
+                result.quiesce.waited_s if result.quiesce is not None else None,
             ),
         )
         state = {"ok": "done", "failed": "failed", "cancelled": "cancelled"}[result.status]

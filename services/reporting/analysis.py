@@ -17,6 +17,7 @@ from services.common.results import ResultRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.collapse import CellThroughput, collapse_points
 from services.reporting.options import ReportOptions
+from services.reporting.stalls import StalledRun, mark_stalls
 from services.reporting.stats import describe, welch_from_stats
 from services.reporting.tables import (
     MARK_COLLAPSE,
@@ -83,7 +84,7 @@ def _has_values(data: CampaignData, m: mc.Metric) -> bool:
 
 
 def build(data: CampaignData, m: mc.Metric, mode: Mode, opts: ReportOptions,
-          collapsed: Sequence[CollapseFinding] = ()) -> Table:
+          collapsed: Sequence[CollapseFinding] = (), stalled: Sequence[StalledRun] = ()) -> Table:
     """One table of ``data`` for metric ``m``; a single-target campaign is always absolute."""
     shape: Mode = mode if len(data.targets) > 1 else "absolute"
     spec = TableSpec(
@@ -97,7 +98,8 @@ def build(data: CampaignData, m: mc.Metric, mode: Mode, opts: ReportOptions,
     table = build_table(measurements(data, m), spec)
     if m.key in ("qps", "tps") and collapsed:
         table = mark_collapse(table, collapsed)
-    return table
+    # Every metric of a stalled run is off (latency, CPU, status per transaction), not only q/s.
+    return mark_stalls(table, stalled)
 
 
 def mark_collapse(table: Table, found: Sequence[CollapseFinding]) -> Table:
@@ -165,15 +167,15 @@ def report_metrics(data: CampaignData) -> list[mc.Metric]:
 
 
 def all_tables(data: CampaignData, main: mc.Metric, mode: Mode, opts: ReportOptions,
-               collapsed: Sequence[CollapseFinding] = ()) -> list[NamedTable]:
+               collapsed: Sequence[CollapseFinding] = (), stalled: Sequence[StalledRun] = ()) -> list[NamedTable]:
     """The chosen table first, then absolute values of every recorded metric (the HTML, JSON
     and ODS reports carry them all)."""
     shape = mode if len(data.targets) > 1 else "absolute"
     out = [NamedTable(f"{main.key}_{shape}", f"{main.description} ({shape})", main,
-                      build(data, main, mode, opts, collapsed))]
+                      build(data, main, mode, opts, collapsed, stalled))]
     for m in report_metrics(data):
         if m.key == main.key and shape == "absolute":
             continue
         out.append(NamedTable(f"{m.key}_absolute", f"{m.description} (absolute)", m,
-                              build(data, m, "absolute", opts, collapsed)))
+                              build(data, m, "absolute", opts, collapsed, stalled)))
     return out

@@ -8,6 +8,7 @@ row per workload, one column per thread count, cells ``B / A`` with significance
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, NamedTable
 from services.reporting.options import Format, ReportOptions
-from services.reporting.render.formats import render_markdown
+from services.reporting.render.formats import md_text, render_markdown
+from services.reporting.stalls import StalledRun, mark_stalls, stall_lines, stall_rows, stalled_runs
 from services.reporting.tables import Measurement, TableSpec, build_table, render_text
 
 #: Row labels of the two campaigns in every comparison table (the header says which is which).
@@ -32,6 +34,9 @@ class Comparison:
     targets: tuple[str, ...]
     #: Targets that only one campaign has (not compared).
     unmatched: tuple[str, ...]
+    #: Runs of the compared targets marked for a stall or an overrun, per campaign.
+    stalled_a: tuple[StalledRun, ...] = ()
+    stalled_b: tuple[StalledRun, ...] = ()
 
 
 def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = ReportOptions()) -> Comparison:
@@ -45,6 +50,8 @@ def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = Re
         raise ValueError(f"campaigns {a.campaign_id} and {b.campaign_id} share no cell "
                          "(target, workload and thread count)")
     tables = []
+    stalled = {label: [r for r in stalled_runs(data.runs) if r.target in targets and r.workload in workloads
+                       and r.threads in threads] for label, data in ((LABEL_A, a), (LABEL_B, b))}
     for target in targets:
         ms = [Measurement(label, r.workload, r.threads, r.repetition, mc.row_value(m, r), failed=r.status != "ok")
               for label, data in ((LABEL_A, a), (LABEL_B, b)) for r in data.runs if r.target == target]
@@ -52,10 +59,23 @@ def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = Re
                          mode=opts.mode, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect,
                          cv_threshold=opts.cv_threshold, mark_high_cv=opts.mark_high_cv,
                          higher_is_better=m.higher_is_better)
+        # The table's rows are the campaigns: a run of this target marks the row of its campaign.
+        here = [dataclasses.replace(r, target=label) for label, runs in stalled.items() for r in runs
+                if r.target == target]
         tables.append(NamedTable(f"{m.key}_{target}", f"target {target}: {m.description}, B against A",
-                                 m, build_table(ms, spec)))
+                                 m, mark_stalls(build_table(ms, spec), here)))
     unmatched = tuple(sorted(set(a.targets) ^ set(b.targets)))
-    return Comparison(a, b, m, tuple(tables), tuple(targets), unmatched)
+    return Comparison(a, b, m, tuple(tables), tuple(targets), unmatched,
+                      tuple(stalled[LABEL_A]), tuple(stalled[LABEL_B]))
+
+
+def compare_stall_lines(c: Comparison) -> list[str]:
+    """The runs behind the ``~`` marks, per campaign; nothing when no compared run was marked."""
+    lines: list[str] = []
+    for label, data, found in ((LABEL_A, c.a, c.stalled_a), (LABEL_B, c.b, c.stalled_b)):
+        if found:
+            lines += ["", f"{label} = {data.campaign_id}:"] + stall_lines(found)
+    return lines
 
 
 def header_lines(c: Comparison) -> list[str]:
@@ -71,6 +91,7 @@ def render_compare_ods(c: Comparison) -> bytes:
 
     sheets = [("campaigns", [[line] for line in header_lines(c)])]
     sheets += [(t.key, table_rows(t)) for t in c.tables]
+    sheets += [("stalls A", stall_rows(c.stalled_a)), ("stalls B", stall_rows(c.stalled_b))]
     sheets += [("runs A", run_rows(c.a.runs)), ("runs B", run_rows(c.b.runs))]
     return ods_document(sheets)
 
@@ -85,6 +106,10 @@ def render_compare_html(c: Comparison) -> str:
              "<p>" + "<br>".join(_e(line) for line in header_lines(c) if line) + "</p>"]
     for t in c.tables:
         parts.extend(render_table_html(t))
+    stalls = compare_stall_lines(c)
+    if stalls:
+        parts.append('<h2 id="stalls">Stalls and overruns</h2>')
+        parts.append("<p>" + "<br>".join(_e(x) for x in stalls if x) + "</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -100,6 +125,7 @@ def render_compare(c: Comparison, fmt: Format) -> str:
 
         return json.dumps({"a": c.a.campaign_id, "b": c.b.campaign_id, "metric": c.metric.key,
                            "unmatched_targets": list(c.unmatched),
+                           "stalls": {"a": [s.as_data() for s in c.stalled_a], "b": [s.as_data() for s in c.stalled_b]},
                            "tables": [dict(table_data(t), target=target) for t, target in zip(c.tables, c.targets)]},
                           indent=1) + "\n"
     if fmt == "csv":
@@ -120,4 +146,6 @@ def render_compare(c: Comparison, fmt: Format) -> str:
             lines.append("")
         lines.extend([f"## {t.title}", ""] if fmt == "markdown" else [t.title, ""])
         lines.extend(render_markdown(t.table) if fmt == "markdown" else render_text(t.table))
+    stalls = compare_stall_lines(c)
+    lines.extend([md_text(x) for x in stalls] if fmt == "markdown" else stalls)
     return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ from typing import Iterable
 from services.common.results import HistoryEntry
 from services.reporting.options import Format, ReportOptions
 from services.reporting.stats import CellStats, Comparison, compare_stats, describe
-from services.reporting.tables import MARK_FASTER, MARK_SLOWER, MARK_UNTESTED
+from services.reporting.tables import MARK_FASTER, MARK_SLOWER, MARK_STALL, MARK_UNTESTED
 
 #: History reads only the result columns, so these are the metrics it offers.
 HISTORY_METRICS = ("qps", "tps", "p95_ms", "p99_ms")
@@ -32,6 +32,8 @@ class HistoryPoint:
     stats: CellStats | None
     failed: int
     vs_previous: Comparison | None
+    #: Successful runs marked for a stall or an overrun (their numbers are in the mean).
+    stalled: int = 0
 
 
 def history_points(entries: Iterable[HistoryEntry], opts: ReportOptions = ReportOptions()) -> list[HistoryPoint]:
@@ -39,24 +41,25 @@ def history_points(entries: Iterable[HistoryEntry], opts: ReportOptions = Report
     m = opts.table_metric
     if m.key not in HISTORY_METRICS:
         raise ValueError(f"history shows {', '.join(HISTORY_METRICS)}, not {m.key}")
-    groups: dict[str, tuple[str, float, list[float], int]] = {}
+    groups: dict[str, tuple[str, float, list[float], int, int]] = {}
     for e in entries:
         r = e.row
-        n, at, vals, failed = groups.get(r.campaign_id, (e.campaign_name, e.created_at, [], 0))
+        n, at, vals, failed, stalled = groups.get(r.campaign_id, (e.campaign_name, e.created_at, [], 0, 0))
         if r.status == "ok":
             vals.append(float(getattr(r, m.key)))
+            stalled += bool(r.flags)
         else:
             failed += 1
-        groups[r.campaign_id] = (n, at, vals, failed)
+        groups[r.campaign_id] = (n, at, vals, failed, stalled)
     points: list[HistoryPoint] = []
     prev: CellStats | None = None
-    for cid, (name, at, vals, failed) in sorted(groups.items(), key=lambda kv: kv[1][1]):
+    for cid, (name, at, vals, failed, stalled) in sorted(groups.items(), key=lambda kv: kv[1][1]):
         stats = describe(vals) if vals else None
         comp = None
         if stats is not None and prev is not None:
             comp = compare_stats(stats, prev, alpha=opts.alpha, min_effect=opts.min_effect,
                                  higher_is_better=m.higher_is_better)
-        points.append(HistoryPoint(cid, name, at, stats, failed, comp))
+        points.append(HistoryPoint(cid, name, at, stats, failed, comp, stalled))
         if stats is not None:
             prev = stats
     return points
@@ -76,10 +79,10 @@ def _row(p: HistoryPoint, places: int) -> list[str]:
             str(s.n if s else 0), _f(s.mean if s else None, places), _f(s.stdev if s else None, places),
             _f(s.cv * 100 if s else None, 1), (f"{_f(s.ci_low, places)}..{_f(s.ci_high, places)}"
                                                if s and not math.isnan(s.ci_low) else ""),
-            str(p.failed), change]
+            str(p.failed), f"{p.stalled}{MARK_STALL}" if p.stalled else "0", change]
 
 
-COLUMNS = ["campaign", "created (UTC)", "n", "mean", "stdev", "cv %", "95% CI", "failed", "vs previous"]
+COLUMNS = ["campaign", "created (UTC)", "n", "mean", "stdev", "cv %", "95% CI", "failed", "stalled", "vs previous"]
 
 
 def render_history(points: list[HistoryPoint], cell: str, opts: ReportOptions = ReportOptions()) -> str:
@@ -101,11 +104,13 @@ def render_history(points: list[HistoryPoint], cell: str, opts: ReportOptions = 
     if not rows:
         return f"No stored result for {cell}.\n"
     widths = [max(len(x) for x in col) for col in zip(COLUMNS, *rows)]
-    right = {2, 3, 4, 5, 7, 8}
+    right = {2, 3, 4, 5, 7, 8, 9}
     fmt_row = lambda r: "  ".join(x.rjust(w) if i in right else x.ljust(w)  # noqa: E731
                                   for i, (x, w) in enumerate(zip(r, widths))).rstrip()
     lines = [f"History of {cell} ({m.unit})", "", fmt_row(COLUMNS)] + [fmt_row(r) for r in rows]
     lines += ["", f" vs previous: change of the mean against the campaign before; {MARK_FASTER} / {MARK_SLOWER} "
               f"significantly better / worse (Welch t test, p < {alpha:g}, at least "
-              f"{min_effect * 100:g}%), {MARK_UNTESTED} too few repetitions to test"]
+              f"{min_effect * 100:g}%), {MARK_UNTESTED} too few repetitions to test",
+              f" stalled: runs with seconds without a completed transaction or an overrun ({MARK_STALL}; "
+              "`collector report` lists them)"]
     return "\n".join(lines) + "\n"

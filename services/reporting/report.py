@@ -18,6 +18,7 @@ from services.reporting.analysis import (
     collapse_lines,
 )
 from services.reporting.options import ReportOptions
+from services.reporting.stalls import StalledRun, assessed, stall_lines, stalled_runs
 from services.reporting.render.formats import (
     md_text,
     render_csv,
@@ -35,6 +36,10 @@ class Report:
     opts: ReportOptions
     tables: tuple[NamedTable, ...]
     collapsed: tuple[CollapseFinding, ...]
+    #: Successful runs the worker marked for a stall or an overrun (their cells carry ``~``).
+    stalled: tuple[StalledRun, ...] = ()
+    #: Whether any run was assessed for stalls (results stored before runs were are not).
+    stalls_checked: bool = False
 
     @property
     def main(self) -> NamedTable:
@@ -42,16 +47,17 @@ class Report:
 
 
 def analyse(data: CampaignData, opts: ReportOptions) -> Report:
-    """Tables and collapse findings of a campaign (pure)."""
+    """Tables, collapse findings and runs marked for stalls of a campaign (pure)."""
     collapsed = tuple(collapse_findings(data, opts))
+    stalled = tuple(stalled_runs(data.runs))
     m = opts.table_metric
     if opts.every_table:
-        tables = tuple(all_tables(data, m, opts.mode, opts, collapsed))
+        tables = tuple(all_tables(data, m, opts.mode, opts, collapsed, stalled))
     else:
         shape = opts.mode if len(data.targets) > 1 else "absolute"
         tables = (NamedTable(f"{m.key}_{shape}", f"{m.description} ({shape})", m,
-                             build(data, m, opts.mode, opts, collapsed)),)
-    return Report(data, opts, tables, collapsed)
+                             build(data, m, opts.mode, opts, collapsed, stalled)),)
+    return Report(data, opts, tables, collapsed, stalled, assessed(data.runs))
 
 
 def head_lines(data: CampaignData) -> list[str]:
@@ -72,6 +78,10 @@ def render_lines(report: Report) -> list[str]:
             lines.extend(([""] if i else []) + ([f"## {named.title}", ""] if fmt == "markdown" else [named.title, ""]))
         lines.extend(render_markdown(named.table) if fmt == "markdown" else render_text(named.table))
     lines.append("")
+    stalls = stall_lines(report.stalled, report.stalls_checked)
+    if stalls:
+        lines.extend([md_text(line) for line in stalls] if fmt == "markdown" else stalls)
+        lines.append("")
     lines.extend(collapse_lines(report.collapsed, report.opts.collapse_fraction))
     return lines
 
@@ -82,4 +92,4 @@ def render_html_report(report: Report) -> str:
     from services.reporting.render.plots import all_plots
 
     return render_html(report.data, report.tables, report.collapsed, report.opts.collapse_fraction,
-                       all_plots(report.data))
+                       all_plots(report.data), stall_lines(report.stalled, report.stalls_checked))

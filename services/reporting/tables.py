@@ -28,6 +28,8 @@ MODES: tuple[Mode, ...] = ("ratio", "delta", "absolute")
 MARK_FASTER, MARK_SLOWER, MARK_UNTESTED, MARK_HIGH_CV = "+", "-", "?", "*"
 #: Added by the report (analysis.mark_collapse) to cells whose throughput collapsed.
 MARK_COLLAPSE = "!"
+#: Added by the report (stalls.mark_stalls) to cells holding a run that stalled or overran.
+MARK_STALL = "~"
 NO_DATA = "n/a"
 _VERDICT_MARK = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "same": "", "n/a": MARK_UNTESTED}
 
@@ -97,6 +99,9 @@ class Cell:
     stats: CellStats | None = None
     comparison: Comparison | None = None
     failed: int = 0
+    #: Runs behind the number (the baseline's too, in a comparison) marked for a stall or an
+    #: overrun (``stalls.mark_stalls`` sets it with the ``~``).
+    stalled: int = 0
 
 
 @dataclass(frozen=True)
@@ -247,6 +252,10 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
         entries.append((MARK_HIGH_CV, f"unusually high STDEV: coefficient of variation above {spec.cv_threshold * 100:g}%"))
     if MARK_COLLAPSE in used:
         entries.append((MARK_COLLAPSE, "collapse: throughput far below the peak at fewer threads (listed below)"))
+    if MARK_STALL in used:
+        whose = "a run of this cell" if spec.mode == "absolute" else f"a run of this cell or of {spec.baseline}'s"
+        entries.append((MARK_STALL, f"stall: {whose} had seconds without a completed transaction, or overran "
+                                    "its planned time (runs listed below)"))
     if table.has_missing():
         entries.append((NO_DATA, "no successful run to compare"))
     return entries

@@ -51,7 +51,7 @@ class RunExecutor(Protocol):
     (services.worker.runner.execute; the unit tests pass fakes)."""
 
     def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None, attempt: int,
-                 client_cpus: list[int] | None, stop: threading.Event,
+                 client_cpus: list[int] | None, after_failure: bool, stop: threading.Event,
                  on_progress: ProgressCallback) -> RunResult: ...
 
 
@@ -107,6 +107,9 @@ class Worker:
         #: at connect): their runs are acked unmeasured.
         self._cancelled: set[str] = set()
         self._active_campaign: str | None = None
+        #: Targets (as their spec JSON) whose last run here failed or was cancelled: the next run
+        #: on one ends the statements it may have left running before it waits for the target.
+        self._unclean: set[str] = set()
 
     def stop(self) -> None:
         """Stop taking runs; an active run is cancelled and handed back to the queue."""
@@ -188,9 +191,11 @@ class Worker:
         rlog = log.bind(campaign_id=run.campaign_id, run_id=run.run_id, target=run.cell.target)
         rlog.info("run_started", workload=run.cell.workload, threads=run.cell.threads, attempt=attempt)
         self.metrics.run_started(run)
+        target_key = run.target.model_dump_json()
         try:
             result = self.execute(run, self.identity, servers=self.servers, attempt=attempt, client_cpus=self.client_cpus,
-                                  stop=self._run_stop, on_progress=lambda p: self.metrics.observe_progress(run, p))
+                                  after_failure=attempt > 1 or target_key in self._unclean, stop=self._run_stop,
+                                  on_progress=lambda p: self.metrics.observe_progress(run, p))
         except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
             rlog.exception("run_crashed")
             now = time.time()
@@ -198,6 +203,10 @@ class Worker:
                                status="failed", error=f"worker error: {type(e).__name__}: {e}", worker=self.identity.worker_id,
                                host=self.identity.host, attempt=attempt, started_at=now, ended_at=now)
         result = judge(result, run.ignored_errors)
+        if result.status == "ok":
+            self._unclean.discard(target_key)
+        else:
+            self._unclean.add(target_key)
         decision = after_run(result.status, attempt, self.settings.run_attempts, stopping=self.stopping.is_set())
         if decision is AfterRun.HAND_BACK:
             rlog.info("run_requeued_on_shutdown")
@@ -223,6 +232,10 @@ class Worker:
         while len(self._recent) > RECENT_RUNS:
             self._recent.popitem(last=False)
         rlog.info("run_finished", status=result.status, qps=round(result.qps, 1), error=result.error)
+        q = result.quality
+        if q is not None and q.flags:
+            rlog.warning("run_stalled", flags=q.flags, stalled_s=q.stalled_s, longest_stall_s=q.longest_stall_s,
+                         overrun_s=round(q.overrun_s, 1), max_ms=result.latency.max_ms)
         self.runs_done += 1
         self._hand_back(bus, lambda: bus.ack(tag))
 

@@ -3,11 +3,13 @@
 Nothing here is touched per query: ``observe_progress`` turns one cumulative Progress a second
 into counters and gauges. Series of a run are labelled campaign/target/workload/threads
 and dropped when the run finishes, so a worker that runs thousands of cells keeps a
-bounded number of series. """
+bounded number of series. The stalled-seconds counter outlives its run (the last
+``MAX_STALL_SERIES`` cells), so a stall at a run's end still reaches Prometheus and the alert. """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator
 
@@ -22,6 +24,7 @@ from prometheus_client.registry import Collector
 from services.common.histogram import Histogram, bucket_value
 from services.common.messages import RunResult, RunSpec
 from services.common.metrics_endpoint import MetricsEndpoint
+from services.common.stalls import stalled_seconds
 from services.worker.driver.contract import Counts, Phase, Progress
 
 RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
@@ -30,6 +33,8 @@ RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 _KINDS = {"reads": "read", "writes": "write", "other": "other"}
 _NUMBERS = tuple(f.name for f in fields(Counts) if f.name != "errors_by_code")
+#: Cells whose stalled-seconds counter stays exported after their runs ended (oldest dropped first).
+MAX_STALL_SERIES = 500
 
 
 @dataclass
@@ -49,6 +54,9 @@ class _Run:
     last_latency: Histogram | None = None
     qps: float = 0.0
     tps: float = 0.0
+    #: Open-loop rate (None: closed loop) and the stalled seconds counted live so far.
+    rate: float | None = None
+    stalled_s: int = 0
 
     def total(self) -> Counts:
         return self.base + self.last
@@ -83,11 +91,19 @@ class _RunCollector(Collector):
     def collect(self) -> Iterator[Any]:
         with self.owner._lock:
             runs = list(self.owner._runs.values())
-            yield from _families(runs)
+            stalls = list(self.owner._stalls.items())
+            yield from _families(runs, stalls)
 
 
-def _families(runs: list[_Run]) -> Iterator[Any]:
+def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> Iterator[Any]:
     L = list(RUN_LABELS)
+    stalled = CounterMetricFamily(
+        "benchfleet_worker_stalled_seconds",
+        "Measured seconds in which no transaction completed (a stall), per cell; kept after the run ends.",
+        labels=L)
+    for labels, seconds in stalls:
+        stalled.add_metric(list(labels), seconds)
+    yield stalled
     queries = CounterMetricFamily("benchfleet_worker_queries", "Queries sent, by kind (read, write, other).", labels=L + ["kind"])
     tx = CounterMetricFamily("benchfleet_worker_transactions", "Transactions completed.", labels=L)
     errors = CounterMetricFamily("benchfleet_worker_errors", "Failed statements, by server error code.", labels=L + ["code"])
@@ -148,6 +164,8 @@ class WorkerMetrics(MetricsEndpoint):
         super().__init__()
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
+        #: Stalled seconds per cell (RUN_LABELS values), oldest first.
+        self._stalls: OrderedDict[tuple[str, ...], int] = OrderedDict()
         self._up = Gauge("benchfleet_worker_up", "1 while the worker process serves metrics.", ["worker"], registry=self.registry)
         self._busy = Gauge("benchfleet_worker_busy", "1 while the worker executes a run.", ["worker"], registry=self.registry)
         self._finished = Counter("benchfleet_worker_runs", "Runs finished, by status.", ["worker", "status"], registry=self.registry)
@@ -160,7 +178,12 @@ class WorkerMetrics(MetricsEndpoint):
         worker = worker_id or self.worker_id
         labels = (worker, run.campaign_id, run.cell.target, run.cell.workload, str(run.cell.threads))
         with self._lock:
-            self._runs[run.run_id] = _Run(labels, run.warmup, run.duration, run.cell.threads)
+            self._runs[run.run_id] = _Run(labels, run.warmup, run.duration, run.cell.threads, rate=run.rate)
+            # Exported from 0 at the start, so Prometheus' increase() sees the first stall.
+            self._stalls[labels] = self._stalls.get(labels, 0)
+            self._stalls.move_to_end(labels)
+            while len(self._stalls) > MAX_STALL_SERIES:
+                self._stalls.popitem(last=False)
         self._busy.labels(self.worker_id).set(1)
 
     def observe_progress(self, run: RunSpec, progress: Progress) -> None:
@@ -170,7 +193,10 @@ class WorkerMetrics(MetricsEndpoint):
             if r is None:
                 return  # a report racing run_finished; the run is already gone
             counts = _attributed(progress.counts)
-            if progress.phase != r.phase or _restarted(r.last, counts):
+            # Seconds this report covers: since the previous one, or since measurement began.
+            new_phase = progress.phase != r.phase
+            span = progress.elapsed_s if new_phase else progress.elapsed_s - r.elapsed_s
+            if new_phase or _restarted(r.last, counts):
                 # Counts restart when measurement starts; fold what came before into the
                 # base so the exported counters never go down.
                 r.base = r.base + r.last
@@ -183,16 +209,29 @@ class WorkerMetrics(MetricsEndpoint):
             if dt > 0:
                 r.qps = (counts.queries - r.last.queries) / dt
                 r.tps = (counts.transactions - r.last.transactions) / dt
+            if progress.phase == "measure":
+                stalled = stalled_seconds(progress.elapsed_s, span, counts.transactions - r.last.transactions,
+                                          duration_s=r.duration_s, rate=r.rate)
+                if stalled:
+                    r.stalled_s += stalled
+                    self._add_stall(r.labels, stalled)
             r.last = counts
             if progress.latency is not None:
                 r.last_latency = progress.latency
             r.phase, r.elapsed_s = progress.phase, progress.elapsed_s
 
+    def _add_stall(self, labels: tuple[str, ...], seconds: int) -> None:
+        # Called with the lock held.
+        self._stalls[labels] = self._stalls.get(labels, 0) + seconds
 
     def run_finished(self, run: RunSpec, result: RunResult | None = None) -> None:
         """Drop the run's series (bounded cardinality) and count it by status."""
         with self._lock:
-            self._runs.pop(run.run_id, None)
+            r = self._runs.pop(run.run_id, None)
             busy = bool(self._runs)
+            quality = result.quality if result is not None else None
+            if r is not None and quality is not None and quality.stalled_s > r.stalled_s:
+                # The result has the last word: sysbench leaves out the report of a run's last second.
+                self._add_stall(r.labels, quality.stalled_s - r.stalled_s)
         self._finished.labels(self.worker_id, result.status if result is not None else "cancelled").inc()
         self._busy.labels(self.worker_id).set(1 if busy else 0)

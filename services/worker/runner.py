@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from services.common import logs
+from services.common import logs, stalls
 from services.common.errors import DbError
 from services.common.messages import RunResult, RunSpec
 from services.worker import fdlimit, prepare
@@ -43,14 +43,16 @@ def _versions() -> dict[str, str]:
 
 
 def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None = None, attempt: int = 1,
-            client_cpus: list[int] | None = None,
+            client_cpus: list[int] | None = None, after_failure: bool = False,
             stop: threading.Event | None = None, on_progress: ProgressCallback | None = None) -> RunResult:
     """Run ``run`` to the end and return its result; failures become a failed result, never
     an exception, so the caller always has something to publish before it acks. ``on_progress``
-    receives the driver's Progress, about once a second."""
+    receives the driver's Progress, about once a second. ``after_failure``: this is a retry, or
+    the worker's previous run on this target failed, so the quiesce ends what that left running."""
     started = time.time()
     base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                 worker=who.worker_id, host=who.host, attempt=attempt, versions=_versions())
+    settling: server_run.Settling | None = None
     try:
         drive = driver_for(run.driver)
         # Before any connection: one open file per client, in this process and in the load
@@ -59,7 +61,18 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         # Managed targets start (or reuse) their server here and pin the clients apart from it.
         session = server_run.open_target(servers, run.target, run.data, client_cpus)
         params, client_cpus = session.params, session.client_cpus
-        prepare.ensure_workload_tables(params, run.data, run.workload)
+        settling = server_run.settling_for(servers, session, run.target, after_failure=after_failure, stop=stop)
+        if settling is not None:
+            settling.before_prepare()
+        if stop is None or not stop.is_set():
+            prepare.ensure_workload_tables(params, run.data, run.workload)
+        if settling is not None:
+            # After prepare, which dirties pages too: the warm-up starts on a settled server.
+            settling.settle()
+            base["quiesce"] = settling.report
+        if stop is not None and stop.is_set():
+            # Cancelled while waiting or preparing: nothing was measured.
+            return RunResult(status="cancelled", started_at=started, ended_at=time.time(), **base)
         with server_run.sampling(session):
             outcome = drive(
                 params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
@@ -68,6 +81,8 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
                 stop=stop, on_progress=on_progress,
             )
     except (target.TargetError, fdlimit.FdLimitError) as e:
+        if settling is not None:
+            base["quiesce"] = settling.report
         return RunResult(status="failed", error=str(e), started_at=started, ended_at=time.time(), **base)
     except LoadError as e:
         return RunResult(status="failed", error=str(e), error_code=e.code, started_at=started, ended_at=time.time(), **base)
@@ -75,6 +90,9 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         return RunResult(status="failed", error=f"MySQL error {e.errno}: {e.msg}", error_code=e.errno,
                          started_at=started, ended_at=time.time(), **base)
     status = "cancelled" if stop is not None and stop.is_set() else "ok"
+    # Only a finished run is judged: a cancelled one stopped early by request.
+    quality = stalls.assess(outcome.series.transactions, warmup_s=run.warmup, duration_s=run.duration,
+                            wall_s=outcome.ended_at - outcome.started_at, rate=run.rate) if status == "ok" else None
     return RunResult(
         status=status,
         started_at=outcome.started_at,
@@ -86,5 +104,6 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         series=outcome.series,
         latency=outcome.latency,
         server=server_run.report(session, outcome),
+        quality=quality,
         **base,
     )

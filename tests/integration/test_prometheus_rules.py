@@ -36,7 +36,7 @@ def test_rules_pass_promtool_check():
 
 
 def test_rule_unit_tests_pass():
-    """Collapse, worker-down, stalled-run and error-rate cases fire exactly where expected."""
+    """Collapse, worker-down, stalled-run, transaction-stall and error-rate cases fire exactly where expected."""
     out = promtool("test", "rules", "rules.test.yml", cwd=PROM)
     assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
 
@@ -53,6 +53,20 @@ def test_rule_unit_tests_catch_a_wrong_threshold(tmp_path):
     out = promtool("test", "rules", "rules.test.yml", cwd=tmp_path)
     assert out.returncode != 0
     assert b"BenchfleetThroughputCollapse" in out.stdout + out.stderr
+
+
+def test_rule_unit_tests_catch_a_wrong_stall_threshold(tmp_path):
+    """With the stall threshold at 1 s, the worker with a single stalled second pages too and the tests say so."""
+    rules = yaml.safe_load((PROM / "rules.yml").read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule.get("record") == "benchfleet:transaction_stall_seconds_threshold":
+                rule["expr"] = "vector(1)"
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    shutil.copy(PROM / "rules.test.yml", tmp_path)
+    out = promtool("test", "rules", "rules.test.yml", cwd=tmp_path)
+    assert out.returncode != 0
+    assert b"BenchfleetTransactionStall" in out.stdout + out.stderr
 
 
 def test_prometheus_config_is_valid_with_discovered_targets(tmp_path):
@@ -106,6 +120,8 @@ def fed_worker() -> WorkerMetrics:
     for us in (300, 1200, 9000):
         h.record(us)
     m.observe_progress(busy, snapshot(1, 100, errors=4, errors_by_code={"1205": 3}, latency=h))
+    # A second without a completed transaction: the stall counter moves.
+    m.observe_progress(busy, snapshot(2, 100, errors=4, errors_by_code={"1205": 3}, latency=h))
     m.run_finished(done, result(done, 1000))
     return m
 
@@ -131,6 +147,8 @@ def test_metrics_endpoints_pass_promtool_lint(make):
     finally:
         m.close()
     assert b"benchfleet_" in body
+    if make is fed_worker:
+        assert b'benchfleet_worker_stalled_seconds_total{campaign="c1",target="off",threads="16"' in body
     out = promtool("check", "metrics", stdin=body)
     assert out.returncode == 0
     assert out.stdout.decode() + out.stderr.decode() == ""

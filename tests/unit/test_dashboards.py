@@ -92,7 +92,7 @@ def test_boards_cover_what_users_watch():
     """The live board shows q/s, tps, latency, errors, threads and progress; threads board one series per target."""
     live = json.dumps(BOARDS["campaign-live.json"])
     for metric in ("queries_per_second", "transactions_per_second", "latency_seconds_bucket", "errors_total",
-                   "run_threads", "run_progress_ratio", "ALERTS"):
+                   "run_threads", "run_progress_ratio", "stalled_seconds_total", "ALERTS"):
         assert metric in live
     threads = BOARDS["throughput-vs-threads.json"]
     pivots = [t for p in threads["panels"] for t in p.get("transformations", []) if t["id"] == "groupingToMatrix"]

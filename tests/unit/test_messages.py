@@ -40,6 +40,24 @@ def test_result_round_trip_and_rates():
     assert r.qps == 160 and r.tps == 10
 
 
+def test_result_carries_the_quiesce_wait_typed():
+    """The settling wait before the warm-up travels as a typed record; results stored before it
+    existed decode without one."""
+    r = RunResult(run_id="r", campaign_id="c", cell=a_run().cell, repetition=1, status="failed", worker="w", host="h",
+                  started_at=0, ended_at=10, error="targets.a.quiesce: the target did not settle",
+                  quiesce={"waited_s": 5.02, "settled": False, "polls": 11, "ended_connections": 2,
+                           "history_length": 250_000, "unsettled": ["InnoDB history list length 250,000"],
+                           "restarted": True})
+    back = decode(r.encode())
+    assert back == r and back.quiesce.waited_s == 5.02 and back.quiesce.restarted is True
+    old = json.loads(r.encode())
+    del old["quiesce"]
+    assert decode(json.dumps(old)).quiesce is None
+    with pytest.raises(DecodeError) as info:
+        decode(json.dumps({**old, "quiesce": {"waited_s": "long", "settled": True}}))
+    assert info.value.field == "quiesce.waited_s"
+
+
 @pytest.mark.parametrize(
     "body,field",
     [

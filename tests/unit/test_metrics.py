@@ -195,3 +195,52 @@ def test_collector_restore_exports_earlier_cells_without_counting_them_as_stored
     assert value(text, "benchfleet_cell_repetitions", campaign="c0", threads="1") == 2
     assert b'threads="8"' not in text
     assert value(text, "benchfleet_collector_results_stored_total") == 0
+
+
+def test_stalled_seconds_count_live_and_survive_the_run():
+    """Measured seconds without a transaction count as they are reported (warm-up never does), the
+    counter stays after the run ends, and the result adds the seconds whose reports never came
+    (sysbench leaves out its last)."""
+    from services.common.stalls import assess
+
+    m, run = WorkerMetrics("w1"), run_spec()
+    m.run_started(run)
+    assert value(m.scrape(), "benchfleet_worker_stalled_seconds_total", target="off") == 0
+    m.observe_progress(run, Progress("warmup", 1.0))
+    m.observe_progress(run, snapshot(1, 100))
+    for second in (2, 3, 4):  # nothing completes
+        m.observe_progress(run, snapshot(second, 100))
+    m.observe_progress(run, snapshot(5, 180))
+    m.observe_progress(run, snapshot(7, 180))  # a report two seconds late, still nothing: 2 more
+    assert value(m.scrape(), "benchfleet_worker_stalled_seconds_total", target="off") == 3 + 2
+    series = [100, 0, 0, 0, 80, 0, 0, 0, 0, 0]
+    done = result(run, 1800).model_copy(update={"quality": assess(series, warmup_s=2, duration_s=10, wall_s=40)})
+    m.run_finished(run, done)
+    text = m.scrape()
+    assert value(text, "benchfleet_worker_transactions_total") is None  # the run's own series are gone
+    assert value(text, "benchfleet_worker_stalled_seconds_total", target="off", workload="oltp_point_select",
+                 campaign="c1", threads="16", worker="w1") == 8
+
+
+def test_stalls_of_a_slow_open_loop_run_are_not_counted():
+    """At 1 transaction/s an empty second is expected: the counter stays at 0."""
+    m = WorkerMetrics("w1")
+    run = run_spec().model_copy(update={"rate": 1.0})
+    m.run_started(run)
+    for second in (1, 2, 3):
+        m.observe_progress(run, snapshot(second, 1))
+    assert value(m.scrape(), "benchfleet_worker_stalled_seconds_total") == 0
+
+
+def test_stall_counters_are_bounded():
+    """Cells beyond MAX_STALL_SERIES drop the oldest counter, so a long-lived worker stays bounded."""
+    from services.worker import metrics as wm
+
+    m = WorkerMetrics("w1")
+    for i in range(wm.MAX_STALL_SERIES + 3):
+        run = run_spec(target=f"t{i}")
+        m.run_started(run)
+        m.run_finished(run, None)
+    names = [ls for (n, ls) in samples(m.scrape()) if n == "benchfleet_worker_stalled_seconds_total"]
+    assert len(names) == wm.MAX_STALL_SERIES
+    assert not any(("target", "t0") in ls for ls in names)

@@ -156,3 +156,40 @@ def test_schema_options_the_prepare_cannot_build_are_refused():
     text = replace("point_selects: 5", "point_selects: 5, secondary: true")
     assert any("workloads[1].options.secondary: only the sysbench default (false)" in l for l in errors_of(text))
     assert parse_spec(replace("point_selects: 5", "point_selects: 5, create_secondary: true"))
+
+
+def test_quiesce_is_on_for_managed_targets_and_off_for_dsn_ones():
+    """The worker owns a managed server, so it waits for it to settle unless told not to; a dsn
+    server is waited for only when the spec asks."""
+    spec = parse_spec(replace("  - name: a\n    database: sb_a\n",
+                              "  - {kind: managed, name: a}\n"))
+    assert spec.targets[0].quiesce.enabled and spec.targets[0].quiesce.timeout == 300
+    assert not spec.targets[1].quiesce.enabled
+
+
+def test_quiesce_short_form_and_block():
+    """`quiesce: true|false` switches it with the defaults; a block sets the bound and thresholds
+    (and switches it on)."""
+    spec = parse_spec(replace("  - name: a\n    database: sb_a\n", "  - {name: a, database: sb_a, quiesce: true}\n"))
+    assert spec.targets[0].quiesce.enabled and spec.targets[0].quiesce.max_history == 1000
+    spec = parse_spec(replace("  - name: a\n    database: sb_a\n",
+                              "  - {name: a, database: sb_a, quiesce: {timeout: 2m, max_dirty_pct: 5, max_history: 20000}}\n"))
+    q = spec.targets[0].quiesce
+    assert (q.enabled, q.timeout, q.max_dirty_pct, q.max_history) == (True, 120, 5.0, 20000)
+    spec = parse_spec(replace("  - name: a\n    database: sb_a\n", "  - {kind: managed, name: a, quiesce: false}\n"))
+    assert not spec.targets[0].quiesce.enabled
+
+
+@pytest.mark.parametrize("value,message", [
+    ("yes", "targets[0].quiesce: must be true, false or a mapping of enabled, timeout, max_dirty_pct, max_history"),
+    ("{timeout: 0s}", "targets[0].quiesce.timeout: must be > 0"),
+    ("{timeout: 2h}", "targets[0].quiesce.timeout: must be <= 3600"),
+    ("{max_dirty_pct: .nan}", "targets[0].quiesce.max_dirty_pct: must be a finite number"),
+    ("{max_dirty_pct: 150}", "targets[0].quiesce.max_dirty_pct: must be <= 100.0"),
+    ("{max_history: -1}", "targets[0].quiesce.max_history: must be >= 0"),
+    ("{timout: 5s}", "targets[0].quiesce.timout: unknown field"),
+])
+def test_bad_quiesce_values_name_the_field(value, message):
+    """Every quiesce value is finite and bounded; a wrong one is refused naming its field."""
+    errs = errors_of(replace("  - name: a\n    database: sb_a\n", f"  - {{name: a, database: sb_a, quiesce: {value}}}\n"))
+    assert errs == [f"spec.yaml:3: {message}"]

@@ -32,11 +32,15 @@ class FakeRuns:
         self.hold = hold
         self.crash = crash
         self.calls: list[tuple[str, int]] = []
+        #: after_failure of each call, in order.
+        self.after_failure: list[bool] = []
         self.started = threading.Event()
         self.release = threading.Event()
 
-    def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, stop, on_progress) -> RunResult:
+    def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, after_failure, stop,
+                 on_progress) -> RunResult:
         self.calls.append((run.run_id, attempt))
+        self.after_failure.append(after_failure)
         self.started.set()
         if self.crash:
             raise RuntimeError("boom")
@@ -232,6 +236,35 @@ def test_a_run_failing_once_is_stored_ok_from_its_second_attempt(broker):
     assert fake.calls == [(run.run_id, 1), (run.run_id, 2)]
     assert [(r.status, r.attempt) for r in results(broker)] == [("ok", 2)]
     assert dead(broker) == []
+
+
+def test_runs_after_a_failure_on_their_target_end_what_it_left_running(broker):
+    """A retry, and the next run on a target whose last run failed here, are told to end the
+    failed run's statements before they wait for the target; after an ok run nothing is ended."""
+    a1, b1, a4 = runs()[:3]
+    assert (a1.cell.target, b1.cell.target, a4.cell.target) == ("A", "B", "A")
+    publish_runs(broker, [a1.encode(), b1.encode(), a4.encode()])
+    fake = FakeRuns({a1.run_id: ["failed", "failed"]})
+    with serving(worker(broker, fake, attempts=2)):
+        broker.join(broker.names.runs_queue(POOL))
+    told = dict(zip(fake.calls, fake.after_failure))
+    assert len(told) == 4
+    assert told[(a1.run_id, 1)] is False
+    # B's run does not inherit A's failure; A's retry and A's next run after a failure do.
+    assert told[(b1.run_id, 1)] is False and told[(a1.run_id, 2)] is True and told[(a4.run_id, 1)] is True
+
+
+def test_an_ok_run_clears_the_failure_of_its_target(broker):
+    """Once a run on a target has ended ok, the next one there ends nothing."""
+    a1, _, a4 = runs()[:3]
+    publish_runs(broker, [a1.encode()])
+    fake = FakeRuns({a1.run_id: ["failed", "ok"]})
+    with serving(worker(broker, fake, attempts=2)):
+        broker.join(broker.names.runs_queue(POOL))
+        publish_runs(broker, [a4.encode()])
+        broker.join(broker.names.runs_queue(POOL))
+    assert list(zip(fake.calls, fake.after_failure)) == [((a1.run_id, 1), False), ((a1.run_id, 2), True),
+                                                         ((a4.run_id, 1), False)]
 
 
 def test_a_crashing_executor_fails_the_run_instead_of_wedging_the_worker(broker):

@@ -13,10 +13,12 @@ from typing import Any, Iterable
 from services.common.results import COLUMNS, ResultRow
 from services.reporting.analysis import NamedTable
 from services.reporting.report import Report
+from services.reporting.stalls import stall_rows
 from services.reporting.tables import format_value, formula_lines, legend_lines
 
 #: Version of the JSON export's layout; history: 1 = first version (additive since: each run
-#: carries every column of ``ResultRow``, campaign_id included).
+#: carries every column of ``ResultRow``, campaign_id included; ``stalls``: runs marked for a
+#: stall or an overrun).
 JSON_VERSION = 1
 
 
@@ -33,7 +35,7 @@ def table_data(named: NamedTable) -> dict[str, Any]:
         cells = []
         for threads, c in zip(t.threads, row.cells):
             cell: dict[str, Any] = {"threads": threads, "value": _num(c.value), "text": format_value(c, t.places),
-                                    "mark": c.mark, "failed_runs": c.failed}
+                                    "mark": c.mark, "failed_runs": c.failed, "stalled_runs": c.stalled}
             if c.stats:
                 cell.update(n=c.stats.n, mean=_num(c.stats.mean), stdev=_num(c.stats.stdev), cv=_num(c.stats.cv),
                             ci_low=_num(c.stats.ci_low), ci_high=_num(c.stats.ci_high))
@@ -65,6 +67,7 @@ def render_json(report: Report) -> str:
                        "cv_threshold": report.opts.cv_threshold, "collapse_fraction": report.opts.collapse_fraction},
         "tables": [table_data(t) for t in report.tables],
         "collapse": [dict(f.__dict__, p=_num(f.p)) for f in report.collapsed],
+        "stalls": {"checked": report.stalls_checked, "runs": [s.as_data() for s in report.stalled]},
         "runs": [dict(zip(COLUMNS, r.columns())) for r in d.runs],
     }
     return json.dumps(doc, indent=1, sort_keys=False, default=str) + "\n"
@@ -136,6 +139,7 @@ def render_ods(report: Report) -> bytes:
 
     sheets: list[tuple[str, list[list[Any]]]] = [("settings", [[line] for line in head_lines(report.data)])]
     sheets += [(named.key, table_rows(named)) for named in report.tables]
+    sheets.append(("stalls", stall_rows(report.stalled)))
     sheets.append(("collapse", [["target", "workload", "threads", "q/s", "peak threads", "peak q/s", "ratio", "p", "basis"]]
                    + [[f.target, f.workload, f.threads, f.qps, f.peak_threads, f.peak_qps, f.ratio, _num(f.p), f.basis]
                       for f in report.collapsed]))

@@ -24,19 +24,19 @@ from services.reporting.tables import (
 CSV_COLUMNS = (
     "workload", "target", "baseline", "threads", "mode", "value", "mark", "verdict",
     "n", "mean", "stdev", "cv", "baseline_n", "baseline_mean",
-    "ratio", "ratio_low", "ratio_high", "t", "df", "p", "failed_runs",
+    "ratio", "ratio_low", "ratio_high", "t", "df", "p", "failed_runs", "stalled_runs",
 )  # fmt: skip
 
 
 def _md_escape(text: str) -> str:
-    # A bare `*` or `|` would start emphasis or split a cell in GitHub's Markdown.
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
+    # A bare `*`, `~` or `|` would start emphasis or strikethrough, or split a cell, in GitHub's Markdown.
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("~", "\\~")
 
 
 def md_text(text: str) -> str:
     """User text (a description, names) for a Markdown page: no raw HTML, links or emphasis,
     whatever it holds; GitHub shows the characters as written."""
-    text = re.sub(r"([\\`*\[\]<>|&])", r"\\\1", text)
+    text = re.sub(r"([\\`*~\[\]<>|&])", r"\\\1", text)
     return re.sub(r"^(\s*)([#=+-])", r"\1\\\2", text)  # no heading, rule or list from a line's start
 
 
@@ -88,7 +88,7 @@ def render_csv(table: Table) -> list[str]:
                 _num(own.cv if own else None), base.n if base else "", _num(base.mean if base else None),
                 _num(comp.ratio if comp else None), _num(comp.ratio_low if comp else None),
                 _num(comp.ratio_high if comp else None), _num(test.t if test else None),
-                _num(test.df if test else None), _num(test.p if test else None), cell.failed,
+                _num(test.df if test else None), _num(test.p if test else None), cell.failed, cell.stalled,
             ])  # fmt: skip
     return out.getvalue().splitlines()
 

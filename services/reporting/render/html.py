@@ -19,6 +19,7 @@ from services.reporting.render.plots import Plot
 from services.reporting.tables import (
     MARK_FASTER,
     MARK_SLOWER,
+    MARK_STALL,
     failed_lines,
     format_value,
     formula_lines,
@@ -34,6 +35,7 @@ table.cmp th, table.cmp td { border: 1px solid #ccc; padding: 2px 8px; }
 table.cmp td.num { text-align: right; white-space: nowrap; }
 table.cmp td.faster { background: #d9f2d9; } table.cmp td.slower { background: #f6d5d5; }
 table.cmp th.group { text-align: left; background: #eee; }
+table.cmp td.stalled { outline: 2px dashed #c80; outline-offset: -3px; }
 .note { color: #555; font-size: .9em; } ul.legend { font-size: .9em; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 """
@@ -54,7 +56,8 @@ def render_table_html(named: NamedTable) -> list[str]:
     for row in table.rows:
         cells = []
         for c in row.cells:
-            cls = "num" + (" faster" if MARK_FASTER in c.mark else " slower" if MARK_SLOWER in c.mark else "")
+            cls = "num" + (" faster" if MARK_FASTER in c.mark else " slower" if MARK_SLOWER in c.mark else "") \
+                + (" stalled" if MARK_STALL in c.mark else "")
             title = c.comparison.reason if c.comparison else ""
             cells.append(f'<td class="{cls}" title="{_e(title)}">{_e(format_value(c, table.places))}'
                          f"{_e(c.mark)}</td>")
@@ -82,7 +85,7 @@ def _plot_html(p: Plot) -> list[str]:
 
 
 def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Sequence[CollapseFinding],
-                fraction: float, plots: Sequence[Plot]) -> str:
+                fraction: float, plots: Sequence[Plot], stalls: Sequence[str] = ()) -> str:
     """The whole report as one HTML document."""
     title = f"benchfleet report: {data.name} ({data.campaign_id})"
     ok = sum(1 for r in data.runs if r.status == "ok")
@@ -96,6 +99,9 @@ def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Seq
                                                      for t in tables) + "</p>"]
     for t in tables:
         parts.extend(render_table_html(t))
+    if stalls:
+        parts.append('<h2 id="stalls">Stalls and overruns</h2>')
+        parts.append("<p>" + "<br>".join(_e(x) for x in stalls) + "</p>")
     parts.append('<h2 id="collapse">Collapse</h2>')
     parts.append("<p>" + "<br>".join(_e(x) for x in collapse_lines(collapsed, fraction)) + "</p>")
     parts.append("<h2>Plots</h2>")

@@ -1,20 +1,22 @@
 """The server side of one run: reach (or start) the target, then record what the server did.
 
-The runner calls open_target() before preparing tables, wraps the load in sampling(), and
-puts report() (a ServerReport) into the result's ``server`` field.
+The runner calls open_target() before preparing tables, waits for the target to settle with
+a Settling (settling_for()) around the prepare, wraps the load in sampling(), and puts report()
+(a ServerReport) into the result's ``server`` field.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from services.common import logs, server_options
-from services.common.errors import TargetError
-from services.common.messages import ServerReport
-from services.common.spec import DataShape, ManagedTarget
-from services.worker.target import dsn, info, managed
+from services.common.errors import TargetError, TargetUnsettled
+from services.common.messages import QuiesceReport, ServerReport
+from services.common.spec import DataShape, DsnTarget, ManagedTarget
+from services.worker.target import dsn, info, managed, quiesce
 
 if TYPE_CHECKING:  # a type only: targets sit below the drivers
     from services.worker.driver.contract import LoadOutcome
@@ -92,3 +94,43 @@ def report(session: TargetSession, outcome: "LoadOutcome") -> ServerReport:
         if outcome.client_cpu_s:
             out["client_cpu_us_per_query"] = round(1e6 * outcome.client_cpu_s / queries, 2)
     return session.base.model_copy(update=out)
+
+
+class Settling:
+    """One run's quiesce: ``before_prepare`` ends what a failed run left running, ``settle``
+    waits for the target before the warm-up. A managed target that does not settle is restarted."""
+
+    def __init__(self, servers: managed.ServerManager | None, session: TargetSession,
+                 spec_target: DsnTarget | ManagedTarget, *, after_failure: bool, stop: threading.Event | None = None):
+        self.servers = servers
+        self.session = session
+        self.waits = quiesce.Quiescer(
+            session.params, spec_target.quiesce, field=f"targets.{spec_target.name}.quiesce",
+            end_leftovers=after_failure, flush=session.server is not None, stop=stop)
+        #: The latest report, also when the target did not settle.
+        self.report: QuiesceReport | None = None
+
+    def _guarded(self, step: Callable[[], QuiesceReport | None]) -> None:
+        try:
+            self.report = step() or self.report
+        except TargetUnsettled as e:
+            if self.session.server is not None and self.servers is not None:
+                # A fresh server for the retry, without the statements that would not end.
+                e.report = e.report.model_copy(update={"restarted": self.servers.restart()})
+            self.report = e.report
+            raise
+
+    def before_prepare(self) -> None:
+        self._guarded(self.waits.before_prepare)
+
+    def settle(self) -> None:
+        self._guarded(self.waits.settle)
+
+
+def settling_for(servers: managed.ServerManager | None, session: TargetSession,
+                 spec_target: DsnTarget | ManagedTarget, *, after_failure: bool,
+                 stop: threading.Event | None = None) -> Settling | None:
+    """The run's Settling, or None when the target's quiesce is off."""
+    if not spec_target.quiesce.enabled:
+        return None
+    return Settling(servers, session, spec_target, after_failure=after_failure, stop=stop)

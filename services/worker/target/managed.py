@@ -342,6 +342,11 @@ class ServerManager:
         if self.current is not None:
             self._thread.submit(self._stop_current).result()
 
+    def restart(self) -> bool:
+        """Stop the running server and start it again on its own datadir (a target that did not
+        settle); False when there was none or it did not come back (the next run starts one)."""
+        return self._thread.submit(self._restart).result()
+
     def close(self) -> None:
         """Stop the server and remove this worker's datadirs (unless --keep-datadirs)."""
         if self._closed:
@@ -361,6 +366,21 @@ class ServerManager:
         if self.current is not None:
             self.current.stop()
             self.current = None
+
+    def _restart(self) -> bool:
+        cur = self.current
+        if cur is None or self._closed:
+            return False
+        cur.stop()
+        try:
+            cur.start(_server_ids())
+        except TargetError as e:
+            log.warning("managed_server_restart_failed", target=cur.target.name, error=str(e))
+            self.current = None
+            return False
+        cur.reused = False
+        log.info("managed_server_restarted", target=cur.target.name, pid=cur.pid)
+        return True
 
     def _ensure(self, target: ManagedTarget, data: DataShape, worker_client_cpus: list[int] | None) -> ManagedServer:
         if self._closed:
@@ -405,8 +425,9 @@ class ServerManager:
         template = ensure_template(self.base, target, binary, ids)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_dir.chmod(0o755)
-        # One datadir per target: same name and same server build and options.
-        tdir = self.run_dir / _short_hash(target.model_dump_json(exclude={"server_cpus", "client_cpus"}))
+        # One datadir per target: same name and same server build and options (pinning and
+        # settling between runs change nothing on disk).
+        tdir = self.run_dir / _short_hash(target.model_dump_json(exclude={"server_cpus", "client_cpus", "quiesce"}))
         if not (tdir / "data").exists():
             shutil.rmtree(tdir, ignore_errors=True)
             tdir.mkdir(mode=0o750)
