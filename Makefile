@@ -32,7 +32,7 @@ test: venv services
 clean: down
 	rm -rf var
 
-# One seed study (STUDY=keycache|thread-pool|random-points-ranges|regression|all) on the local
+# One seed study (STUDY=keycache|thread-pool|random-points-ranges|builds|all) on the local
 # fleet; writes docs/studies/STUDY.md and its HTML reports.
 study: venv up
 	$(ENV) set -a; [ ! -f var/fleet.env ] || . var/fleet.env; set +a; $(BIN)/python examples/studies/run $(STUDY)

@@ -14,6 +14,7 @@ from services.common.cli import (
     EXIT_CODES_HELP,
     EXIT_COLLAPSE,
     EXIT_OK,
+    EXIT_SLOWER,
     EXIT_USAGE,
     run_main,
 )
@@ -50,6 +51,17 @@ def cmd_dashboards(args: argparse.Namespace, settings: Settings) -> int:
     for path in write_dashboards(args.out):
         print(f"wrote {path}")
     return EXIT_OK
+
+
+def _percent(text: str) -> float:
+    """A percentage (5 or 5%) as a fraction (0.05)."""
+    try:
+        v = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a percentage such as 5, got {text}") from None
+    if not 0 <= v < 100:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100, got {text}")
+    return v / 100
 
 
 def _fraction(text: str) -> float:
@@ -116,6 +128,10 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     _stat_flags(s)
     s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt)
     s.add_argument("--out", help="write to this file (needed for ods)")
+    s.add_argument("--fail-on-slower", metavar="PCT", nargs="?", type=_percent, const=0.0, default=None,
+                   help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is significantly slower than A "
+                        "(Welch, --alpha, --min-effect) by more than PCT percent (default: any significant "
+                        "slowdown beyond --min-effect); the comparison is still written")
 
 
 def add_history_flags(s: argparse.ArgumentParser) -> None:
@@ -209,6 +225,16 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
         _write(args.out, render_compare_ods(c))
     else:
         _write(args.out, render_compare(c, opts.fmt))
+    if args.fail_on_slower is not None:
+        from services.reporting.compare import regressions
+
+        slower = regressions(c, args.fail_on_slower)
+        if slower:
+            print(f"error: {len(slower)} cell(s) of {c.b.campaign_id} significantly slower than {c.a.campaign_id} "
+                  f"by more than {max(args.fail_on_slower, opts.min_effect) * 100:g}%:", file=sys.stderr)
+            for r in slower:
+                print(f"error:   {r.describe(c.metric.unit)}", file=sys.stderr)
+            return EXIT_SLOWER
     return EXIT_OK
 
 

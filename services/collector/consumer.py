@@ -23,7 +23,7 @@ from services.collector.prometheus import CollectorMetrics
 from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
 from services.common.errors import BusError, DecodeError, StoreError, StoreRefused, StoreUnavailable
-from services.common.messages import RunEvent, RunResult, decode
+from services.common.messages import RunEvent, RunResult, WorkerBuilds, decode
 
 if TYPE_CHECKING:
     from services.common.store import ResultRow
@@ -49,6 +49,8 @@ class ResultStore(FinalityStore, Protocol):
     def mark_running(self, event: RunEvent) -> None: ...
 
     def store_result(self, result: RunResult) -> None: ...
+
+    def record_worker_builds(self, msg: WorkerBuilds) -> None: ...
 
     def reachable(self) -> bool:
         """Whether the DB answers now."""
@@ -205,7 +207,7 @@ class Collector:
         """Store one delivery and ack it, or dead-letter it for a fault of its own; False (and
         nothing acked) when the results DB is away."""
         try:
-            msg = decode(d.body, expect=(RunResult, RunEvent))
+            msg = decode(d.body, expect=(RunResult, RunEvent, WorkerBuilds))
         except DecodeError as e:
             self._park(bus, d, "result_message_undecodable", f"undecodable result message: {e}")
             return True
@@ -214,6 +216,9 @@ class Collector:
                 raise StoreUnavailable("not connected to the results DB")
             if isinstance(msg, RunEvent):
                 self._store.mark_running(msg)
+            elif isinstance(msg, WorkerBuilds):
+                self._store.record_worker_builds(msg)
+                log.info("worker_builds_recorded", host=msg.host, pool=msg.pool, builds=msg.names())
             else:
                 self._store.store_result(msg)
         except StoreRefused as e:

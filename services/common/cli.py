@@ -22,6 +22,9 @@ EXIT_USAGE = 2
 EXIT_CONNECT = 3
 #: `--fail-on-collapse` found a collapsed cell (the report is still written).
 EXIT_COLLAPSE = 4
+#: `collector compare --fail-on-slower` found a cell of B significantly slower than A beyond the
+#: threshold (the comparison is still written): a CI regression gate.
+EXIT_SLOWER = 5
 #: Interrupted by Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
 #: Whoever read our output went away (`... | head`): 128 + SIGPIPE, as shell tools report it.
@@ -30,7 +33,7 @@ EXIT_BROKEN_PIPE = 141
 EXIT_CODES_HELP = (
     f"exit codes: {EXIT_OK} ok, {EXIT_FAILED} runs failed, {EXIT_USAGE} bad input (nothing done), "
     f"{EXIT_CONNECT} broker or results DB unreachable, {EXIT_COLLAPSE} collapse found (--fail-on-collapse), "
-    f"{EXIT_INTERRUPTED} interrupted"
+    f"{EXIT_SLOWER} significantly slower (--fail-on-slower), {EXIT_INTERRUPTED} interrupted"
 )
 
 Command = Callable[[argparse.Namespace, Settings], int]

@@ -4,7 +4,8 @@ BenchfleetError
  ├── UsageError          bad input from the user: a spec, a setting, a flag (exit 2)
  │    ├── SpecError      a spec that cannot run (one FieldError per wrong field)
  │    ├── YamlProblem    YAML the spec reader refuses (size, depth, aliases, keys, encoding)
- │    └── SettingsError  a setting no service can use (names the flag or variable)
+ │    ├── SettingsError  a setting no service can use (names the flag or variable)
+ │    └── BuildError     a build that cannot be registered or found (`worker builds`)
  ├── DecodeError         a message body that is not a message we understand
  ├── ConnectError        a service we need is away or refused us (exit 3)
  │    ├── BusError       RabbitMQ
@@ -83,6 +84,10 @@ class SettingsError(UsageError, ValueError):
 
 
 # -- messages -----------------------------------------------------------------------------------
+
+
+class BuildError(UsageError):
+    """A build that cannot be registered, listed or removed as asked; names the flag or build."""
 
 
 class DecodeError(BenchfleetError):

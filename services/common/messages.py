@@ -4,9 +4,12 @@ Schema history (the ``schema`` field of each message):
   benchfleet.run/1         a run spec the scheduler publishes for a worker
   benchfleet.run-event/1   a worker's "started"/"progress" note about a run
   benchfleet.result/1      what a run measured (or why it failed)
+  benchfleet.worker-builds/1  a worker's builds (host, pool), sent on the results exchange at
+                           connect and when its registry changes; the collector keeps the last
 Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
 ``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects``,
-``latency.by_kind`` and ``quiesce``.
+``latency.by_kind``, ``quiesce``, and ``server.build``, ``server.build_version``,
+``server.server_sha256``, ``server.malloc``.
 Result ``quality`` (stalls and overrun, ``RunQuality``) carries its own ``version`` (history in
 its docstring); results without it were stored before runs were assessed.
 
@@ -25,6 +28,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from services.common.builds import BuildInfo
 from services.common.errors import DecodeError
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
@@ -42,6 +46,7 @@ from services.common.spec import (
 RUN_SCHEMA = "benchfleet.run/1"
 EVENT_SCHEMA = "benchfleet.run-event/1"
 RESULT_SCHEMA = "benchfleet.result/1"
+BUILDS_SCHEMA = "benchfleet.worker-builds/1"
 #: The largest run seed: sysbench's --rand-seed is a C int, and its 0 means "seed from the clock".
 MAX_RUN_SEED = 2**31 - 1
 #: The largest body a consumer decodes. A 2-hour run's result, five per-second series of 7,200
@@ -212,6 +217,13 @@ class ServerReport(_Message):
     #: Managed targets: the binary, the spec's options, the pinning, the start (template copy
     #: to ready, or reuse of the previous run's server).
     binary: str | None = None
+    #: The registered build that ran ("system": the worker's own server), what its binary's
+    #: `--version` says, and the sha256 of the binary that was started.
+    build: str | None = None
+    build_version: str | None = None
+    server_sha256: str | None = None
+    #: The allocator found loaded in the server's /proc/PID/maps (glibc: none preloaded).
+    malloc: str | None = None
     options: dict[str, ServerOptionValue] = Field(default_factory=dict)
     server_cpus: str | None = None
     client_cpus: str | None = None
@@ -338,8 +350,29 @@ class RunResult(_Message):
         return self.totals.transactions / self.measured_s if self.measured_s > 0 else 0.0
 
 
-Message = Union[RunSpec, RunEvent, RunResult]
-_BY_SCHEMA: dict[str, type[BaseModel]] = {RUN_SCHEMA: RunSpec, EVENT_SCHEMA: RunEvent, RESULT_SCHEMA: RunResult}
+class WorkerBuilds(_Message):
+    """A worker's announcement of the builds registered on its host, for the scheduler to check
+    specs against (stored by the collector, one row per host and pool, the last one wins)."""
+
+    schema_: Literal["benchfleet.worker-builds/1"] = Field(BUILDS_SCHEMA, alias="schema")
+    worker: str
+    host: str
+    pool: str
+    builds: list[BuildInfo] = Field(default_factory=list)
+    at: float
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+    def names(self) -> list[str]:
+        return [b.name for b in self.builds]
+
+
+Message = Union[RunSpec, RunEvent, RunResult, WorkerBuilds]
+_BY_SCHEMA: dict[str, type[BaseModel]] = {RUN_SCHEMA: RunSpec, EVENT_SCHEMA: RunEvent, RESULT_SCHEMA: RunResult,
+                                          BUILDS_SCHEMA: WorkerBuilds}
 _ADAPTERS = {k: TypeAdapter(v) for k, v in _BY_SCHEMA.items()}
 
 

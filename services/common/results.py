@@ -104,3 +104,26 @@ class HistoryEntry:
     campaign_name: str
     created_at: float
     row: ResultRow
+
+
+@dataclass(frozen=True)
+class TargetBuild:
+    """What ran as one target in a campaign's results: the build, its version string, the sha256
+    of its server binary and the allocator found loaded (None where a result did not record it)."""
+
+    target: str
+    build: str | None
+    version: str | None
+    server_sha256: str | None
+    malloc: str | None
+
+    def describe(self) -> dict[str, str]:
+        """Settings items for a report's target line (the digest shortened to 12 digits)."""
+        out = {}
+        if self.version:
+            out["version"] = self.version
+        if self.server_sha256:
+            out["sha256"] = self.server_sha256[:12]
+        if self.malloc:
+            out["malloc_loaded"] = self.malloc
+        return out

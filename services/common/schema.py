@@ -9,6 +9,7 @@ History:
   7: results.stalled_s, longest_stall_s, overrun_s, quality_flags: a run's stalls and overrun
      (RunQuality), queryable; NULL for results stored before runs were assessed.
   8: results.quiesce_s: seconds the worker waited for the target to settle before the warm-up.
+  10: worker_builds: the last build announcement of each (host, pool), for `scheduler validate`.
 """
 
 from __future__ import annotations
@@ -105,6 +106,33 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # 8: the settling wait before each run, queryable across campaigns (NULL: quiesce off, or
     # stored before it existed; the whole record is in result_json's quiesce).
     (8, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS quiesce_s DOUBLE NULL"]),
+    # 10: workers announce their registered builds; the scheduler checks a spec's `build:`
+    # against them. One row per host and pool, replaced by each announcement (an upsert: the
+    # collector's DB user has no DELETE).
+    (
+        10,
+        [
+            """CREATE TABLE IF NOT EXISTS worker_builds (
+                host VARCHAR(255) NOT NULL,
+                pool VARCHAR(64) NOT NULL,
+                worker VARCHAR(128) NOT NULL,
+                announcement_json TEXT NOT NULL,
+                announced_at DOUBLE NOT NULL,
+                PRIMARY KEY (host, pool)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+    # 14: which build ran a result is read by every report header: columns, since result_json is
+    # empty for results stored compressed (migration 5).
+    (
+        14,
+        [
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS build VARCHAR(64) NULL,"
+            " ADD COLUMN IF NOT EXISTS build_version VARCHAR(128) NULL,"
+            " ADD COLUMN IF NOT EXISTS server_sha256 CHAR(64) NULL,"
+            " ADD COLUMN IF NOT EXISTS malloc VARCHAR(16) NULL",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -1,8 +1,8 @@
 """Finding a managed target's server binary and asking it which options it accepts.
 
 Used by the scheduler (check a spec before publishing it, against the system server binary
-only: never a path a spec names) and by the worker (check again before starting, against the
-binary it will run). Neither loads plugins to list their options: a spec may not load plugins
+only: a spec names no path, and the scheduler runs no registered build) and by the worker (check
+again before starting, against the binary of the build it will run). Neither loads plugins to list their options: a spec may not load plugins
 (server_options.RESERVED_CODE), and `--help --verbose` with plugin_load would dlopen them.
 """
 
@@ -18,7 +18,7 @@ from services.common import server_options
 from services.common.errors import BinaryNotFound
 from services.common.spec import ManagedTarget
 
-#: Where the system server lives when a target names neither binary nor basedir.
+#: Where the system server lives (a managed target that names no build runs it).
 SYSTEM_BINARIES = ("/usr/sbin/mariadbd", "/usr/sbin/mysqld", "/usr/libexec/mariadbd", "/usr/libexec/mysqld")
 #: Seconds `--help --verbose` may take (it prints and exits in well under one).
 HELP_TIMEOUT_S = 30.0
@@ -34,27 +34,12 @@ def system_binary() -> Path:
     raise BinaryNotFound(f"no system server binary here (tried {', '.join(SYSTEM_BINARIES)})")
 
 
-def resolve(target: ManagedTarget) -> Path:
-    """The server binary of ``target`` on this host; raise BinaryNotFound naming what was tried."""
-    if target.binary:
-        candidates = [Path(target.binary)]
-    elif target.basedir:
-        base = Path(target.basedir)
-        candidates = [base / d / n for d in ("bin", "sbin", "libexec") for n in ("mariadbd", "mysqld")]
-    else:
-        found = shutil.which("mariadbd") or shutil.which("mysqld")
-        candidates = ([Path(found)] if found else []) + [Path(p) for p in SYSTEM_BINARIES]
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return c
-    raise BinaryNotFound(f"no server binary here (tried {', '.join(str(c) for c in candidates)})")
-
-
-def install_script(target: ManagedTarget, binary: Path) -> Path:
-    """mariadb-install-db (or mysql_install_db) of the build ``binary`` belongs to."""
+def install_script(binary: Path, basedir: str | None) -> Path:
+    """mariadb-install-db (or mysql_install_db) of the build ``binary`` belongs to (``basedir``:
+    a registered build's directory; None: the system server)."""
     names = ("mariadb-install-db", "mysql_install_db")
-    if target.basedir:
-        base = Path(target.basedir)
+    if basedir:
+        base = Path(basedir)
         candidates = [base / d / n for d in ("scripts", "bin") for n in names]
     else:
         candidates = [binary.parent / n for n in names]

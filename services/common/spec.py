@@ -4,6 +4,8 @@ Version history of the spec format (``spec_version``):
   1: dsn targets, data shape, workloads with options, threads, duration/warmup/repeat/seed.
      managed targets (kind: managed) joined version 1: specs without them read as before.
      a target's ``quiesce`` joined version 1 (optional; on for managed targets, off for dsn).
+     Managed targets name a registered ``build`` (and a ``malloc``); their ``binary`` and
+     ``basedir`` paths were removed (a spec names no path on a worker).
 """
 
 from __future__ import annotations
@@ -120,8 +122,7 @@ Seconds = Annotated[
 ]
 CpuList = Annotated[str, BeforeValidator(_number_as_name), Field(max_length=255, pattern=CPU_LIST_PATTERN),
                     AfterValidator(_cpus_in_range)]
-#: An absolute path without spaces or shell characters (binaries and basedirs of builds,
-#: sockets, CA files).
+#: An absolute path without spaces or shell characters (sockets, CA files).
 PATH_PATTERN = r"^/[A-Za-z0-9_.+/-]{1,255}$"
 AbsolutePath = Annotated[str, Field(pattern=PATH_PATTERN)]
 #: A password file as a worker finds it: a path that may start with ~ or hold ${VAR}s.
@@ -249,15 +250,18 @@ ServerOptionValue = Union[bool, int, float, str, None]
 
 
 class ManagedTarget(_Frozen):
-    """A mariadbd (or mysqld) the worker starts itself with `--no-defaults` and ``options``,
-    on its own datadir, port and socket, pinned to ``server_cpus`` (see services/worker/managed.py)."""
+    """A mariadbd (or mysqld) of a registered build the worker starts itself with `--no-defaults`
+    and ``options``, on its own datadir, port and socket, pinned to ``server_cpus``."""
 
     kind: Literal["managed"]
     name: Name
-    #: The server binary; default: the system's mariadbd. ``basedir`` names another build
-    #: (its bin/ or sbin/ holds the server, its scripts/ the install script).
-    binary: AbsolutePath | None = None
-    basedir: AbsolutePath | None = None
+    #: The server build: a name registered on the workers (`worker builds add`), never a path;
+    #: default: the worker's system server. The scheduler checks the name against the builds the
+    #: pool's workers announced; a worker without it refuses the run before starting anything.
+    build: Name | None = None
+    #: The allocator preloaded into the server: glibc's own, or Debian's libjemalloc2 /
+    #: libtcmalloc-minimal4 (LD_PRELOAD, from the worker's library directories only).
+    malloc: Literal["glibc", "jemalloc", "tcmalloc"] = "glibc"
     #: Passed as --name=value in this order; names are checked against `--help --verbose`.
     #: Options that name paths or load code are reserved (server_options.reserved_problem).
     options: Annotated[dict[str, ServerOptionValue], Field(max_length=MAX_SERVER_OPTIONS)] = Field(default_factory=dict)
@@ -268,6 +272,17 @@ class ManagedTarget(_Frozen):
     start_timeout: Annotated[Seconds, Field(gt=0, le=MAX_TIMEOUT_S)] = 60.0
     stop_timeout: Annotated[Seconds, Field(gt=0, le=MAX_TIMEOUT_S)] = 60.0
     quiesce: QuiesceField = QUIESCE_ON
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_paths(cls, v: Any) -> Any:
+        # Removed fields get their own message: the spec names a build, the worker knows its path.
+        if isinstance(v, dict):
+            for key in ("binary", "basedir"):
+                if key in v:
+                    raise ValueError(f"{key}: a spec names no path on a worker; register the server on the workers "
+                                     "(worker builds add NAME ...) and name it with build: NAME")
+        return v
 
     @field_validator("options")
     @classmethod
@@ -282,12 +297,6 @@ class ManagedTarget(_Frozen):
                 raise ValueError(f"{name}: same option as {seen[base]}")
             seen[base] = name
         return v
-
-    @model_validator(mode="after")
-    def _one_build(self) -> "ManagedTarget":
-        if self.binary is not None and self.basedir is not None and not self.binary.startswith(self.basedir.rstrip("/") + "/"):
-            raise ValueError("binary: must lie under basedir when both are given")
-        return self
 
 
 #: A target is an existing server (dsn, the default kind) or a managed one.

@@ -25,8 +25,8 @@ from pydantic import ValidationError
 from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
-from services.common.messages import Cell, RunEvent, RunResult, RunSpec
-from services.common.results import COLUMNS, HistoryEntry, ResultRow, quality_columns
+from services.common.messages import Cell, RunEvent, RunResult, RunSpec, WorkerBuilds
+from services.common.results import COLUMNS, HistoryEntry, ResultRow, TargetBuild, quality_columns
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
 
@@ -313,6 +313,30 @@ class Store:
             )
         ]
 
+    # -- worker builds ----------------------------------------------------------------------
+    def record_worker_builds(self, msg: WorkerBuilds) -> None:
+        """Keep ``msg`` as its host and pool's builds, unless a newer announcement is kept."""
+        # Assignments run left to right: announced_at is compared before it is replaced.
+        self._execute(
+            "INSERT INTO worker_builds (host, pool, worker, announcement_json, announced_at) VALUES (%s,%s,%s,%s,%s)"
+            " ON DUPLICATE KEY UPDATE"
+            " worker=IF(VALUES(announced_at) >= announced_at, VALUES(worker), worker),"
+            " announcement_json=IF(VALUES(announced_at) >= announced_at, VALUES(announcement_json), announcement_json),"
+            " announced_at=GREATEST(announced_at, VALUES(announced_at))",
+            (msg.host, msg.pool, msg.worker, msg.encode().decode(), msg.at),
+        )
+
+    def pool_builds(self, pool: str) -> list[WorkerBuilds]:
+        """The last build announcement of every host of ``pool``, by host."""
+        out = []
+        for host, text in self._rows("SELECT host, announcement_json FROM worker_builds WHERE pool=%s ORDER BY host",
+                                     (pool,)):
+            try:
+                out.append(WorkerBuilds.model_validate_json(text))
+            except ValidationError as e:
+                log.warning("worker_builds_undecodable", host=host, error=str(e).splitlines()[0])
+        return out
+
     # -- results ----------------------------------------------------------------------------
     def store_result(self, result: RunResult) -> None:
         """Insert or replace the result of a run (keyed by run id) and set the run's state.
@@ -338,14 +362,17 @@ class Store:
             "INSERT INTO results (run_id, campaign_id, target, workload, threads, repetition, status, measured_s,"
             " transactions, queries, errors, qps, tps, p50_ms, p95_ms, p99_ms, max_ms, worker, host, started_at,"
             " ended_at, error, result_json, result_z, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags,"
-            " quiesce_s) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s)"
+            " quiesce_s, build, build_version, server_sha256, malloc)"
+            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
             " ON DUPLICATE KEY UPDATE status=VALUES(status), measured_s=VALUES(measured_s),"
             " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors), qps=VALUES(qps),"
             " tps=VALUES(tps), p50_ms=VALUES(p50_ms), p95_ms=VALUES(p95_ms), p99_ms=VALUES(p99_ms),"
             " max_ms=VALUES(max_ms), worker=VALUES(worker), host=VALUES(host), started_at=VALUES(started_at),"
             " ended_at=VALUES(ended_at), error=VALUES(error), result_json='', result_z=VALUES(result_z),"
             " stored_at=VALUES(stored_at), stalled_s=VALUES(stalled_s), longest_stall_s=VALUES(longest_stall_s),"
-            " overrun_s=VALUES(overrun_s), quality_flags=VALUES(quality_flags), quiesce_s=VALUES(quiesce_s)",
+            " overrun_s=VALUES(overrun_s), quality_flags=VALUES(quality_flags), quiesce_s=VALUES(quiesce_s),"
+            " build=VALUES(build), build_version=VALUES(build_version), server_sha256=VALUES(server_sha256),"
+            " malloc=VALUES(malloc)",
             (
                 result.run_id, result.campaign_id, result.cell.target, result.cell.workload, result.cell.threads,
                 result.repetition, result.status, result.measured_s, result.totals.transactions, result.totals.queries,
@@ -353,6 +380,7 @@ class Store:
                 result.worker, result.host, result.started_at, result.ended_at, error, packed, now,
                 quality["stalled_s"], quality["longest_stall_s"], quality["overrun_s"], quality["quality_flags"],
                 result.quiesce.waited_s if result.quiesce is not None else None,
+                result.server.build, result.server.build_version, result.server.server_sha256, result.server.malloc,
             ),
         )
         state = {"ok": "done", "failed": "failed", "cancelled": "cancelled"}[result.status]
@@ -401,6 +429,17 @@ class Store:
         """The results of the ``campaigns`` newest campaigns, oldest campaign first."""
         ids = [r[0] for r in self._rows("SELECT campaign_id FROM campaigns ORDER BY created_at DESC LIMIT %s", (campaigns,))]
         return [row for cid in reversed(ids) for row in self.results(cid)]
+
+    def target_builds(self, campaign_id: str) -> list[TargetBuild]:
+        """The distinct builds each target of a campaign ran, from the results' columns (results
+        stored before migration 14 kept them only in result_json)."""
+        rows = self._rows(
+            "SELECT DISTINCT target, COALESCE(build, JSON_VALUE(result_json, '$.server.build')),"
+            " COALESCE(build_version, JSON_VALUE(result_json, '$.server.build_version')),"
+            " COALESCE(server_sha256, JSON_VALUE(result_json, '$.server.server_sha256')),"
+            " COALESCE(malloc, JSON_VALUE(result_json, '$.server.malloc')) FROM results"
+            " WHERE campaign_id=%s AND status='ok' ORDER BY target", (campaign_id,))
+        return [TargetBuild(*r) for r in rows]
 
     def stored_results(self, campaign_id: str) -> list[RunResult]:
         """Every whole stored result of a campaign, decoded, for reports that need series,

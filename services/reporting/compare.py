@@ -78,8 +78,53 @@ def compare_stall_lines(c: Comparison) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Regression:
+    """A cell of B significantly slower than A beyond the gate's threshold."""
+
+    target: str
+    workload: str
+    threads: int
+    #: B / A of the metric's mean (below 1 for q/s, above 1 for latency when slower).
+    ratio: float
+    p: float
+
+    def describe(self, unit: str) -> str:
+        return (f"{self.target} {self.workload} t={self.threads}: B/A {self.ratio:.3f} "
+                f"({(self.ratio - 1) * 100:+.1f}% {unit}, p = {self.p:.3g})")
+
+
+def regressions(c: Comparison, beyond: float) -> list[Regression]:
+    """Cells where B is significantly slower than A (Welch, the comparison's alpha and min-effect)
+    by more than ``beyond`` (a fraction: 0.05 is 5%) in the direction the metric counts as worse."""
+    out = []
+    for target, named in zip(c.targets, c.tables):
+        for row in named.table.rows:
+            for threads, cell in zip(named.table.threads, row.cells):
+                cmp = cell.comparison
+                if cmp is None or cmp.verdict != "slower":
+                    continue
+                worse_by = (1 - cmp.ratio) if c.metric.higher_is_better else (cmp.ratio - 1)
+                if worse_by > beyond:
+                    out.append(Regression(target, row.workload, threads, cmp.ratio, cmp.test.p))
+    return out
+
+
+def _ran(data: CampaignData, target: str) -> str:
+    """What ``target`` ran in a campaign (version, digest, allocator), from its settings line."""
+    for t in data.settings.get("targets", []):
+        if t.get("name") == target:
+            return " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}"
+                            for k in ("version", "sha256", "malloc_loaded") if (v := t.get(k)))
+    return ""
+
+
 def header_lines(c: Comparison) -> list[str]:
     lines = [f"A = {c.a.campaign_id} ({c.a.name}, {c.a.state})", f"B = {c.b.campaign_id} ({c.b.name}, {c.b.state})"]
+    for t in c.targets:
+        a, b = _ran(c.a, t), _ran(c.b, t)
+        if a or b:
+            lines.append(f"target {t}: A ran {a or 'n/a'}; B ran {b or 'n/a'}")
     if c.unmatched:
         lines.append(f"Targets in only one campaign (not compared): {', '.join(c.unmatched)}")
     return lines + [""]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
+from services.common.results import TargetBuild
 from services.common.store import Store
 from services.reporting.analysis import CampaignData
 from services.reporting.options import ReportOptions
@@ -24,12 +27,28 @@ def load(store: Store, ref: str, *, with_results: bool = True) -> CampaignData:
     spec = c.spec
     settings = spec.public_dump()  # no password_env/password_file in reports and exports
     settings["campaign_id"] = c.campaign_id
+    describe_builds(settings, store.target_builds(c.campaign_id))
     return CampaignData(
         campaign_id=c.campaign_id, name=c.name, state=c.state,
         targets=tuple(t.name for t in spec.targets), baseline=spec.baseline_name,
         workloads=tuple(w.key for w in spec.workloads), threads=tuple(sorted(spec.threads)),
         settings=settings, runs=tuple(rows), created_at=c.created_at,
     )
+
+
+def describe_builds(settings: dict[str, Any], builds: Sequence[TargetBuild]) -> None:
+    """Add what each target ran (version, binary digest, allocator) to its settings line; a
+    target that ran more than one (hosts with different builds) lists each value."""
+    for t in settings.get("targets", []):
+        items: dict[str, list[str]] = {}
+        for b in builds:
+            if b.target == t.get("name"):
+                for key, value in b.describe().items():
+                    items.setdefault(key, [])
+                    if value not in items[key]:
+                        items[key].append(value)
+        for key, values in items.items():
+            t[key] = values[0] if len(values) == 1 else values
 
 
 def load_report(store: Store, ref: str, opts: ReportOptions) -> Report:

@@ -11,7 +11,7 @@ from typing import Any
 from services.common import logs
 from services.common.bus import RabbitBus, Role, rabbit_factory
 from services.common.campaigns import Duplicate
-from services.common.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, run_main
+from services.common.cli import EXIT_CODES_HELP, EXIT_COLLAPSE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, run_main
 from services.common.config import (
     Settings,
     add_settings_flags,
@@ -176,11 +176,17 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
             time.sleep(args.poll)
         if tty:
             print(file=sys.stderr)
-        for line in render_lines(load_report(store, campaign_id, ReportOptions())):
+        report = load_report(store, campaign_id, ReportOptions())
+        for line in render_lines(report):
             print(line)
         for f in failed_runs(store, campaign_id):
             print(f"failed: {f.run_id}: {f.error}", file=sys.stderr)
-        return EXIT_FAILED if p.failed else EXIT_OK
+        if p.failed:
+            return EXIT_FAILED
+        if getattr(args, "fail_on_collapse", False) and report.collapsed:
+            _err(f"{len(report.collapsed)} collapsed cell(s) in {campaign_id}")
+            return EXIT_COLLAPSE
+        return EXIT_OK
     except KeyboardInterrupt:
         print(f"\nstopped waiting; the campaign goes on: scheduler status {campaign_id}", file=sys.stderr)
         return EXIT_OK
@@ -236,7 +242,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="scheduler", description=__doc__)
+    p = argparse.ArgumentParser(prog="scheduler", description=__doc__, epilog=EXIT_CODES_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 
     def spec_cmd(name: str, help: str) -> argparse.ArgumentParser:
@@ -257,6 +263,9 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_plan)
     s = spec_cmd("submit", "record the campaign and publish its runs")
     s.add_argument("--wait", action="store_true", help="follow progress and print the report at the end")
+    s.add_argument("--fail-on-collapse", action="store_true",
+                   help=f"with --wait: exit {EXIT_COLLAPSE} (EXIT_COLLAPSE) when any cell collapsed (runs failing "
+                        "exit 1 first)")
     s.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
     s.add_argument("--json", action="store_true")
     s.add_argument("--idempotency-key", help="refuse a second submit with this key (default: the spec's hash, "

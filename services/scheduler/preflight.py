@@ -4,12 +4,29 @@ ones, so a spec that validates is one that is accepted."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from services.common.config import Settings
 from services.common.durations import format_duration
-from services.common.errors import FieldError, SpecError
-from services.common.spec import CampaignSpec
+from services.common.errors import FieldError, SpecError, StoreError
+from services.common.messages import WorkerBuilds
+from services.common.spec import CampaignSpec, ManagedTarget
 from services.common.specfile import SpecSource
-from services.scheduler import plan, server_check
+from services.scheduler import build_check, plan, server_check
+
+#: Reads the last build announcement of each host of a pool (the results DB by default).
+Announcements = Callable[[Settings, str], list[WorkerBuilds]]
+
+
+def stored_announcements(settings: Settings, pool: str) -> list[WorkerBuilds]:
+    """The pool's announcements as the collector stored them; StoreError when unreadable."""
+    from services.common.store import Store
+
+    store = Store(settings).open(migrate=False)
+    try:
+        return store.pool_builds(pool)
+    finally:
+        store.close()
 
 
 def run_length_errors(spec: CampaignSpec, settings: Settings, source: SpecSource) -> list[FieldError]:
@@ -32,11 +49,27 @@ def results_db_errors(spec: CampaignSpec, settings: Settings, source: SpecSource
             for i, t in enumerate(spec.targets) if t.database.lower() == settings.db_name.lower()]
 
 
-def check(spec: CampaignSpec, settings: Settings, source: SpecSource) -> list[str]:
+def build_errors(spec: CampaignSpec, settings: Settings, source: SpecSource,
+                 announcements: Announcements) -> tuple[list[FieldError], list[str]]:
+    """Errors for builds no worker of the pool announced (only read when a target names one)."""
+    if not any(isinstance(t, ManagedTarget) and t.build is not None for t in spec.targets):
+        return [], []
+    try:
+        announced = announcements(settings, spec.pool)
+    except StoreError as e:
+        return [], [f"builds not checked here ({e}); a worker without the build refuses its runs"]
+    return build_check.check_builds(spec, source, announced)
+
+
+def check(spec: CampaignSpec, settings: Settings, source: SpecSource,
+          announcements: Announcements = stored_announcements) -> list[str]:
     """Raise SpecError naming every problem; return notes (checks left to the workers)."""
     errors = run_length_errors(spec, settings, source) + results_db_errors(spec, settings, source)
     option_errors, notes = server_check.check_managed(spec, source)
     errors += option_errors
+    more_errors, more_notes = build_errors(spec, settings, source, announcements)
+    errors += more_errors
+    notes += more_notes
     if errors:
         raise SpecError(source.name, errors)
     return notes

@@ -1,10 +1,10 @@
 """Checking managed targets' option names before a campaign is published.
 
 `validate`, `plan` and `submit` check names against the server installed on the scheduler's
-host (server_binary.system_binary, a trusted path), never against a binary a spec names: a spec
-comes from whoever may submit, and running its binary, even for `--help`, runs its code. A
-target that names its own binary or basedir is checked by the worker, against the binary it
-will run, before it starts the server (the same message then fails the run).
+host (server_binary.system_binary, a trusted path). A target that names a registered build is
+checked by the worker, against that build's binary, before it starts the server (the same
+message then fails the run); the scheduler checks only that the pool's workers announced the
+build (services/scheduler/preflight.py).
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from services.common.specfile import FieldError, SpecSource
 
 def check_managed(spec: CampaignSpec, source: SpecSource) -> tuple[list[FieldError], list[str]]:
     """An error for every unknown option, and notes about targets whose options are left to
-    the worker (a target's own build, or no server installed here)."""
+    the worker (a registered build, or no server installed here)."""
     errors: list[FieldError] = []
     notes: list[str] = []
     for i, t in enumerate(spec.targets):
         if not isinstance(t, ManagedTarget) or not t.options:
             continue
-        if t.binary or t.basedir:
-            notes.append(f"targets[{i}] ({t.name}): options not checked here (the scheduler runs no binary a "
-                         "spec names); the worker checks them against its build before starting it")
+        if t.build is not None:
+            notes.append(f"targets[{i}] ({t.name}): options not checked here (build {t.build} is on the workers); "
+                         "the worker checks them against that build before starting it")
             continue
         try:
             problems = server_binary.option_errors(t, server_binary.system_binary())

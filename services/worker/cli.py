@@ -1,5 +1,6 @@
 """`worker`: consume runs of a pool and measure them; `worker prepare|cleanup SPEC` for users who
-manage their data themselves."""
+manage their data themselves; `worker builds add|list|remove` for the server builds managed
+targets may name."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from services.common.cli import (
     run_main,
 )
 from services.common.config import Settings, add_settings_flags
-from services.common.errors import SettingsError, TargetError
+from services.common.errors import BuildError, SettingsError, TargetError
 from services.common.server_options import parse_cpus
 from services.common.specfile import load_spec
 
@@ -37,9 +38,52 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--managed-dir", default=os.environ.get("BENCHFLEET_MANAGED_DIR"),
                    help="where managed servers keep templates and datadirs (env BENCHFLEET_MANAGED_DIR; "
                         "default /var/lib/benchfleet/managed as root)")
+    _builds_dir_flag(p)
     add_settings_flags(p)
     p.set_defaults(fn=cmd_serve, long_running=True)
     return p
+
+
+def _builds_dir_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--builds-dir", default=os.environ.get("BENCHFLEET_BUILDS_DIR"),
+                   help="the build registry (env BENCHFLEET_BUILDS_DIR; default /var/lib/benchfleet/builds as root)")
+
+
+def _registry(args: argparse.Namespace):
+    from services.worker.target.builds import Registry
+
+    return Registry(Path(args.builds_dir) if args.builds_dir else None)
+
+
+def cmd_builds(args: argparse.Namespace, settings: Settings) -> int:
+    """``worker builds add|list|remove``: the server builds registered on this host."""
+    reg = _registry(args)
+    if args.action == "list":
+        records = reg.list()
+        if args.json:
+            import json
+
+            print(json.dumps([r.model_dump(mode="json", by_alias=True) for r in records], indent=2))
+            return EXIT_OK
+        if not records:
+            print(f"no builds registered in {reg.root}")
+        for r in records:
+            print(f"{r.name}\t{r.version}\t{r.source}\tsha256:{r.server_sha256[:16]}\t{r.basedir}")
+        return EXIT_OK
+    if args.action == "remove":
+        r = reg.remove(args.name)
+        print(f"removed build {r.name} ({r.version})")
+        return EXIT_OK
+    if args.debian:
+        r = reg.add_debian(args.name, args.debian)
+    elif args.tarball:
+        r = reg.add_tarball(args.name, Path(args.tarball))
+    else:
+        r = reg.add_dir(args.name, Path(args.dir))
+    print(f"registered build {r.name}: {r.version} ({r.source}: {r.origin}), server {r.binary}, "
+          f"sha256 {r.server_sha256}")
+    print("running workers announce it before their next run; others when they (re)connect")
+    return EXIT_OK
 
 
 def cmd_data(args: argparse.Namespace, settings: Settings) -> int:
@@ -95,7 +139,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
     metrics = WorkerMetrics(worker_id)
     servers = ServerManager(base_dir=Path(args.managed_dir) if args.managed_dir else None,
-                            keep_datadirs=args.keep_datadirs)
+                            keep_datadirs=args.keep_datadirs, builds=_registry(args))
     w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id), connect=rabbit_factory(settings, Role.WORKER),
                client_cpus=cpus, max_runs=args.max_runs, metrics=metrics, servers=servers)
     signal.signal(signal.SIGTERM, lambda *_: w.stop())
@@ -123,9 +167,32 @@ def _data_parser(action: str) -> argparse.ArgumentParser:
     return p
 
 
+def _builds_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="worker builds", description="server builds managed targets may name (build: NAME)",
+                                epilog=EXIT_CODES_HELP)
+    sub = p.add_subparsers(dest="action", required=True)
+    a = sub.add_parser("add", help="register a build: Debian packages at a version, a tarball, or a directory")
+    a.add_argument("name")
+    src = a.add_mutually_exclusive_group(required=True)
+    src.add_argument("--debian", metavar="VERSION",
+                     help="mariadb-server-core and mariadb-client-core at this version (10.11.18 or 1:10.11.18-0+deb12u1)")
+    src.add_argument("--tarball", metavar="FILE", help="a binary tarball (extracted into the registry)")
+    src.add_argument("--dir", metavar="PATH", help="a directory left where it is (a build you compiled)")
+    ls = sub.add_parser("list", help="the registered builds")
+    ls.add_argument("--json", action="store_true")
+    rm = sub.add_parser("remove", help="unregister a build and delete its tree")
+    rm.add_argument("name")
+    for s in (a, ls, rm):
+        _builds_dir_flag(s)
+    p.set_defaults(fn=cmd_builds)
+    return p
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     if argv and argv[0] in ("prepare", "cleanup"):
         return _data_parser(argv[0]).parse_args(argv[1:])
+    if argv and argv[0] == "builds":
+        return _builds_parser().parse_args(argv[1:])
     return _parser().parse_args(argv)
 
 

@@ -22,7 +22,8 @@ from services.common.broker import Broker, BusFactory, Delivery
 from services.common.config import Settings
 from services.common.control import ControlMessage
 from services.common.errors import BusError, DecodeError
-from services.common.messages import RunEvent, RunResult, RunSpec, decode
+from services.common.builds import BuildInfo
+from services.common.messages import RunEvent, RunResult, RunSpec, WorkerBuilds, decode
 from services.worker.driver.contract import ProgressCallback
 from services.worker.metrics import WorkerMetrics
 from services.worker.runner import WorkerIdentity, execute
@@ -110,6 +111,8 @@ class Worker:
         #: Targets (as their spec JSON) whose last run here failed or was cancelled: the next run
         #: on one ends the statements it may have left running before it waits for the target.
         self._unclean: set[str] = set()
+        #: The builds last announced on the bus (None: not yet on this connection).
+        self._announced: list[BuildInfo] | None = None
 
     def stop(self) -> None:
         """Stop taking runs; an active run is cancelled and handed back to the queue."""
@@ -130,6 +133,8 @@ class Worker:
             try:
                 bus.connect()
                 self._listen(bus)
+                self._announced = None
+                self._announce(bus)
                 delay = self.backoff_s
                 log.info("worker_consuming", pool=self.pool, worker=self.identity.worker_id)
                 bus.consume(bus.names.runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop)
@@ -152,6 +157,24 @@ class Worker:
         n = bus.replay_control_log(self.identity.worker_id, self._apply_control,
                                    should_stop=self.stopping.is_set, timeout_s=CONTROL_REPLAY_TIMEOUT_S)
         log.info("control_log_replayed", cancels=n, cancelled_campaigns=len(self._cancelled))
+
+    def _announce(self, bus: Broker) -> None:
+        """Tell the fleet which builds this host has (the collector keeps the last announcement
+        per host and pool; the scheduler checks specs' ``build:`` against them), when they
+        changed since the last announcement on this connection."""
+        if self.servers is None:
+            return
+        try:
+            builds = self.servers.builds.infos()
+        except Exception as e:  # a broken registry must not stop the worker; runs naming builds fail
+            log.error("builds_unreadable", error=f"{type(e).__name__}: {e}")
+            return
+        if builds == self._announced:
+            return
+        bus.publish_result(WorkerBuilds(worker=self.identity.worker_id, host=self.identity.host, pool=self.pool,
+                                        builds=builds, at=time.time()).encode())
+        self._announced = builds
+        log.info("builds_announced", builds=[b.name for b in builds])
 
     def _apply_control(self, msg: ControlMessage) -> None:
         """A control message: cancelling a campaign stops its active run here within seconds."""
@@ -178,6 +201,8 @@ class Worker:
             bus.ack(d.delivery_tag)
             return
         attempt = d.attempt
+        # A build registered (or removed) while the worker runs is announced before the next run.
+        self._announce(bus)
         bus.publish_result(RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="running",
                                     worker=self.identity.worker_id, attempt=attempt, at=time.time()).encode())
         self._run_stop = threading.Event()

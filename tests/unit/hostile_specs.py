@@ -206,6 +206,11 @@ def _cases() -> list[tuple[str, str | bytes, str]]:
          "targets[0].password_file"),
         ("shell in binary", spec(targets=managed(binary='"/usr/sbin/mariadbd; rm -rf /"')), "targets[0].binary"),
         ("relative basedir", spec(targets=managed(basedir="relative")), "targets[0].basedir"),
+        ("path as build", spec(targets=managed(build='"/opt/mariadb/bin/mariadbd"')), "targets[0].build"),
+        ("dotdot build", spec(targets=managed(build='"../builds/x"')), "targets[0].build"),
+        ("shell in build", spec(targets=managed(build='"x; rm -rf /"')), "targets[0].build"),
+        ("unknown allocator", spec(targets=managed(malloc="hoard")), "targets[0].malloc"),
+        ("allocator as a path", spec(targets=managed(malloc='"/tmp/evil.so"')), "targets[0].malloc"),
         # -- server options that load code or name paths
         ("plugin_dir", option("plugin_dir", "/tmp/evil"), "targets[0].options.plugin_dir"),
         ("plugin-load-add", option("plugin-load-add", "evil.so"), "targets[0].options.plugin-load-add"),

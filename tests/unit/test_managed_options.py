@@ -84,7 +84,7 @@ def test_managed_target_loads():
     ('  - {kind: managed, name: x, options: {skip-grant-tables: true}}', "targets[1].options.skip-grant-tables: set by the worker"),
     ('  - {kind: managed, name: x, options: {init_file: /tmp/x.sql}}', "targets[1].options.init_file: reserved: it loads code"),
     ('  - {kind: managed, name: x, options: {key_buffer_size: 1M, key-buffer-size: 2M}}', "same option as key_buffer_size"),
-    ('  - {kind: managed, name: x, binary: "/usr/sbin/mariadbd; rm -rf /"}', "targets[1].binary: invalid value"),
+    ('  - {kind: managed, name: x, binary: "/usr/sbin/mariadbd; rm -rf /"}', "targets[1].binary: a spec names no path on a worker"),
     ('  - {kind: managed, name: x, server_cpus: "0;1"}', "targets[1].server_cpus: invalid value"),
     ('  - {kind: managed, name: x, password: ""}', "targets[1].password: unknown field"),
 ])

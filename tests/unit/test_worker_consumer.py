@@ -353,3 +353,39 @@ def test_what_happens_to_a_run_once_it_ended(status, attempt, stopping, decision
 def test_attempt_number_of_a_delivery(headers, redelivered, attempt):
     """The attempt comes from the quorum queue's delivery count, at least 2 when redelivered."""
     assert Delivery(b"", 1, redelivered, headers).attempt == attempt
+
+
+def test_a_worker_announces_its_builds_at_connect_and_again_when_they_change(broker, tmp_path):
+    """The builds of the worker's registry reach the results queue when it connects; a build
+    registered while it runs is announced before its next run, and nothing is re-sent unchanged."""
+    from services.common.messages import WorkerBuilds
+    from services.worker.target.builds import Registry
+    from services.worker.target.managed import ServerManager
+
+    from tests.unit.test_builds import fake_tree
+
+    registry = Registry(tmp_path / "builds")
+    registry.add_dir("first", fake_tree(tmp_path / "first"))
+    servers = ServerManager(base_dir=tmp_path / "managed", builds=registry)
+    fake = FakeRuns()
+    w = Worker(Settings(), pool=POOL, identity=WorkerIdentity("w1", host="h1"), connect=broker.bus,
+               run_executor=fake, servers=servers, backoff_s=0.01)
+    a, b, c = runs()[:3]
+
+    def announced() -> list[list[str]]:
+        return [[n for n in m.names() if n != "system"]
+                for m in published(broker, broker.names.results) if isinstance(m, WorkerBuilds)]
+
+    try:
+        with serving(w):
+            wait_until(lambda: announced() == [["first"]], "the announcement at connect")
+            publish_runs(broker, [a.encode()])
+            wait_until(lambda: len(results(broker)) == 1, "the first run")
+            registry.add_dir("second", fake_tree(tmp_path / "second"))
+            publish_runs(broker, [b.encode(), c.encode()])
+            wait_until(lambda: len(results(broker)) == 3, "two more runs")
+    finally:
+        servers.close()
+    assert announced() == [["first"], ["first", "second"]]
+    first = next(m for m in published(broker, broker.names.results) if isinstance(m, WorkerBuilds))
+    assert (first.worker, first.host, first.pool) == ("w1", "h1", POOL)

@@ -139,7 +139,7 @@ def test_a_run_message_with_a_reserved_option_is_not_decoded():
 def test_a_reserved_option_that_got_through_starts_nothing(fleet_env, nothing_happens, tmp_path, options):
     """Even a target built without validation (an older scheduler): the worker checks again,
     before it runs any binary, and the run fails naming the option."""
-    target = ManagedTarget.model_construct(kind="managed", name="m", options=options, binary="/bin/true")
+    target = ManagedTarget.model_construct(kind="managed", name="m", options=options, build="x")
     servers = managed.ServerManager(base_dir=tmp_path / "managed")
     try:
         res = runner.execute(run_of(target), runner.WorkerIdentity("w1"), servers=servers)
@@ -147,6 +147,24 @@ def test_a_reserved_option_that_got_through_starts_nothing(fleet_env, nothing_ha
         servers.close()
     first = next(iter(options))
     assert res.status == "failed" and res.error.startswith(f"targets.m.options.{first}: reserved"), res.error
+    assert not (tmp_path / "managed" / "templates").exists()
+
+
+def test_a_run_naming_an_unregistered_build_starts_nothing(fleet_env, nothing_happens, tmp_path):
+    """A build the worker's registry does not hold fails the run naming targets.NAME.build and the
+    registered builds, before any binary runs or any template is made."""
+    from services.worker.target.builds import Registry
+
+    registry = Registry(tmp_path / "builds")
+    target = ManagedTarget(kind="managed", name="m", build="mariadb-9.9.9")
+    servers = managed.ServerManager(base_dir=tmp_path / "managed", builds=registry)
+    try:
+        res = runner.execute(run_of(target), runner.WorkerIdentity("w1"), servers=servers)
+    finally:
+        servers.close()
+    assert res.status == "failed", res
+    assert res.error.startswith("targets.m.build: build 'mariadb-9.9.9' is not registered on this worker"), res.error
+    assert "worker builds add mariadb-9.9.9" in res.error
     assert not (tmp_path / "managed" / "templates").exists()
 
 

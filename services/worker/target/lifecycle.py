@@ -46,7 +46,9 @@ def open_target(servers: managed.ServerManager | None, spec_target: Any, data: D
         if servers is None:
             raise TargetError("kind", "this worker was started without managed servers")
         server = servers.ensure(spec_target, data, client_cpus)
-        base = ServerReport(kind="managed", binary=str(server.binary), options=dict(spec_target.options),
+        base = ServerReport(kind="managed", binary=str(server.binary), build=server.build.name,
+                            build_version=server.build.version, server_sha256=server.build.server_sha256,
+                            malloc=server.malloc_loaded, options=dict(spec_target.options),
                             server_cpus=server_options.format_cpus(server.server_cpus),
                             client_cpus=server_options.format_cpus(server.client_cpus),
                             reused=server.reused, start_s=round(server.start_s, 3), pid=server.pid,

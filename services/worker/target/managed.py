@@ -38,7 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from services.common import logs, server_binary, server_options
+from services.common.builds import ALLOCATOR_LIBRARIES, ALLOCATOR_PACKAGES, SYSTEM_BUILD
+from services.common.errors import BuildError
 from services.common.spec import DataShape, ManagedTarget
+from services.worker.target import builds as build_registry
+from services.worker.target import flavours
 from services.worker.target.dsn import TargetError, connect
 
 log = logs.get(__name__)
@@ -60,6 +64,10 @@ INSTALL_TIMEOUT_S = 300.0
 #: set them get a template of their own (other options only matter at start-up).
 INIT_OPTIONS = frozenset({"innodb_page_size", "lower_case_table_names", "innodb_data_file_path",
                           "innodb_undo_tablespaces", "innodb_checksum_algorithm", "aria_block_size"})
+
+#: Where a preloaded allocator may come from: the system's library directories only (a spec
+#: names the allocator, never a file).
+LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib")
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -137,12 +145,25 @@ def _short_hash(text: str) -> str:
 # ----------------------------------------------------------------------------- templates
 
 
-def ensure_template(base: Path, target: ManagedTarget, binary: Path, ids: tuple[int, int] | None) -> Path:
-    """The initialised template of ``binary``'s build, made once (under a lock, so workers
-    sharing a host build it once) and kept across workers."""
+@dataclass(frozen=True)
+class ServerBuild:
+    """The build a managed target runs, as found on this worker."""
+
+    name: str
+    binary: Path
+    #: The registered build's directory; None for the system server.
+    basedir: str | None
+    version: str
+    server_sha256: str
+
+
+def ensure_template(base: Path, target: ManagedTarget, build: ServerBuild, ids: tuple[int, int] | None) -> Path:
+    """The initialised template of ``build``, made once (under a lock, so workers sharing a
+    host build it once) and kept across workers."""
+    binary = build.binary
     st = binary.stat()
     init = _init_args(target)
-    key = _short_hash(f"{binary.resolve()}:{st.st_size}:{st.st_mtime}:{target.basedir or ''}:{' '.join(init)}")
+    key = _short_hash(f"{binary.resolve()}:{st.st_size}:{st.st_mtime}:{build.basedir or ''}:{' '.join(init)}")
     tdir = base / "templates" / key
     if (tdir / "ready").exists():
         return tdir
@@ -156,7 +177,7 @@ def ensure_template(base: Path, target: ManagedTarget, binary: Path, ids: tuple[
         work.mkdir(mode=0o755)
         _chown_tree(work, ids)
         started = time.monotonic()
-        _install(target, binary, work, ids)
+        _install(target, build, work, ids)
         (work / "binary").write_text(f"{binary}\n")
         if tdir.exists():
             shutil.rmtree(tdir)
@@ -171,31 +192,38 @@ def _init_args(target: ManagedTarget) -> list[str]:
     return server_options.argv({k: v for k, v in target.options.items() if server_options.normalise(k) in INIT_OPTIONS})
 
 
-def _install(target: ManagedTarget, binary: Path, work: Path, ids: tuple[int, int] | None) -> None:
-    script = server_binary.install_script(target, binary)
-    data = work / "data"
-    user = [f"--user={SERVER_USER}"] if ids is not None else []
-    basedir = [f"--basedir={target.basedir}"] if target.basedir else []
-    init = _init_args(target)
-    argv = [str(script), "--no-defaults", f"--datadir={data}", "--skip-test-db", *basedir, *user, *init]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    if p.returncode != 0:
-        raise TargetError("binary", f"{script} failed (exit {p.returncode}): {(p.stdout + p.stderr).strip()[-1500:]}")
-    # A password-protected client account, created in bootstrap mode (one statement a line;
-    # FLUSH PRIVILEGES loads the grant tables that bootstrap mode starts without).
+def _install(target: ManagedTarget, build: ServerBuild, work: Path, ids: tuple[int, int] | None) -> None:
+    """Initialise ``work``/data with the build's flavour of initialisation and a client account."""
+    flavour = flavours.flavour_of(build.version)
+    script = None if flavour.initialize_in_server else server_binary.install_script(build.binary, build.basedir)
+    # A password-protected client account for the load processes.
     password = secrets.token_urlsafe(18)
     pw_file = work / "client_password"
     pw_file.touch(mode=0o600)
     pw_file.write_text(password)
-    sql = "FLUSH PRIVILEGES;\n" + "".join(
-        f"CREATE USER '{CLIENT_USER}'@'{h}' IDENTIFIED BY '{password}';\n"
-        f"GRANT ALL PRIVILEGES ON *.* TO '{CLIENT_USER}'@'{h}';\n" for h in ("localhost", "127.0.0.1"))
-    boot = [str(binary), "--no-defaults", *basedir, "--bootstrap", f"--datadir={data}",
-            f"--log-error={work / 'bootstrap.err'}", *user, *init]
-    p = subprocess.run(boot, input=sql, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    if p.returncode != 0:
-        raise TargetError("binary", f"creating the client user failed (exit {p.returncode}): "
-                                    f"{_tail(work / 'bootstrap.err') or p.stderr.strip()[-1500:]}")
+    sql = flavours.client_user_sql(flavour, CLIENT_USER, password, ("localhost", "127.0.0.1"))
+    sql_file = work / "client.sql"
+    sql_file.touch(mode=0o600)
+    sql_file.write_text(sql)
+    if ids is not None:
+        os.chown(sql_file, *ids)  # MySQL's server reads it as the server's user
+    commands = flavours.init_commands(flavour, binary=build.binary, script=script, datadir=work / "data",
+                                      basedir=build.basedir, user=SERVER_USER if ids is not None else None,
+                                      init_args=_init_args(target), sql_file=sql_file, error_log=work / "bootstrap.err")
+    try:
+        for i, argv in enumerate(commands):
+            last = i == len(commands) - 1
+            # MariaDB's bootstrap (the last of its two commands) reads the SQL on stdin.
+            stdin = sql if last and not flavour.initialize_in_server else None
+            p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S,
+                               stdin=None if stdin is not None else subprocess.DEVNULL)
+            if p.returncode != 0:
+                tail = _tail(work / "bootstrap.err") if last else ""
+                what = "creating the client user" if stdin is not None else argv[0]
+                raise TargetError(f"targets.{target.name}.build", f"{what} failed (exit {p.returncode}): "
+                                  f"{tail or (p.stdout + p.stderr).strip()[-1500:]}")
+    finally:
+        sql_file.unlink(missing_ok=True)  # it holds the password
 
 
 # ----------------------------------------------------------------------------- one server
@@ -207,7 +235,7 @@ class ManagedServer:
 
     target: ManagedTarget
     key: str
-    binary: Path
+    build: ServerBuild
     dir: Path
     port: int
     password: str
@@ -217,7 +245,15 @@ class ManagedServer:
     start_s: float = 0.0
     starts: int = 0
     reused: bool = False
+    #: The allocator found in the running server's /proc/PID/maps.
+    malloc_loaded: str | None = None
+    #: LD_PRELOAD for the server (the target's allocator), empty for glibc.
+    preload: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def binary(self) -> Path:
+        return self.build.binary
 
     @property
     def datadir(self) -> Path:
@@ -246,9 +282,10 @@ class ManagedServer:
         t = self.target
         return [
             str(self.binary), "--no-defaults",
-            *([f"--basedir={t.basedir}"] if t.basedir else []),
+            *([f"--basedir={self.build.basedir}"] if self.build.basedir else []),
             f"--datadir={self.datadir}", f"--port={self.port}", "--bind-address=127.0.0.1",
             f"--socket={self.socket}", f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.error_log}",
+            *flavours.start_args(flavours.flavour_of(self.build.version)),
             *server_options.argv(t.options),
         ]
 
@@ -257,8 +294,11 @@ class ManagedServer:
         offsets = {p: (p.stat().st_size if p.exists() else 0) for p in (self.error_log, self.dir / "stderr.log")}
         self.port = free_port()
         t0 = time.monotonic()
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        if self.preload:
+            env["LD_PRELOAD"] = self.preload
         with open(self.dir / "stderr.log", "ab") as err:
-            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
                                          preexec_fn=_child_setup(ids, self.server_cpus, os.getpid()))
         deadline = t0 + self.target.start_timeout
         while True:
@@ -283,6 +323,12 @@ class ManagedServer:
             time.sleep(0.05)
         self.start_s = time.monotonic() - t0
         self.starts += 1
+        self.malloc_loaded = loaded_allocator(_read_maps(self.proc.pid))
+        if self.malloc_loaded != self.target.malloc:
+            self.kill()
+            raise TargetError(f"targets.{self.target.name}.malloc",
+                              f"asked for {self.target.malloc}, but the server's memory map shows "
+                              f"{self.malloc_loaded} loaded")
         log.info("managed_server_ready", target=self.target.name, pid=self.proc.pid, port=self.port,
                  seconds=round(self.start_s, 2), server_cpus=server_options.format_cpus(self.server_cpus))
 
@@ -316,6 +362,55 @@ class ManagedServer:
         self.proc = None
 
 
+def loaded_allocator(maps: str) -> str:
+    """The allocator a process has mapped, from its /proc/PID/maps text: jemalloc, tcmalloc or
+    glibc (neither library mapped)."""
+    for name, lib in ALLOCATOR_LIBRARIES.items():
+        if f"/{lib.split('.so')[0]}.so" in maps:
+            return name
+    return "glibc"
+
+
+def _read_maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
+
+
+def allocator_library(malloc: str, dirs: tuple[str, ...] = LIBRARY_DIRS) -> str:
+    """The path to preload for ``malloc`` ("" for glibc); TargetError naming the package when
+    the library is not installed."""
+    if malloc == "glibc":
+        return ""
+    lib = ALLOCATOR_LIBRARIES[malloc]
+    for d in dirs:
+        p = Path(d) / lib
+        if p.is_file():
+            return str(p)
+    raise TargetError("malloc", f"{malloc}: {lib} is not installed on this worker (Debian package "
+                                f"{ALLOCATOR_PACKAGES[malloc]}; deploy/ensure-services worker installs it)")
+
+
+def find_build(target: ManagedTarget, registry: "build_registry.Registry | None") -> ServerBuild:
+    """The build ``target`` names, as registered on this worker (the system server when it names
+    none); TargetError naming targets.NAME.build before anything starts."""
+    where = f"targets.{target.name}.build"
+    if target.build in (None, SYSTEM_BUILD):
+        try:
+            binary = server_binary.system_binary()
+            return ServerBuild(SYSTEM_BUILD, binary, None, build_registry.server_version(binary),
+                               build_registry.sha256_of(binary))
+        except (server_binary.BinaryNotFound, BuildError, OSError) as e:
+            raise TargetError(where, str(e)) from None
+    try:
+        record = (registry or build_registry.Registry()).get(target.build)
+        binary = Path(record.binary)
+        return ServerBuild(record.name, binary, record.basedir, record.version, build_registry.sha256_of(binary))
+    except (BuildError, OSError) as e:
+        raise TargetError(where, str(e)) from None
+
+
 # ----------------------------------------------------------------------------- the manager
 
 
@@ -323,8 +418,11 @@ class ServerManager:
     """At most one managed server per worker: reused while runs stay on its target and table
     shape, stopped before any other target runs."""
 
-    def __init__(self, *, base_dir: Path | None = None, keep_datadirs: bool = False):
+    def __init__(self, *, base_dir: Path | None = None, keep_datadirs: bool = False,
+                 builds: "build_registry.Registry | None" = None):
         self.base = Path(base_dir or default_dir())
+        #: The builds registered on this host (`worker builds`), read at each start.
+        self.builds = builds or build_registry.Registry()
         self.keep_datadirs = keep_datadirs
         self.run_dir = self.base / "run" / str(os.getpid())
         self.current: ManagedServer | None = None
@@ -390,26 +488,35 @@ class ServerManager:
         if cur is not None and cur.key == key and cur.alive():
             cur.reused = True
             return cur
+        # A reserved option, an unregistered build or a missing allocator fails the run before
+        # anything is stopped, run or started.
+        for name, value in target.options.items():
+            problem = server_options.name_problem(name) or server_options.value_problem(value)
+            if problem:
+                raise TargetError(f"targets.{target.name}.options.{name}", problem)
+        build = find_build(target, self.builds)
+        try:
+            preload = allocator_library(target.malloc)
+        except TargetError as e:
+            raise TargetError(f"targets.{target.name}.malloc", e.message) from None
         if cur is not None:
             if not cur.alive():
                 log.warning("managed_server_died", target=cur.target.name, log_tail=_tail(cur.error_log, 0, 5))
             self._stop_current()
-        server = self._prepare(target, key, worker_client_cpus)
+        server = self._prepare(target, key, build, preload, worker_client_cpus)
         server.start(_server_ids())
         server.reused = False
         self.current = server
         return server
 
-    def _prepare(self, target: ManagedTarget, key: str, worker_client_cpus: list[int] | None) -> ManagedServer:
+    def _prepare(self, target: ManagedTarget, key: str, build: ServerBuild, preload: str,
+                 worker_client_cpus: list[int] | None) -> ManagedServer:
         where = f"targets.{target.name}"
+        binary = build.binary
         try:
-            binary = server_binary.resolve(target)
-        except server_binary.BinaryNotFound as e:
-            raise TargetError(f"{where}.binary", str(e)) from None
-        try:
-            errors = server_binary.option_errors(target, binary, target.basedir)
+            errors = server_binary.option_errors(target, binary, build.basedir)
         except (server_binary.BinaryNotFound, OSError, subprocess.SubprocessError) as e:
-            raise TargetError(f"{where}.binary", f"cannot list the options of {binary}: {e}") from None
+            raise TargetError(f"{where}.build", f"cannot list the options of {binary}: {e}") from None
         if errors:
             raise TargetError(f"{where}.options.{errors[0][0]}", "; ".join(m if n == errors[0][0] else f"{n}: {m}"
                                                                             for n, m in errors))
@@ -422,7 +529,7 @@ class ServerManager:
             raise TargetError(where, str(e)) from None
         ids = _server_ids()
         self._sweep_dead_workers()
-        template = ensure_template(self.base, target, binary, ids)
+        template = ensure_template(self.base, target, build, ids)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_dir.chmod(0o755)
         # One datadir per target: same name and same server build and options (pinning and
@@ -435,8 +542,8 @@ class ServerManager:
             (tdir / "target").write_text(target.model_dump_json(indent=1) + "\n")
             _chown_tree(tdir, ids)
         password = (template / "client_password").read_text().strip()
-        server = ManagedServer(target=target, key=key, binary=binary, dir=tdir, port=0, password=password,
-                               server_cpus=server_cpus, client_cpus=client_cpus)
+        server = ManagedServer(target=target, key=key, build=build, dir=tdir, port=0, password=password,
+                               server_cpus=server_cpus, client_cpus=client_cpus, preload=preload)
         server.extra["template"] = str(template)
         return server
 
