@@ -39,6 +39,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.prometheus import CollectorMetrics
     from services.common.bus import Role, rabbit_factory
     from services.common.discovery import announced
+    from services.common.run_finality import RunStore
 
     from services.collector.statistics import refresh_cell_stats
 
@@ -47,8 +48,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # Prometheus' http_sd_configs read the fleet's workers beside the collector's /metrics.
     metrics.routes[SD_PATH] = directory.render
     pools = tuple(p for p in args.pools.split(",") if p)
-    c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
-                  metrics=metrics, directory=directory,
+    c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: RunStore(settings).open(), pools=pools,
+                  metrics=metrics, directory=directory, reap_grace_s=settings.reap_grace_s,
                   after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload))  # type: ignore[arg-type]
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from services.collector.finality import Finaliser, FinalityStore
 from services.collector.http_sd import WorkerDirectory
 from services.collector.prometheus import CollectorMetrics
 from services.common import logs
@@ -42,7 +43,7 @@ BACKOFF_S = 1.0
 BACKOFF_CAP_S = 30.0
 
 
-class ResultStore(Protocol):
+class ResultStore(FinalityStore, Protocol):
     """What the collector needs of the results DB (services.common.store.Store is one). Writes
     raise StoreRefused when the message is to blame, another StoreError when the DB is."""
 
@@ -70,7 +71,8 @@ class Collector:
 
     def __init__(self, *, connect: BusFactory, open_store: Callable[[], ResultStore], pools: tuple[str, ...] = (),
                  metrics: CollectorMetrics | None = None, backoff_s: float = BACKOFF_S,
-                 db_check_every_s: float = DB_CHECK_EVERY_S, directory: WorkerDirectory | None = None,
+                 db_check_every_s: float = DB_CHECK_EVERY_S, reap_grace_s: float = 900.0,
+                 directory: WorkerDirectory | None = None,
                  after_store: Callable[[ResultStore, RunResult], None] | None = None):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
@@ -87,6 +89,8 @@ class Collector:
         self._next_db_check = 0.0
         self.stopping = threading.Event()
         self.stored = 0
+        #: Gives the runs of dead letters, and runs whose worker vanished, their final state.
+        self.finaliser = Finaliser(grace_s=reap_grace_s)
         self._restored = False
         self._store: ResultStore | None = None
         #: Deliveries taken while the results DB was away, oldest first; unacked, so a lost
@@ -193,6 +197,11 @@ class Collector:
             if not self._store.reachable():
                 self._db_away(StoreUnavailable("the results DB does not answer"))
         self._queue_depths(bus)
+        if self._down_since is None and self._store is not None:
+            try:
+                self.finaliser.tick(bus, self._store)
+            except StoreError as e:  # the dead letter stays unacked: it comes back with the DB
+                self._db_away(e)
 
     def _retry_held(self, bus: Broker) -> None:
         """Try the DB again; once it answers, store the held deliveries in the order they came."""

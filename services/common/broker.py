@@ -61,6 +61,12 @@ class Names:
         """Fanout exchange bound to the control log only: where a worker appends its sync marker."""
         return f"{self.namespace}.control.sync"
 
+    @property
+    def dead_watch(self) -> str:
+        """Queue bound to the dead-letter exchange beside the dead queue: the collector reads it
+        to give the runs of dead letters their final state; the dead queue keeps them for people."""
+        return f"{self.namespace}.dead.watch"
+
     def runs_queue(self, pool: str) -> str:
         return f"{self.namespace}.runs.{pool}"
 

@@ -416,7 +416,7 @@ class RabbitBus(Broker):
         """Delete every queue and exchange of this namespace (a test fleet's teardown)."""
         n = self.names
         with _as_bus_error("deleting the topology"):
-            for q in (*(n.runs_queue(p) for p in pools), n.results, n.dead, n.control_log):
+            for q in (*(n.runs_queue(p) for p in pools), n.results, n.dead, n.dead_watch, n.control_log):
                 self._ch.queue_delete(q)
             for ex in (n.runs_exchange, n.results, n.dead, n.control, n.control_sync):
                 self._ch.exchange_delete(ex)

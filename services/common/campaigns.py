@@ -15,6 +15,8 @@ from services.common.store import Store
 ACTIVE_STATES = ("submitted", "running")
 #: A named lock serialising "is there a duplicate? then record" across concurrent submits.
 SUBMIT_LOCK = "benchfleet.submit"
+#: Seconds a submit waits for that lock before it is refused.
+SUBMIT_LOCK_WAIT_S = 30
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ def default_key(spec_hash: str) -> str:
     return f"spec:{spec_hash}"
 
 
-def lock_submit(store: Store, timeout_s: int = 30) -> bool:
+def lock_submit(store: Store, timeout_s: int = SUBMIT_LOCK_WAIT_S) -> bool:
     return bool(store._rows("SELECT GET_LOCK(%s, %s)", (SUBMIT_LOCK, timeout_s))[0][0])
 
 

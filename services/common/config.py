@@ -50,6 +50,10 @@ class Settings:
     #: The longest run (warm-up + measurement) the scheduler accepts, in seconds. The broker's
     #: consumer_timeout (deploy/ sets 3 h) must stay above it, or a run's ack would come too late.
     max_run_s: int = 7200
+    #: Seconds past a run's warm-up + duration after which the collector fails a run still
+    #: marked running (its worker is gone and nobody took the run again). Generous: it also
+    #: covers preparing the tables and starting a managed server before the warm-up.
+    reap_grace_s: int = 900
     #: TLS for AMQP (used when set, or with an amqps:// URL) and for the results DB.
     amqp_tls_ca: str = ""
     amqp_tls_cert: str = ""

@@ -12,7 +12,8 @@ BenchfleetError
  │    │    └── TopologyMissing  a queue a worker needs is not declared yet
  │    └── StoreError     the results DB
  │         ├── StoreUnavailable  the results DB is away (not: it refused this write)
- │         └── StoreRefused      the results DB refuses this write (the message is to blame)
+ │         ├── StoreRefused      the results DB refuses this write (the message is to blame)
+ │         └── SubmitLockBusy    another submit held the submit lock too long
  └── RunError            a run could not be measured (the run fails with the message)
       ├── TargetError    a target that cannot be used as given (names the spec field)
       │    ├── BinaryNotFound  a managed target's server binary is not on this host
@@ -134,12 +135,14 @@ class StoreRefused(StoreError):
     for its packet limit): trying again cannot help, so the message is dead-lettered."""
 
 
-# -- runs ---------------------------------------------------------------------------------------
+class SubmitLockBusy(StoreError):
+    """Another submit held the submit lock in the results DB for too long: nothing was done."""
 
+
+# -- runs ---------------------------------------------------------------------------------------
 
 class RunError(BenchfleetError):
     """A run could not be measured; the run fails with this message."""
-
 
 class TargetError(RunError):
     """A target that cannot be used as given; ``field`` names the spec field to fix."""
@@ -148,7 +151,6 @@ class TargetError(RunError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
-
 
 class BinaryNotFound(TargetError):
     """A managed target's server binary (or its install script) is not on this host."""
@@ -177,14 +179,11 @@ class LoadError(RunError):
         self.code = code
         super().__init__(message)
 
-
 class ClientLibraryError(LoadError):
     """libmariadb cannot be loaded on this worker."""
 
-
 class FdLimitError(LoadError):
     """The hard RLIMIT_NOFILE is below what the run needs."""
-
 
 class SysbenchOutputError(LoadError):
     """sysbench's output holds no final report; ``fatal`` carries its FATAL lines, if any."""
@@ -193,7 +192,6 @@ class SysbenchOutputError(LoadError):
         self.fatal = fatal or []
         super().__init__(message)
 
-
 class DbError(RunError):
     """A MySQL error with its code (server error or CR_* client error)."""
 
@@ -201,7 +199,6 @@ class DbError(RunError):
         self.errno = code
         self.msg = message
         super().__init__(f"{message} (error {code})")
-
 
 class CpuSplitError(TargetError):
     """A CPU list that does not fit the worker; ``field`` is server_cpus or client_cpus."""

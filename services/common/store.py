@@ -522,7 +522,9 @@ class Store:
         counts = self.run_counts(campaign_id)
         if counts["pending"] == 0 and counts["running"] == 0 and sum(counts.values()) > 0:
             state = "finished" if counts["failed"] == 0 and counts["cancelled"] == 0 else "finished_with_failures"
-            self._execute("UPDATE campaigns SET state=%s WHERE campaign_id=%s AND state IN ('submitted','running')",
+            # A late result can turn a reaped run done again: the campaign's state follows it.
+            self._execute("UPDATE campaigns SET state=%s WHERE campaign_id=%s"
+                          " AND state IN ('submitted','running','finished','finished_with_failures')",
                           (state, campaign_id))
         else:
             self._execute("UPDATE campaigns SET state='running' WHERE campaign_id=%s AND state='submitted'", (campaign_id,))

@@ -278,6 +278,8 @@ class StubBus(Broker):
             b._declare_exchange(n.dead, "fanout")
             b._declare_queue(n.dead, "quorum")
             b._bind(n.dead, n.dead)
+            b._declare_queue(n.dead_watch, "quorum")
+            b._bind(n.dead_watch, n.dead)
             b._declare_exchange(n.results, "fanout")
             b._declare_queue(n.results, "quorum", n.dead, b.delivery_limit)
             b._bind(n.results, n.results)

@@ -70,6 +70,10 @@ def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[
     elif role is Role.COLLECTOR:
         # Declared here (a worker's user may declare nothing shared), bound by the workers.
         out += [Exchange(n.results, "fanout"), Queue(n.results, quorum_args)]
+    if role in (Role.ALL, Role.COLLECTOR):
+        # The collector's copy of every dead letter (a run or result that will never be
+        # stored): it marks the run failed with the reason.
+        out += [Queue(n.dead_watch, {"x-queue-type": "quorum"}), Binding(n.dead_watch, n.dead)]
     if role in (Role.ALL, Role.SCHEDULER):
         out.append(Exchange(n.runs_exchange, "direct"))
     for pool in pools:

@@ -25,12 +25,14 @@ from services.common.cli import (
 from services.common.config import AMQP, DB, Settings, add_settings_flags
 from services.common.durations import format_duration
 from services.common.errors import BusError, StoreUnavailable
+from services.common.run_finality import failed_runs
 from services.common.spec import CampaignSpec
 from services.common.specfile import load_spec_source
 from services.common.store import Store
 from services.scheduler import plan, preflight
+from services.scheduler.deferred import deferred_sigint
 from services.scheduler.progress import ConsumerWatch, Progress, ProgressLine
-from services.scheduler.submit import StoreLedger, submit
+from services.scheduler.submit import RolledBack, StoreLedger, submit
 
 
 def _err(msg: str) -> None:
@@ -97,9 +99,16 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     runs = plan.run_specs(spec, campaign_id)
     key = args.idempotency_key or campaigns.default_key(spec_hash(spec))
     with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler", role=Role.SCHEDULER) as bus:
-        outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
-                         explicit_key=bool(args.idempotency_key), force=args.force)
+        with deferred_sigint("interrupted: undoing the submit once the current step ends") as interrupted:
+            outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
+                             explicit_key=bool(args.idempotency_key), force=args.force, interrupted=interrupted)
         earlier = store.campaign(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
+    if isinstance(outcome, RolledBack):
+        if outcome.published:
+            _err(f"interrupted: campaign {campaign_id} was cancelled (its runs had been published; workers drop them)")
+        else:
+            _err("interrupted: nothing was recorded or published")
+        return EXIT_INTERRUPTED
     if isinstance(outcome, Duplicate):
         _err(f"campaign {outcome.campaign_id} ({outcome.state}) was already submitted with this "
              f"{'idempotency key' if args.idempotency_key else 'spec'}; nothing published "
@@ -169,29 +178,36 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     consumers = _PoolConsumers(settings, spec.pool)
     as_json = getattr(args, "json", False)
     away = False
+    store: Store | None = None
     try:
-        with Store(settings) as store:
-            while True:
-                try:
-                    p = _progress(store, campaign_id, total, started, planned)
-                except StoreUnavailable as e:
-                    # The results DB restarting is no reason to stop following the campaign.
-                    if not away:
-                        shown.note(f"results DB away ({e}); still waiting")
-                    away = True
-                    time.sleep(args.poll)
-                    continue
-                away = False
-                shown.show(p)
-                if p.finished >= total:
-                    break
-                n = consumers.count() if p.running == 0 else 1
-                notice = watch.update(n, time.monotonic()) if n is not None else None
-                if notice:
-                    shown.note(notice)
-                time.sleep(args.poll)
-            shown.close()
-            report = load_report(store, campaign_id, ReportOptions(fmt="json" if as_json else "text"))
+        while True:
+            try:
+                if store is None:
+                    store = Store(settings).open()
+                p = _progress(store, campaign_id, total, started, planned)
+            except StoreUnavailable as e:
+                # Every run ends in a final state (the collector fails or reaps it), so waiting
+                # out a results-DB outage (a restart) ends too; the connection is made anew.
+                if store is not None:
+                    store.close()
+                    store = None
+                if not away:
+                    shown.note(f"results DB away ({e}); still waiting")
+                away = True
+                time.sleep(max(args.poll, 1.0))
+                continue
+            away = False
+            shown.show(p)
+            if p.finished >= total:
+                break
+            n = consumers.count() if p.running == 0 else 1
+            notice = watch.update(n, time.monotonic()) if n is not None else None
+            if notice:
+                shown.note(notice)
+            time.sleep(args.poll)
+        shown.close()
+        report = load_report(store, campaign_id, ReportOptions(fmt="json" if as_json else "text"))
+        failures = failed_runs(store, campaign_id)
     except KeyboardInterrupt:
         shown.close()
         print(f"stopped waiting (Ctrl-C); the campaign goes on: scheduler status {campaign_id}, "
@@ -199,15 +215,20 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
         return EXIT_INTERRUPTED
     finally:
         consumers.close()
+        if store is not None:
+            store.close()
     if as_json:
         from services.reporting.render.exports import render_json
 
         print(json.dumps({"campaign_id": campaign_id, "runs": total, "pool": spec.pool, "done": p.done,
-                          "failed": p.failed, "cancelled": p.cancelled, "report": json.loads(render_json(report))},
-                         indent=1))
+                          "failed": p.failed, "cancelled": p.cancelled,
+                          "failures": [{"run_id": f.run_id, "error": f.error} for f in failures],
+                          "report": json.loads(render_json(report))}, indent=1))
     else:
         for line in render_lines(report):
             print(line)
+        for f in failures:
+            print(f"failed: {f.run_id}: {f.error}", file=sys.stderr)
     if p.failed:
         return EXIT_FAILED
     if getattr(args, "fail_on_collapse", False) and report.collapsed:
@@ -247,7 +268,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_USAGE
         counts = store.run_counts(c.campaign_id)
         active = store.active_runs(c.campaign_id)
-        failures = [r for r in store.results(c.campaign_id) if r.status == "failed"]
+        failures = failed_runs(store, c.campaign_id)
         if args.json:
             print(json.dumps({"campaign_id": c.campaign_id, "state": c.state, "total_runs": c.total_runs,
                               "counts": counts, "active": [list(a) for a in active],

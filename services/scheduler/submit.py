@@ -7,13 +7,16 @@ arguments and printing, and the unit tests drive it with an in-memory ledger and
 
 from __future__ import annotations
 
+import contextlib
+import time
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from services.common import campaigns
 from services.common.broker import Broker
 from services.common.campaigns import Duplicate
-from services.common.errors import BusError
+from services.common.control import ControlMessage
+from services.common.errors import SubmitLockBusy
 from services.common.messages import RunSpec
 from services.common.spec import CampaignSpec
 from services.common.store import Store
@@ -26,6 +29,16 @@ class Submitted:
     campaign_id: str
     runs: int
     pool: str
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    """A submit interrupted (Ctrl-C) and undone: nothing recorded, the campaign taken back out,
+    or (its runs already published) the campaign cancelled."""
+
+    campaign_id: str
+    recorded: bool
+    published: bool
 
 
 class CampaignLedger(Protocol):
@@ -47,6 +60,10 @@ class CampaignLedger(Protocol):
 
     def delete(self, campaign_id: str) -> None:
         """Take a recorded campaign and its runs back out."""
+        ...
+
+    def cancel(self, campaign_id: str) -> None:
+        """Mark a recorded campaign and its pending runs cancelled."""
         ...
 
 
@@ -72,28 +89,59 @@ class StoreLedger(CampaignLedger):
     def delete(self, campaign_id: str) -> None:
         self.store.delete_campaign(campaign_id)
 
+    def cancel(self, campaign_id: str) -> None:
+        campaigns.cancel(self.store, campaign_id, time.time())
+
 
 def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id: str, runs: Sequence[RunSpec], *,
-           key: str, explicit_key: bool, force: bool) -> Submitted | Duplicate:
+           key: str, explicit_key: bool, force: bool,
+           interrupted: Callable[[], bool] = lambda: False) -> Submitted | Duplicate | RolledBack:
     """Record ``campaign_id`` and publish its ``runs``, or return the earlier campaign this one
     duplicates (nothing recorded or published). BusError when publishing failed: then no run
-    is queued and the campaign is not recorded either."""
+    is queued and the campaign is not recorded either. ``interrupted`` (a Ctrl-C the caller
+    deferred) is looked at between the steps: the campaign is then taken back out, or cancelled
+    when its runs were already published, and RolledBack says which. Any other exception on the
+    way (a KeyboardInterrupt too) rolls back the same way before it propagates."""
     bus.declare((spec.pool,))
     # One submit at a time decides "duplicate or not" and records, so two identical submits
     # racing each other still give one campaign.
-    ledger.lock_submit()
+    if not ledger.lock_submit():
+        raise SubmitLockBusy(f"another submit has held the submit lock ({campaigns.SUBMIT_LOCK} in the results DB) "
+                             f"for {campaigns.SUBMIT_LOCK_WAIT_S} s; nothing was recorded or published: "
+                             "submit again once it is done")
     try:
+        if interrupted():
+            return RolledBack(campaign_id, recorded=False, published=False)
         dup = None if force else ledger.find_duplicate(key, explicit=explicit_key)
         if dup is not None:
             return dup
         # --force without an explicit key records no key, so it never blocks a later submit.
         ledger.record(campaign_id, spec, runs, None if force and not explicit_key else key)
+        published = False
         try:
+            if interrupted():
+                ledger.delete(campaign_id)
+                return RolledBack(campaign_id, recorded=True, published=False)
             bus.publish_runs(spec.pool, [r.encode() for r in runs])
-        except BusError:
-            # Nothing was published (one transaction): take the campaign back out as well.
-            ledger.delete(campaign_id)
+            published = True
+            if interrupted():
+                _cancel(ledger, bus, campaign_id)
+                return RolledBack(campaign_id, recorded=True, published=True)
+        except BaseException:
+            # A BusError published nothing (one transaction); an interruption inside the
+            # publish may have, so its runs are cancelled rather than left to run unrecorded.
+            with contextlib.suppress(Exception):
+                if published:
+                    _cancel(ledger, bus, campaign_id)
+                else:
+                    ledger.delete(campaign_id)
             raise
         return Submitted(campaign_id, len(runs), spec.pool)
     finally:
         ledger.unlock_submit()
+
+
+def _cancel(ledger: CampaignLedger, bus: Broker, campaign_id: str) -> None:
+    """Cancel a campaign whose runs were published: workers drop its queued runs unmeasured."""
+    ledger.cancel(campaign_id)
+    bus.publish_control(ControlMessage(action="cancel", campaign_id=campaign_id))

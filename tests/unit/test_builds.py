@@ -211,6 +211,12 @@ def test_the_collector_records_announcements_and_acks_them():
         def announcements(self):
             return []
 
+        def overdue_runs(self, now, grace_s):
+            return []
+
+        def fail_run(self, run_id, campaign_id, reason, cell=None):
+            return False
+
         def reachable(self):
             return True
 

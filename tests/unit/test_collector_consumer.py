@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from services.collector.consumer import Collector
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
-from services.common.messages import RunEvent, RunResult, RunSpec, WorkerAnnouncement
+from services.common.messages import Cell, RunEvent, RunResult, RunSpec, WorkerAnnouncement
 from services.common.stub_bus import StubBroker
 
 from tests.unit.consumer_fixtures import result, runs, wait_until
@@ -49,6 +49,18 @@ class FakeStore:
     def reachable(self) -> bool:
         return not self.db.gone and not self.db.down.is_set()
 
+    def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
+        run = self.db.runs.get(run_id)
+        if run is None or run.campaign_id != campaign_id or (cell is not None and run.cell != cell):
+            return False
+        if run_id in self.db.results or run_id in self.db.failed:
+            return False
+        self.db.failed[run_id] = reason
+        return True
+
+    def overdue_runs(self, now: float, grace_s: float) -> list:
+        return [o for o in self.db.overdue if o.run_id not in self.db.failed and o.run_id not in self.db.results]
+
     def recent_results(self, campaigns: int) -> list:
         return []
 
@@ -71,6 +83,11 @@ class FakeDb:
         self.order: list[str] = []
         self.running: list[str] = []
         self.announcements: dict[str, WorkerAnnouncement] = {}
+        #: The planned runs (fail_run fails only these), the failed ones with their reasons,
+        #: and what overdue_runs answers.
+        self.runs: dict[str, RunSpec] = {}
+        self.failed: dict[str, str] = {}
+        self.overdue: list = []
         self.refuse = set(refuse)
         self.crash = set(crash)
         self.planned = None if planned is None else {r.run_id: r for r in planned}

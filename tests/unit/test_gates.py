@@ -119,6 +119,12 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
         def __exit__(self, *exc):
             pass
 
+        def open(self):
+            return self
+
+        def close(self):
+            pass
+
         def run_counts(self, campaign_id):
             return {"pending": 0, "running": 0, "done": 12, "failed": 0, "cancelled": 0}
 
@@ -126,6 +132,7 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
             return []
 
     monkeypatch.setattr(scheduler_cli, "Store", DoneStore)
+    monkeypatch.setattr(scheduler_cli, "failed_runs", lambda store, campaign_id: [])
     monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts: analyse(pool_campaign(POOL_RUNS), opts))
     spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)

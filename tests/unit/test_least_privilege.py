@@ -27,8 +27,8 @@ def test_only_the_publisher_of_runs_binds_runs_and_only_the_worker_binds_results
     assert ("bf.results", "bf.results") not in bindings(Role.SCHEDULER)
     assert ("bf.results", "bf.results") in bindings(Role.WORKER)
     assert ("bf.runs.p", "bf.runs") not in bindings(Role.WORKER) | bindings(Role.COLLECTOR)
-    assert bindings(Role.COLLECTOR) == {("bf.dead", "bf.dead")}
-    assert bindings(Role.ALL) == bindings(Role.SCHEDULER) | bindings(Role.WORKER)
+    assert bindings(Role.COLLECTOR) == {("bf.dead", "bf.dead"), ("bf.dead.watch", "bf.dead")}
+    assert bindings(Role.ALL) == bindings(Role.SCHEDULER) | bindings(Role.WORKER) | bindings(Role.COLLECTOR)
     # Every role still has the queues it consumes or reports on.
     queues = {s.name for s in topology.steps(N, ("p",), Role.COLLECTOR, {}) if isinstance(s, topology.Queue)}
     assert {"bf.results", "bf.runs.p", "bf.dead"} <= queues

@@ -1,0 +1,135 @@
+"""Every run gets a final state: the collector fails the run of each dead letter (a run spec or
+result that will never be stored) with the reason, and reaps runs still marked running long
+after their warm-up and duration (a worker that vanished without its run being taken again).
+
+Dead letters reach the collector through the dead.watch queue, a copy of the dead queue, so a
+collector that was down fails those runs when it is back; the dead queue keeps them for people.
+A late result still replaces a reaped run's failure (the store's upsert decides).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+
+from services.common import logs
+from services.common.broker import QUEUE_HEADER, Broker, Delivery
+from services.common.messages import RESULT_SCHEMA, RUN_SCHEMA, Cell, RunResult, RunSpec, decode
+
+if TYPE_CHECKING:
+    from services.common.run_finality import OverdueRun
+
+log = logs.get(__name__)
+
+#: Dead letters handled per tick (one DB write each); the rest wait for the next tick.
+DEAD_LETTERS_PER_TICK = 50
+#: Seconds between two looks for overdue runs.
+REAP_EVERY_S = 10.0
+
+
+class FinalityStore(Protocol):
+    """What the finaliser needs of the results DB (services.common.store.Store is one)."""
+
+    def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool: ...
+
+    def overdue_runs(self, now: float, grace_s: float) -> "list[OverdueRun]": ...
+
+
+@dataclass(frozen=True)
+class RunFailure:
+    """The run a dead letter was about, and why it will never have a result."""
+
+    run_id: str
+    campaign_id: str
+    cell: Cell
+    reason: str
+
+
+def _text(value: object) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def dead_letter_reason(headers: Mapping[str, object]) -> str:
+    """Why a message was dead-lettered: the reason our consumers give, or RabbitMQ's own."""
+    reason = headers.get("x-benchfleet-reason")
+    if reason:
+        return _text(reason)
+    why = headers.get("x-first-death-reason")
+    if why:
+        queue = _text(headers.get("x-first-death-queue") or headers.get(QUEUE_HEADER) or "its queue")
+        if _text(why) == "delivery_limit":
+            return f"RabbitMQ dead-lettered it from {queue}: delivered too often without an ack (a consumer crashing on it)"
+        return f"RabbitMQ dead-lettered it from {queue}: {_text(why)}"
+    return "dead-lettered without a reason"
+
+
+def failure_of(d: Delivery) -> RunFailure | None:
+    """The run a dead letter names, or None when the body names no run (garbage, a run event).
+    A body refused for one bad field (a NaN, a negative count) still names its run: that run
+    will never have this result, so it is named by its ids and cell alone."""
+    named = _named_run(d.body)
+    if named is None:
+        return None
+    what, run_id, campaign_id, cell = named
+    return RunFailure(run_id, campaign_id, cell, f"{what} was dead-lettered: {dead_letter_reason(d.headers)}")
+
+
+def _named_run(body: bytes) -> tuple[str, str, str, Cell] | None:
+    try:
+        msg = decode(body, expect=(RunSpec, RunResult))
+        return ("its run spec" if isinstance(msg, RunSpec) else "its result"), msg.run_id, msg.campaign_id, msg.cell
+    except Exception:  # any undecodable body (even one that breaks the decoder): look closer below
+        pass
+    try:
+        doc = json.loads(body)
+        what = {RUN_SCHEMA: "its run spec", RESULT_SCHEMA: "its result"}[doc["schema"]]
+        run_id, campaign_id = doc["run_id"], doc["campaign_id"]
+        if not isinstance(run_id, str) or not isinstance(campaign_id, str):
+            return None
+        return what, run_id, campaign_id, Cell.model_validate(doc["cell"])
+    except Exception:  # not JSON, too deep, no such fields, not a cell: it names no run
+        return None
+
+
+class Finaliser:
+    """Reads the dead-letter copies and reaps overdue runs, a little on every consumer tick."""
+
+    def __init__(self, *, grace_s: float, clock: Callable[[], float] = time.time):
+        self.grace_s = grace_s
+        self.clock = clock
+        self._next_reap = 0.0
+        self.failed = 0
+        self.reaped = 0
+
+    def tick(self, bus: Broker, store: FinalityStore) -> None:
+        self.read_dead_letters(bus, store)
+        self.reap(bus, store)
+
+    def read_dead_letters(self, bus: Broker, store: FinalityStore) -> None:
+        for _ in range(DEAD_LETTERS_PER_TICK):
+            d = bus.get(bus.names.dead_watch)
+            if d is None:
+                return
+            f = failure_of(d)
+            # Only a run of that campaign and cell is failed: a forged or garbled body fails nothing.
+            if f is not None and store.fail_run(f.run_id, f.campaign_id, f.reason, f.cell):
+                self.failed += 1
+                log.warning("run_failed_dead_lettered", campaign_id=f.campaign_id, run_id=f.run_id, reason=f.reason)
+            bus.ack(d.delivery_tag)
+
+    def reap(self, bus: Broker, store: FinalityStore) -> None:
+        now = self.clock()
+        if now < self._next_reap:
+            return
+        self._next_reap = now + REAP_EVERY_S
+        # Results waiting in the queue may be these runs' own (a collector back from a pause).
+        if bus.queue_depth(bus.names.results) > 0:
+            return
+        for r in store.overdue_runs(now, self.grace_s):
+            reason = (f"no result {round(now - r.started_at)} s after it started on {r.worker or 'a worker'}"
+                      f" (warm-up + duration + {round(self.grace_s)} s grace): its worker is gone")
+            if store.fail_run(r.run_id, r.campaign_id, reason):
+                self.reaped += 1
+                log.warning("run_reaped", campaign_id=r.campaign_id, run_id=r.run_id, worker=r.worker, reason=reason)

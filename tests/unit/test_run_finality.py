@@ -1,0 +1,126 @@
+"""Every run ends in a final state: the collector fails the run of a dead-lettered run spec or
+result with the reason, ignores dead letters that name no run of theirs, and reaps runs whose
+worker vanished (in-memory bus, fake results store)."""
+
+from __future__ import annotations
+
+from services.collector.finality import dead_letter_reason, failure_of
+from services.common.broker import Delivery
+from services.common.messages import Cell
+from services.common.run_finality import OverdueRun
+from services.common.stub_bus import StubBroker
+
+from tests.unit.consumer_fixtures import result, runs, wait_until
+from tests.unit.test_collector_consumer import FakeDb, broker, collecting, publish  # noqa: F401 (fixture)
+
+
+def planned(db: FakeDb, campaign_id: str = "c1") -> list:
+    rs = runs(campaign_id)
+    db.runs.update({r.run_id: r for r in rs})
+    return rs
+
+
+def test_a_result_the_db_refuses_fails_its_run_with_the_reason(broker):
+    """The DB refuses a result: it is dead-lettered (kept in the dead queue for people) and its
+    run is failed with the DB's error, so the campaign can finish."""
+    db = FakeDb()
+    bad, good = planned(db)[:2]
+    db.refuse = {bad.run_id}
+    publish(broker, result(bad).encode(), result(good).encode())
+    with collecting(broker, db) as c:
+        wait_until(lambda: bad.run_id in db.failed, "the run of the dead-lettered result to fail")
+    assert db.failed[bad.run_id] == ("its result was dead-lettered: cannot store message: "
+                                     "results DB: 1406 Data too long for column 'error' at row 1")
+    assert list(db.results) == [good.run_id] and c.finaliser.failed == 1
+    assert [d.body for d in broker.messages(broker.names.dead)] == [result(bad).encode()]
+    assert broker.messages(broker.names.dead_watch) == [] and broker.unacked() == 0
+
+
+def test_a_run_spec_dead_lettered_by_the_queue_fails_its_run(broker):
+    """A run spec returned more often than the delivery limit (a worker crashing on it) is
+    dead-lettered by the queue itself, with no reason of ours: its run fails with RabbitMQ's."""
+    db = FakeDb()
+    run = planned(db)[0]
+    with broker.bus("scheduler") as bus:
+        bus.declare(("default",))
+        bus.publish_runs("default", [run.encode()])
+        for _ in range(broker.delivery_limit + 1):
+            bus.nack(bus.get(bus.names.runs_queue("default")).delivery_tag, requeue=True)
+    with collecting(broker, db):
+        wait_until(lambda: run.run_id in db.failed, "the run of the dead-lettered run spec to fail")
+    assert db.failed[run.run_id] == ("its run spec was dead-lettered: RabbitMQ dead-lettered it from "
+                                     "benchfleet.runs.default: delivered too often without an ack "
+                                     "(a consumer crashing on it)")
+
+
+def test_a_result_refused_for_one_bad_field_still_fails_its_run(broker):
+    """A result that does not decode (a count that is not a number) but names its run and cell:
+    the run will never have it, so it fails with the reason."""
+    import json
+
+    db = FakeDb()
+    run = planned(db)[0]
+    doc = json.loads(result(run).encode())
+    doc["totals"]["reads"] = "lots"
+    with broker.bus("collector") as bus:
+        bus.declare(("default",))
+        bus.dead_letter(json.dumps(doc).encode(), "undecodable result message: totals.reads: not a number",
+                        bus.names.results)
+    with collecting(broker, db):
+        wait_until(lambda: run.run_id in db.failed, "the run of the refused result to fail")
+    assert db.failed[run.run_id] == "its result was dead-lettered: undecodable result message: totals.reads: not a number"
+
+
+def test_dead_letters_that_name_no_run_of_theirs_fail_nothing(broker):
+    """Garbage, a run event, a result for an unknown run and one naming a real run with another
+    cell are read and acked, and fail no run."""
+    db = FakeDb()
+    run = planned(db)[0]
+    forged = result(run).model_copy(update={"cell": Cell(target="B", workload="oltp_point_select", threads=64)})
+    unknown = result(runs("other")[0])
+    with broker.bus("stranger") as bus:
+        bus.declare(("default",))
+        for body in (b"\xff" * 10, b"[" * 50_000, b'{"schema": "benchfleet.run-event/1"}', forged.encode(),
+                     unknown.encode()):
+            bus.dead_letter(body, "test", bus.names.results)
+    with collecting(broker, db):
+        wait_until(lambda: not broker.messages(broker.names.dead_watch) and broker.unacked() == 0,
+                   "the dead letters to be read")
+    assert db.failed == {}
+    assert len(broker.messages(broker.names.dead)) == 5
+
+
+def test_a_run_whose_worker_vanished_is_reaped(broker):
+    """A run still marked running past warm-up + duration + grace is failed with a reason naming
+    its worker; one whose result is already stored is left alone."""
+    db = FakeDb()
+    a, b = planned(db)[:2]
+    db.results[b.run_id] = result(b)
+    db.overdue = [OverdueRun(a.run_id, "c1", "w7", 100.0, 70.0), OverdueRun(b.run_id, "c1", "w7", 100.0, 70.0)]
+    with collecting(broker, db, reap_grace_s=60) as c:
+        wait_until(lambda: a.run_id in db.failed, "the overdue run to be reaped")
+    assert db.failed[a.run_id].startswith("no result ") and "on w7 (warm-up + duration + 60 s grace)" in db.failed[a.run_id]
+    assert b.run_id not in db.failed and c.finaliser.reaped == 1
+
+
+def test_the_reaper_waits_while_results_wait_in_the_queue():
+    """Results waiting in the queue may be the overdue runs' own: nothing is reaped meanwhile."""
+    from services.collector.finality import Finaliser
+
+    broker = StubBroker()
+    db = FakeDb()
+    a = planned(db)[0]
+    db.overdue = [OverdueRun(a.run_id, "c1", "w7", 100.0, 70.0)]
+    publish(broker, result(a).encode())
+    with broker.bus("collector") as bus:
+        Finaliser(grace_s=60).tick(bus, db.open())
+    assert db.failed == {}
+
+
+def test_dead_letter_reasons():
+    """Our consumers' reason wins; RabbitMQ's own is said in words; none at all is said too."""
+    assert dead_letter_reason({"x-benchfleet-reason": b"bad"}) == "bad"
+    assert dead_letter_reason({"x-first-death-reason": "rejected", "x-first-death-queue": "q"}) == \
+        "RabbitMQ dead-lettered it from q: rejected"
+    assert dead_letter_reason({}) == "dead-lettered without a reason"
+    assert failure_of(Delivery(b"{}", 1, False)) is None
