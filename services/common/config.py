@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Mapping, MutableMapping
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -198,6 +198,16 @@ def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str]
         raise SettingsError(f"{_source('run_attempts', getattr(args, 'run_attempts', None))}: must be 1 to "
                             f"{MAX_RUN_ATTEMPTS} (the runs queue dead-letters a run delivered more often)")
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def with_db_password(settings: Settings, env: Mapping[str, str] | None = None) -> Settings:
+    """``settings`` with the results-DB password read now, for a command that started without
+    secrets and needs the DB for one optional check; SettingsError when it cannot be read."""
+    env = os.environ if env is None else env
+    path = env.get("BENCHFLEET_DB_PASSWORD_FILE")
+    if settings.db_password or not path:
+        return settings
+    return replace(settings, db_password=_read_secret(path, "BENCHFLEET_DB_PASSWORD_FILE"))
 
 
 def _read_secret(path: str, source: str) -> str:

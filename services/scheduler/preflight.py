@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from services.common.config import Settings
+from services.common.config import Settings, with_db_password
 from services.common.durations import format_duration
-from services.common.errors import FieldError, SpecError, StoreError
+from services.common.errors import FieldError, SettingsError, SpecError, StoreError
 from services.common.messages import WorkerBuilds
 from services.common.spec import CampaignSpec, ManagedTarget
 from services.common.specfile import SpecSource
@@ -19,9 +19,14 @@ Announcements = Callable[[Settings, str], list[WorkerBuilds]]
 
 
 def stored_announcements(settings: Settings, pool: str) -> list[WorkerBuilds]:
-    """The pool's announcements as the collector stored them; StoreError when unreadable."""
+    """The pool's announcements as the collector stored them; StoreError when unreadable (a user
+    who may not read the DB password gets the check left to the workers, not a refusal)."""
     from services.common.store import Store
 
+    try:
+        settings = with_db_password(settings)
+    except SettingsError as e:
+        raise StoreError(str(e)) from None
     store = Store(settings).open(migrate=False)
     try:
         return store.pool_builds(pool)

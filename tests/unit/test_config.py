@@ -6,6 +6,8 @@ import argparse
 import io
 import json
 
+import pytest
+
 from services.common import logs
 from services.common.config import add_settings_flags, redact_url, settings_from
 
@@ -154,3 +156,18 @@ def test_cli_reads_the_settings_file(tmp_path):
                        cwd=root, env=env, capture_output=True, text=True, timeout=60)
     # The file's DB name is the first target's database: refused, which only the file could have said.
     assert r.returncode == 2 and "sbtest_quick_a is the results DB's database" in r.stderr
+
+
+def test_a_command_without_secrets_reads_the_db_password_only_when_it_needs_the_db(tmp_path):
+    """validate checks builds against the results DB with the password when it may read it, and
+    names the file when it may not (the caller turns that into a note, not a refusal)."""
+    from services.common.config import with_db_password
+    from services.common.errors import SettingsError
+
+    pw = tmp_path / "db_password"
+    pw.write_text("s3cret\n")
+    s = settings_from(env={"BENCHFLEET_DB_PASSWORD_FILE": str(pw)}, secrets=False)
+    assert s.db_password == ""
+    assert with_db_password(s, {"BENCHFLEET_DB_PASSWORD_FILE": str(pw)}).db_password == "s3cret"
+    with pytest.raises(SettingsError, match="BENCHFLEET_DB_PASSWORD_FILE: cannot read"):
+        with_db_password(s, {"BENCHFLEET_DB_PASSWORD_FILE": str(tmp_path / "missing")})
