@@ -26,7 +26,7 @@ import mysql.connector
 import pytest
 
 from services.common.config import Settings
-from services.common.messages import Cell, RunResult, RunSpec, decode
+from services.common.messages import Cell, RunResult, RunSpec, decode, run_id_of
 from services.common.spec import MAX_HISTORY, DataShape, DsnTarget, ManagedTarget, Quiesce, WorkloadSpec
 from services.common.stub_bus import StubBroker
 from services.worker import prepare, runner
@@ -203,10 +203,12 @@ def dsn(params: dict, quiesce: Quiesce) -> DsnTarget:
                      quiesce=quiesce)
 
 
-def run_of(target, run_id: str = "r1", data: DataShape = SHAPE, workload: str = "oltp_point_select",
+def run_of(target, repetition: int = 1, data: DataShape = SHAPE, workload: str = "oltp_point_select",
            duration: float = 1.0) -> RunSpec:
-    return RunSpec(run_id=run_id, campaign_id="c-quiesce", campaign_name="quiesce", seq=1, total_runs=1,
-                   cell=Cell(target=target.name, workload=workload, threads=1), repetition=1, target=target,
+    # The run id follows from campaign, cell and repetition (the message contract checks it).
+    cell = Cell(target=target.name, workload=workload, threads=1)
+    return RunSpec(run_id=run_id_of("c-quiesce", cell, repetition), campaign_id="c-quiesce", campaign_name="quiesce",
+                   seq=1, total_runs=1, cell=cell, repetition=repetition, target=target,
                    workload=WorkloadSpec(name=workload), data=data, duration=duration, warmup=0.0, seed=5,
                    published_at=time.time())
 
@@ -269,7 +271,7 @@ def test_a_retry_waits_for_the_target_instead_of_starting_at_once(params, target
     the statement that held it, waits for it to go, and only then measures."""
     left = leftovers(dead=True)
     broker = StubBroker()
-    run = run_of(dsn(params, connections_only(1)), run_id="c-quiesce.retry")
+    run = run_of(dsn(params, connections_only(1)), repetition=7)
     with broker.bus("scheduler") as bus:
         bus.declare(("default",))
         bus.publish_runs("default", [run.encode()])
@@ -316,11 +318,11 @@ def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_optio
                                                               "innodb_max_dirty_pages_pct": 75,
                                                               "innodb_max_dirty_pages_pct_lwm": 0},
                            quiesce=Quiesce(timeout=5))
-    first = runner.execute(run_of(target, "m1", workload="oltp_write_only"), WHO, servers=servers)
+    first = runner.execute(run_of(target, 1, workload="oltp_write_only"), WHO, servers=servers)
     assert first.status == "ok", first.error
     assert first.quiesce is not None and first.quiesce.settled
 
-    after_writes = runner.execute(run_of(target, "m2"), WHO, servers=servers)
+    after_writes = runner.execute(run_of(target, 2), WHO, servers=servers)
     assert after_writes.status == "ok", after_writes.error
     q = after_writes.quiesce
     assert q is not None and q.settled and q.dirty_pct is not None and q.dirty_pct <= 1.0
@@ -337,13 +339,13 @@ def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_optio
     # A low-water mark above 0 is lowered by the flush request (pct 0 < lwm) and put back too.
     with mysql.connector.connect(use_pure=False, **params) as c:
         c.cursor().execute("SET GLOBAL innodb_max_dirty_pages_pct_lwm = 5")
-    assert runner.execute(run_of(target, "m2b"), WHO, servers=servers).status == "ok"
+    assert runner.execute(run_of(target, 3), WHO, servers=servers).status == "ok"
     assert dirty_options() == (75.0, 5.0)
 
     pid = server.pid
     left = Leftover(params).start()
     try:
-        res = runner.execute(run_of(target, "m3"), WHO, servers=servers)
+        res = runner.execute(run_of(target, 4), WHO, servers=servers)
         assert res.status == "failed"
         assert "did not settle within 5 s" in res.error and f"connection {left.id} " in res.error
         assert "SELECT SLEEP(600)" in res.error
@@ -353,7 +355,7 @@ def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_optio
         assert servers.current is not None and servers.current.pid != pid
     finally:
         left.end()
-    again = runner.execute(run_of(target, "m4"), WHO, servers=servers)
+    again = runner.execute(run_of(target, 5), WHO, servers=servers)
     assert again.status == "ok", again.error
     assert again.quiesce.settled and again.server.pid == servers.current.pid
 
