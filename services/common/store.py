@@ -41,6 +41,9 @@ from services.common.spec import CampaignSpec
 
 log = logs.get(__name__)
 
+#: Rows of result_series per INSERT: about 30 kB of SQL, inside even a 64 kB max_allowed_packet.
+SERIES_ROWS_PER_INSERT = 200
+
 RUN_STATES = ("pending", "running", "done", "failed", "cancelled")
 #: A run in one of these states has its final word; later "running" events must not undo it.
 FINAL_STATES = ("done", "failed", "cancelled")
@@ -423,16 +426,20 @@ class Store:
         def at(values: list[int], i: int, default: int | None = 0) -> int | None:
             return values[i] if i < len(values) else default
 
-        self._execute(
-            "INSERT INTO result_series (run_id, second, campaign_id, stored_at, transactions, queries, errors,"
-            " ignored_errors, reconnects, queue) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-            " ON DUPLICATE KEY UPDATE campaign_id=VALUES(campaign_id), stored_at=VALUES(stored_at),"
-            " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors),"
-            " ignored_errors=VALUES(ignored_errors), reconnects=VALUES(reconnects), queue=VALUES(queue)",
-            many=[(result.run_id, i, result.campaign_id, stored_at, at(s.transactions, i), s.queries[i],
-                   at(s.errors, i), at(s.ignored_errors, i, None), at(s.reconnects, i, None), at(s.queue, i, None))
-                  for i in range(n)],
-        )
+        rows = [(result.run_id, i, result.campaign_id, stored_at, at(s.transactions, i), s.queries[i],
+                 at(s.errors, i), at(s.ignored_errors, i, None), at(s.reconnects, i, None), at(s.queue, i, None))
+                for i in range(n)]
+        # The client sends executemany's rows as one INSERT: in batches, so a long run's series
+        # fits any max_allowed_packet that its compressed result fits.
+        for first in range(0, n, SERIES_ROWS_PER_INSERT):
+            self._execute(
+                "INSERT INTO result_series (run_id, second, campaign_id, stored_at, transactions, queries, errors,"
+                " ignored_errors, reconnects, queue) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+                " ON DUPLICATE KEY UPDATE campaign_id=VALUES(campaign_id), stored_at=VALUES(stored_at),"
+                " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors),"
+                " ignored_errors=VALUES(ignored_errors), reconnects=VALUES(reconnects), queue=VALUES(queue)",
+                many=rows[first:first + SERIES_ROWS_PER_INSERT],
+            )
 
     def rewrite_series(self, campaign_id: str) -> int:
         """Write result_series again from a campaign's stored results (migration 11 backfills only
