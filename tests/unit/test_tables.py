@@ -247,3 +247,14 @@ def test_absolute_small_values_keep_decimals():
     data = runs("A", "select", 4, [1.25, 1.5]) + runs("B", "select", 4, [2.0, 2.25])
     lines = render_text(build_table(data, TableSpec(("A", "B"), "A", ("select",), mode="absolute", unit="p95 ms", higher_is_better=False)))
     assert lines[4:6] == ["    A             1.38", "    B             2.12"]
+
+
+def test_a_targets_settings_block_keeps_its_name_but_server_options_read_bare():
+    """"enabled=False" alone would read as a disabled target: the quiesce block keeps its prefix."""
+    from services.reporting.render.formats import render_settings
+
+    text = "\n".join(render_settings({"name": "c", "targets": [
+        {"name": "A", "kind": "managed", "options": {"key_buffer_size": "400M"},
+         "quiesce": {"enabled": False, "timeout": 300}}]}))
+    assert "key_buffer_size=400M" in text and "quiesce.enabled=False" in text
+    assert " enabled=False" not in text

@@ -114,8 +114,10 @@ def _setting_items(target: Mapping[str, Any]) -> list[str]:
         if key == "name" or value is None or _is_secret(key):
             continue
         if isinstance(value, Mapping):
-            # Server options ({"key_buffer_size": "400M"}) read best without a prefix.
-            items.extend(f"{k}={v}" for k, v in value.items() if v is not None and not _is_secret(k))
+            # Server options ({"key_buffer_size": "400M"}) read best without a prefix; any other
+            # block keeps its name (a bare "enabled=False" of quiesce reads as a disabled target).
+            prefix = "" if key == "options" else f"{key}."
+            items.extend(f"{prefix}{k}={v}" for k, v in value.items() if v is not None and not _is_secret(k))
         elif isinstance(value, (list, tuple)):
             items.append(f"{key}={','.join(str(v) for v in value)}")
         else:
