@@ -50,7 +50,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     pools = tuple(p for p in args.pools.split(",") if p)
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: RunStore(settings).open(), pools=pools,
                   metrics=metrics, directory=directory, reap_grace_s=settings.reap_grace_s,
-                  after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload))  # type: ignore[arg-type]
+                  after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload),  # type: ignore[arg-type]
+                  after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload))  # type: ignore[arg-type]
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
     with announced(metrics, settings, "collector"):

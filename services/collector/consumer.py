@@ -73,7 +73,8 @@ class Collector:
                  metrics: CollectorMetrics | None = None, backoff_s: float = BACKOFF_S,
                  db_check_every_s: float = DB_CHECK_EVERY_S, reap_grace_s: float = 900.0,
                  directory: WorkerDirectory | None = None,
-                 after_store: Callable[[ResultStore, RunResult], None] | None = None):
+                 after_store: Callable[[ResultStore, RunResult], None] | None = None,
+                 after_fail: Callable[[ResultStore, str, str | None], None] | None = None):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
         self.open_store = open_store
@@ -90,7 +91,8 @@ class Collector:
         self.stopping = threading.Event()
         self.stored = 0
         #: Gives the runs of dead letters, and runs whose worker vanished, their final state.
-        self.finaliser = Finaliser(grace_s=reap_grace_s)
+        #: after_fail runs after it failed a run (campaign id, workload), as after_store after a result.
+        self.finaliser = Finaliser(grace_s=reap_grace_s, after_fail=after_fail)
         self._restored = False
         self._store: ResultStore | None = None
         #: Deliveries taken while the results DB was away, oldest first; unacked, so a lost
@@ -179,13 +181,16 @@ class Collector:
 
     def _after_store(self, result: RunResult) -> None:
         """The hook after a stored result (cell statistics). What it derives can be computed again
-        (`collector stats`), so a refusal or a campaign the DB does not know is logged, and the
-        stored result is still acked; only a DB that went away stops consuming."""
+        (`collector stats`), so any error of its own is logged and the stored result still acked
+        (never dead-lettered: it is stored); only a DB that went away stops consuming."""
         assert self.after_store is not None and self._store is not None
         try:
             self.after_store(self._store, result)
-        except (StoreRefused, LookupError) as e:
-            log.warning("after_store_failed", campaign_id=result.campaign_id, run_id=result.run_id, error=str(e))
+        except StoreUnavailable:
+            raise
+        except Exception as e:  # a refusal, an unknown campaign, a bug: the result is stored all the same
+            log.warning("after_store_failed", campaign_id=result.campaign_id, run_id=result.run_id,
+                        error=f"{type(e).__name__}: {e}")
 
     def _tick(self, bus: Broker) -> None:
         now = time.monotonic()

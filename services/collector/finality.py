@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from services.common import logs
 from services.common.broker import QUEUE_HEADER, Broker, Delivery
+from services.common.errors import StoreError
 from services.common.messages import RESULT_SCHEMA, RUN_SCHEMA, Cell, RunResult, RunSpec, decode
 
 if TYPE_CHECKING:
@@ -96,9 +97,13 @@ def _named_run(body: bytes) -> tuple[str, str, str, Cell] | None:
 class Finaliser:
     """Reads the dead-letter copies and reaps overdue runs, a little on every consumer tick."""
 
-    def __init__(self, *, grace_s: float, clock: Callable[[], float] = time.time):
+    def __init__(self, *, grace_s: float, clock: Callable[[], float] = time.time,
+                 after_fail: "Callable[[Any, str, str | None], None] | None" = None):
         self.grace_s = grace_s
         self.clock = clock
+        #: Runs after a run was failed, with the store, its campaign id and workload (None: not
+        #: known): the per-cell statistics count failed runs too.
+        self.after_fail = after_fail
         self._next_reap = 0.0
         self.failed = 0
         self.reaped = 0
@@ -113,10 +118,17 @@ class Finaliser:
             if d is None:
                 return
             f = failure_of(d)
-            # Only a run of that campaign and cell is failed: a forged or garbled body fails nothing.
-            if f is not None and store.fail_run(f.run_id, f.campaign_id, f.reason, f.cell):
-                self.failed += 1
-                log.warning("run_failed_dead_lettered", campaign_id=f.campaign_id, run_id=f.run_id, reason=f.reason)
+            try:
+                # Only a run of that campaign and cell is failed: a forged or garbled body fails nothing.
+                if f is not None and store.fail_run(f.run_id, f.campaign_id, f.reason, f.cell):
+                    self.failed += 1
+                    log.warning("run_failed_dead_lettered", campaign_id=f.campaign_id, run_id=f.run_id,
+                                reason=f.reason)
+                    self._failed_run(store, f.campaign_id, f.cell.workload)
+            except StoreError:
+                # Given back at once: left unacked, it would wait for a broker reconnect that may never come.
+                bus.nack(d.delivery_tag, requeue=True)
+                raise
             bus.ack(d.delivery_tag)
 
     def reap(self, bus: Broker, store: FinalityStore) -> None:
@@ -133,3 +145,14 @@ class Finaliser:
             if store.fail_run(r.run_id, r.campaign_id, reason):
                 self.reaped += 1
                 log.warning("run_reaped", campaign_id=r.campaign_id, run_id=r.run_id, worker=r.worker, reason=reason)
+                self._failed_run(store, r.campaign_id, r.workload)
+
+    def _failed_run(self, store: FinalityStore, campaign_id: str, workload: str | None) -> None:
+        """Run the after_fail hook. What it derives can be computed again (`collector stats`), so
+        its errors are logged only: the run's failure is written, and a DB gone away shows on the next tick."""
+        if self.after_fail is None:
+            return
+        try:
+            self.after_fail(store, campaign_id, workload)
+        except Exception as e:  # the failure is stored; derived statistics must not undo or repeat it
+            log.warning("after_fail_failed", campaign_id=campaign_id, error=f"{type(e).__name__}: {e}")

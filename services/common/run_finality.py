@@ -30,6 +30,8 @@ class OverdueRun:
     started_at: float
     #: Seconds the run may take before it is overdue: warm-up + duration + grace.
     allowed_s: float
+    #: Its workload, whose cell statistics change when it is failed (None: not known).
+    workload: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,17 +61,17 @@ def fail_run(store: Store, run_id: str, campaign_id: str, reason: str, now: floa
 def overdue_runs(store: Store, now: float, grace_s: float) -> list[OverdueRun]:
     """Runs still marked running ``grace_s`` seconds after their warm-up and duration ended."""
     rows = store._rows(
-        "SELECT r.run_id, r.campaign_id, r.worker, r.started_at, c.spec_json FROM runs r"
+        "SELECT r.run_id, r.campaign_id, r.worker, r.started_at, c.spec_json, r.workload FROM runs r"
         " JOIN campaigns c ON c.campaign_id = r.campaign_id WHERE r.state='running' AND r.started_at IS NOT NULL")
     span: dict[str, float] = {}
     out = []
-    for run_id, campaign_id, worker, started_at, spec_json in rows:
+    for run_id, campaign_id, worker, started_at, spec_json, workload in rows:
         if campaign_id not in span:
             spec = json.loads(spec_json)  # recorded by the scheduler from a validated spec
             span[campaign_id] = parse_duration(spec.get("warmup") or 0) + parse_duration(spec["duration"])
         allowed = span[campaign_id] + grace_s
         if float(started_at) + allowed < now:
-            out.append(OverdueRun(run_id, campaign_id, worker, float(started_at), allowed))
+            out.append(OverdueRun(run_id, campaign_id, worker, float(started_at), allowed, workload))
     return out
 
 
@@ -87,3 +89,16 @@ class RunStore(Store):
 
     def overdue_runs(self, now: float, grace_s: float) -> list[OverdueRun]:
         return overdue_runs(self, now, grace_s)
+
+
+def unstored_failures(store: Store, campaign_id: str, workload: str | None = None) -> dict[tuple[str, str, int], int]:
+    """How many runs of each (target, workload, threads) cell failed without a stored result
+    (their run spec or result dead-lettered, or reaped): the cell statistics count them as failed."""
+    sql = ("SELECT r.target, r.workload, r.threads, COUNT(*) FROM runs r LEFT JOIN results s ON s.run_id = r.run_id"
+           " WHERE r.campaign_id=%s AND r.state IN ('failed', 'cancelled') AND s.run_id IS NULL")
+    params: list[object] = [campaign_id]
+    if workload is not None:
+        sql += " AND r.workload=%s"
+        params.append(workload)
+    rows = store._rows(sql + " GROUP BY r.target, r.workload, r.threads", params)
+    return {(t, w, int(n)): int(c) for t, w, n, c in rows}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Mapping
 from services.common.results import CellStatRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, collapse_findings
@@ -32,14 +33,16 @@ def _f(x: float | None) -> float | None:
     return None if x is None or math.isnan(x) or math.isinf(x) else float(x)
 
 
-def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions()) -> list[CellStatRow]:
-    """Every (metric, workload, threads, target) cell of ``data`` that has runs."""
+def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions(),
+                   unstored_failures: Mapping[tuple[str, str, int], int] | None = None) -> list[CellStatRow]:
+    """Every (metric, workload, threads, target) cell of ``data`` that has runs; a cell's failed
+    count adds ``unstored_failures`` (runs failed with no result: dead-lettered or reaped)."""
     collapsed = {(f.target, f.workload, f.threads): f for f in collapse_findings(data, opts)}
     out: list[CellStatRow] = []
     for key in STORED_METRICS:
         m = mc.BUILTIN[key]
         values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-        failed: dict[tuple[str, str, int], int] = defaultdict(int)
+        failed: dict[tuple[str, str, int], int] = defaultdict(int, unstored_failures or {})
         stalls: dict[tuple[str, str, int], int] = defaultdict(int)
         for r in data.runs:
             cell = (r.target, r.workload, r.threads)

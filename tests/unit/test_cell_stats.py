@@ -40,3 +40,14 @@ def test_single_runs_are_untested_and_collapse_is_marked():
     assert rows[("qps", "B", 64)].verdict == "n/a" and rows[("qps", "B", 64)].mark == "?"
     assert rows[("qps", "A", 64)].collapsed and rows[("qps", "A", 64)].mark == "!"
     assert rows[("qps", "A", 64)].collapse_ratio == 0.1 and rows[("qps", "A", 64)].stdev is None
+
+
+def test_runs_failed_without_a_result_count_as_failed():
+    """A run the collector failed with no result (dead-lettered or reaped) counts in its cell's
+    failed runs, and a cell whose every run failed that way still has a row."""
+    runs = [_row("A", 1, i, 100 + i) for i in (1, 2)] + [_row("B", 1, 1, 120, "failed")]
+    rows = {(r.metric, r.target, r.threads): r
+            for r in cell_stat_rows(_data(runs), unstored_failures={("B", "w", 1): 2, ("A", "w", 64): 3})}
+    assert (rows[("qps", "B", 1)].failed, rows[("qps", "B", 1)].n) == (3, 0)
+    assert (rows[("qps", "A", 64)].failed, rows[("qps", "A", 64)].n, rows[("qps", "A", 64)].mean) == (3, 0, None)
+    assert rows[("qps", "A", 1)].failed == 0

@@ -50,6 +50,9 @@ class FakeStore:
         return not self.db.gone and not self.db.down.is_set()
 
     def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
+        if self.db.fail_away:
+            self.db.fail_away -= 1
+            raise StoreUnavailable("results DB: 2013 Lost connection to MySQL server during query")
         run = self.db.runs.get(run_id)
         if run is None or run.campaign_id != campaign_id or (cell is not None and run.cell != cell):
             return False
@@ -93,6 +96,8 @@ class FakeDb:
         self.planned = None if planned is None else {r.run_id: r for r in planned}
         self.away = away
         self.unavailable = unavailable
+        #: fail_run finds the DB away this many times.
+        self.fail_away = 0
         self.opened = self.closed = 0
         #: Whether the last write found the DB away (what reachable() answers).
         self.gone = False
@@ -176,6 +181,25 @@ def test_each_stored_result_refreshes_its_cell_statistics_before_the_ack(broker)
         broker.join(broker.names.results)
     assert [run_id for run_id, _ in seen] == [a.run_id, b.run_id]
     assert all(unacked >= 1 for _, unacked in seen), "statistics are refreshed before the result is acked"
+
+
+@pytest.mark.parametrize("error", [RuntimeError("a bug in the statistics"), StoreError("campaigns: spec of c1 does not decode"),
+                                   StoreRefused("results DB: 1406 Data too long")], ids=["bug", "StoreError", "refused"])
+def test_a_stored_result_whose_statistics_fail_is_acked_not_dead_lettered(broker, error):
+    """An error refreshing the cell statistics after a result was stored is logged: the result is
+    acked and counted as stored, never dead-lettered (its run is not failed)."""
+    a = runs()[0]
+    db = FakeDb()
+
+    def after(store, r):
+        raise error
+
+    publish(broker, result(a).encode())
+    with capture_logs() as logged, collecting(broker, db, after_store=after) as c:
+        broker.join(broker.names.results)
+    assert list(db.results) == [a.run_id] and c.stored == 1
+    assert broker.messages(broker.names.dead) == [] and broker.unacked() == 0
+    assert [e["event"] for e in logged if e["event"] == "after_store_failed"] == ["after_store_failed"]
 
 
 def test_undecodable_results_are_dead_lettered_with_the_reason(broker):

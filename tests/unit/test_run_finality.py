@@ -103,6 +103,63 @@ def test_a_run_whose_worker_vanished_is_reaped(broker):
     assert b.run_id not in db.failed and c.finaliser.reaped == 1
 
 
+def test_a_dead_letter_met_by_a_db_blip_is_given_back_and_its_run_failed_later(broker):
+    """The results DB blips while a dead letter's run is failed: the dead letter goes back to its
+    queue (not left unacked for good) and its run is failed once the DB answers."""
+    db = FakeDb()
+    run = planned(db)[0]
+    db.fail_away = 1
+    with broker.bus("worker") as bus:
+        bus.declare(("default",))
+        bus.dead_letter(result(run).encode(), "test", bus.names.results)
+    with collecting(broker, db):
+        wait_until(lambda: run.run_id in db.failed, "the run of the dead letter to fail after the blip")
+        wait_until(lambda: broker.unacked() == 0 and not broker.messages(broker.names.dead_watch),
+                   "the dead letter to be acked")
+
+
+def test_a_dead_letter_is_not_left_unacked_when_the_db_is_away():
+    """Finaliser alone: a StoreError failing a dead letter's run gives the message back (nack,
+    requeue) before the error reaches the consumer."""
+    import pytest
+
+    from services.collector.finality import Finaliser
+    from services.common.errors import StoreUnavailable
+
+    broker = StubBroker()
+    db = FakeDb()
+    run = planned(db)[0]
+    db.fail_away = 1
+    with broker.bus("collector") as bus:
+        bus.declare(("default",))
+        bus.dead_letter(result(run).encode(), "test", bus.names.results)
+        with pytest.raises(StoreUnavailable):
+            Finaliser(grace_s=60).read_dead_letters(bus, db.open())
+        assert broker.unacked() == 0 and len(broker.messages(broker.names.dead_watch)) == 1
+
+
+def test_failing_or_reaping_a_run_refreshes_its_cell_statistics(broker):
+    """After the finaliser fails a dead letter's run or reaps a run, the statistics of that
+    campaign's workload are refreshed (cell_stats count failed runs); an error doing so is logged."""
+    db = FakeDb()
+    a, b, c = planned(db)[:3]
+    db.overdue = [OverdueRun(b.run_id, "c1", "w7", 100.0, 70.0, "oltp_point_select")]
+    refreshed: list[tuple[str, str | None]] = []
+
+    def after_fail(store, campaign_id, workload):
+        refreshed.append((campaign_id, workload))
+        if len(refreshed) == 1:
+            raise RuntimeError("statistics bug")
+
+    with broker.bus("worker") as bus:
+        bus.declare(("default",))
+        bus.dead_letter(result(a).encode(), "test", bus.names.results)
+    with collecting(broker, db, reap_grace_s=60, after_fail=after_fail):
+        wait_until(lambda: len(refreshed) == 2, "both failures to refresh the statistics")
+    assert sorted(refreshed) == [("c1", "oltp_point_select")] * 2
+    assert set(db.failed) == {a.run_id, b.run_id}
+
+
 def test_the_reaper_waits_while_results_wait_in_the_queue():
     """Results waiting in the queue may be the overdue runs' own: nothing is reaped meanwhile."""
     from services.collector.finality import Finaliser
