@@ -145,9 +145,10 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt,
                    help="text (default), markdown, csv, json, html, or ods (needs --out)")
     s.add_argument("--out", help="write to this file instead of stdout (needed for ods)")
-    s.add_argument("--fail-on-slower", metavar="PCT", nargs="?", type=_percent, const=0.0, default=None,
+    # PCT is required: an optional value took the next word (`--fail-on-slower A B` read A as PCT).
+    s.add_argument("--fail-on-slower", metavar="PCT", type=_percent, default=None,
                    help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is significantly slower than A "
-                        "(Welch, --alpha, --min-effect) by more than PCT percent (default: any significant "
+                        "(Welch, --alpha, --min-effect) by more than PCT percent (0: any significant "
                         "slowdown beyond --min-effect); the comparison is still written")
 
 

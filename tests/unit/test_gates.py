@@ -90,11 +90,24 @@ def test_collector_compare_exits_5_naming_the_slower_cells(monkeypatch, capsys):
     assert "error: 1 cell(s) of b significantly slower than a by more than 5%:" in err
     assert "new update_index t=64: B/A 0.800" in err and "t=4:" not in err
     assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "25"]) == cli.EXIT_OK
-    assert collector_cli.main(["compare", "a", "b", "--fail-on-slower"]) == cli.EXIT_SLOWER  # any, beyond min-effect
+    assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "0"]) == cli.EXIT_SLOWER  # any, beyond min-effect
     assert collector_cli.main(["compare", "a", "b"]) == cli.EXIT_OK
     with pytest.raises(SystemExit) as e:
         collector_cli.main(["compare", "a", "b", "--fail-on-slower", "abc"])
     assert e.value.code == cli.EXIT_USAGE
+
+
+@pytest.mark.parametrize("argv", [["compare", "--fail-on-slower", "a", "b"], ["compare", "a", "b", "--fail-on-slower"]],
+                         ids=["before-the-campaigns", "without-PCT"])
+def test_fail_on_slower_never_takes_a_campaign_as_its_percentage(argv, capsys):
+    """`--fail-on-slower` needs its PCT: written before the campaigns it does not swallow campaign A
+    (the command is refused, exit 2, naming the flag), and without a value it is refused too."""
+    from services.collector import cli as collector_cli
+
+    with pytest.raises(SystemExit) as e:
+        collector_cli.main(argv)
+    assert e.value.code == cli.EXIT_USAGE
+    assert "--fail-on-slower" in capsys.readouterr().err
 
 
 def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
