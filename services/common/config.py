@@ -30,6 +30,14 @@ class Settings:
     db_password: str = field(default="", repr=False)
     db_name: str = "benchfleet"
     db_socket: str = ""
+    #: Seconds to wait for the results DB to accept a connection and greet, and for each read or
+    #: write of a statement (0: wait for ever). A peer that takes the connection and never answers
+    #: then costs a bounded wait and counts as the DB being away, not a hung collector or scheduler.
+    #: Reads are per packet: a long result set streams; a statement the server works on longer
+    #: than the read timeout counts as lost (migrations run without it).
+    db_connect_timeout_s: int = 10
+    db_read_timeout_s: int = 120
+    db_write_timeout_s: int = 120
     #: Seconds between AMQP heartbeats; runs go on off the I/O thread so heartbeats keep flowing.
     heartbeat: int = 30
     #: Prefix of every exchange and queue, so separate fleets (or test runs) share one broker.
@@ -78,6 +86,10 @@ class Settings:
                                      "password": self.db_password, "database": self.db_name}
         if self.db_socket:
             params["unix_socket"] = self.db_socket
+        for key, value in (("connection_timeout", self.db_connect_timeout_s), ("read_timeout", self.db_read_timeout_s),
+                           ("write_timeout", self.db_write_timeout_s)):
+            if value > 0:  # the client library's None is "no timeout"; 0 would be refused
+                params[key] = value
         if self.db_tls_ca:
             params.update(ssl_ca=self.db_tls_ca, ssl_verify_cert=True)
         if self.db_tls_cert:
@@ -117,6 +129,9 @@ _HELP: dict[str, str] = {
     "db_user": "results DB user",
     "db_name": "results DB database",
     "db_socket": "results DB unix socket (instead of host and port)",
+    "db_connect_timeout_s": "seconds to wait for the results DB to accept a connection (0: no limit)",
+    "db_read_timeout_s": "seconds to wait for each answer of the results DB (0: no limit)",
+    "db_write_timeout_s": "seconds to wait for each write to the results DB (0: no limit)",
     "heartbeat": "seconds between AMQP heartbeats",
     "namespace": "prefix of every exchange and queue (separate fleets on one broker)",
     "log_level": "debug, info, warning or error",
@@ -133,12 +148,14 @@ _HELP: dict[str, str] = {
     "db_tls_key": "client key for the results DB",
 }
 
-_METAVARS = {"max_run_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N"}
+_METAVARS = {"max_run_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N", "db_connect_timeout_s": "SECONDS",
+             "db_read_timeout_s": "SECONDS", "db_write_timeout_s": "SECONDS"}
 
 #: The settings of a command that talks to the broker.
 AMQP = ("amqp_url", "heartbeat", "namespace", "amqp_tls_ca", "amqp_tls_cert", "amqp_tls_key")
 #: The settings of a command that reads or writes the results DB (db_password: a file or variable).
-DB = ("db_host", "db_port", "db_user", "db_password", "db_name", "db_socket", "db_tls_ca", "db_tls_cert", "db_tls_key")
+DB = ("db_host", "db_port", "db_user", "db_password", "db_name", "db_socket", "db_tls_ca", "db_tls_cert", "db_tls_key",
+      "db_connect_timeout_s", "db_read_timeout_s", "db_write_timeout_s")
 #: The settings of a long-running service that serves /metrics.
 METRICS = ("metrics_addr", "metrics_port", "sd_dir")
 
@@ -193,6 +210,9 @@ def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str]
         amqp_pw = _read_secret(amqp_pw_file, "BENCHFLEET_AMQP_PASSWORD_FILE")
     if amqp_pw and secrets:
         values["amqp_url"] = with_password(str(values.get("amqp_url", Settings.amqp_url)), amqp_pw)
+    for name in ("db_connect_timeout_s", "db_read_timeout_s", "db_write_timeout_s"):
+        if int(values.get(name, 0)) < 0:  # type: ignore[call-overload]
+            raise SettingsError(f"{_source(name, getattr(args, name, None))}: must be 0 (no limit) or more seconds")
     attempts = int(values.get("run_attempts", Settings.run_attempts))  # type: ignore[call-overload]
     if not 1 <= attempts <= MAX_RUN_ATTEMPTS:
         raise SettingsError(f"{_source('run_attempts', getattr(args, 'run_attempts', None))}: must be 1 to "

@@ -128,14 +128,19 @@ class Store:
             raise StoreError(f"db_name: {db!r} is not a plain database name (letters, digits, _)")
         return params
 
-    def _connect(self, *, create: bool = False) -> Any:
-        """A new connection into the results DB (created first when ``create`` and missing)."""
+    def _connect(self, *, create: bool = False, patient: bool = False) -> Any:
+        """A new connection into the results DB (created first when ``create`` and missing);
+        ``patient``: without read/write timeouts, for migrations that may work long on big tables."""
+        params = self._params()
+        if patient:
+            params.pop("read_timeout", None)
+            params.pop("write_timeout", None)
         try:
-            conn = mysql.connector.connect(use_pure=False, autocommit=True, **self._params())
+            conn = mysql.connector.connect(use_pure=False, autocommit=True, **params)
         except mysql.connector.Error as e:
             if e.errno == ER_BAD_DB_ERROR and create:
                 self._create_database()
-                return self._connect()
+                return self._connect(patient=patient)
             what = (f"cannot connect to the results DB at {self._where} as {self.settings.db_user}: "
                     f"{e.errno} {e.msg}")
             raise (StoreUnavailable if _away(e) else StoreError)(what) from None
@@ -231,14 +236,23 @@ class Store:
         """Apply pending migrations in order; returns the schema version now in force."""
         self._execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at DOUBLE NOT NULL)")
         done = {r[0] for r in self._rows("SELECT version FROM schema_migrations")}
-        for version, statements in MIGRATIONS:
-            if version in done:
-                continue
-            for sql in statements:
-                self._execute(sql)
-            # INSERT IGNORE: two services starting at once may both apply an idempotent step.
-            self._execute("INSERT IGNORE INTO schema_migrations VALUES (%s, %s)", (version, time.time()))
-            log.info("schema_migrated", version=version)
+        pending = [(v, statements) for v, statements in MIGRATIONS if v not in done]
+        if pending:
+            # Backfills may work on big tables longer than a statement's read timeout.
+            _close(self._conn)
+            self._conn = None
+            self._conn = self._connect(patient=True)
+        try:
+            for version, statements in pending:
+                for sql in statements:
+                    self._execute(sql)
+                # INSERT IGNORE: two services starting at once may both apply an idempotent step.
+                self._execute("INSERT IGNORE INTO schema_migrations VALUES (%s, %s)", (version, time.time()))
+                log.info("schema_migrated", version=version)
+        finally:
+            if pending:  # back to a connection with the timeouts
+                _close(self._conn)
+                self._conn = None
         return max([v for v, _ in MIGRATIONS] + list(done))
 
     # -- campaigns --------------------------------------------------------------------------

@@ -296,3 +296,41 @@ def test_poison_messages_on_both_queues(rabbitmq, mariadb_params, settings, tmp_
         assert all(p.poll() is None for p in fleet.procs), "a consumer exited\n" + fleet.logs()
     finally:
         fleet.teardown()
+
+
+def test_a_results_db_that_accepts_and_never_answers_is_unavailable_not_a_hang():
+    """A peer that takes the TCP connection and never says a word (a hung server, a half-open
+    firewall): Store.open() gives up after the connect timeout with StoreUnavailable naming the
+    DB, instead of blocking the collector or scheduler for ever."""
+    import socket
+    import threading
+
+    from services.common.errors import StoreUnavailable
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    taken: list[socket.socket] = []
+    threading.Thread(target=lambda: [taken.append(listener.accept()[0]) for _ in range(8)], daemon=True).start()
+    outcome: list[BaseException | None] = []
+
+    def open_store() -> None:
+        try:
+            Store(Settings(db_host="127.0.0.1", db_port=port, db_name="bf_silent", db_connect_timeout_s=2)).open()
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 (reported below)
+            outcome.append(e)
+
+    t = threading.Thread(target=open_store, daemon=True)
+    t.start()
+    t.join(120)  # not a timing assertion: only that open() comes back at all
+    try:
+        assert not t.is_alive(), "Store.open() still blocked on a results DB that never answers"
+        assert isinstance(outcome[0], StoreUnavailable), outcome
+        assert f"127.0.0.1:{port}" in str(outcome[0])
+        assert taken, "the listener should have taken the connection"
+    finally:
+        listener.close()
+        for conn in taken:
+            conn.close()

@@ -7,6 +7,7 @@ import pytest
 from services.common.broker import Names
 from services.common.bus import CONTROL_LOG_ARGS, connection_parameters
 from services.common.config import Settings, settings_from
+from services.common.errors import SettingsError
 from services.common.control import SYNC_HEADER, ControlMessage, decode_control, read_log_entry
 from services.common.messages import Cell, DecodeError, RunResult
 from services.worker.verdict import judge
@@ -115,3 +116,16 @@ def test_amqp_password_from_a_file(tmp_path):
 
 def test_metrics_bind_localhost_by_default():
     assert Settings().metrics_addr == "127.0.0.1"
+
+
+def test_results_db_timeouts_are_settings_with_defaults():
+    """The results DB's connect, read and write timeouts default to 10, 120 and 120 s, come from
+    BENCHFLEET_DB_*_TIMEOUT_S, reach mysql.connector, and 0 means no limit; a negative one is refused
+    naming the variable."""
+    p = Settings().db_params()
+    assert (p["connection_timeout"], p["read_timeout"], p["write_timeout"]) == (10, 120, 120)
+    s = settings_from(None, {"BENCHFLEET_DB_CONNECT_TIMEOUT_S": "3", "BENCHFLEET_DB_READ_TIMEOUT_S": "0"})
+    p = s.db_params()
+    assert p["connection_timeout"] == 3 and "read_timeout" not in p and p["write_timeout"] == 120
+    with pytest.raises(SettingsError, match="BENCHFLEET_DB_WRITE_TIMEOUT_S"):
+        settings_from(None, {"BENCHFLEET_DB_WRITE_TIMEOUT_S": "-1"})
