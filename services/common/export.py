@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.common.errors import ExportFileError
 from services.common.messages import RunResult
 from services.common.spec import CampaignSpec
+from services.common.stored_spec import upgrade
 
 EXPORT_SCHEMA = "benchfleet.campaign-export/1"
 
@@ -37,6 +38,12 @@ class ExportedCampaign(_Frozen):
     state: str
     created_at: float
     idempotency_key: str | None = None
+
+    @field_validator("spec", mode="before")
+    @classmethod
+    def _older_spec(cls, v: object) -> object:
+        # An export of a campaign recorded by an earlier spec model imports like the campaign reads.
+        return upgrade(v)
 
 
 class ExportedRun(_Frozen):

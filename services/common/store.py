@@ -38,6 +38,7 @@ from services.common.results import (
 )
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
+from services.common.stored_spec import read_stored_spec
 
 log = logs.get(__name__)
 
@@ -301,7 +302,8 @@ class Store:
         if not rows:
             return None
         cid, name, spec_json, baseline, total, state, created = rows[0]
-        return CampaignRow(cid, name, CampaignSpec.model_validate_json(spec_json), baseline, int(total), state, float(created))
+        # Leniently: a campaign recorded by an earlier spec model stays readable (stored_spec).
+        return CampaignRow(cid, name, read_stored_spec(spec_json, cid), baseline, int(total), state, float(created))
 
     def campaigns(self, limit: int = 20) -> list[CampaignRow]:
         ids = [r[0] for r in self._rows("SELECT campaign_id FROM campaigns ORDER BY created_at DESC LIMIT %s", (limit,))]

@@ -124,3 +124,65 @@ def test_migration_11_and_collector_stats_fill_what_was_stored_before(fleet):
     assert _query(fleet, "SELECT second, qps, tps FROM series_v WHERE run_id=%s ORDER BY second",
                   (runs[0].run_id,)) == [(0, 5, 0), (1, 6, 0), (2, 7, 0)]
     assert _query(fleet, "SELECT n FROM cell_stats_v WHERE campaign_id='c-old' AND metric='qps'") == [(1,)]
+
+
+def test_a_campaign_stored_before_build_names_still_reads(fleet):
+    """A campaign recorded when managed targets named a binary: and basedir: (the spec model then)
+    still gives its report, status and export; the old binary is said in its description."""
+    import json
+
+    s = fleet.settings
+    spec = parse_spec("name: old\ntargets:\n" + target_yaml(s, "A", "bf_sql_a")
+                      + "  - {name: B, kind: managed}\nworkloads: [oltp_point_select]\nthreads: [1]\n"
+                        "duration: 3s\nrepeat: 1\n")
+    runs = plan.run_specs(spec, "c-oldspec")
+    doc = json.loads(spec.model_dump_json())
+    doc["targets"][1].update(binary="/opt/mariadb-10.6/bin/mariadbd", basedir="/opt/mariadb-10.6")
+    with Store(fleet.settings) as store:
+        store.record_campaign("c-oldspec", spec, runs)
+        for r in runs:
+            store.store_result(_result(r, "c-oldspec", [100, 110, 120]))
+        store._execute("UPDATE campaigns SET spec_json=%s WHERE campaign_id='c-oldspec'", (json.dumps(doc),))
+        assert "binary: /opt/mariadb-10.6/bin/mariadbd" in store.campaign("c-oldspec").spec.description
+    report = fleet.cli("collector", "report", "c-oldspec")
+    assert report.returncode == 0 and "oltp_point_select" in report.stdout, report.stderr
+    status = fleet.cli("scheduler", "status")
+    assert status.returncode == 0 and "c-oldspec" in status.stdout, status.stderr
+    one = fleet.cli("scheduler", "status", "c-oldspec")
+    assert one.returncode == 0 and "done 2" in one.stdout, one.stderr
+    exported = fleet.cli("collector", "export", "c-oldspec", "--json", str(fleet.workdir / "old.json"))
+    assert exported.returncode == 0, exported.stderr
+
+
+def test_a_stored_spec_that_cannot_be_read_is_an_error_naming_the_campaign(fleet):
+    """A stored spec beyond what the compatibility pass knows: `collector report` says which
+    campaign and field (a results-DB error, exit 3, as a stored result that does not decode), no traceback."""
+    import json
+
+    spec = _spec(fleet)
+    with Store(fleet.settings) as store:
+        store.record_campaign("c-badspec", spec, plan.run_specs(spec, "c-badspec"))
+        doc = json.loads(spec.model_dump_json())
+        doc["threads"] = "many"
+        store._execute("UPDATE campaigns SET spec_json=%s WHERE campaign_id='c-badspec'", (json.dumps(doc),))
+    r = fleet.cli("collector", "report", "c-badspec")
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert "campaign c-badspec" in r.stderr and "threads" in r.stderr, r.stderr
+
+
+def test_runs_failed_without_a_result_count_in_cell_stats(fleet):
+    """A run the collector fails with no result (dead-lettered, reaped) counts in its cell's failed
+    runs once the statistics are refreshed, as the collector does after failing it."""
+    from services.common.run_finality import fail_run
+
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, "c-reap")
+    with Store(fleet.settings) as store:
+        store.record_campaign("c-reap", spec, runs)
+        for r in runs[1:]:
+            store.store_result(_result(r, "c-reap", [100, 110, 120]))
+        assert fail_run(store, runs[0].run_id, "c-reap", "no result: its worker is gone", 1.0)
+        refresh_cell_stats(store, "c-reap", runs[0].cell.workload)
+    c = runs[0].cell
+    assert _query(fleet, "SELECT failed, n FROM cell_stats WHERE campaign_id='c-reap' AND metric='qps'"
+                         " AND target=%s AND threads=%s", (c.target, c.threads)) == [(1, 2)]
