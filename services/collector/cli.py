@@ -21,6 +21,7 @@ from services.common.cli import (
     Parser,
     run_main,
 )
+from services.collector import sysbench_import as sbi
 from services.common.config import AMQP, DB, METRICS, Settings, add_settings_flags
 from services.common.store import Store
 
@@ -276,6 +277,9 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     if export is None:
         print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
         return EXIT_USAGE
+    if (why := export.unfinished()) is not None:
+        print(f"error: {why}", file=sys.stderr)
+        return EXIT_USAGE
     _write(args.json, export.encode())
     if args.json:
         print(f"wrote {args.json}: campaign {export.campaign.campaign_id}, {len(export.runs)} runs, "
@@ -308,7 +312,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_import_sysbench(args: argparse.Namespace, settings: Settings) -> int:
     import time
 
-    from services.collector.sysbench_import import SysbenchFile, campaign_of, threads_of
+    from services.collector.sysbench_import import SysbenchFile, campaign_of, is_import, threads_of
 
     files = []
     counts: dict[tuple[str, int | None], int] = {}
@@ -329,6 +333,12 @@ def cmd_import_sysbench(args: argparse.Namespace, settings: Settings) -> int:
         earlier = store.export_campaign(args.campaign)
     if earlier is not None and earlier.campaign.campaign_id != args.campaign:
         earlier = None  # a campaign of that name, not that id: leave it alone
+    if earlier is not None and not is_import(earlier) and not args.force:
+        # Its spec would be replaced by the import's: the fleet's own campaign is never overwritten by accident.
+        print(f"error: --campaign: {args.campaign} is a campaign the fleet ran ({earlier.campaign.state}, "
+              f"{earlier.campaign.total_runs} runs), not an earlier import-sysbench; choose another id, "
+              "or --force to add the imported runs to it (its spec becomes the import's)", file=sys.stderr)
+        return EXIT_USAGE
     export = campaign_of(files, args.campaign, baseline=args.baseline, earlier=earlier, now=time.time())
     _import(settings, export)
     print(f"imported {len(files)} sysbench run(s) into campaign {args.campaign} "
@@ -393,14 +403,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("files", nargs="+", metavar="FILE",
                    help="sysbench run output (with --report-interval=1 for the per-second series, --histogram "
                         "for p50/p95/p99); the files of one thread count are its repetitions, in order")
-    s.add_argument("--campaign", required=True,
+    s.add_argument("--campaign", required=True, type=sbi.CAMPAIGN_FLAG,
                    help="campaign id (and name) to create or add to; run again with another --target to add one")
-    s.add_argument("--target", required=True, help="target name the runs measured, e.g. mysql-5.7")
+    s.add_argument("--target", required=True, type=sbi.TARGET_FLAG, help="target name the runs measured, e.g. mysql-5.7")
     s.add_argument("--workload", required=True, help="sysbench test, e.g. oltp_read_only")
-    s.add_argument("--threads", type=int, help="thread count (default: the output's 'Number of threads')")
-    s.add_argument("--baseline", help="baseline target (default: the first target imported)")
-    s.add_argument("--first-repetition", type=int, default=1,
+    s.add_argument("--threads", type=sbi.THREADS_FLAG, help="thread count (default: the output's 'Number of threads')")
+    s.add_argument("--baseline", type=sbi.TARGET_FLAG, help="baseline target (default: the first target imported)")
+    s.add_argument("--first-repetition", type=sbi.REPETITION_FLAG, default=1,
                    help="repetition number of the first file of each thread count (default 1)")
+    s.add_argument("--force", action="store_true",
+                   help="add to a campaign the fleet ran (refused without: its spec would become the import's)")
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_import_sysbench)
     s = command("stats", "compute a campaign's per-cell statistics into the results DB (cell_stats)")

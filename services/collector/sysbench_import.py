@@ -7,10 +7,11 @@ Text in, a ``CampaignExport`` out (no I/O); the CLI imports it as it imports an 
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import ValidationError
 
@@ -18,11 +19,51 @@ from services.common import sysbench_output as so
 from services.common.errors import ExportFileError, SysbenchOutputError
 from services.common.export import CampaignExport, ExportedCampaign, ExportedRun
 from services.common.messages import Cell, RunResult, run_id_of
-from services.common.spec import CampaignSpec
+from services.common.spec import MAX_THREADS, NAME_PATTERN, CampaignSpec
 from services.common.store import spec_hash
 
 #: Where an imported target "was": a spec needs a host; the settings show this one.
 IMPORTED_HOST = "sysbench-import"
+
+
+def name_flag(flag: str) -> "Callable[[str], str]":
+    """An argparse type for a flag that names a campaign or target: the spec's names (letters,
+    digits, _ . -, up to 64), so a bad one is refused at the flag, naming it."""
+    def check(text: str) -> str:
+        if not re.fullmatch(NAME_PATTERN, text):
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a name: letters, digits, '_', '.', '-', "
+                                             "starting with a letter or digit, at most 64 characters")
+        return text
+    check.__name__ = flag
+    return check
+
+
+def count_flag(flag: str, high: int) -> "Callable[[str], int]":
+    """An argparse type for a whole number from 1 to ``high``."""
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not 1 <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be 1 to {high:,}, got {value}")
+        return value
+    check.__name__ = flag
+    return check
+
+
+#: Flags of `collector import-sysbench` checked where they are parsed (exit 2 naming the flag).
+CAMPAIGN_FLAG = name_flag("campaign")
+TARGET_FLAG = name_flag("target")
+THREADS_FLAG = count_flag("threads", MAX_THREADS)
+#: A campaign holds at most this many repetitions (the spec's repeat).
+REPETITION_FLAG = count_flag("repetition", 1000)
+
+
+def is_import(export: CampaignExport) -> bool:
+    """Whether a stored campaign is itself an import of sysbench output (every target "was" at
+    IMPORTED_HOST), which another import may add to; a campaign the fleet ran is not."""
+    return all(getattr(t, "host", None) == IMPORTED_HOST for t in export.campaign.spec.targets)
 
 
 @dataclass(frozen=True)
@@ -71,13 +112,23 @@ def sysbench_result(f: SysbenchFile, campaign_id: str) -> RunResult:
     # start-up): the time its q/s implies, so the imported q/s is the one it printed.
     rate = re.search(r"^\s*queries:\s+(\d+)\s+\(([0-9.]+) per sec\.\)", f.text, re.M)
     measured = int(rate.group(1)) / float(rate.group(2)) if rate and float(rate.group(2)) > 0 else final.total_time_s
+    try:
+        return _result(f, campaign_id, final, totals, series if step == 1.0 else type(series)(), measured, m)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ExportFileError(f"{f.name}: {where}: {err['msg']}") from None
+
+
+def _result(f: SysbenchFile, campaign_id: str, final: so.FinalReport, totals: Any, series: Any, measured: float,
+            version: "re.Match[str] | None") -> RunResult:
     cell = Cell(target=f.target, workload=f.workload, threads=threads_of(f))
     return RunResult(
         run_id=run_id_of(campaign_id, cell, f.repetition), campaign_id=campaign_id, cell=cell,
         repetition=f.repetition, status="ok", worker="sysbench-import", host=IMPORTED_HOST,
         started_at=f.ended_at - final.total_time_s, ended_at=f.ended_at, measured_s=measured,
-        totals=totals, series=series if step == 1.0 else type(series)(), latency=so.latency(final),
-        versions={"sysbench": m.group(1)} if m else {})
+        totals=totals, series=series, latency=so.latency(final),
+        versions={"sysbench": version.group(1)} if version else {})
 
 
 def campaign_of(files: Sequence[SysbenchFile], campaign_id: str, *, baseline: str | None = None,
@@ -107,12 +158,17 @@ def campaign_of(files: Sequence[SysbenchFile], campaign_id: str, *, baseline: st
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise ExportFileError(f"the imported campaign: {where}: {err['msg']}") from None
-    runs = [ExportedRun(run_id=r.run_id, seq=i, target=r.cell.target, workload=r.cell.workload,
-                        threads=r.cell.threads, repetition=r.repetition, state="done", attempts=1,
-                        worker=r.worker, started_at=r.started_at, ended_at=r.ended_at, updated_at=now)
-            for i, r in enumerate(ordered, 1)]
-    return CampaignExport(
-        campaign=ExportedCampaign(campaign_id=campaign_id, name=campaign_id, spec=spec, spec_hash=spec_hash(spec),
-                                  pool="default", baseline=base, total_runs=len(runs), state="finished",
-                                  created_at=earlier.campaign.created_at if earlier else now),
-        runs=runs, results=ordered)
+    try:
+        runs = [ExportedRun(run_id=r.run_id, seq=i, target=r.cell.target, workload=r.cell.workload,
+                            threads=r.cell.threads, repetition=r.repetition, state="done", attempts=1,
+                            worker=r.worker, started_at=r.started_at, ended_at=r.ended_at, updated_at=now)
+                for i, r in enumerate(ordered, 1)]
+        return CampaignExport(
+            campaign=ExportedCampaign(campaign_id=campaign_id, name=campaign_id, spec=spec, spec_hash=spec_hash(spec),
+                                      pool="default", baseline=base, total_runs=len(runs), state="finished",
+                                      created_at=earlier.campaign.created_at if earlier else now),
+            runs=runs, results=ordered)
+    except ValidationError as e:  # the flags are checked where parsed; this is the last word
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ExportFileError(f"the imported campaign: {where}: {err['msg']}") from None

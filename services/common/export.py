@@ -19,6 +19,8 @@ from services.common.spec import CampaignSpec
 from services.common.stored_spec import upgrade
 
 EXPORT_SCHEMA = "benchfleet.campaign-export/1"
+#: A run in one of these states has its final word (store.FINAL_STATES); only such runs travel.
+FINAL_RUN_STATES = ("done", "failed", "cancelled")
 
 
 class _Frozen(BaseModel):
@@ -75,6 +77,17 @@ class CampaignExport(_Frozen):
     def encode(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True, indent=1) + "\n"
 
+    def unfinished(self) -> str | None:
+        """Why the campaign cannot travel yet (runs still pending or running), or None. Imported,
+        such runs would wait for a worker of the other fleet, or be reaped as their worker vanished."""
+        waiting = [r for r in self.runs if r.state not in FINAL_RUN_STATES]
+        if not waiting:
+            return None
+        counts = {state: sum(1 for r in waiting if r.state == state) for state in dict.fromkeys(r.state for r in waiting)}
+        return (f"campaign {self.campaign.campaign_id} is not finished (" +
+                ", ".join(f"{n} {state}" for state, n in counts.items()) +
+                " runs): export it once every run has its final state (or `scheduler cancel` it first)")
+
 
 def decode_export(text: str | bytes, name: str) -> CampaignExport:
     """The export in ``text`` (the file ``name``); ExportFileError naming the field that is wrong."""
@@ -94,4 +107,7 @@ def decode_export(text: str | bytes, name: str) -> CampaignExport:
     wrong = [r.run_id for r in export.results if r.campaign_id != export.campaign.campaign_id]
     if wrong:
         raise ExportFileError(f"{name}: results: run {wrong[0]} belongs to another campaign")
+    # A file written before exports were refused for unfinished campaigns.
+    if (why := export.unfinished()) is not None:
+        raise ExportFileError(f"{name}: runs: {why}")
     return export
