@@ -16,6 +16,10 @@ History:
       series_v, cell_stats_v.
   12: worker_endpoints: each worker's last announcement (/metrics address, pool, up/down), so
       the collector's Prometheus service discovery survives a collector restart.
+  14: results.build, build_version, server_sha256, malloc: which build ran a result.
+  18: schema_views: the fingerprint each view was made with. The views are no longer frozen at
+      migration 11: after every migrate, services/common/views.py makes again (CREATE OR REPLACE)
+      each view whose definition or tables' columns changed, so results_v gains 14's columns.
 """
 
 from __future__ import annotations
@@ -238,6 +242,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " ADD COLUMN IF NOT EXISTS build_version VARCHAR(128) NULL,"
             " ADD COLUMN IF NOT EXISTS server_sha256 CHAR(64) NULL,"
             " ADD COLUMN IF NOT EXISTS malloc VARCHAR(16) NULL",
+        ],
+    ),
+    # 18: views made again whenever their tables gain columns (services/common/views.py).
+    (
+        18,
+        [
+            """CREATE TABLE IF NOT EXISTS schema_views (
+                name VARCHAR(64) NOT NULL PRIMARY KEY,
+                fingerprint CHAR(64) NOT NULL,
+                made_at DOUBLE NOT NULL
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ],
     ),
 ]

@@ -39,6 +39,7 @@ from services.common.results import (
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
 from services.common.stored_spec import read_stored_spec
+from services.common.views import refresh_views
 
 log = logs.get(__name__)
 
@@ -254,6 +255,7 @@ class Store:
             if pending:  # back to a connection with the timeouts
                 _close(self._conn)
                 self._conn = None
+        refresh_views(self)  # views follow their tables' columns (views.py)
         return max([v for v, _ in MIGRATIONS] + list(done))
 
     # -- campaigns --------------------------------------------------------------------------

@@ -186,3 +186,36 @@ def test_runs_failed_without_a_result_count_in_cell_stats(fleet):
     c = runs[0].cell
     assert _query(fleet, "SELECT failed, n FROM cell_stats WHERE campaign_id='c-reap' AND metric='qps'"
                          " AND target=%s AND threads=%s", (c.target, c.threads)) == [(1, 2)]
+
+
+def test_views_gain_the_columns_their_tables_gain(fleet):
+    """results_v shows migration 14's build columns, also in a results DB whose views migration 11
+    made before them; a column added to a table later reaches its view at the next migrate."""
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, "c-views")
+    with Store(fleet.settings) as store:
+        store.record_campaign("c-views", spec, runs)
+        store.store_result(_result(runs[0], "c-views", [10, 20]))
+        # As a results DB migrated before migration 18: results_v as migration 11 made it.
+        store._execute("DROP VIEW results_v")
+        store._execute("""CREATE VIEW results_v AS
+               SELECT r.run_id, r.campaign_id, r.target, r.workload, r.threads, r.repetition, r.status, r.measured_s,
+                      r.transactions, r.queries, r.errors, r.qps, r.tps, r.p50_ms, r.p95_ms, r.p99_ms, r.max_ms,
+                      r.worker, r.host, r.error, r.started_at, r.ended_at, r.stored_at,
+                      FROM_UNIXTIME(r.started_at) AS started_time, FROM_UNIXTIME(r.ended_at) AS ended_time,
+                      FROM_UNIXTIME(r.stored_at) AS stored_time
+               FROM results r""")
+        store._execute("DROP TABLE schema_views")
+        store._execute("DELETE FROM schema_migrations WHERE version = 18")
+        store.migrate()
+    cols = [r[0] for r in _query(fleet, "SELECT COLUMN_NAME FROM information_schema.COLUMNS"
+                                        " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'results_v'")]
+    assert {"build", "build_version", "server_sha256", "malloc", "stalled_s", "quiesce_s"} <= set(cols)
+    assert "result_z" not in cols and "result_json" not in cols
+    assert _query(fleet, "SELECT build, qps FROM results_v WHERE campaign_id='c-views'") == [(None, 15.0)]
+    with Store(fleet.settings) as store:
+        store._execute("ALTER TABLE results ADD COLUMN bf_test_extra INT NULL")
+        store._execute("ALTER TABLE campaigns ADD COLUMN bf_test_extra INT NULL")
+        store.migrate()
+    for view in ("results_v", "campaigns_v"):
+        assert _query(fleet, f"SELECT COUNT(bf_test_extra) FROM {view} WHERE campaign_id='c-views'") == [(0,)]
