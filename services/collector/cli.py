@@ -45,7 +45,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.statistics import refresh_cell_stats
 
     metrics = CollectorMetrics()
-    directory = WorkerDirectory()
+    directory = WorkerDirectory(ttl_s=settings.announce_ttl_s)
     # Prometheus' http_sd_configs read the fleet's workers beside the collector's /metrics.
     metrics.routes[SD_PATH] = directory.render
     pools = tuple(p for p in args.pools.split(",") if p)
@@ -373,7 +373,7 @@ def _parser() -> argparse.ArgumentParser:
     s = command("serve", "consume results and store them in the results DB")
     s.add_argument("--pools", default=os.environ.get("BENCHFLEET_POOLS", "default"),
                    help="worker pools whose queue depth to export, comma-separated (env BENCHFLEET_POOLS)")
-    add_settings_flags(s, AMQP, DB, METRICS)
+    add_settings_flags(s, AMQP, DB, METRICS, ("announce_ttl_s",))
     s.set_defaults(fn=cmd_serve, long_running=True)
     s = command("report", "print the comparison table of a campaign")
     s.add_argument("campaign", help="campaign id, or a name for its latest campaign")

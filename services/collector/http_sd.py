@@ -4,16 +4,19 @@ announcement of each worker, as the target groups Prometheus reads from ``/sd/wo
 Workers announce themselves on the results queue (messages.WorkerAnnouncement); the collector
 keeps each one in the results DB (so a restarted collector lists the fleet at once) and here.
 A worker that died without withdrawing stays listed, so Prometheus sees it down and
-BenchfleetWorkerDown fires, as with file discovery. Pure apart from a lock: the HTTP thread
-reads while the consumer thread updates.
+BenchfleetWorkerDown fires, as with file discovery, until its announcement is older than the
+TTL (announce_ttl_s; running workers announce every ANNOUNCE_EVERY_S): then it is dropped, so a
+host taken out of the fleet, or a worker started without --id and gone, does not page for ever.
+Pure apart from a lock: the HTTP thread reads while the consumer thread updates.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from services.common.messages import WorkerAnnouncement
 
@@ -36,7 +39,11 @@ class TargetGroup:
 class WorkerDirectory:
     """Each worker's newest announcement, by worker id."""
 
-    def __init__(self, announcements: Iterable[WorkerAnnouncement] = ()) -> None:
+    def __init__(self, announcements: Iterable[WorkerAnnouncement] = (), *, ttl_s: float = 0.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        #: Seconds after which an announcement not refreshed is not listed (0: never).
+        self.ttl_s = ttl_s
+        self.clock = clock
         self._lock = threading.Lock()
         self._by_worker: dict[str, WorkerAnnouncement] = {}
         for a in announcements:
@@ -53,9 +60,11 @@ class WorkerDirectory:
             return True
 
     def groups(self) -> list[TargetGroup]:
-        """The workers that are up, one group each, by worker id."""
+        """The workers that are up and announced within the TTL, one group each, by worker id."""
+        oldest = self.clock() - self.ttl_s if self.ttl_s > 0 else float("-inf")
         with self._lock:
-            up = sorted((a for a in self._by_worker.values() if a.state == "up"), key=lambda a: a.worker)
+            up = sorted((a for a in self._by_worker.values() if a.state == "up" and a.at >= oldest),
+                        key=lambda a: a.worker)
         return [TargetGroup((a.address,), a.worker, a.pool) for a in up]
 
     def render(self) -> bytes:

@@ -13,6 +13,9 @@ from services.common.errors import SettingsError
 
 #: A run is delivered at most this often: the runs queue's x-delivery-limit (bus.DELIVERY_LIMIT).
 MAX_RUN_ATTEMPTS = 5
+#: Seconds between a running worker's announcements of its /metrics endpoint and builds, which
+#: keep them fresh under announce_ttl_s (they are also announced at every connect).
+ANNOUNCE_EVERY_S = 60
 
 
 
@@ -62,6 +65,11 @@ class Settings:
     #: marked running (its worker is gone and nobody took the run again). Generous: it also
     #: covers preparing the tables and starting a managed server before the warm-up.
     reap_grace_s: int = 900
+    #: Seconds after which a worker's build and endpoint announcements that were not refreshed
+    #: are ignored: `scheduler validate` no longer counts that host's builds and the collector's
+    #: HTTP service discovery drops the endpoint (a decommissioned host, a worker gone for good).
+    #: Running workers announce every ANNOUNCE_EVERY_S. 0: announcements never expire.
+    announce_ttl_s: int = 900
     #: TLS for AMQP (used when set, or with an amqps:// URL) and for the results DB.
     amqp_tls_ca: str = ""
     amqp_tls_cert: str = ""
@@ -140,6 +148,8 @@ _HELP: dict[str, str] = {
     "sd_dir": "Prometheus file-discovery directory to announce /metrics in",
     "run_attempts": f"tries of a failing run before it is marked failed (1 to {MAX_RUN_ATTEMPTS})",
     "max_run_s": "longest run (warm-up + measurement) accepted, in seconds",
+    "announce_ttl_s": f"seconds after which workers' build and /metrics announcements not refreshed are ignored "
+                      f"(0: never; running workers announce every {ANNOUNCE_EVERY_S} s)",
     "amqp_tls_ca": "CA bundle verifying the broker's certificate",
     "amqp_tls_cert": "client certificate for the broker",
     "amqp_tls_key": "client key for the broker",
@@ -148,7 +158,7 @@ _HELP: dict[str, str] = {
     "db_tls_key": "client key for the results DB",
 }
 
-_METAVARS = {"max_run_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N", "db_connect_timeout_s": "SECONDS",
+_METAVARS = {"max_run_s": "SECONDS", "announce_ttl_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N", "db_connect_timeout_s": "SECONDS",
              "db_read_timeout_s": "SECONDS", "db_write_timeout_s": "SECONDS"}
 
 #: The settings of a command that talks to the broker.
@@ -213,6 +223,10 @@ def settings_from(args: argparse.Namespace | None = None, env: Mapping[str, str]
     for name in ("db_connect_timeout_s", "db_read_timeout_s", "db_write_timeout_s"):
         if int(values.get(name, 0)) < 0:  # type: ignore[call-overload]
             raise SettingsError(f"{_source(name, getattr(args, name, None))}: must be 0 (no limit) or more seconds")
+    ttl = int(values.get("announce_ttl_s", Settings.announce_ttl_s))  # type: ignore[call-overload]
+    if ttl != 0 and ttl < 2 * ANNOUNCE_EVERY_S:
+        raise SettingsError(f"{_source('announce_ttl_s', getattr(args, 'announce_ttl_s', None))}: must be 0 (never "
+                            f"expire) or at least {2 * ANNOUNCE_EVERY_S} s (workers announce every {ANNOUNCE_EVERY_S} s)")
     attempts = int(values.get("run_attempts", Settings.run_attempts))  # type: ignore[call-overload]
     if not 1 <= attempts <= MAX_RUN_ATTEMPTS:
         raise SettingsError(f"{_source('run_attempts', getattr(args, 'run_attempts', None))}: must be 1 to "

@@ -1,7 +1,8 @@
 """Checking managed targets' ``build:`` against the builds the pool's workers announced.
 
-Workers announce their registered builds on the bus at connect and when their registry changes;
-the collector keeps the last announcement per host and pool in the results DB. Pure: the caller
+Workers announce their registered builds on the bus at connect, when their registry changes and
+every ANNOUNCE_EVERY_S; the collector keeps the last announcement per host and pool in the results
+DB, and one not refreshed within announce_ttl_s counts for nothing. Pure: the caller
 reads the announcements (services/scheduler/preflight.py).
 """
 
@@ -12,20 +13,38 @@ from services.common.spec import CampaignSpec, ManagedTarget
 from services.common.specfile import FieldError, SpecSource
 
 
-def check_builds(spec: CampaignSpec, source: SpecSource,
-                 announced: list[WorkerBuilds]) -> tuple[list[FieldError], list[str]]:
+def fresh(announced: list[WorkerBuilds], now: float, ttl_s: float) -> tuple[list[WorkerBuilds], list[WorkerBuilds]]:
+    """The announcements refreshed within ``ttl_s`` (0: all), and the ones left out: a host that
+    stopped announcing (decommissioned, its workers gone) must not vouch for a build."""
+    if ttl_s <= 0:
+        return list(announced), []
+    return [a for a in announced if now - a.at <= ttl_s], [a for a in announced if now - a.at > ttl_s]
+
+
+def _stale(a: WorkerBuilds, now: float, ttl_s: float) -> str:
+    return (f"builds of host {a.host} ignored: last announced {round((now - a.at) / 60)} min ago, more than "
+            f"BENCHFLEET_ANNOUNCE_TTL_S ({round(ttl_s)} s); its workers are not running")
+
+
+def check_builds(spec: CampaignSpec, source: SpecSource, announced: list[WorkerBuilds], *,
+                 now: float = 0.0, ttl_s: float = 0.0) -> tuple[list[FieldError], list[str]]:
     """An error for every target whose build no worker of the pool has; a note for a build that
-    only some of the pool's hosts have (runs landing on the others fail)."""
+    only some of the pool's hosts have (runs landing on the others fail). Announcements older
+    than ``ttl_s`` at ``now`` count for nothing (0: none expires)."""
     errors: list[FieldError] = []
-    notes: list[str] = []
+    announced, stale = fresh(announced, now, ttl_s)
+    notes = [_stale(a, now, ttl_s) for a in stale]
     hosts = {a.host: set(a.names()) for a in announced}
     for i, t in enumerate(spec.targets):
         if not isinstance(t, ManagedTarget) or t.build is None:
             continue
+        # An error says it too when only a host that stopped announcing had the build.
+        gone = "".join(f"; {_stale(a, now, ttl_s)}" for a in stale if t.build in a.names())
         if not hosts:
             errors.append(source.error(("targets", i, "build"), (
                 f"build {t.build!r}: no worker of pool {spec.pool!r} has announced its builds yet; start the "
-                f"pool's workers (they announce at connect), or register it with worker builds add {t.build} ...")))
+                f"pool's workers (they announce at connect), or register it with worker builds add {t.build} ..."
+                + gone)))
             continue
         having = sorted(h for h, names in hosts.items() if t.build in names)
         if not having:
@@ -33,7 +52,7 @@ def check_builds(spec: CampaignSpec, source: SpecSource,
             errors.append(source.error(("targets", i, "build"), (
                 f"build {t.build!r} is not registered on any worker of pool {spec.pool!r} (announced: "
                 f"{', '.join(known) or 'none'}); register it on each worker: worker builds add {t.build} "
-                "--debian VERSION | --tarball FILE | --dir PATH")))
+                "--debian VERSION | --tarball FILE | --dir PATH" + gone)))
         elif len(having) < len(hosts):
             missing = sorted(set(hosts) - set(having))
             notes.append(f"targets[{i}] ({t.name}): build {t.build} is not on {', '.join(missing)}; "

@@ -4,6 +4,7 @@ ones, so a spec that validates is one that is accepted."""
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from services.common.config import Settings, with_db_password
@@ -63,7 +64,7 @@ def build_errors(spec: CampaignSpec, settings: Settings, source: SpecSource,
         announced = announcements(settings, spec.pool)
     except StoreError as e:
         return [], [f"builds not checked here ({e}); a worker without the build refuses its runs"]
-    return build_check.check_builds(spec, source, announced)
+    return build_check.check_builds(spec, source, announced, now=time.time(), ttl_s=settings.announce_ttl_s)
 
 
 def check(spec: CampaignSpec, settings: Settings, source: SpecSource,

@@ -19,7 +19,7 @@ from typing import Callable, Literal, Protocol
 
 from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
-from services.common.config import Settings
+from services.common.config import ANNOUNCE_EVERY_S, Settings
 from services.common.control import ControlMessage
 from services.common.errors import BusError, DecodeError, TopologyMissing
 from services.common.builds import BuildInfo
@@ -88,7 +88,8 @@ class Worker:
                  client_cpus: list[int] | None = None, max_runs: int | None = None,
                  run_executor: RunExecutor = execute, metrics: WorkerMetrics | None = None,
                  servers: ServerManager | None = None, retry_pause_s: float = RETRY_PAUSE_S,
-                 backoff_s: float = BACKOFF_S, scrape_address: str | None = None):
+                 backoff_s: float = BACKOFF_S, scrape_address: str | None = None,
+                 announce_every_s: float = ANNOUNCE_EVERY_S):
         self.settings = settings
         self.pool = pool
         self.identity = identity
@@ -104,6 +105,8 @@ class Worker:
         #: Where Prometheus scrapes this worker (host:port), announced to the collector at every
         #: connect and withdrawn at a clean stop; None: not announced.
         self.scrape_address = scrape_address
+        #: Seconds between announcements while connected (see config.ANNOUNCE_EVERY_S).
+        self.announce_every_s = announce_every_s
         self.stopping = threading.Event()
         self.runs_done = 0
         self._active: threading.Thread | None = None
@@ -118,6 +121,8 @@ class Worker:
         self._unclean: set[str] = set()
         #: The builds last announced on the bus (None: not yet on this connection).
         self._announced: list[BuildInfo] | None = None
+        #: When (monotonic) to announce again; the first comes ANNOUNCE_EVERY_S after connecting.
+        self._next_announce = 0.0
 
     def stop(self) -> None:
         """Stop taking runs; an active run is cancelled and handed back to the queue."""
@@ -140,9 +145,11 @@ class Worker:
                 self._listen(bus)
                 self._announced = None
                 self._announce(bus)
+                self._next_announce = time.monotonic() + self.announce_every_s
                 delay = self.backoff_s
                 log.info("worker_consuming", pool=self.pool, worker=self.identity.worker_id)
-                bus.consume(bus.names.runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop)
+                bus.consume(bus.names.runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop,
+                            on_tick=lambda: self._announce_again(bus))
             except BusError as e:
                 log.warning("worker_bus_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
                 # Never take a new run while the previous one is still measuring.
@@ -155,6 +162,18 @@ class Worker:
             finally:
                 bus.close()
         self._withdraw()
+
+    def _announce_again(self, bus: Broker) -> None:
+        """Every ANNOUNCE_EVERY_S (on the consumer's I/O thread, during runs too): announce the
+        endpoint and builds again, so they stay fresh under the fleet's announce_ttl_s."""
+        now = time.monotonic()
+        if now < self._next_announce:
+            return
+        self._next_announce = now + self.announce_every_s
+        if self.scrape_address is not None:
+            bus.publish_result(self._announcement("up", self.scrape_address))
+        self._announced = None  # builds too, even unchanged
+        self._announce(bus)
 
     def _announcement(self, state: Literal["up", "down"], address: str) -> bytes:
         return WorkerAnnouncement(worker=self.identity.worker_id, pool=self.pool, state=state, address=address,

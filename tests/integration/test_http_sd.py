@@ -101,3 +101,38 @@ def test_prometheus_scrapes_workers_listed_by_the_collector(fleet, tmp_path):
         wait_for("Prometheus dropping it", lambda: [t["labels"]["worker"] for t in worker_targets(prom)] == ["sd-w1"])
     finally:
         stop(prom_proc)
+
+
+def test_announcements_not_refreshed_within_the_ttl_are_ignored(fleet, tmp_path):
+    """A worker and a host that stopped announcing long ago (decommissioned, no clean stop) are
+    left out: the collector does not list the ghost worker for Prometheus, and `scheduler
+    validate` refuses a build only that host had, naming the host in a note; a running worker,
+    which announces again every minute, stays listed."""
+    import time
+
+    from services.common.builds import BuildInfo
+    from services.common.messages import WorkerAnnouncement, WorkerBuilds
+    from services.common.store import Store
+
+    old = time.time() - 3600
+    with Store(fleet.settings) as store:
+        store.record_announcement(WorkerAnnouncement(worker="ghost", pool=fleet.pool, state="up",
+                                                     address="127.0.0.1:9", at=old))
+        store.record_worker_builds(WorkerBuilds(
+            worker="ghost", host="h-gone", pool=fleet.pool, at=old,
+            builds=[BuildInfo(name="only-there", version="10.11.18-MariaDB", server_sha256="a" * 64, source="debian")]))
+    cport, wport = fixed_port(), fixed_port()
+    fleet.extra_env.update(BENCHFLEET_METRICS_ADDR="127.0.0.1", BENCHFLEET_METRICS_PORT=str(cport),
+                           BENCHFLEET_ANNOUNCE_TTL_S="900")
+    fleet.start_collector()
+    fleet.extra_env["BENCHFLEET_METRICS_PORT"] = str(wport)
+    fleet.start_worker("sd-live")
+    sd = f"http://127.0.0.1:{cport}/sd/workers"
+    wait_for("the live worker listed, the ghost not", lambda: get_json(sd) == [
+        {"targets": [f"127.0.0.1:{wport}"], "labels": {"worker": "sd-live", "pool": fleet.pool}}])
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"name: ttl\npool: {fleet.pool}\ntargets:\n  - {{kind: managed, name: a, build: only-there}}\n"
+                    "workloads: [oltp_point_select]\nthreads: [1]\nduration: 3s\n")
+    r = fleet.cli("scheduler", "validate", str(spec))
+    assert r.returncode == 2 and "targets[0].build: build 'only-there'" in r.stderr, r.stdout + r.stderr
+    assert "builds of host h-gone ignored: last announced 60 min ago" in r.stderr

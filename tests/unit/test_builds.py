@@ -236,3 +236,19 @@ def test_the_collector_records_announcements_and_acks_them():
         t.join(10)
     assert [k.names() for k in kept] == [["old"]] and c.stored == 0
     assert broker.unacked() == 0 and broker.messages(broker.names.dead) == []
+
+
+def test_validate_ignores_builds_of_hosts_that_stopped_announcing(tmp_path):
+    """A host whose last build announcement is older than the TTL (decommissioned) vouches for no
+    build: a build only it had is an error, with a note naming the host; TTL 0 keeps every host."""
+    spec, source = spec_with(tmp_path, "{kind: managed, name: a, build: old}")
+    stale = announcement("h-gone", "old")  # at 1.0
+    fresh_one = WorkerBuilds(worker="h1-1", host="h1", pool="rack1", builds=[info("other")], at=5000.0)
+    errors, notes = check_builds(spec, source, [stale, fresh_one], now=5100.0, ttl_s=900)
+    assert [e.path for e in errors] == ["targets[0].build"] and "(announced: other)" in errors[0].message
+    assert errors[0].message.endswith("; builds of host h-gone ignored: last announced 85 min ago, more than "
+                                      "BENCHFLEET_ANNOUNCE_TTL_S (900 s); its workers are not running")
+    assert notes == ["builds of host h-gone ignored: last announced 85 min ago, more than BENCHFLEET_ANNOUNCE_TTL_S "
+                     "(900 s); its workers are not running"]
+    errors, notes = check_builds(spec, source, [stale, fresh_one], now=5100.0, ttl_s=0)
+    assert errors == [] and notes == ["targets[0] (a): build old is not on h1; runs taken there fail"]

@@ -4,6 +4,7 @@ holding the builds the example names."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,8 @@ def test_every_example_validates(path):
 
     def announcements(settings, pool):
         seen.append(pool)
-        return [WorkerBuilds(worker="w", host="h", pool=pool, at=0.0, builds=[
+        # As a running worker announced it: just now (older ones expire, BENCHFLEET_ANNOUNCE_TTL_S).
+        return [WorkerBuilds(worker="w", host="h", pool=pool, at=time.time(), builds=[
             BuildInfo(name=n, version="10.11.18-MariaDB", server_sha256="0" * 64, source="debian") for n in named])]
 
     preflight.check(spec, settings_from(None), source, announcements=announcements)

@@ -49,3 +49,16 @@ def test_announcement_round_trips_and_a_bad_address_is_refused_naming_the_field(
 def test_scrape_address(addr, announce, expected):
     """The announced address: the bind address, or the configured one (needed for a wildcard)."""
     assert scrape_address(Settings(metrics_addr=addr, metrics_announce=announce), 9464) == expected
+
+
+def test_a_worker_not_announced_within_the_ttl_is_no_longer_listed():
+    """A worker that died without withdrawing stays listed (Prometheus sees it down) until its
+    last announcement is older than the TTL; then it is dropped. TTL 0 keeps it for ever."""
+    now = [650.0]
+    d = WorkerDirectory([ann("gone", "up", 100.0), ann("alive", "up", 600.0)], ttl_s=600, clock=lambda: now[0])
+    assert [g.worker for g in d.groups()] == ["alive", "gone"]
+    now[0] = 701.0
+    assert [g.worker for g in d.groups()] == ["alive"]
+    d.update(ann("gone", "up", 700.0))
+    assert [g.worker for g in d.groups()] == ["alive", "gone"]
+    assert [g.worker for g in WorkerDirectory([ann("gone", "up", 1.0)], ttl_s=0, clock=lambda: 1e9).groups()] == ["gone"]

@@ -405,3 +405,32 @@ def test_worker_announces_its_metrics_address_on_connect_and_withdraws_it_at_sto
     with serving(w):
         wait_until(lambda: len(said()) == 1, "the announcement")
     assert said() == [("up", "10.0.0.2:9464", POOL), ("down", "10.0.0.2:9464", POOL)]
+
+
+def test_a_running_worker_announces_its_endpoint_and_builds_again_periodically(broker, tmp_path):
+    """Connected, a worker announces its /metrics address and its builds again every
+    announce_every_s (also while idle), so they stay fresh under the fleet's announce_ttl_s."""
+    from services.common.messages import WorkerAnnouncement, WorkerBuilds
+    from services.worker.target.builds import Registry
+    from services.worker.target.managed import ServerManager
+
+    from tests.unit.test_builds import fake_tree
+
+    registry = Registry(tmp_path / "builds")
+    registry.add_dir("first", fake_tree(tmp_path / "first"))
+    servers = ServerManager(base_dir=tmp_path / "managed", builds=registry)
+    w = Worker(Settings(), pool=POOL, identity=WorkerIdentity("w1", host="h1"), connect=broker.bus,
+               run_executor=FakeRuns(), servers=servers, backoff_s=0.01, scrape_address="10.0.0.2:9464",
+               announce_every_s=0.05)
+
+    def count(kind: type) -> int:
+        return sum(1 for m in published(broker, broker.names.results) if isinstance(m, kind))
+
+    try:
+        with serving(w):
+            wait_until(lambda: count(WorkerAnnouncement) >= 3 and count(WorkerBuilds) >= 3, "announcements again")
+    finally:
+        servers.close()
+    ups = [m for m in published(broker, broker.names.results) if isinstance(m, WorkerAnnouncement)]
+    assert ups[-1].state == "down" and all(m.state == "up" for m in ups[:-1])
+    assert [m.at for m in ups[:-1]] == sorted(m.at for m in ups[:-1])
