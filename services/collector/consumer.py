@@ -98,6 +98,8 @@ class Collector:
         #: Deliveries taken while the results DB was away, oldest first; unacked, so a lost
         #: broker connection gives them back to the queue.
         self._held: list[Delivery] = []
+        #: The builds last logged of each (host, pool).
+        self._builds_said: dict[tuple[str, str], list[str]] = {}
         #: When the current outage of the results DB began (None: the DB answers).
         self._down_since: float | None = None
         self._db_delay = backoff_s
@@ -251,7 +253,10 @@ class Collector:
                              address=msg.address)
             elif isinstance(msg, WorkerBuilds):
                 self._store.record_worker_builds(msg)
-                log.info("worker_builds_recorded", host=msg.host, pool=msg.pool, builds=msg.names())
+                # Workers announce every minute: said once per change, not per refresh.
+                if self._builds_said.get((msg.host, msg.pool)) != msg.names():
+                    self._builds_said[(msg.host, msg.pool)] = msg.names()
+                    log.info("worker_builds_recorded", host=msg.host, pool=msg.pool, builds=msg.names())
             else:
                 self._store.store_result(msg)
                 if self.after_store is not None:

@@ -51,13 +51,14 @@ class WorkerDirectory:
 
     def update(self, a: WorkerAnnouncement) -> bool:
         """Take ``a`` unless an announcement of the same worker made later is already known
-        (messages of one worker may arrive out of order after a reconnect); True when taken."""
+        (messages of one worker may arrive out of order after a reconnect); True when taken and
+        it says something new (state, address or pool: not a periodic refresh)."""
         with self._lock:
             known = self._by_worker.get(a.worker)
             if known is not None and known.at > a.at:
                 return False
             self._by_worker[a.worker] = a
-            return True
+            return known is None or (known.state, known.address, known.pool) != (a.state, a.address, a.pool)
 
     def groups(self) -> list[TargetGroup]:
         """The workers that are up and announced within the TTL, one group each, by worker id."""

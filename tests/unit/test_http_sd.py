@@ -62,3 +62,13 @@ def test_a_worker_not_announced_within_the_ttl_is_no_longer_listed():
     d.update(ann("gone", "up", 700.0))
     assert [g.worker for g in d.groups()] == ["alive", "gone"]
     assert [g.worker for g in WorkerDirectory([ann("gone", "up", 1.0)], ttl_s=0, clock=lambda: 1e9).groups()] == ["gone"]
+
+
+def test_a_periodic_refresh_is_taken_but_not_news():
+    """A worker's minutely announcement refreshes its entry (for the TTL) without counting as a
+    change, so the collector logs a worker's arrival, move or stop, not every refresh."""
+    d = WorkerDirectory([ann("w1", "up", 1.0)], ttl_s=600, clock=lambda: 700.0)
+    assert d.groups() == []
+    assert not d.update(ann("w1", "up", 650.0))
+    assert [g.worker for g in d.groups()] == ["w1"]
+    assert d.update(ann("w1", "down", 660.0)) and d.groups() == []
