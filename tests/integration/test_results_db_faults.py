@@ -334,3 +334,23 @@ def test_a_results_db_that_accepts_and_never_answers_is_unavailable_not_a_hang()
         listener.close()
         for conn in taken:
             conn.close()
+
+
+def test_a_statement_the_results_db_does_not_answer_within_the_read_timeout_is_unavailable(settings, mariadb_params):
+    """A statement the server sits on longer than db_read_timeout_s (a stuck server, a lock) ends
+    as StoreUnavailable (the DB is away: hold and retry), not a connection blocked for ever."""
+    from dataclasses import replace as dc_replace
+
+    from services.common.errors import StoreUnavailable
+
+    name = f"bf_readtimeout_{random.randrange(16**6):06x}"
+    store = Store(dc_replace(settings, db_name=name, db_read_timeout_s=1), attempts=1).open(migrate=True)
+    try:
+        with pytest.raises(StoreUnavailable, match="2013"):
+            store._execute("SELECT SLEEP(30)")
+        assert store.reachable(), "a new connection answers again"
+    finally:
+        store.close()
+        conn = mysql.connector.connect(**mariadb_params)
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+        conn.close()
