@@ -16,6 +16,9 @@ History:
       series_v, cell_stats_v.
   12: worker_endpoints: each worker's last announcement (/metrics address, pool, up/down), so
       the collector's Prometheus service discovery survives a collector restart.
+  17: run_parts: the results of a run's parts (spec load_hosts) until every part of one group
+      has arrived and the merge is stored, so a collector restart loses none (merged parts keep
+      their row, emptied: the collector's user may not DELETE).
 """
 
 from __future__ import annotations
@@ -241,5 +244,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
 ]
+
+# 17: parts wait here for the rest of their group (services/common/part_store.py).
+MIGRATIONS.append((
+    17,
+    [
+        """CREATE TABLE IF NOT EXISTS run_parts (
+            run_id VARCHAR(255) NOT NULL,
+            part_index INT NOT NULL,
+            part_count INT NOT NULL,
+            part_group VARCHAR(64) NOT NULL,
+            status VARCHAR(16) NOT NULL,
+            result_z LONGBLOB NOT NULL,
+            stored_at DOUBLE NOT NULL,
+            merged_at DOUBLE NULL,
+            PRIMARY KEY (run_id, part_index)
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    ],
+))
 
 LATEST = MIGRATIONS[-1][0]

@@ -407,6 +407,9 @@ class CampaignSpec(_Frozen):
     #: MySQL error codes a run survives (sysbench's --mysql-ignore-errors): a list or "all". Any
     #: other error fails the run with its code, as it ends a sysbench run.
     ignore_errors: IgnoreErrors = IGNORE_DEFAULT
+    #: Each run's connections split over this many workers of the pool, started at one barrier
+    #: and merged into one result (services/common/parts.py); 1: one worker drives the run.
+    load_hosts: Annotated[Int, Field(ge=1, le=16)] = 1
 
     @field_validator("threads")
     @classmethod
@@ -444,6 +447,8 @@ class CampaignSpec(_Frozen):
                 named = w.key if w.key == w.name else f"{w.key} ({w.name})"
                 raise ValueError(f"workloads: {named}: runs on at most {most} table(s), as its sysbench script does "
                                  f"(it refuses --tables > 1); data.tables is {self.data.tables}")
+        if self.load_hosts > 1:
+            _check_load_hosts(self)
         if self.driver == "sysbench":
             old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
             if old:
@@ -490,6 +495,20 @@ class CampaignSpec(_Frozen):
             for key in PRIVATE_TARGET_FIELDS:
                 t.pop(key, None)
         return data
+
+
+def _check_load_hosts(spec: "CampaignSpec") -> None:
+    """What a run split over several load hosts needs: a connection per part, the native
+    driver's start barrier, and one server all parts reach (a managed one lives on one worker)."""
+    n = spec.load_hosts
+    if min(spec.threads) < n:
+        raise ValueError(f"load_hosts: {n} parts need at least {n} threads per run; threads has {min(spec.threads)}")
+    if spec.driver != "native":
+        raise ValueError(f"load_hosts: {n} needs driver: native (the sysbench driver cannot start at a barrier)")
+    managed = [t.name for t in spec.targets if isinstance(t, ManagedTarget)]
+    if managed:
+        raise ValueError(f"load_hosts: {n} needs dsn targets (every load host must reach the same server); "
+                         f"managed: {', '.join(managed)}")
 
 
 #: Target fields that locate a secret on the workers: kept out of reports and exports.
