@@ -58,6 +58,13 @@ class StubPartsHub:
             self._changed.notify_all()
 
 
+    def restore(self, name: str) -> None:
+        """Plug the links named ``name`` back in (new links of that name work again)."""
+        with self._changed:
+            self._cut.discard(name)
+            self._changed.notify_all()
+
+
 class StubPartsLink:
     def __init__(self, hub: StubPartsHub, name: str):
         self.hub, self.name = hub, name

@@ -33,7 +33,8 @@ log = logs.get(__name__)
 JOIN_BASE_S = 60.0
 #: How far ahead of "now" the coordinator sets the start, so every part hears it in time.
 START_LEAD_S = 2.0
-#: A part not heard from for this long while measuring is lost: the run is given up whole.
+#: A part not heard from for this long while measuring is lost: the run is given up whole. Longer
+#: than a broker's hiccup, shorter than the broker noticing a dead worker (two heartbeats).
 SILENCE_S = 10.0
 #: Seconds between "ready" repeats (and how fresh a "ready" must be: three of them).
 READY_EVERY_S = 1.0
@@ -55,6 +56,8 @@ class PartSession:
         self.stop = stop
         self.join_timeout = join_timeout_s(join_base_s, run.warmup, run.duration)
         self.silence_s, self.start_lead_s, self.clock = silence_s, start_lead_s, clock
+        # Several heartbeats per silence limit, so one late signal is not a lost part.
+        self.alive_every_s = min(ALIVE_EVERY_S, silence_s / 4)
         self.token = secrets.token_hex(8)
         self.share = share_of(run.cell.threads, run.rate, run.seed, run.part)
         self.coordinator = self.part.index == 0
@@ -189,13 +192,13 @@ class PartSession:
                     assert s.start_at is not None and s.group is not None
                     self._agree(s.start_at, s.group, 0.0 if best is None else best.offset_s, now)
                 continue
-            if now - last_alive >= ALIVE_EVERY_S:
+            if now - last_alive >= self.alive_every_s:
                 last_alive = now
                 self._send("alive")
             lost = silent({i: t for i, t in self._heard.items() if i not in self._done}, now, self.silence_s)
             if lost:
                 i = lost[0]
-                self._fail(f"load_hosts: part {i} ({self._names.get(i, '?')}) went silent for {self.silence_s:.0f} s "
+                self._fail(f"load_hosts: part {i} ({self._names.get(i, '?')}) went silent for {self.silence_s:g} s "
                            "while measuring; the run is given up whole")
                 self.stop.set()
 
