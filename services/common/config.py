@@ -47,6 +47,9 @@ class Settings:
     #: How many times a worker tries a run that fails (target down, lost connections) before
     #: it is marked failed and its run spec dead-lettered with the reason.
     run_attempts: int = 3
+    #: Seconds a part of a run split over load hosts (spec load_hosts) waits for the other parts'
+    #: workers, beyond one run's warm-up + duration; then it gives up (the run is tried again).
+    part_join_s: int = 60
     #: The longest run (warm-up + measurement) the scheduler accepts, in seconds. The broker's
     #: consumer_timeout (deploy/ sets 3 h) must stay above it, or a run's ack would come too late.
     max_run_s: int = 7200
@@ -125,6 +128,7 @@ _HELP: dict[str, str] = {
     "sd_dir": "Prometheus file-discovery directory to announce /metrics in",
     "run_attempts": f"tries of a failing run before it is marked failed (1 to {MAX_RUN_ATTEMPTS})",
     "max_run_s": "longest run (warm-up + measurement) accepted, in seconds",
+    "part_join_s": "seconds a part of a load_hosts run waits for the other parts, beyond the run's length",
     "amqp_tls_ca": "CA bundle verifying the broker's certificate",
     "amqp_tls_cert": "client certificate for the broker",
     "amqp_tls_key": "client key for the broker",
@@ -133,7 +137,7 @@ _HELP: dict[str, str] = {
     "db_tls_key": "client key for the results DB",
 }
 
-_METAVARS = {"max_run_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N"}
+_METAVARS = {"max_run_s": "SECONDS", "part_join_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N"}
 
 #: The settings of a command that talks to the broker.
 AMQP = ("amqp_url", "heartbeat", "namespace", "amqp_tls_ca", "amqp_tls_cert", "amqp_tls_key")

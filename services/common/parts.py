@@ -67,6 +67,9 @@ class PartReport(_Frozen):
     #: (0 for the coordinator itself), and that round trip; None when no pong came back.
     clock_offset_s: float = 0.0
     rtt_s: Annotated[float, Field(ge=0)] | None = None
+    #: What this part measured (its result's totals), kept in the merged result's ``parts``.
+    transactions: Annotated[int, Field(ge=0)] | None = None
+    queries: Annotated[int, Field(ge=0)] | None = None
 
 
 SignalKind = Literal["ready", "start", "ping", "pong", "alive", "done", "abort"]

@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                         "default /var/lib/benchfleet/managed as root)")
     _builds_dir_flag(p)
     # The worker talks to the broker and serves /metrics; it never touches the results DB.
-    add_settings_flags(p, AMQP, METRICS, ("run_attempts",))
+    add_settings_flags(p, AMQP, METRICS, ("run_attempts", "part_join_s"))
     p.set_defaults(fn=cmd_serve, long_running=True)
     return p
 
@@ -153,7 +153,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id),
                        connect=rabbit_factory(settings, Role.WORKER), client_cpus=cpus, max_runs=args.max_runs,
                        metrics=metrics, servers=servers, scrape_address=scrape_address(settings, port),
-                       parts_connect=rabbit_parts_factory(settings))
+                       parts_connect=rabbit_parts_factory(settings),
+                       part_options={"join_base_s": float(settings.part_join_s)})
             signal.signal(signal.SIGTERM, lambda *_: w.stop())
             signal.signal(signal.SIGINT, lambda *_: w.stop())
             w.run_forever()

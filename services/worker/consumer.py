@@ -325,7 +325,11 @@ class Worker:
         if session.failure is not None and result.status != "failed" and not stopping:
             result = result.model_copy(update={"status": "failed", "error": session.failure, "quality": None})
         session.finish(None if result.status == "ok" else (result.error or result.status))
-        return result.model_copy(update={"part": session.report()})
+        report = session.report()
+        if report is not None:
+            report = report.model_copy(update={"transactions": result.totals.transactions,
+                                               "queries": result.totals.queries})
+        return result.model_copy(update={"part": report})
 
     def _on_own_bus(self, fn: Callable[[Broker], None], run_id: str) -> None:
         """Run ``fn`` on a connection of this thread's own, retrying until it succeeds."""

@@ -152,6 +152,7 @@ def test_two_workers_measure_the_two_parts_and_one_merged_result_is_stored():
     assert r.status == "ok" and store.order == [run.run_id]
     assert sorted(p.worker for p in r.parts) == ["w1", "w2"] and [p.threads for p in r.parts] == [2, 2]
     assert r.totals.transactions == 40 and r.totals.reads == 400, "the sum of the two parts"
+    assert [p.transactions for p in r.parts] == [20, 20]
     assert Histogram.from_wire(r.latency.histogram).total == 40
     # Both parts started at one agreed instant (same clock here: offsets of about 0).
     assert abs(loads["w1"].starts[0] - loads["w2"].starts[0]) < 0.05

@@ -139,7 +139,7 @@ def part_result(index: int, count: int, samples: list[float], *, group: str = "g
     worker = worker or f"w{index}"
     report = PartReport(index=index, count=count, group=group, worker=worker, host=f"h{index}", threads=2,
                         seed=part_seed(run.seed, index), warmup=0.0, duration=10.0, start_at=1000.0,
-                        clock_offset_s=0.001 * index, rtt_s=0.002)
+                        clock_offset_s=0.001 * index, rtt_s=0.002, transactions=tx, queries=12 * tx)
     return RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                      status=status, error=None if status == "ok" else "MySQL error 2013: Lost connection",
                      worker=worker, host=f"h{index}", started_at=1000.0 + index * 0.001,
@@ -172,6 +172,7 @@ def test_parts_merge_into_one_result_exactly():
     assert m.server.client_cpu_s == 2.0
     assert [(p.index, p.worker, p.clock_offset_s) for p in m.parts] == [(0, "w0", 0.0), (1, "w1", 0.001)]
     assert m.worker == "w0+w1" and m.part is None
+    assert sum(p.transactions for p in m.parts) == m.totals.transactions
     assert m.measured_s == 10.01 and m.started_at == 1000.0 and m.ended_at == 1010.01
     assert m.quality is not None and m.quality.flags == []
     assert decode(m.encode()) == m
