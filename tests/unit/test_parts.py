@@ -215,3 +215,14 @@ def test_the_merged_histogram_is_the_histogram_of_every_sample(parts_samples, se
         assert getattr(m.latency, field) == every.percentile(p) / 1000
     assert m.totals.transactions == sum(len(s) for s in parts_samples)
     assert m.series.transactions == [sum(len(s) for s in parts_samples)]
+
+
+def test_the_report_header_says_a_campaign_ran_from_several_load_hosts():
+    from services.reporting.render.formats import render_settings
+
+    spec = parse_spec(SPEC.format(threads=8, n=2))
+    lines = render_settings(spec.model_dump(mode="json"))
+    assert ("Each run was driven from 2 load hosts at once (load_hosts: 2), its parts started at one agreed "
+            "instant and merged into one result.") in lines
+    one = parse_spec(SPEC.format(threads=8, n=1))
+    assert not any("load hosts" in line for line in render_settings(one.model_dump(mode="json")))
