@@ -9,9 +9,9 @@ Schema history (the ``schema`` field of each message):
   benchfleet.worker/1      a worker's /metrics address ("up"), or its withdrawal ("down"), for
                            the collector's Prometheus service discovery
   benchfleet.part/1        a barrier signal between the workers of one run's parts (parts.py)
-Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
-``ignore_errors``, ``part``; result ``part``, ``parts``; ``series.queue``, ``series.ignored_errors``, ``series.reconnects``,
-``latency.by_kind``, ``quiesce``, and ``server.build``, ``server.build_version``,
+Additive, optional fields (no version change): run ``rate``, ``latency_by_kind``,
+``ignore_errors`` and ``part``; result ``part``, ``parts`` (spec ``load_hosts``), ``series.queue``,
+``series.ignored_errors``, ``series.reconnects``, ``latency.by_kind``, ``quiesce``, and ``server.build``, ``server.build_version``,
 ``server.server_sha256``, ``server.malloc``; result ``server``: context switches
 (``server_ctxt_switches``, ``client_ctxt_switches`` and per query), disk bytes (``disk_read_bytes``,
 ``disk_write_bytes`` and KB per transaction) and hit ratios (``key_cache_hit_ratio``,

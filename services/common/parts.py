@@ -114,6 +114,21 @@ class PartSignal(_Frozen):
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
 
 
+def check_load_hosts(n: int, fewest_threads: int, driver: str, managed_targets: list[str]) -> None:
+    """ValueError naming ``load_hosts`` unless a campaign can split its runs over ``n`` hosts: a
+    connection per part, the native driver (it starts at a barrier), and one server all parts
+    reach (a managed target is started by, and lives on, one worker)."""
+    if n <= 1:
+        return
+    if fewest_threads < n:
+        raise ValueError(f"load_hosts: {n} parts need at least {n} threads per run; threads has {fewest_threads}")
+    if driver != "native":
+        raise ValueError(f"load_hosts: {n} needs driver: native (the sysbench driver cannot start at a barrier)")
+    if managed_targets:
+        raise ValueError(f"load_hosts: {n} needs dsn targets (every load host must reach the same server); "
+                         f"managed: {', '.join(managed_targets)}")
+
+
 @dataclass(frozen=True)
 class Share:
     """One part's share of a run: its connections, its open-loop rate, its seed."""

@@ -6,6 +6,7 @@ Version history of the spec format (``spec_version``):
      a target's ``quiesce`` joined version 1 (optional; on for managed targets, off for dsn).
      Managed targets name a registered ``build`` (and a ``malloc``); their ``binary`` and
      ``basedir`` paths were removed (a spec names no path on a worker).
+     ``load_hosts`` joined version 1 (optional; 1, one worker per run, by default).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from services.common import server_options
 from services.common.durations import format_duration, parse_duration
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
+from services.common.parts import check_load_hosts
 from services.common.server_options import CPU_LIST_PATTERN
 from services.workload.registry import OPTION_LIMITS, RAND_TYPES, WORKLOADS
 
@@ -447,8 +449,8 @@ class CampaignSpec(_Frozen):
                 named = w.key if w.key == w.name else f"{w.key} ({w.name})"
                 raise ValueError(f"workloads: {named}: runs on at most {most} table(s), as its sysbench script does "
                                  f"(it refuses --tables > 1); data.tables is {self.data.tables}")
-        if self.load_hosts > 1:
-            _check_load_hosts(self)
+        managed = [t.name for t in self.targets if isinstance(t, ManagedTarget)]
+        check_load_hosts(self.load_hosts, min(self.threads), self.driver, managed)
         if self.driver == "sysbench":
             old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
             if old:
@@ -495,20 +497,6 @@ class CampaignSpec(_Frozen):
             for key in PRIVATE_TARGET_FIELDS:
                 t.pop(key, None)
         return data
-
-
-def _check_load_hosts(spec: "CampaignSpec") -> None:
-    """What a run split over several load hosts needs: a connection per part, the native
-    driver's start barrier, and one server all parts reach (a managed one lives on one worker)."""
-    n = spec.load_hosts
-    if min(spec.threads) < n:
-        raise ValueError(f"load_hosts: {n} parts need at least {n} threads per run; threads has {min(spec.threads)}")
-    if spec.driver != "native":
-        raise ValueError(f"load_hosts: {n} needs driver: native (the sysbench driver cannot start at a barrier)")
-    managed = [t.name for t in spec.targets if isinstance(t, ManagedTarget)]
-    if managed:
-        raise ValueError(f"load_hosts: {n} needs dsn targets (every load host must reach the same server); "
-                         f"managed: {', '.join(managed)}")
 
 
 #: Target fields that locate a secret on the workers: kept out of reports and exports.
