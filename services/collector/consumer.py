@@ -260,8 +260,9 @@ class Collector:
                 log.info("worker_builds_recorded", host=msg.host, pool=msg.pool, builds=msg.names())
             else:
                 if msg.part is None:
-                    self._store.store_result(msg)
-                    stored = msg
+                    if not self._spoils_a_merge(self._store, msg):
+                        self._store.store_result(msg)
+                        stored = msg
                 else:
                     stored = self._store_part(self._store, msg)
                 if stored is not None and self.after_store is not None:
@@ -288,6 +289,20 @@ class Collector:
             log.info("result_stored", campaign_id=stored.campaign_id, run_id=stored.run_id, status=stored.status,
                      qps=round(stored.qps, 1), parts=len(stored.parts or ()) or None)
         return True
+
+    @staticmethod
+    def _spoils_a_merge(store: ResultStore, result: RunResult) -> bool:
+        """Whether ``result`` is a failure of a part that never met its partners (no start was
+        agreed: a part taken again after its run was measured whole) and would replace the run's
+        stored ok merge: it is acked and dropped."""
+        if result.status == "ok":
+            return False
+        stored = store.result(result.run_id)
+        if stored is not None and stored.parts and stored.status == "ok":
+            log.info("part_ignored", run_id=result.run_id, status=result.status, error=result.error,
+                     stored_group=stored.parts[0].group, stored_status=stored.status)
+            return True
+        return False
 
     @staticmethod
     def _store_part(store: ResultStore, part: RunResult) -> RunResult | None:

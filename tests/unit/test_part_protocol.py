@@ -204,3 +204,26 @@ def test_a_part_nobody_takes_gives_up_at_the_join_timeout_naming_the_pool():
     assert r.status == "failed"
     assert "load_hosts: 2 but" in (r.error or "") and "pool default" in (r.error or ""), r.error
     assert r.totals == Totals()
+
+
+def test_a_part_taken_again_after_its_run_was_merged_cannot_spoil_the_stored_result():
+    """Part 1 comes back (its worker died before the ack) to a worker that never measured it and,
+    alone, gives up at the barrier: its failure is dropped; the run keeps its merged ok result."""
+    broker, hub = StubBroker(), StubPartsHub()
+    run = one_run()
+    store = PartsStore(runs())
+    parts = split_run(run, 2)
+    publish_runs(broker, [p.encode() for p in parts])
+    with fleet(broker, hub, store, {"w1": FakeLoad(hub, "w1"), "w2": FakeLoad(hub, "w2")}, attempts=1):
+        wait_until(lambda: run.run_id in store.results, "the merged result", timeout=15)
+    publish_runs(broker, [parts[1].encode()])
+    lone = FakeLoad(hub, "w3")
+    queue = broker.names.runs_queue(POOL)
+    with fleet(broker, hub, store, {"w3": lone}, attempts=1):
+        wait_until(lambda: not broker.messages(queue) and not broker.unacked(queue), "the lone part to end",
+                   timeout=30)
+        wait_until(lambda: not broker.messages(broker.names.results) and not broker.unacked(broker.names.results),
+                   "its result handled", timeout=10)
+    assert lone.starts == [], "it never started: nobody joined"
+    r = store.results[run.run_id]
+    assert r.status == "ok" and store.order == [run.run_id]
