@@ -114,10 +114,12 @@ class PartSignal(_Frozen):
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
 
 
-def check_load_hosts(n: int, fewest_threads: int, driver: str, managed_targets: list[str]) -> None:
+def check_load_hosts(n: int, fewest_threads: int, driver: str, managed_targets: list[str],
+                     fresh_workloads: list[str] = ()) -> None:  # type: ignore[assignment]
     """ValueError naming ``load_hosts`` unless a campaign can split its runs over ``n`` hosts: a
-    connection per part, the native driver (it starts at a barrier), and one server all parts
-    reach (a managed target is started by, and lives on, one worker)."""
+    connection per part, the native driver (it starts at a barrier), one server all parts
+    reach (a managed target is started by, and lives on, one worker), and tables prepared once
+    (a workload whose table is built afresh before every run would be rebuilt by every part)."""
     if n <= 1:
         return
     if fewest_threads < n:
@@ -127,6 +129,9 @@ def check_load_hosts(n: int, fewest_threads: int, driver: str, managed_targets: 
     if managed_targets:
         raise ValueError(f"load_hosts: {n} needs dsn targets (every load host must reach the same server); "
                          f"managed: {', '.join(managed_targets)}")
+    if fresh_workloads:
+        raise ValueError(f"load_hosts: {n} cannot split {', '.join(fresh_workloads)}: its table is built afresh "
+                         "before every run, which one worker must do alone")
 
 
 @dataclass(frozen=True)

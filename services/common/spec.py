@@ -450,7 +450,8 @@ class CampaignSpec(_Frozen):
                 raise ValueError(f"workloads: {named}: runs on at most {most} table(s), as its sysbench script does "
                                  f"(it refuses --tables > 1); data.tables is {self.data.tables}")
         managed = [t.name for t in self.targets if isinstance(t, ManagedTarget)]
-        check_load_hosts(self.load_hosts, min(self.threads), self.driver, managed)
+        fresh = [w.key for w in self.workloads if WORKLOADS[w.name].tables.fresh]
+        check_load_hosts(self.load_hosts, min(self.threads), self.driver, managed, fresh)
         if self.driver == "sysbench":
             old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
             if old:

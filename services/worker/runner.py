@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import socket
 import threading
@@ -72,7 +73,9 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         if settling is not None:
             settling.before_prepare()
         if stop is None or not stop.is_set():
-            prepare.ensure_workload_tables(params, run.data, run.workload)
+            # The parts of a split run prepare one at a time: the first loads, the others find it done.
+            with prepare.prepare_lock(params) if run.part is not None else contextlib.nullcontext():
+                prepare.ensure_workload_tables(params, run.data, run.workload)
         if settling is not None:
             # After prepare, which dirties pages too: the warm-up starts on a settled server.
             settling.settle()

@@ -54,3 +54,37 @@ def test_a_part_of_a_run_never_planned_is_refused(db_settings):
         with pytest.raises(StoreRefused, match="no run .* was planned"):
             store.store_part(part_result(0, 2, [1000.0]))
 
+
+
+def test_parts_preparing_one_database_at_once_load_it_once(mariadb_params):
+    """Two parts of a split run prepare the same target at the same moment: under the prepare
+    lock one loads the tables, the other finds them ready."""
+    import threading
+
+    from services.common.spec import DataShape, WorkloadSpec
+    from services.worker import prepare
+
+    params = dict(mariadb_params, database=f"bf_test_parts_{secrets.token_hex(3)}")
+    data = DataShape(tables=2, table_size=2000)
+    outcomes: list[bool] = []
+    errors: list[BaseException] = []
+
+    def part() -> None:
+        try:
+            with prepare.prepare_lock(params, timeout_s=60):
+                outcomes.append(prepare.ensure_workload_tables(params, data, WorkloadSpec(name="oltp_read_only")))
+        except BaseException as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    try:
+        threads = [threading.Thread(target=part) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        assert sorted(outcomes) == [False, True]
+    finally:
+        conn = mysql.connector.connect(**mariadb_params)
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{params['database']}`")
+        conn.close()

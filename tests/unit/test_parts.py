@@ -71,6 +71,8 @@ def test_a_split_run_is_published_as_its_parts_and_each_decodes_as_a_run_spec():
     (SPEC.format(threads=8, n=2) + "driver: sysbench\n", "load_hosts: 2 needs driver: native"),
     ("name: split\ntargets: [{name: m, kind: managed}]\nworkloads: [oltp_point_select]\nthreads: [8]\n"
      "duration: 10s\nload_hosts: 2\n", "load_hosts: 2 needs dsn targets"),
+    (SPEC.format(threads=8, n=2).replace("[oltp_point_select]", "[insert]"),
+     "load_hosts: 2 cannot split insert: its table is built afresh before every run"),
 ])
 def test_validate_refuses_a_split_that_cannot_work(text, error):
     with pytest.raises(Exception, match=error):
