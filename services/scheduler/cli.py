@@ -194,7 +194,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
     planned = spec.warmup + spec.duration + plan.RUN_OVERHEAD_S
     shown = ProgressLine(sys.stderr, tty=sys.stderr.isatty(), columns=shutil.get_terminal_size().columns)
-    watch = ConsumerWatch(spec.pool)
+    watch = ConsumerWatch(spec.pool, needed=spec.load_hosts)
     consumers = _PoolConsumers(settings, spec.pool)
     as_json = getattr(args, "json", False)
     away = False

@@ -228,3 +228,15 @@ def test_the_report_header_says_a_campaign_ran_from_several_load_hosts():
             "instant and merged into one result.") in lines
     one = parse_spec(SPEC.format(threads=8, n=1))
     assert not any("load hosts" in line for line in render_settings(one.model_dump(mode="json")))
+
+
+def test_waiting_says_when_the_pool_has_fewer_workers_than_a_run_needs():
+    """--wait's notice: one worker connected is as good as none for load_hosts: 2."""
+    from services.scheduler.progress import ConsumerWatch
+
+    w = ConsumerWatch("rack1", needed=2)
+    assert w.update(1, 0.0) is None
+    assert w.update(1, 6.0) == ("note: only 1 worker(s) on pool rack1 for 6s, and each run needs 2 at once "
+                                "(load_hosts: 2); start more: worker --pool rack1")
+    assert w.update(2, 7.0) == "note: 2 workers of pool rack1 are connected, enough for load_hosts: 2"
+    assert ConsumerWatch("p").update(1, 100.0) is None
