@@ -25,6 +25,7 @@ from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
 from services.common.errors import BusError, DecodeError, StoreError, StoreRefused, StoreUnavailable
 from services.common.messages import RunEvent, RunResult, WorkerAnnouncement, WorkerBuilds, decode
+from services.common.part_merge import complete, failed_run, merge_parts
 
 if TYPE_CHECKING:
     from services.common.store import ResultRow
@@ -50,6 +51,14 @@ class ResultStore(FinalityStore, Protocol):
     def mark_running(self, event: RunEvent) -> None: ...
 
     def store_result(self, result: RunResult) -> None: ...
+
+    def result(self, run_id: str) -> RunResult | None: ...
+
+    def store_part(self, result: RunResult) -> list[RunResult]:
+        """Keep a part of a run (spec load_hosts); every kept part of its group."""
+        ...
+
+    def parts_merged(self, run_id: str, group: str) -> None: ...
 
     def record_worker_builds(self, msg: WorkerBuilds) -> None: ...
 
@@ -241,6 +250,8 @@ class Collector:
         except DecodeError as e:
             self._park(bus, d, "result_message_undecodable", f"undecodable result message: {e}")
             return True
+        #: The run's result this message completed (a part's completes it with the last part).
+        stored: RunResult | None = None
         try:
             if self._store is None:
                 raise StoreUnavailable("not connected to the results DB")
@@ -258,9 +269,14 @@ class Collector:
                     self._builds_said[(msg.host, msg.pool)] = msg.names()
                     log.info("worker_builds_recorded", host=msg.host, pool=msg.pool, builds=msg.names())
             else:
-                self._store.store_result(msg)
-                if self.after_store is not None:
-                    self._after_store(msg)
+                if msg.part is None:
+                    if not self._spoils_a_merge(self._store, msg):
+                        self._store.store_result(msg)
+                        stored = msg
+                else:
+                    stored = self._store_part(self._store, msg)
+                if stored is not None and self.after_store is not None:
+                    self._after_store(stored)
         except StoreRefused as e:
             # The DB is up but refuses this message: retrying forever would wedge every result
             # behind it, so park it with the reason.
@@ -274,15 +290,56 @@ class Collector:
             self._park(bus, d, "result_handling_failed", f"cannot handle message: {type(e).__name__}: {e}")
             return True
         bus.ack(d.delivery_tag)
-        if isinstance(msg, RunResult):
+        if stored is not None:
             self.stored += 1
             try:
-                self.metrics.observe_result(msg)  # counts it as stored too
+                self.metrics.observe_result(stored)  # counts it as stored too
             except Exception:  # stored and acked: a metrics bug must not stop the collector
-                log.exception("result_metrics_failed", run_id=msg.run_id)
-            log.info("result_stored", campaign_id=msg.campaign_id, run_id=msg.run_id, status=msg.status,
-                     qps=round(msg.qps, 1))
+                log.exception("result_metrics_failed", run_id=stored.run_id)
+            log.info("result_stored", campaign_id=stored.campaign_id, run_id=stored.run_id, status=stored.status,
+                     qps=round(stored.qps, 1), parts=len(stored.parts or ()) or None)
         return True
+
+    @staticmethod
+    def _spoils_a_merge(store: ResultStore, result: RunResult) -> bool:
+        """Whether ``result`` is a failure of a part that never met its partners (no start was
+        agreed: a part taken again after its run was measured whole) and would replace the run's
+        stored ok merge: it is acked and dropped."""
+        if result.status == "ok":
+            return False
+        stored = store.result(result.run_id)
+        if stored is not None and stored.parts and stored.status == "ok":
+            log.info("part_ignored", run_id=result.run_id, status=result.status, error=result.error,
+                     stored_group=stored.parts[0].group, stored_status=stored.status)
+            return True
+        return False
+
+    @staticmethod
+    def _store_part(store: ResultStore, part: RunResult) -> RunResult | None:
+        """A part of a run split over load hosts: kept until its whole group has arrived, then
+        merged exactly and stored as the run's one result (returned); a part that did not end ok
+        fails the run whole, without a measurement. None while parts are missing, and for a part
+        delivered again after its group was stored, or failed after the run was stored ok."""
+        assert part.part is not None
+        group = part.part.group
+        stored = store.result(part.run_id)
+        if stored is not None and stored.parts and (stored.parts[0].group == group
+                                                    or (stored.status == "ok" and part.status != "ok")):
+            log.info("part_ignored", run_id=part.run_id, part=part.part.index, group=group,
+                     stored_group=stored.parts[0].group, stored_status=stored.status)
+            return None
+        if part.status != "ok":
+            run = failed_run(part)
+        else:
+            kept = store.store_part(part)
+            if not complete(kept):
+                log.info("part_kept", run_id=part.run_id, part=part.part.index, group=group,
+                         parts=f"{len(kept)}/{part.part.count}")
+                return None
+            run = merge_parts(kept)
+        store.store_result(run)
+        store.parts_merged(part.run_id, group)
+        return run
 
     @staticmethod
     def _park(bus: Broker, d: Delivery, event: str, reason: str) -> None:

@@ -67,6 +67,12 @@ class Names:
         to give the runs of dead letters their final state; the dead queue keeps them for people."""
         return f"{self.namespace}.dead.watch"
 
+    @property
+    def parts(self) -> str:
+        """Direct exchange of the barrier signals between the workers of one run's parts (spec
+        ``load_hosts``), routed by run id to each part worker's private queue."""
+        return f"{self.namespace}.parts"
+
     def runs_queue(self, pool: str) -> str:
         return f"{self.namespace}.runs.{pool}"
 

@@ -401,6 +401,7 @@ class RabbitBus(Broker):
         return int(state["replayed"])
 
     # -- tools and tests (RabbitMQ only, not part of the Broker interface) ------------------
+
     def tap(self, queue: str, exchange: str, routing_key: str = "") -> None:
         """A durable classic queue of ``queue``'s name bound to ``exchange``: a copy of what is
         published there, for tests to read with ``get``."""
@@ -418,5 +419,45 @@ class RabbitBus(Broker):
         with _as_bus_error("deleting the topology"):
             for q in (*(n.runs_queue(p) for p in pools), n.results, n.dead, n.dead_watch, n.control_log):
                 self._ch.queue_delete(q)
-            for ex in (n.runs_exchange, n.results, n.dead, n.control, n.control_sync):
+            for ex in (n.runs_exchange, n.results, n.dead, n.control, n.control_sync, n.parts):
                 self._ch.exchange_delete(ex)
+
+
+class RabbitPartsLink:
+    """A PartsLink (services/common/parts_link.py) on a RabbitBus of its own: an exclusive,
+    auto-deleted queue bound to the parts exchange under one run id, consumed with auto-ack
+    (the signals are worth nothing once the barrier is over)."""
+
+    def __init__(self, bus: RabbitBus):
+        self.bus = bus
+        self._got: list[bytes] = []
+
+    def open(self, run_id: str) -> None:
+        b = self.bus
+        b.connect(attempts=3)
+        n = b.names
+        with _as_bus_error("joining the parts exchange"):
+            b._ensure(f"exchange {n.parts!r}", lambda ch, passive: ch.exchange_declare(
+                n.parts, exchange_type="direct", durable=True, passive=passive))
+            ch = b._ch
+            queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
+            ch.queue_bind(queue, n.parts, routing_key=run_id)
+            ch.basic_consume(queue, lambda _c, _m, _p, body: self._got.append(body), auto_ack=True)
+
+    def send(self, run_id: str, body: bytes) -> None:
+        self.bus.publish(self.bus.names.parts, run_id, body)
+
+    def receive(self, timeout_s: float) -> list[bytes]:
+        if not self._got:
+            with _as_bus_error("hearing the parts"):
+                self.bus._conn.process_data_events(time_limit=timeout_s)
+        out, self._got = self._got, []
+        return out
+
+    def close(self) -> None:
+        self.bus.close()
+
+
+def rabbit_parts_factory(settings: Settings) -> Callable[[str], RabbitPartsLink]:
+    """Makes the parts links of a worker (its broker user binds only private queues)."""
+    return lambda name: RabbitPartsLink(RabbitBus(settings, name=name, role=Role.WORKER))

@@ -58,6 +58,9 @@ class Settings:
     #: How many times a worker tries a run that fails (target down, lost connections) before
     #: it is marked failed and its run spec dead-lettered with the reason.
     run_attempts: int = 3
+    #: Seconds a part of a run split over load hosts (spec load_hosts) waits for the other parts'
+    #: workers, beyond one run's warm-up + duration; then it gives up (the run is tried again).
+    part_join_s: int = 60
     #: The longest run (warm-up + measurement) the scheduler accepts, in seconds. The broker's
     #: consumer_timeout (deploy/ sets 3 h) must stay above it, or a run's ack would come too late.
     max_run_s: int = 7200
@@ -150,6 +153,7 @@ _HELP: dict[str, str] = {
     "max_run_s": "longest run (warm-up + measurement) accepted, in seconds",
     "announce_ttl_s": f"seconds after which workers' build and /metrics announcements not refreshed are ignored "
                       f"(0: never; running workers announce every {ANNOUNCE_EVERY_S} s)",
+    "part_join_s": "seconds a part of a load_hosts run waits for the other parts, beyond the run's length",
     "amqp_tls_ca": "CA bundle verifying the broker's certificate",
     "amqp_tls_cert": "client certificate for the broker",
     "amqp_tls_key": "client key for the broker",
@@ -158,7 +162,7 @@ _HELP: dict[str, str] = {
     "db_tls_key": "client key for the results DB",
 }
 
-_METAVARS = {"max_run_s": "SECONDS", "announce_ttl_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N", "db_connect_timeout_s": "SECONDS",
+_METAVARS = {"max_run_s": "SECONDS", "announce_ttl_s": "SECONDS", "part_join_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N", "db_connect_timeout_s": "SECONDS",
              "db_read_timeout_s": "SECONDS", "db_write_timeout_s": "SECONDS"}
 
 #: The settings of a command that talks to the broker.

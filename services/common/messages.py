@@ -8,9 +8,10 @@ Schema history (the ``schema`` field of each message):
                            connect and when its registry changes; the collector keeps the last
   benchfleet.worker/1      a worker's /metrics address ("up"), or its withdrawal ("down"), for
                            the collector's Prometheus service discovery
-Additive, optional fields (no version change): run ``rate``, ``latency_by_kind`` and
-``ignore_errors``; result ``series.queue``, ``series.ignored_errors``, ``series.reconnects``,
-``latency.by_kind``, ``quiesce``, and ``server.build``, ``server.build_version``,
+  benchfleet.part/1        a barrier signal between the workers of one run's parts (parts.py)
+Additive, optional fields (no version change): run ``rate``, ``latency_by_kind``,
+``ignore_errors`` and ``part``; result ``part``, ``parts`` (spec ``load_hosts``), ``series.queue``,
+``series.ignored_errors``, ``series.reconnects``, ``latency.by_kind``, ``quiesce``, and ``server.build``, ``server.build_version``,
 ``server.server_sha256``, ``server.malloc``; result ``server``: context switches
 (``server_ctxt_switches``, ``client_ctxt_switches`` and per query), disk bytes (``disk_read_bytes``,
 ``disk_write_bytes`` and KB per transaction) and hit ratios (``key_cache_hit_ratio``,
@@ -28,8 +29,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
-import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -38,7 +37,11 @@ from services.common.builds import BuildInfo
 from services.common.errors import DecodeError
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
+from services.common.parts import PART_SCHEMA, PartOf, PartReport, PartSignal
 from services.common.server_work import ServerWork, server_work
+from services.common.wire_checks import check_numbers as _check_numbers
+from services.common.wire_checks import nested_deeper_than as _nested_deeper_than
+from services.common.wire_checks import shown as _shown
 from services.common.spec import (
     MAX_DURATION_S,
     MAX_RATE,
@@ -125,6 +128,8 @@ class RunSpec(_Message):
     latency_by_kind: bool | None = None
     #: The MySQL errors the run survives; None (left out): sysbench's default list.
     ignore_errors: IgnoreErrors | None = None
+    #: One part of a run spread over several load hosts (spec ``load_hosts``); None: the whole run.
+    part: PartOf | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -364,6 +369,9 @@ class RunResult(_Message):
     #: Stalls and overrun of a finished run; None for failed or cancelled runs and for results
     #: stored before runs were assessed.
     quality: RunQuality | None = None
+    #: A part's result (merged by the collector, never stored alone), and a merged result's parts.
+    part: PartReport | None = None
+    parts: list[PartReport] | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -423,9 +431,10 @@ class WorkerBuilds(_Message):
         return [b.name for b in self.builds]
 
 
-Message = Union[RunSpec, RunEvent, RunResult, WorkerBuilds, WorkerAnnouncement]
+Message = Union[RunSpec, RunEvent, RunResult, WorkerBuilds, WorkerAnnouncement, PartSignal]
 _BY_SCHEMA: dict[str, type[BaseModel]] = {RUN_SCHEMA: RunSpec, EVENT_SCHEMA: RunEvent, RESULT_SCHEMA: RunResult,
-                                          BUILDS_SCHEMA: WorkerBuilds, WORKER_SCHEMA: WorkerAnnouncement}
+                                          BUILDS_SCHEMA: WorkerBuilds, WORKER_SCHEMA: WorkerAnnouncement,
+                                          PART_SCHEMA: PartSignal}
 _ADAPTERS = {k: TypeAdapter(v) for k, v in _BY_SCHEMA.items()}
 
 
@@ -459,42 +468,3 @@ def decode(body: bytes | str, expect: tuple[type[BaseModel], ...] | None = None)
         raise DecodeError(field, err["msg"].removeprefix("Value error, ")) from e
     except (TypeError, ArithmeticError, RecursionError) as e:  # a validator tripped by a hostile value
         raise DecodeError("", f"cannot decode: {type(e).__name__}: {e}") from e
-
-
-#: JSON strings (escapes included), removed before brackets are counted.
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
-
-
-def _nested_deeper_than(body: bytes, limit: int) -> bool:
-    """Whether brackets outside strings nest deeper than ``limit``: a scan, not a parse, that
-    stops at the first level too deep."""
-    depth = 0
-    for c in _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS):
-        if c in b"[{":
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth -= 1
-    return False
-
-
-def _check_numbers(value: Any, path: str) -> None:
-    """Every float finite and every whole number within 64 bits, in typed fields and free-form
-    ones (histograms, server variables) alike; the error names where."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _check_numbers(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_numbers(v, f"{path}.{i}" if path else str(i))
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise DecodeError(path, f"{value} is not a finite number")
-    elif isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
-        raise DecodeError(path, f"{_shown(value)} is outside the 64-bit range")
-
-
-def _shown(value: Any, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

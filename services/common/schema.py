@@ -17,6 +17,9 @@ History:
   12: worker_endpoints: each worker's last announcement (/metrics address, pool, up/down), so
       the collector's Prometheus service discovery survives a collector restart.
   14: results.build, build_version, server_sha256, malloc: which build ran a result.
+  17: run_parts: the results of a run's parts (spec load_hosts) until every part of one group
+      has arrived and the merge is stored, so a collector restart loses none (merged parts keep
+      their row, emptied: the collector's user may not DELETE).
   18: schema_views: the fingerprint each view was made with. The views are no longer frozen at
       migration 11: after every migrate, services/common/views.py makes again (CREATE OR REPLACE)
       each view whose definition or tables' columns changed, so results_v gains 14's columns.
@@ -244,6 +247,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " ADD COLUMN IF NOT EXISTS malloc VARCHAR(16) NULL",
         ],
     ),
+    # 17: parts wait here for the rest of their group (services/common/part_store.py).
+    (
+        17,
+        [
+            """CREATE TABLE IF NOT EXISTS run_parts (
+                run_id VARCHAR(255) NOT NULL,
+                part_index INT NOT NULL,
+                part_count INT NOT NULL,
+                part_group VARCHAR(64) NOT NULL,
+                status VARCHAR(16) NOT NULL,
+                result_z LONGBLOB NOT NULL,
+                stored_at DOUBLE NOT NULL,
+                merged_at DOUBLE NULL,
+                PRIMARY KEY (run_id, part_index)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
     # 18: views made again whenever their tables gain columns (services/common/views.py).
     (
         18,
@@ -257,4 +277,4 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
 ]
 
-LATEST = MIGRATIONS[-1][0]
+LATEST = max(v for v, _ in MIGRATIONS)

@@ -6,6 +6,7 @@ Version history of the spec format (``spec_version``):
      a target's ``quiesce`` joined version 1 (optional; on for managed targets, off for dsn).
      Managed targets name a registered ``build`` (and a ``malloc``); their ``binary`` and
      ``basedir`` paths were removed (a spec names no path on a worker).
+     ``load_hosts`` joined version 1 (optional; 1, one worker per run, by default).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from services.common import server_options
 from services.common.durations import format_duration, parse_duration
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
+from services.common.parts import check_load_hosts
 from services.common.server_options import CPU_LIST_PATTERN
 from services.workload.registry import OPTION_LIMITS, RAND_TYPES, WORKLOADS
 
@@ -407,6 +409,9 @@ class CampaignSpec(_Frozen):
     #: MySQL error codes a run survives (sysbench's --mysql-ignore-errors): a list or "all". Any
     #: other error fails the run with its code, as it ends a sysbench run.
     ignore_errors: IgnoreErrors = IGNORE_DEFAULT
+    #: Each run's connections split over this many workers of the pool, started at one barrier
+    #: and merged into one result (services/common/parts.py); 1: one worker drives the run.
+    load_hosts: Annotated[Int, Field(ge=1, le=16)] = 1
 
     @field_validator("threads")
     @classmethod
@@ -444,6 +449,9 @@ class CampaignSpec(_Frozen):
                 named = w.key if w.key == w.name else f"{w.key} ({w.name})"
                 raise ValueError(f"workloads: {named}: runs on at most {most} table(s), as its sysbench script does "
                                  f"(it refuses --tables > 1); data.tables is {self.data.tables}")
+        managed = [t.name for t in self.targets if isinstance(t, ManagedTarget)]
+        fresh = [w.key for w in self.workloads if WORKLOADS[w.name].tables.fresh]
+        check_load_hosts(self.load_hosts, min(self.threads), self.driver, managed, fresh)
         if self.driver == "sysbench":
             old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
             if old:

@@ -36,6 +36,7 @@ from services.common.results import (
     TargetBuild,
     quality_columns,
 )
+from services.common.part_store import PartStore
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
 from services.common.stored_spec import read_stored_spec
@@ -103,7 +104,7 @@ def spec_hash(spec: CampaignSpec) -> str:
     return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
 
 
-class Store:
+class Store(PartStore):
     """A connection to the results DB; not thread-safe (one per thread). A lost connection is
     made again on the next statement, into the same database."""
 

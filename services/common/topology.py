@@ -75,7 +75,9 @@ def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[
         # stored): it marks the run failed with the reason.
         out += [Queue(n.dead_watch, {"x-queue-type": "quorum"}), Binding(n.dead_watch, n.dead)]
     if role in (Role.ALL, Role.SCHEDULER):
-        out.append(Exchange(n.runs_exchange, "direct"))
+        # The parts' barrier exchange: declared at a submit, like the runs; a worker only binds
+        # its private queue to it when it measures a part (services/common/parts_link.py).
+        out += [Exchange(n.runs_exchange, "direct"), Exchange(n.parts, "direct")]
     for pool in pools:
         out.append(Queue(n.runs_queue(pool), quorum_args))
         if role in (Role.ALL, Role.SCHEDULER):

@@ -75,6 +75,7 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     est = plan.estimated_seconds(spec, args.workers)
     if args.json:
         print(json.dumps({"runs": len(runs), "estimated_seconds": est, "workers": args.workers,
+                          "load_hosts": spec.load_hosts,
                           "order": [{"seq": r.seq, "run_id": r.run_id, **r.cell.model_dump(), "repetition": r.repetition}
                                     for r in runs]}, indent=2))
         return EXIT_OK
@@ -84,6 +85,9 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
           f"estimated wall time with {args.workers} worker(s): {format_duration(round(est))}")
     print(f"baseline: {spec.baseline_name}; pool: {spec.pool}; data: {spec.data.tables} tables x "
           f"{spec.data.table_size} rows, {spec.data.engine}")
+    if spec.load_hosts > 1:
+        print(f"load_hosts: {spec.load_hosts} (each run's threads split over {spec.load_hosts} workers of pool "
+              f"{spec.pool}, started together, merged into one result)")
     print(f"{'seq':>5}  {'target':<16} {'workload':<24} {'threads':>7}  rep")
     for r in runs:
         print(f"{r.seq:>5}  {r.cell.target:<16} {r.cell.workload:<24} {r.cell.threads:>7}  {r.repetition}")
@@ -119,6 +123,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_OK
         return _wait(settings, earlier.campaign_id, earlier.spec, args)
     logs.get("scheduler").bind(campaign_id=campaign_id).info("campaign_submitted", runs=outcome.runs, pool=outcome.pool)
+    _warn_few_workers(settings, spec)
     if args.json and not args.wait:
         print(json.dumps({"campaign_id": campaign_id, "runs": outcome.runs, "pool": outcome.pool}))
     else:
@@ -165,6 +170,21 @@ class _PoolConsumers:
             self.bus = None
 
 
+def _warn_few_workers(settings: Settings, spec: CampaignSpec) -> None:
+    """A run split over more load hosts than the pool has workers connected cannot start: say so
+    (workers may still connect; each part gives up after its join timeout, and the run fails)."""
+    if spec.load_hosts <= 1:
+        return
+    consumers = _PoolConsumers(settings, spec.pool)
+    try:
+        n = consumers.count()
+    finally:
+        consumers.close()
+    if n is not None and n < spec.load_hosts:
+        _err(f"warning: load_hosts: {spec.load_hosts} but only {n} worker(s) of pool {spec.pool} are connected now; "
+             f"each run needs {spec.load_hosts} free workers at once")
+
+
 def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
     from services.reporting.load import load_report
     from services.reporting.options import ReportOptions
@@ -174,7 +194,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
     planned = spec.warmup + spec.duration + plan.RUN_OVERHEAD_S
     shown = ProgressLine(sys.stderr, tty=sys.stderr.isatty(), columns=shutil.get_terminal_size().columns)
-    watch = ConsumerWatch(spec.pool)
+    watch = ConsumerWatch(spec.pool, needed=spec.load_hosts)
     consumers = _PoolConsumers(settings, spec.pool)
     as_json = getattr(args, "json", False)
     away = False

@@ -100,4 +100,5 @@ def estimated_seconds(spec: CampaignSpec, workers: int = 1) -> float:
     """Wall time of the whole campaign with ``workers`` workers, preparation excluded."""
     runs = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
     per_run = spec.warmup + spec.duration + RUN_OVERHEAD_S
-    return runs * per_run / max(1, workers)
+    # A run split over load hosts occupies that many workers at once.
+    return runs * per_run / max(1, workers // spec.load_hosts)

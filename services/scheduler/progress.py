@@ -110,14 +110,20 @@ class ConsumerWatch:
     #: Seconds without a consumer before the first notice, then between reminders.
     grace_s: float = 5.0
     remind_s: float = 300.0
+    #: Workers each run needs at once (spec load_hosts): fewer connected is as good as none.
+    needed: int = 1
     _since: float | None = None
     _told_at: float | None = None
 
     def update(self, consumers: int, now: float) -> str | None:
         """The notice to print now, if any."""
-        if consumers > 0:
+        if consumers >= self.needed:
             told, self._since, self._told_at = self._told_at, None, None
-            return f"note: a worker of pool {self.pool} is connected again" if told is not None else None
+            if told is None:
+                return None
+            if self.needed > 1:
+                return f"note: {consumers} workers of pool {self.pool} are connected, enough for load_hosts: {self.needed}"
+            return f"note: a worker of pool {self.pool} is connected again"
         if self._since is None:
             self._since = now
         waited = now - self._since
@@ -125,4 +131,7 @@ class ConsumerWatch:
         if waited < due:
             return None
         self._told_at = now
+        if consumers > 0:
+            return (f"note: only {consumers} worker(s) on pool {self.pool} for {format_duration(round(waited))}, and "
+                    f"each run needs {self.needed} at once (load_hosts: {self.needed}); start more: worker --pool {self.pool}")
         return f"note: no worker on pool {self.pool} for {format_duration(round(waited))}; start one: worker --pool {self.pool}"

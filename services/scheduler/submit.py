@@ -18,6 +18,7 @@ from services.common.campaigns import Duplicate
 from services.common.control import ControlMessage
 from services.common.errors import SubmitLockBusy
 from services.common.messages import RunSpec
+from services.common.parts import PartOf
 from services.common.spec import CampaignSpec
 from services.common.store import Store
 
@@ -122,7 +123,9 @@ def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id:
             if interrupted():
                 ledger.delete(campaign_id)
                 return RolledBack(campaign_id, recorded=True, published=False)
-            bus.publish_runs(spec.pool, [r.encode() for r in runs])
+            # A run split over load hosts goes out as its parts, side by side in the queue, so
+            # that as many free workers take them together.
+            bus.publish_runs(spec.pool, [p.encode() for r in runs for p in split_run(r, spec.load_hosts)])
             published = True
             if interrupted():
                 _cancel(ledger, bus, campaign_id)
@@ -145,3 +148,10 @@ def _cancel(ledger: CampaignLedger, bus: Broker, campaign_id: str) -> None:
     """Cancel a campaign whose runs were published: workers drop its queued runs unmeasured."""
     ledger.cancel(campaign_id)
     bus.publish_control(ControlMessage(action="cancel", campaign_id=campaign_id))
+
+
+def split_run(run: RunSpec, load_hosts: int) -> list[RunSpec]:
+    """The run specs to publish for ``run``: itself, or its ``load_hosts`` parts."""
+    if load_hosts <= 1:
+        return [run]
+    return [run.model_copy(update={"part": PartOf(index=i, count=load_hosts)}) for i in range(load_hosts)]

@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                         "default /var/lib/benchfleet/managed as root)")
     _builds_dir_flag(p)
     # The worker talks to the broker and serves /metrics; it never touches the results DB.
-    add_settings_flags(p, AMQP, METRICS, ("run_attempts",))
+    add_settings_flags(p, AMQP, METRICS, ("run_attempts", "part_join_s"))
     p.set_defaults(fn=cmd_serve, long_running=True)
     return p
 
@@ -137,7 +137,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.worker.driver.native.libmariadb import library
 
     library()  # the native driver's client library: missing, the worker would fail every run
-    from services.common.bus import Role, rabbit_factory
+    from services.common.bus import Role, rabbit_factory, rabbit_parts_factory
     from services.common.discovery import announced, scrape_address
     from services.worker.consumer import Worker
     from services.worker.metrics import WorkerMetrics
@@ -152,7 +152,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         with announced(metrics, settings, "worker", {"worker": worker_id, "pool": args.pool}) as port:
             w = Worker(settings, pool=args.pool, identity=WorkerIdentity(worker_id),
                        connect=rabbit_factory(settings, Role.WORKER), client_cpus=cpus, max_runs=args.max_runs,
-                       metrics=metrics, servers=servers, scrape_address=scrape_address(settings, port))
+                       metrics=metrics, servers=servers, scrape_address=scrape_address(settings, port),
+                       parts_connect=rabbit_parts_factory(settings),
+                       part_options={"join_base_s": float(settings.part_join_s)})
             signal.signal(signal.SIGTERM, lambda *_: w.stop())
             signal.signal(signal.SIGINT, lambda *_: w.stop())
             w.run_forever()

@@ -15,7 +15,7 @@ import collections
 import enum
 import threading
 import time
-from typing import Callable, Literal, Protocol
+from typing import Any, Callable, Literal, Mapping, Protocol
 
 from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
@@ -24,8 +24,10 @@ from services.common.control import ControlMessage
 from services.common.errors import BusError, DecodeError, TopologyMissing
 from services.common.builds import BuildInfo
 from services.common.messages import RunEvent, RunResult, RunSpec, WorkerAnnouncement, WorkerBuilds, decode
+from services.common.parts_link import PartsFactory
 from services.worker.driver.contract import ProgressCallback
 from services.worker.metrics import WorkerMetrics
+from services.worker.part_session import PartSession
 from services.worker.runner import WorkerIdentity, execute
 from services.worker.target.managed import ServerManager
 from services.worker.verdict import fit_for_the_bus, judge
@@ -89,7 +91,8 @@ class Worker:
                  run_executor: RunExecutor = execute, metrics: WorkerMetrics | None = None,
                  servers: ServerManager | None = None, retry_pause_s: float = RETRY_PAUSE_S,
                  backoff_s: float = BACKOFF_S, scrape_address: str | None = None,
-                 announce_every_s: float = ANNOUNCE_EVERY_S):
+                 announce_every_s: float = ANNOUNCE_EVERY_S,
+                 parts_connect: PartsFactory | None = None, part_options: Mapping[str, float] | None = None):
         self.settings = settings
         self.pool = pool
         self.identity = identity
@@ -107,6 +110,10 @@ class Worker:
         self.scrape_address = scrape_address
         #: Seconds between announcements while connected (see config.ANNOUNCE_EVERY_S).
         self.announce_every_s = announce_every_s
+        #: Links to the other parts of a run split over load hosts (spec ``load_hosts``), and the
+        #: barrier's timings (PartSession's keywords; tests shorten them).
+        self.parts_connect = parts_connect
+        self.part_options = dict(part_options or {})
         self.stopping = threading.Event()
         self.runs_done = 0
         self._active: threading.Thread | None = None
@@ -242,7 +249,7 @@ class Worker:
             bus.dead_letter(d.body, f"undecodable run message: {e}", bus.names.runs_queue(self.pool))
             bus.ack(d.delivery_tag)
             return
-        if run.run_id in self._recent:
+        if _done_key(run) in self._recent:
             log.info("run_already_done", run_id=run.run_id)
             bus.ack(d.delivery_tag)
             return
@@ -268,10 +275,14 @@ class Worker:
         rlog.info("run_started", workload=run.cell.workload, threads=run.cell.threads, attempt=attempt)
         self.metrics.run_started(run)
         target_key = run.target.model_dump_json()
+        session = self._part_session(run)
         try:
+            if run.part is not None and session is None:
+                raise RuntimeError("this worker has no link to the other parts of a run (load_hosts)")
+            gate: dict[str, Any] = {} if session is None else {"start_gate": session.gate}
             result = self.execute(run, self.identity, servers=self.servers, attempt=attempt, client_cpus=self.client_cpus,
                                   after_failure=attempt > 1 or target_key in self._unclean, stop=self._run_stop,
-                                  on_progress=lambda p: self.metrics.observe_progress(run, p))
+                                  on_progress=lambda p: self.metrics.observe_progress(run, p), **gate)
         except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
             rlog.exception("run_crashed")
             now = time.time()
@@ -279,6 +290,8 @@ class Worker:
                                status="failed", error=f"worker error: {type(e).__name__}: {e}", worker=self.identity.worker_id,
                                host=self.identity.host, attempt=attempt, started_at=now, ended_at=now)
         result = judge(result, run.ignored_errors)
+        if session is not None:
+            result = self._end_part(session, result)
         if result.status == "ok":
             self._unclean.discard(target_key)
         else:
@@ -304,7 +317,7 @@ class Worker:
             reason = f"run failed after {attempt} attempt(s): {result.error}"
             self._on_own_bus(lambda pub: pub.dead_letter(d.body, reason, pub.names.runs_queue(self.pool)), run.run_id)
         self.metrics.run_finished(run, result)
-        self._recent[run.run_id] = None
+        self._recent[_done_key(run)] = None
         while len(self._recent) > RECENT_RUNS:
             self._recent.popitem(last=False)
         rlog.info("run_finished", status=result.status, qps=round(result.qps, 1), error=result.error)
@@ -314,6 +327,28 @@ class Worker:
                          overrun_s=round(q.overrun_s, 1), max_ms=result.latency.max_ms)
         self.runs_done += 1
         self._hand_back(bus, lambda: bus.ack(tag))
+
+    def _part_session(self, run: RunSpec) -> PartSession | None:
+        """The barrier of a part of a run (None for a whole run), begun before the target is
+        prepared, so part 0's worker answers the others' pings while it prepares."""
+        if run.part is None or self.parts_connect is None:
+            return None
+        link = self.parts_connect(f"benchfleet worker {self.identity.worker_id} parts")
+        return PartSession(link, run, worker=self.identity.worker_id, host=self.identity.host, pool=self.pool,
+                           stop=self._run_stop, **self.part_options).begin()
+
+    def _end_part(self, session: PartSession, result: RunResult) -> RunResult:
+        """A part's result: failed when the barrier gave up (a part lost while measuring stops
+        every part: the run is measured again whole, or fails whole), with what the part was."""
+        stopping = self.stopping.is_set()
+        if session.failure is not None and result.status != "failed" and not stopping:
+            result = result.model_copy(update={"status": "failed", "error": session.failure, "quality": None})
+        session.finish(None if result.status == "ok" else (result.error or result.status))
+        report = session.report()
+        if report is not None:
+            report = report.model_copy(update={"transactions": result.totals.transactions,
+                                               "queries": result.totals.queries})
+        return result.model_copy(update={"part": report})
 
     def _on_own_bus(self, fn: Callable[[Broker], None], run_id: str) -> None:
         """Run ``fn`` on a connection of this thread's own, retrying until it succeeds."""
@@ -344,3 +379,9 @@ class Worker:
             bus.call_threadsafe(safe)
         except BusError:
             pass
+
+
+def _done_key(run: RunSpec) -> str:
+    """What the recent-runs memory remembers: a run, or one part of it (a worker may measure
+    another part of a run later, after a retry)."""
+    return run.run_id if run.part is None else f"{run.run_id}#part{run.part.index}"

@@ -125,6 +125,37 @@ def ensure_workload_tables(params: Mapping[str, Any], data: DataShape, workload:
     return ensure_tables(params, data, auto_inc=auto_inc_of(workload), layout=definition(workload.name).tables)
 
 
+#: Seconds a part of a run split over load hosts waits for another part's prepare of the same
+#: database (the tables of a big data set take minutes to load).
+PREPARE_LOCK_TIMEOUT_S = 3600
+
+
+@contextlib.contextmanager
+def prepare_lock(params: Mapping[str, Any], timeout_s: float = PREPARE_LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold the target server's named lock on the run's database while preparing: the parts of
+    one run (spec load_hosts) prepare on the same server at once, so one loads the tables and
+    the others find them ready. DbError when it cannot be had within ``timeout_s``."""
+    name = f"benchfleet_prepare.{params['database']}"[:64]
+    try:
+        conn = connect(params, database=False)
+    except mysql.connector.Error as e:
+        raise DbError(e.errno or 0, e.msg) from None
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT GET_LOCK(%s, %s)", (name, int(timeout_s)))
+        if (cur.fetchone() or (None,))[0] != 1:
+            raise DbError(0, f"another load host held the prepare lock {name!r} for {timeout_s:.0f} s")
+        try:
+            yield
+        finally:
+            cur.execute("SELECT RELEASE_LOCK(%s)", (name,))
+            cur.fetchall()
+    except mysql.connector.Error as e:
+        raise DbError(e.errno or 0, e.msg) from None
+    finally:
+        conn.close()
+
+
 def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0, auto_inc: bool | None = True,
                   layout: TableLayout = SYSBENCH_10) -> bool:
     """Create the database and sbtest1..N for ``data`` unless tables of that exact shape and

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from services.common import logs, stalls
 from services.common.errors import DbError
 from services.common.messages import RunResult, RunSpec
+from services.common.parts import share_of
 from services.worker import fdlimit, prepare
 from services.worker.driver.contract import LoadError, ProgressCallback
 from services.worker.driver.registry import check_target, driver_for
@@ -44,11 +47,14 @@ def _versions() -> dict[str, str]:
 
 def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None = None, attempt: int = 1,
             client_cpus: list[int] | None = None, after_failure: bool = False,
-            stop: threading.Event | None = None, on_progress: ProgressCallback | None = None) -> RunResult:
+            stop: threading.Event | None = None, on_progress: ProgressCallback | None = None,
+            start_gate: Callable[[], float] | None = None) -> RunResult:
     """Run ``run`` to the end and return its result; failures become a failed result, never
     an exception, so the caller always has something to publish before it acks. ``on_progress``
     receives the driver's Progress, about once a second. ``after_failure``: this is a retry, or
-    the worker's previous run on this target failed, so the quiesce ends what that left running."""
+    the worker's previous run on this target failed, so the quiesce ends what that left running.
+    A part of a run (``run.part``) drives its share of the connections, rate and seed, and
+    starts at the barrier ``start_gate`` agrees (services/worker/part_session.py)."""
     started = time.time()
     base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                 worker=who.worker_id, host=who.host, attempt=attempt, versions=_versions())
@@ -58,7 +64,8 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         check_target(run.driver, run.target)
         # Before any connection: one open file per client, in this process and in the load
         # processes and sysbench it starts next, which inherit the limit.
-        fdlimit.ensure(run.cell.threads)
+        share = share_of(run.cell.threads, run.rate, run.seed, run.part)
+        fdlimit.ensure(share.threads)
         # Managed targets start (or reuse) their server here and pin the clients apart from it.
         session = server_run.open_target(servers, run.target, run.data, client_cpus)
         params, client_cpus = session.params, session.client_cpus
@@ -66,7 +73,9 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         if settling is not None:
             settling.before_prepare()
         if stop is None or not stop.is_set():
-            prepare.ensure_workload_tables(params, run.data, run.workload)
+            # The parts of a split run prepare one at a time: the first loads, the others find it done.
+            with prepare.prepare_lock(params) if run.part is not None else contextlib.nullcontext():
+                prepare.ensure_workload_tables(params, run.data, run.workload)
         if settling is not None:
             # After prepare, which dirties pages too: the warm-up starts on a settled server.
             settling.settle()
@@ -76,10 +85,10 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
             return RunResult(status="cancelled", started_at=started, ended_at=time.time(), **base)
         with server_run.sampling(session):
             outcome = drive(
-                params, run.workload, run.data, run.cell.threads, run.warmup, run.duration, run.seed,
-                rate=run.rate, latency_by_kind=bool(run.latency_by_kind), ignore_errors=run.ignored_errors,
+                params, run.workload, run.data, share.threads, run.warmup, run.duration, share.seed,
+                rate=share.rate, latency_by_kind=bool(run.latency_by_kind), ignore_errors=run.ignored_errors,
                 client_cpus=client_cpus,
-                stop=stop, on_progress=on_progress,
+                stop=stop, on_progress=on_progress, **({"start_gate": start_gate} if start_gate else {}),
             )
     except (target.TargetError, fdlimit.FdLimitError) as e:
         if settling is not None:
@@ -93,7 +102,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
     status = "cancelled" if stop is not None and stop.is_set() else "ok"
     # Only a finished run is judged: a cancelled one stopped early by request.
     quality = stalls.assess(outcome.series.transactions, warmup_s=run.warmup, duration_s=run.duration,
-                            wall_s=outcome.ended_at - outcome.started_at, rate=run.rate) if status == "ok" else None
+                            wall_s=outcome.ended_at - outcome.started_at, rate=share.rate) if status == "ok" else None
     return RunResult(
         status=status,
         started_at=outcome.started_at,

@@ -213,3 +213,33 @@ def test_settings_file_gives_each_cli_its_broker_user(deployed):
     assert users == {r: f"{tag}-{r}" for r in ("scheduler", "worker", "collector")}
     with _bus(settings_from(None, dict(file_settings(values, {}), BENCHFLEET_NAMESPACE=tag)), Role.SCHEDULER) as s:
         s.declare((POOL,))
+
+
+def test_the_parts_of_a_run_meet_on_the_parts_exchange(deployed):
+    """The scheduler declares the parts exchange at a submit; two workers' parts links bind their
+    private queues to it under a run id and hear each other's signals (spec load_hosts); the
+    collector may not publish there, and a worker may not delete it."""
+    from services.common.bus import RabbitPartsLink
+
+    tag, tmp_path, runs, passwords = deployed
+    sched, work, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker", "collector"))
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+    a, b = (RabbitPartsLink(_bus(work, Role.WORKER)) for _ in range(2))
+    try:
+        a.open("c.run1")
+        b.open("c.run1")
+        a.send("c.run1", b'{"hello": 1}')
+        heard: list[bytes] = []
+        for _ in range(20):
+            heard += b.receive(0.2)
+            if heard:
+                break
+        assert heard == [b'{"hello": 1}']
+    finally:
+        a.close()
+        b.close()
+    with _bus(coll, Role.COLLECTOR) as c:
+        _refused(lambda: c.publish(c.names.parts, "c.run1", b"{}"))
+    with _bus(work, Role.WORKER) as w:
+        _refused(lambda: _amqp(lambda: w.channel.exchange_delete(w.names.parts)))

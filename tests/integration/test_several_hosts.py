@@ -89,13 +89,13 @@ def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb) -
     return ctl.workdir / "etc"
 
 
-def install_worker(topo: Topology, role: str, ctl_etc: Path, cpu: str, tls: Tls) -> None:
+def install_worker(topo: Topology, role: str, ctl_etc: Path, cpu: str, tls: Tls, *env: str) -> None:
     host = topo.hosts[role]
     args = ["--broker", topo.hosts["ctl"].addr, "--amqp-password-file", str(ctl_etc / "secrets/amqp_password_worker"),
             "--tls-ca", str(tls.ca),
             "--metrics-addr", host.addr, "--metrics-port", "9464", "--client-cpus", cpu,
             # Seconds between AMQP heartbeats: the broker notices an unplugged host after two.
-            "--env", "BENCHFLEET_HEARTBEAT=5"]
+            "--env", "BENCHFLEET_HEARTBEAT=5", *(a for e in env for a in ("--env", e))]
     topo.exec(role, str(ROOT / "deploy/host/install-worker"), *args, env=host_paths(topo, role))
 
 

@@ -46,6 +46,9 @@ class FakeStore:
         self.db.results[result.run_id] = result
         self.db.order.append(result.run_id)
 
+    def result(self, run_id: str) -> RunResult | None:
+        return self.db.results.get(run_id)
+
     def reachable(self) -> bool:
         return not self.db.gone and not self.db.down.is_set()
 

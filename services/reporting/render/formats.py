@@ -158,4 +158,8 @@ def render_settings(settings: Mapping[str, Any]) -> list[str]:
         warmup = parse_duration(settings.get("warmup", 0) or 0)
         text += f" with {_duration(warmup)} warm-up." if warmup else " without warm-up."
         lines.append(text)
+    hosts = int(settings.get("load_hosts", 1) or 1)
+    if hosts > 1:
+        lines.append(f"Each run was driven from {hosts} load hosts at once (load_hosts: {hosts}), its parts "
+                     "started at one agreed instant and merged into one result.")
     return lines

@@ -111,9 +111,11 @@ class Driver(Protocol):
         client_cpus: list[int] | None = None,
         stop: threading.Event | None = None,
         on_progress: ProgressCallback | None = None,
+        start_gate: Callable[[], float] | None = None,
     ) -> LoadOutcome:
         """Warm up for ``warmup`` seconds, then measure for ``duration`` (or ``events``
-        transactions); LoadError when the load cannot run at all, or when a statement fails with
+        transactions); with ``start_gate``, called once every connection is open, the warm-up
+        starts at the wall-clock instant it returns (one run's parts start together); LoadError when the load cannot run at all, or when a statement fails with
         an error outside ``ignore_errors`` (sysbench's FATAL), with its MySQL code."""
         ...
 

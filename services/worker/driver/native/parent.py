@@ -15,7 +15,7 @@ import multiprocessing.connection
 import os
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from services.common.errors import LoadError
 from services.common.histogram import Histogram
@@ -86,6 +86,7 @@ def run_load(
     client_cpus: list[int] | None = None,
     stop: threading.Event | None = None,
     on_progress: ProgressCallback | None = None,
+    start_gate: Callable[[], float] | None = None,
     processes: int | None = None,
 ) -> LoadOutcome:
     """Run ``workload`` with ``threads`` connections: warm up, then measure for ``duration``
@@ -96,7 +97,9 @@ def run_load(
     connection starting its next one as soon as the last ends. ``latency_by_kind`` also times
     every statement, into one histogram per kind (read, write, other). A statement failing with
     an error outside ``ignore_errors`` ends the run with a LoadError carrying its code, as it
-    ends a sysbench run; an ignored one restarts its transaction."""
+    ends a sysbench run; an ignored one restarts its transaction. ``start_gate``, called once
+    every connection is open, returns the wall-clock instant the warm-up starts at (the barrier
+    of a run split over load hosts; it raises LoadError when the barrier is not met)."""
     if rate is not None and rate < 0:
         raise LoadError("rate must be >= 0")
     if threads < 1:
@@ -123,7 +126,8 @@ def run_load(
             pipes.append(parent_end)
         if not _await_ready(pipes, procs, stop, 30.0 + CONNECT_BUDGET_S * threads):
             return _empty(time.time())
-        return _drive(pipes, procs, warmup, duration, stop, on_progress)
+        start_wall = start_gate() if start_gate is not None else None
+        return _drive(pipes, procs, warmup, duration, stop, on_progress, start_wall)
     finally:
         for pipe in pipes:
             try:
@@ -162,9 +166,14 @@ def _await_ready(pipes: list, procs: list, stop: threading.Event | None, budget:
 
 
 def _drive(pipes: list, procs: list, warmup: float, duration: float,
-           stop: threading.Event | None, on_progress: ProgressCallback | None) -> LoadOutcome:
-    t0 = time.monotonic() + START_MARGIN_S
-    wall0 = time.time() + START_MARGIN_S
+           stop: threading.Event | None, on_progress: ProgressCallback | None,
+           start_wall: float | None = None) -> LoadOutcome:
+    mono, wall = time.monotonic(), time.time()
+    # An agreed start (wall clock) is kept on the monotonic clock from here on; one already past
+    # starts at once.
+    delay = START_MARGIN_S if start_wall is None else max(START_MARGIN_S, start_wall - wall)
+    t0 = mono + delay
+    wall0 = wall + delay
     t_measure, t_end = t0 + warmup, t0 + warmup + duration
     for pipe in pipes:
         pipe.send(Go(t0, t_measure, t_end))

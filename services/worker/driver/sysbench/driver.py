@@ -193,9 +193,12 @@ def run_sysbench(
     client_cpus: list[int] | None = None,
     stop: threading.Event | None = None,
     on_progress: ProgressCallback | None = None,
+    start_gate: Callable[[], float] | None = None,
     binary: str = BINARY,
 ) -> LoadOutcome:
     """Warm up, then measure with sysbench; the outcome has the native driver's shape."""
+    if start_gate is not None:
+        raise LoadError("driver sysbench: a run split over load hosts (load_hosts) needs driver: native")
     if latency_by_kind:
         raise LoadError("driver sysbench: sysbench reports latency per event only; "
                         "latency_by_kind needs driver: native")

@@ -1,0 +1,90 @@
+"""The parts of a run split over load hosts in the real results DB (its own database; migration
+17): a part waits in run_parts across a collector restart (a new connection), the merge is stored
+as the run's one result, and a part delivered again afterwards adds nothing."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+
+import mysql.connector
+import pytest
+
+from services.collector.consumer import Collector
+from services.common.errors import StoreRefused
+from services.common.store import Store
+
+from tests.unit.consumer_fixtures import SPEC, runs
+from tests.unit.test_parts import part_result
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def db_settings(mariadb_params, settings):
+    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
+    yield s
+    conn = mysql.connector.connect(**mariadb_params)
+    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
+    conn.close()
+
+
+def test_parts_wait_across_a_restart_and_merge_into_one_stored_result(db_settings):
+    planned = runs("c1")
+    a, b = part_result(0, 2, [1000.0] * 10, tx=100), part_result(1, 2, [3000.0] * 10, tx=50)
+    with Store(db_settings).open() as store:
+        store.record_campaign("c1", SPEC, planned)
+        assert Collector._store_part(store, a) is None, "part 0 alone is kept, not stored as the run's result"
+        assert store.result(a.run_id) is None
+    with Store(db_settings).open() as store:  # a collector restarted in between
+        merged = Collector._store_part(store, b)
+        assert merged is not None and merged.totals.transactions == 150
+        stored = store.result(a.run_id)
+        assert stored == merged and [p.worker for p in stored.parts] == ["w0", "w1"]
+        # Part 1 delivered again (the ack was lost): ignored, the run keeps its one result.
+        assert Collector._store_part(store, b) is None
+        assert store.result_count(a.run_id) == 1
+        [(state,)] = store._rows("SELECT state FROM runs WHERE run_id=%s", (a.run_id,))
+        assert state == "done"
+        assert store._rows("SELECT COUNT(*) FROM run_parts WHERE merged_at IS NULL")[0][0] == 0
+
+
+def test_a_part_of_a_run_never_planned_is_refused(db_settings):
+    with Store(db_settings).open() as store:
+        with pytest.raises(StoreRefused, match="no run .* was planned"):
+            store.store_part(part_result(0, 2, [1000.0]))
+
+
+
+def test_parts_preparing_one_database_at_once_load_it_once(mariadb_params):
+    """Two parts of a split run prepare the same target at the same moment: under the prepare
+    lock one loads the tables, the other finds them ready."""
+    import threading
+
+    from services.common.spec import DataShape, WorkloadSpec
+    from services.worker import prepare
+
+    params = dict(mariadb_params, database=f"bf_test_parts_{secrets.token_hex(3)}")
+    data = DataShape(tables=2, table_size=2000)
+    outcomes: list[bool] = []
+    errors: list[BaseException] = []
+
+    def part() -> None:
+        try:
+            with prepare.prepare_lock(params, timeout_s=60):
+                outcomes.append(prepare.ensure_workload_tables(params, data, WorkloadSpec(name="oltp_read_only")))
+        except BaseException as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    try:
+        threads = [threading.Thread(target=part) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        assert sorted(outcomes) == [False, True]
+    finally:
+        conn = mysql.connector.connect(**mariadb_params)
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{params['database']}`")
+        conn.close()

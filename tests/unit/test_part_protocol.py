@@ -1,0 +1,229 @@
+"""One run from two load hosts, end to end on the in-memory bus: two workers take the two parts
+of a run, meet at the barrier on a stub parts exchange, and the collector stores one merged
+result; a part lost mid-run fails the whole run (or has it measured again whole), and never
+leaves half a run stored."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Iterator
+
+from services.collector.consumer import Collector
+from services.common.config import Settings
+from services.common.histogram import Histogram
+from services.common.messages import Cell, Latency, RunEvent, RunResult, RunSpec, Series, Totals, WorkerAnnouncement
+from services.common.parts import share_of
+from services.common.parts_link import StubPartsHub
+from services.common.stub_bus import StubBroker
+from services.scheduler.submit import split_run
+from services.worker.consumer import Worker
+from services.worker.runner import WorkerIdentity
+
+from tests.unit.consumer_fixtures import publish_runs, runs, wait_until
+
+POOL = "default"
+#: The barrier's timings, shortened: a member silent for half a second is lost.
+FAST = {"join_base_s": 3.0, "silence_s": 0.5, "start_lead_s": 0.2}
+
+
+class FakeLoad:
+    """Stands in for the runner of one worker: waits at the barrier, then "measures" its share
+    for ``measure_s`` (cancelled when stopped). ``lose_on`` attempts unplug this worker's parts
+    link right after the start, until the part has noticed (then it is plugged back)."""
+
+    def __init__(self, hub: StubPartsHub, name: str, *, measure_s: float = 0.6, lose_on: tuple[int, ...] = ()):
+        self.hub, self.name, self.measure_s, self.lose_on = hub, name, measure_s, lose_on
+        self.starts: list[float] = []
+
+    def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, after_failure, stop,
+                 on_progress, start_gate=None) -> RunResult:
+        share = share_of(run.cell.threads, run.rate, run.seed, run.part)
+        start = start_gate() if start_gate is not None else time.time()
+        self.starts.append(start)
+        if attempt in self.lose_on:
+            self.hub.cut(self.name)
+            stop.wait(10)
+            self.hub.restore(self.name)
+        else:
+            stop.wait(max(0.0, start - time.time()) + self.measure_s)
+        status = "cancelled" if stop.is_set() else "ok"
+        h = Histogram()
+        for _ in range(share.threads * 10):
+            h.record(1000.0 * share.threads)
+        return RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
+                         status=status, worker=who.worker_id, host=who.host, attempt=attempt, started_at=start,
+                         ended_at=start + self.measure_s, measured_s=self.measure_s,
+                         totals=Totals(transactions=share.threads * 10, reads=share.threads * 100),
+                         series=Series(transactions=[share.threads * 10]),
+                         latency=Latency(max_ms=h.max_us / 1000, histogram=h.to_wire()))
+
+
+class PartsStore:
+    """The results DB as the collector sees it, with the parts table (run_parts) in memory."""
+
+    def __init__(self, planned: list[RunSpec]):
+        self.planned = {r.run_id: r for r in planned}
+        self.results: dict[str, RunResult] = {}
+        #: Run ids in the order results were stored: a run stored twice shows twice.
+        self.order: list[str] = []
+        self.parts: dict[tuple[str, int], tuple[RunResult, bool]] = {}
+        self.lock = threading.Lock()
+
+    def open(self) -> "PartsStore":
+        return self
+
+    def store_result(self, result: RunResult) -> None:
+        assert result.part is None, "a part is never stored as a run's result"
+        self.results[result.run_id] = result
+        self.order.append(result.run_id)
+
+    def result(self, run_id: str) -> RunResult | None:
+        return self.results.get(run_id)
+
+    def store_part(self, result: RunResult) -> list[RunResult]:
+        assert result.part is not None
+        self.parts[(result.run_id, result.part.index)] = (result, False)
+        return [r for (rid, _), (r, merged) in sorted(self.parts.items())
+                if rid == result.run_id and not merged and r.part is not None and r.part.group == result.part.group]
+
+    def parts_merged(self, run_id: str, group: str) -> None:
+        for key, (r, _) in list(self.parts.items()):
+            if key[0] == run_id and r.part is not None and r.part.group == group:
+                self.parts[key] = (r, True)
+
+    def mark_running(self, event: RunEvent) -> None: ...
+
+    def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
+        return False
+
+    def overdue_runs(self, now: float, grace_s: float) -> list:
+        return []
+
+    def recent_results(self, campaigns: int) -> list:
+        return []
+
+    def record_announcement(self, announcement: WorkerAnnouncement) -> None: ...
+
+    def announcements(self) -> list[WorkerAnnouncement]:
+        return []
+
+    def reachable(self) -> bool:
+        return True
+
+    def close(self) -> None: ...
+
+
+@contextlib.contextmanager
+def fleet(broker: StubBroker, hub: StubPartsHub, store: PartsStore, loads: dict[str, FakeLoad],
+          attempts: int) -> Iterator[list[Worker]]:
+    workers = [Worker(Settings(run_attempts=attempts), pool=POOL, identity=WorkerIdentity(name, host=f"host-{name}"),
+                      connect=broker.bus, run_executor=load, retry_pause_s=0, backoff_s=0.01,
+                      parts_connect=lambda _n, name=name: hub.link(name), part_options=FAST)
+               for name, load in loads.items()]
+    collector = Collector(connect=broker.bus, open_store=store.open, pools=(POOL,), backoff_s=0.01)
+    threads = [threading.Thread(target=s.run_forever, daemon=True) for s in (*workers, collector)]
+    for t in threads:
+        t.start()
+    try:
+        yield workers
+    finally:
+        for s in (*workers, collector):
+            s.stop()
+        for t in threads:
+            t.join(10)
+    assert not any(t.is_alive() for t in threads)
+
+
+def one_run() -> RunSpec:
+    return next(r for r in runs() if r.cell.threads == 4)
+
+
+def test_two_workers_measure_the_two_parts_and_one_merged_result_is_stored():
+    broker, hub = StubBroker(), StubPartsHub()
+    run = one_run()
+    store = PartsStore(runs())
+    publish_runs(broker, [p.encode() for p in split_run(run, 2)])
+    loads = {"w1": FakeLoad(hub, "w1"), "w2": FakeLoad(hub, "w2")}
+    with fleet(broker, hub, store, loads, attempts=3):
+        wait_until(lambda: run.run_id in store.results, "the merged result", timeout=15)
+    r = store.results[run.run_id]
+    assert r.status == "ok" and store.order == [run.run_id]
+    assert sorted(p.worker for p in r.parts) == ["w1", "w2"] and [p.threads for p in r.parts] == [2, 2]
+    assert r.totals.transactions == 40 and r.totals.reads == 400, "the sum of the two parts"
+    assert [p.transactions for p in r.parts] == [20, 20]
+    assert Histogram.from_wire(r.latency.histogram).total == 40
+    # Both parts started at one agreed instant (same clock here: offsets of about 0).
+    assert abs(loads["w1"].starts[0] - loads["w2"].starts[0]) < 0.05
+    assert all(abs(p.clock_offset_s) < 0.05 for p in r.parts)
+
+
+def test_a_part_lost_mid_run_fails_the_whole_run_and_stores_no_half():
+    """w2's link is cut after the start: w1 hears nothing from it and gives up too; on the last
+    attempt the run is stored failed, once, with no measurement."""
+    broker, hub = StubBroker(), StubPartsHub()
+    run = one_run()
+    store = PartsStore(runs())
+    publish_runs(broker, [p.encode() for p in split_run(run, 2)])
+    loads = {"w1": FakeLoad(hub, "w1", measure_s=5.0), "w2": FakeLoad(hub, "w2", lose_on=(1,))}
+    with fleet(broker, hub, store, loads, attempts=1):
+        wait_until(lambda: run.run_id in store.results, "the run's final result", timeout=15)
+        time.sleep(0.3)  # the other part's failed result arrives too, and changes nothing
+    r = store.results[run.run_id]
+    assert r.status == "failed" and "load_hosts" in (r.error or "")
+    assert r.totals == Totals() and r.series == Series() and r.measured_s == 0
+    assert store.order == [run.run_id]
+
+
+def test_a_part_lost_mid_run_has_the_whole_run_measured_again():
+    """With attempts left, both parts go back to the queue and are measured again together; the
+    first attempt leaves nothing stored."""
+    broker, hub = StubBroker(), StubPartsHub()
+    run = one_run()
+    store = PartsStore(runs())
+    publish_runs(broker, [p.encode() for p in split_run(run, 2)])
+    loads = {"w1": FakeLoad(hub, "w1"), "w2": FakeLoad(hub, "w2", lose_on=(1,))}
+    with fleet(broker, hub, store, loads, attempts=3):
+        wait_until(lambda: run.run_id in store.results, "the re-measured result", timeout=20)
+    r = store.results[run.run_id]
+    assert r.status == "ok" and r.attempt >= 2 and store.order == [run.run_id]
+    assert r.totals.transactions == 40
+    assert len({p.group for p in r.parts}) == 1
+
+
+def test_a_part_nobody_takes_gives_up_at_the_join_timeout_naming_the_pool():
+    """One worker for two parts: the part it holds waits for the other, then fails, saying why."""
+    broker, hub = StubBroker(), StubPartsHub()
+    run = one_run()
+    store = PartsStore(runs())
+    publish_runs(broker, [p.encode() for p in split_run(run, 2)])
+    with fleet(broker, hub, store, {"w1": FakeLoad(hub, "w1")}, attempts=1):
+        wait_until(lambda: run.run_id in store.results, "the failed run", timeout=30)
+    r = store.results[run.run_id]
+    assert r.status == "failed"
+    assert "load_hosts: 2 but" in (r.error or "") and "pool default" in (r.error or ""), r.error
+    assert r.totals == Totals()
+
+
+def test_a_part_taken_again_after_its_run_was_merged_cannot_spoil_the_stored_result():
+    """Part 1 comes back (its worker died before the ack) to a worker that never measured it and,
+    alone, gives up at the barrier: its failure is dropped; the run keeps its merged ok result."""
+    broker, hub = StubBroker(), StubPartsHub()
+    run = one_run()
+    store = PartsStore(runs())
+    parts = split_run(run, 2)
+    publish_runs(broker, [p.encode() for p in parts])
+    with fleet(broker, hub, store, {"w1": FakeLoad(hub, "w1"), "w2": FakeLoad(hub, "w2")}, attempts=1):
+        wait_until(lambda: run.run_id in store.results, "the merged result", timeout=15)
+    publish_runs(broker, [parts[1].encode()])
+    lone = FakeLoad(hub, "w3")
+    queue = broker.names.runs_queue(POOL)
+    with fleet(broker, hub, store, {"w3": lone}, attempts=1):
+        wait_until(lambda: not broker.messages(queue) and not broker.unacked(queue), "the lone part to end",
+                   timeout=30)
+        wait_until(lambda: not broker.messages(broker.names.results) and not broker.unacked(broker.names.results),
+                   "its result handled", timeout=10)
+    assert lone.starts == [], "it never started: nobody joined"
+    r = store.results[run.run_id]
+    assert r.status == "ok" and store.order == [run.run_id]
