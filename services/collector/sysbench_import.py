@@ -19,7 +19,8 @@ from services.common import sysbench_output as so
 from services.common.errors import ExportFileError, SysbenchOutputError
 from services.common.export import CampaignExport, ExportedCampaign, ExportedRun
 from services.common.messages import Cell, RunResult, run_id_of
-from services.common.spec import MAX_THREADS, NAME_PATTERN, CampaignSpec
+from services.common.spec import MAX_THREADS, CampaignSpec
+from services.common.spec_fields import NAME_PATTERN
 from services.common.store import spec_hash
 
 #: Where an imported target "was": a spec needs a host; the settings show this one.

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.common.spec import NAME_PATTERN
+from services.common.spec_fields import NAME_PATTERN
 
 BUILD_SCHEMA = "benchfleet.build/1"
 #: The default build of a managed target that names none: the worker's system server.

@@ -42,16 +42,9 @@ from services.common.server_work import ServerWork, server_work
 from services.common.wire_checks import check_numbers as _check_numbers
 from services.common.wire_checks import nested_deeper_than as _nested_deeper_than
 from services.common.wire_checks import shown as _shown
-from services.common.spec import (
-    MAX_DURATION_S,
-    MAX_RATE,
-    MAX_RUNS,
-    MAX_THREADS,
-    DataShape,
-    ServerOptionValue,
-    Target,
-    WorkloadSpec,
-)
+from services.common.spec import MAX_DURATION_S, MAX_RATE, MAX_RUNS, MAX_THREADS
+from services.common.spec_targets import ServerOptionValue, Target
+from services.common.spec_workloads import DataShape, WorkloadSpec
 
 RUN_SCHEMA = "benchfleet.run/1"
 EVENT_SCHEMA = "benchfleet.run-event/1"

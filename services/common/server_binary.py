@@ -16,7 +16,7 @@ from pathlib import Path
 
 from services.common import server_options
 from services.common.errors import BinaryNotFound
-from services.common.spec import ManagedTarget
+from services.common.spec_targets import ManagedTarget
 
 #: Where the system server lives (a managed target that names no build runs it).
 SYSTEM_BINARIES = ("/usr/sbin/mariadbd", "/usr/sbin/mysqld", "/usr/libexec/mariadbd", "/usr/libexec/mysqld")

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from services.common import yaml_input
 from services.common.errors import FieldError, SpecError
-from services.common.spec import CampaignSpec, shown
+from services.common.spec import CampaignSpec
+from services.common.spec_fields import shown
 from services.common.yaml_input import NodePath, lookup_line
 
 

@@ -9,7 +9,8 @@ reads the announcements (services/scheduler/preflight.py).
 from __future__ import annotations
 
 from services.common.messages import WorkerBuilds
-from services.common.spec import CampaignSpec, ManagedTarget
+from services.common.spec import CampaignSpec
+from services.common.spec_targets import ManagedTarget
 from services.common.specfile import FieldError, SpecSource
 
 

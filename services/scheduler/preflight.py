@@ -11,7 +11,8 @@ from services.common.config import Settings, with_db_password
 from services.common.durations import format_duration
 from services.common.errors import FieldError, SettingsError, SpecError, StoreError
 from services.common.messages import WorkerBuilds
-from services.common.spec import CampaignSpec, ManagedTarget
+from services.common.spec import CampaignSpec
+from services.common.spec_targets import ManagedTarget
 from services.common.specfile import SpecSource
 from services.scheduler import build_check, plan, server_check
 

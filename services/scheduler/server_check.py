@@ -12,7 +12,8 @@ from __future__ import annotations
 import subprocess
 
 from services.common import server_binary
-from services.common.spec import CampaignSpec, ManagedTarget
+from services.common.spec import CampaignSpec
+from services.common.spec_targets import ManagedTarget
 from services.common.specfile import FieldError, SpecSource
 
 

@@ -162,7 +162,8 @@ def test_killed_worker_leaves_no_server_behind(fleet, managed_dir, tmp_path):
 def test_server_is_reused_for_the_same_target_and_stopped_for_another(managed_dir):
     """Consecutive runs of one target and shape share a server; another target stops it first,
     and the datadirs go at close unless kept."""
-    from services.common.spec import DataShape, ManagedTarget
+    from services.common.spec_targets import ManagedTarget
+    from services.common.spec_workloads import DataShape
     from services.worker.target import managed
 
     m = managed.ServerManager(base_dir=managed_dir)

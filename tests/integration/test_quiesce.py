@@ -27,7 +27,8 @@ import pytest
 
 from services.common.config import Settings
 from services.common.messages import Cell, RunResult, RunSpec, decode, run_id_of
-from services.common.spec import MAX_HISTORY, DataShape, DsnTarget, ManagedTarget, Quiesce, WorkloadSpec
+from services.common.spec_targets import MAX_HISTORY, DsnTarget, ManagedTarget, Quiesce
+from services.common.spec_workloads import DataShape, WorkloadSpec
 from services.common.stub_bus import StubBroker
 from services.worker import prepare, runner
 from services.worker.consumer import Worker

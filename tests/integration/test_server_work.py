@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from services.common.messages import Cell, RunResult, RunSpec
-from services.common.spec import DataShape, ManagedTarget, WorkloadSpec
+from services.common.spec_targets import ManagedTarget
+from services.common.spec_workloads import DataShape, WorkloadSpec
 from services.worker import runner
 from services.worker.target import managed
 

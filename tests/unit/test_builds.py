@@ -14,7 +14,8 @@ from services.collector.consumer import Collector
 from services.common.builds import BuildInfo, BuildRecord, parse_version
 from services.common.errors import BuildError, TargetError
 from services.common.messages import WorkerBuilds, decode
-from services.common.spec import CampaignSpec, ManagedTarget
+from services.common.spec import CampaignSpec
+from services.common.spec_targets import ManagedTarget
 from services.common.specfile import load_spec_source
 from services.common.stub_bus import StubBroker
 from services.scheduler.build_check import check_builds

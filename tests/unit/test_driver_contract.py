@@ -11,7 +11,8 @@ import pytest
 from services.common.errors import LoadError
 from services.common.histogram import Histogram
 from services.common.messages import Series
-from services.common.spec import CampaignSpec, DataShape, WorkloadSpec
+from services.common.spec import CampaignSpec
+from services.common.spec_workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import Counts, Driver
 from services.worker.driver.native.protocol import Done, Failed, Go, Job, Ready, Stop, Tick, merged_kinds
 from services.worker.driver.registry import DRIVERS, driver_for

@@ -12,7 +12,7 @@ import pytest
 from services.common.builds import BuildInfo
 from services.common.config import settings_from
 from services.common.messages import WorkerBuilds
-from services.common.spec import ManagedTarget
+from services.common.spec_targets import ManagedTarget
 from services.common.specfile import load_spec_source
 from services.scheduler import preflight
 

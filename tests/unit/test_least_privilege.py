@@ -9,7 +9,7 @@ from services.common import server_binary, server_options, topology
 from services.common.bus import Names
 from services.common.config import Settings, settings_from
 from services.common.errors import SettingsError
-from services.common.spec import DsnTarget, ManagedTarget
+from services.common.spec_targets import DsnTarget, ManagedTarget
 from services.common.specfile import parse_spec
 from services.common.topology import Binding, Role
 

@@ -13,7 +13,8 @@ import pytest
 
 from services.common.errors import DecodeError
 from services.common.messages import Cell, RunSpec, decode
-from services.common.spec import DataShape, DsnTarget, ManagedTarget, WorkloadSpec
+from services.common.spec_targets import DsnTarget, ManagedTarget
+from services.common.spec_workloads import DataShape, WorkloadSpec
 from services.worker import cli as worker_cli
 from services.worker import prepare, runner
 from services.worker.target import dsn, managed

@@ -13,7 +13,7 @@ from services.common.histogram import Histogram
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
 from services.common.messages import Latency, Series, Totals
-from services.common.spec import DataShape, WorkloadSpec
+from services.common.spec_workloads import DataShape, WorkloadSpec
 
 __all__ = ["Counts", "Driver", "LoadError", "LoadOutcome", "Phase", "Progress", "ProgressCallback"]
 

@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 from services.common import server_binary
 from services.common.builds import SYSTEM_BUILD, BuildInfo, BuildRecord, parse_version
 from services.common.errors import BuildError
-from services.common.spec import NAME_PATTERN
+from services.common.spec_fields import NAME_PATTERN
 
 #: The Debian packages a build is made of: the server (mariadbd, mariadb-install-db, share/mysql
 #: with the system tables' SQL and error messages) and the client tools the install script runs

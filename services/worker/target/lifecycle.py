@@ -16,7 +16,8 @@ from services.common import logs, server_options
 from services.common.errors import TargetError, TargetUnsettled
 from services.common.messages import QuiesceReport, ServerReport
 from services.common.server_work import server_work
-from services.common.spec import DataShape, DsnTarget, ManagedTarget
+from services.common.spec_targets import DsnTarget, ManagedTarget
+from services.common.spec_workloads import DataShape
 from services.worker.target import dsn, info, managed, quiesce
 
 if TYPE_CHECKING:  # a type only: targets sit below the drivers

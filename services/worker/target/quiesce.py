@@ -23,7 +23,7 @@ import mysql.connector
 from services.common import logs
 from services.common.errors import DbError, TargetUnsettled
 from services.common.messages import QuiesceReport
-from services.common.spec import Quiesce
+from services.common.spec_targets import Quiesce
 from services.worker.target import settling
 from services.worker.target.dsn import connect
 

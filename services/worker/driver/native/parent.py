@@ -22,7 +22,7 @@ from services.common.histogram import Histogram
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
 from services.common.messages import Latency, Series
-from services.common.spec import DataShape, WorkloadSpec
+from services.common.spec_workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import (
     Counts,
     LoadOutcome,

@@ -27,7 +27,8 @@ from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
 from services.common.errors import TargetError
 from services.common.messages import MAX_RUN_SEED, Latency, Series, Totals
-from services.common.spec import DataShape, DsnTarget, WorkloadSpec
+from services.common.spec_targets import DsnTarget
+from services.common.spec_workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import LoadError, LoadOutcome, ProgressCallback
 from services.common import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
