@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from services.worker.driver.contract import Progress
 from services.worker.driver.native import child, parent
-from services.worker.driver.native.loop import Sink
+from services.worker.driver.native.sinks import Sink
 from services.common import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
 from services.worker.metrics import WorkerMetrics

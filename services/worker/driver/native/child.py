@@ -20,13 +20,9 @@ from services.common.histogram import Histogram
 from services.common.messages import Series
 from services.worker.driver.contract import Counts
 from services.worker.driver.native.arrivals import Schedule
+from services.worker.driver.native.client import Client
 from services.worker.driver.native.libmariadb import ClientLibraryError, DbError
-from services.worker.driver.native.loop import (
-    DRAIN_GRACE_S,
-    Client,
-    counted,
-    drive_clients,
-)
+from services.worker.driver.native.loop import DRAIN_GRACE_S, drive_clients
 from services.worker.driver.native.protocol import (
     Done,
     Failed,
@@ -38,6 +34,7 @@ from services.worker.driver.native.protocol import (
     Tick,
     merged_kinds,
 )
+from services.worker.driver.native.sinks import counted
 
 
 def main(pipe: multiprocessing.connection.Connection, job: Job) -> None:
