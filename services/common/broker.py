@@ -39,7 +39,16 @@ class Names:
 
     @property
     def results(self) -> str:
+        """The results queue (the collector consumes it). Also the name of the results exchange
+        of earlier versions, which the collector deletes (services/common/topology.py)."""
         return f"{self.namespace}.results"
+
+    @property
+    def results_exchange(self) -> str:
+        """Fanout exchange the workers publish results and run events to, bound to the results
+        queue. Named apart from the queue: RabbitMQ grants permissions by name, and a worker
+        that may publish results must not be able to read (consume, purge) the queue."""
+        return f"{self.namespace}.results.x"
 
     @property
     def dead(self) -> str:

@@ -175,6 +175,8 @@ class RabbitBus(Broker):
                 elif isinstance(step, topology.Queue):
                     self._ensure(f"queue {step.name!r}", lambda ch, passive, step=step: ch.queue_declare(
                         step.name, durable=True, arguments=step.arguments, passive=passive))
+                elif isinstance(step, topology.RetiredExchange):
+                    self._ch.exchange_delete(step.name)  # a no-op when it is gone already
                 else:
                     self._ch.queue_bind(step.queue, step.exchange, routing_key=step.routing_key or None)
         if self.role is Role.SCHEDULER:
@@ -266,7 +268,7 @@ class RabbitBus(Broker):
                 pass
 
     def publish_result(self, body: bytes) -> None:
-        self.publish(self.names.results, "", body)
+        self.publish(self.names.results_exchange, "", body)
 
     def dead_letter(self, body: bytes, reason: str, queue: str) -> None:
         self.publish(self.names.dead, "", body, headers={REASON_HEADER: reason[:1000], QUEUE_HEADER: queue})
@@ -419,7 +421,8 @@ class RabbitBus(Broker):
         with _as_bus_error("deleting the topology"):
             for q in (*(n.runs_queue(p) for p in pools), n.results, n.dead, n.dead_watch, n.control_log):
                 self._ch.queue_delete(q)
-            for ex in (n.runs_exchange, n.results, n.dead, n.control, n.control_sync, n.parts):
+            # n.results: the results exchange of earlier versions, if a collector never removed it.
+            for ex in (n.runs_exchange, n.results_exchange, n.results, n.dead, n.control, n.control_sync, n.parts):
                 self._ch.exchange_delete(ex)
 
 

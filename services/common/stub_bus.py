@@ -280,9 +280,9 @@ class StubBus(Broker):
             b._bind(n.dead, n.dead)
             b._declare_queue(n.dead_watch, "quorum")
             b._bind(n.dead_watch, n.dead)
-            b._declare_exchange(n.results, "fanout")
+            b._declare_exchange(n.results_exchange, "fanout")
             b._declare_queue(n.results, "quorum", n.dead, b.delivery_limit)
-            b._bind(n.results, n.results)
+            b._bind(n.results, n.results_exchange)
             b._declare_exchange(n.runs_exchange, "direct")
             for pool in pools:
                 b._declare_queue(n.runs_queue(pool), "quorum", n.dead, b.delivery_limit)
@@ -324,7 +324,7 @@ class StubBus(Broker):
                 b._enqueue(q, _Message(body, {}))
 
     def publish_result(self, body: bytes) -> None:
-        self.publish(self.names.results, "", body)
+        self.publish(self.names.results_exchange, "", body)
 
     def dead_letter(self, body: bytes, reason: str, queue: str) -> None:
         self.publish(self.names.dead, "", body, headers={REASON_HEADER: reason[:1000], QUEUE_HEADER: queue})

@@ -3,17 +3,23 @@ own permissions (deploy/ensure-services grants them; see the README's security m
 
 RabbitMQ checks, per resource name: configure to declare (or delete) an exchange or queue;
 write on the queue and read on the exchange to bind them; write on an exchange to publish; read
-on a queue to consume. Declaring a new queue with a dead-letter exchange also needs write on
-that exchange and read on the queue. The results exchange and queue share a name, so whoever
-binds the results queue may also publish results: only the worker (who publishes them) binds
-it. Whoever binds a runs queue could bind it to an exchange of its own and inject runs: only
-the scheduler (who publishes runs) binds them.
+on a queue to consume, get or purge it. Declaring a new queue with a dead-letter exchange also
+needs write on that exchange and read on the queue. Permissions are regexes over names, so an
+exchange and a queue of one name share them: the results exchange is named apart from the
+results queue, so the workers, who publish results, need no permission on the queue. The
+collector binds the results queue (writing a queue is what binding it needs); whoever binds a
+runs queue could bind it to an exchange of its own and inject runs, so only the scheduler (who
+publishes runs) binds them.
 
-A worker declares nothing shared: its user's configure permission covers only its private
-control queues, so it can neither delete nor redefine the runs, results or dead-letter queues or
-the control log. It checks that they exist (passively: no permission needed) and waits until the
-scheduler (at a submit: runs, dead letters, control log) and the collector (results) declared
-them. The worker's steps below are what it checks, and the two bindings it makes itself.
+A worker declares and binds nothing shared: its user may configure only its private control
+queues and read no exchange but the control exchange, so it can neither delete nor redefine the
+fleet's queues, nor bind them, nor take results or dead letters. It checks that what it uses
+exists (passively: no permission needed) and waits until the scheduler (at a submit: runs, dead
+letters, control log) and the collector (results) declared it. The worker's steps below are
+only what it checks.
+
+Upgrading: the results exchange of earlier versions had the results queue's name; the collector
+deletes it (its bindings go with it) once the new exchange is bound, so only the new one routes.
 
 Pure: the bus (services/common/bus.py) executes the steps.
 """
@@ -56,21 +62,30 @@ class Binding:
     routing_key: str = ""
 
 
-Step = Union[Exchange, Queue, Binding]
+@dataclass(frozen=True)
+class RetiredExchange:
+    """An exchange of an earlier version, deleted (with its bindings) if it is still there."""
+
+    name: str
+
+
+Step = Union[Exchange, Queue, Binding, RetiredExchange]
 
 
 def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[str, object]) -> list[Step]:
     """The declarations of ``role`` for ``pools``, in order (exchanges before their bindings).
     ``quorum_args`` are the arguments of a work queue (quorum, dead-lettered, delivery limit)."""
     n = names
-    out: list[Step] = [Exchange(n.dead, "fanout"), Queue(n.dead, {"x-queue-type": "quorum"}),
-                       Binding(n.dead, n.dead)]
-    if role in (Role.ALL, Role.WORKER):
-        out += [Exchange(n.results, "fanout"), Queue(n.results, quorum_args), Binding(n.results, n.results)]
-    elif role is Role.COLLECTOR:
-        # Declared here (a worker's user may declare nothing shared), bound by the workers.
-        out += [Exchange(n.results, "fanout"), Queue(n.results, quorum_args)]
+    binds = role is not Role.WORKER  # a worker's user may bind nothing shared
+    out: list[Step] = [Exchange(n.dead, "fanout"), Queue(n.dead, {"x-queue-type": "quorum"})]
+    if binds:
+        # The scheduler binds it too: dead letters of its runs are kept before any collector ran.
+        out.append(Binding(n.dead, n.dead))
+    if role in (Role.ALL, Role.WORKER, Role.COLLECTOR):
+        out += [Exchange(n.results_exchange, "fanout"), Queue(n.results, quorum_args)]
     if role in (Role.ALL, Role.COLLECTOR):
+        # Bound before the old exchange goes, so results are routed throughout an upgrade.
+        out += [Binding(n.results, n.results_exchange), RetiredExchange(n.results)]
         # The collector's copy of every dead letter (a run or result that will never be
         # stored): it marks the run failed with the reason.
         out += [Queue(n.dead_watch, {"x-queue-type": "quorum"}), Binding(n.dead_watch, n.dead)]

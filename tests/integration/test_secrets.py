@@ -47,7 +47,7 @@ def test_passwords_never_leak(fleet, tmp_path):
             bus.declare((fleet.pool,))
             n = bus.names
             for q, ex, key in ((f"{n.namespace}.capture.runs", n.runs_exchange, fleet.pool),
-                               (f"{n.namespace}.capture.results", n.results, "")):
+                               (f"{n.namespace}.capture.results", n.results_exchange, "")):
                 bus.tap(q, ex, key)
         fleet.start_collector()
         worker = fleet.start_worker("w1")

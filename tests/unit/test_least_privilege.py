@@ -20,18 +20,36 @@ def bindings(role: Role) -> set[tuple[str, str]]:
     return {(s.queue, s.exchange) for s in topology.steps(N, ("p",), role, {}) if isinstance(s, Binding)}
 
 
-def test_only_the_publisher_of_runs_binds_runs_and_only_the_worker_binds_results():
-    """Binding a queue needs write on it, and the results queue shares its exchange's name: so
-    the scheduler never binds results, the worker and collector never bind runs."""
+def test_only_the_publisher_of_runs_binds_runs_and_a_worker_binds_nothing():
+    """Binding a queue needs write on it: the scheduler alone binds the runs queues, the collector
+    binds the results queue it consumes, and a worker binds nothing shared (it only publishes)."""
     assert ("bf.runs.p", "bf.runs") in bindings(Role.SCHEDULER)
-    assert ("bf.results", "bf.results") not in bindings(Role.SCHEDULER)
-    assert ("bf.results", "bf.results") in bindings(Role.WORKER)
-    assert ("bf.runs.p", "bf.runs") not in bindings(Role.WORKER) | bindings(Role.COLLECTOR)
-    assert bindings(Role.COLLECTOR) == {("bf.dead", "bf.dead"), ("bf.dead.watch", "bf.dead")}
+    assert bindings(Role.WORKER) == set()
+    assert bindings(Role.COLLECTOR) == {("bf.dead", "bf.dead"), ("bf.dead.watch", "bf.dead"),
+                                        ("bf.results", "bf.results.x")}
+    assert not any("results" in q for q, _ in bindings(Role.SCHEDULER))
     assert bindings(Role.ALL) == bindings(Role.SCHEDULER) | bindings(Role.WORKER) | bindings(Role.COLLECTOR)
     # Every role still has the queues it consumes or reports on.
     queues = {s.name for s in topology.steps(N, ("p",), Role.COLLECTOR, {}) if isinstance(s, topology.Queue)}
     assert {"bf.results", "bf.runs.p", "bf.dead"} <= queues
+
+
+def test_results_are_published_to_an_exchange_named_apart_from_the_results_queue():
+    """Permissions are granted by name: the worker may publish results without any grant on the
+    name of the queue that holds them."""
+    assert N.results_exchange == "bf.results.x" != N.results
+    worker = topology.steps(N, ("p",), Role.WORKER, {})
+    assert topology.Exchange("bf.results.x", "fanout") in worker
+    assert not any(isinstance(s, topology.Exchange) and s.name == "bf.results" for s in worker)
+
+
+def test_the_collector_retires_the_old_results_exchange_only_after_binding_the_new_one():
+    """Upgrading, results keep being routed: the queue is bound to the new exchange before the
+    exchange of earlier versions (the queue's name) is deleted; nobody else deletes anything."""
+    steps = topology.steps(N, ("p",), Role.COLLECTOR, {})
+    assert steps.index(Binding("bf.results", "bf.results.x")) < steps.index(topology.RetiredExchange("bf.results"))
+    for role in (Role.WORKER, Role.SCHEDULER):
+        assert not any(isinstance(s, topology.RetiredExchange) for s in topology.steps(N, ("p",), role, {}))
 
 
 def test_settings_never_show_a_password():
