@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pika.exceptions
 import pytest
 
-from services.common.bus import RabbitBus, Role
+from services.common.bus import RabbitBus, Role, _quorum_args
 from services.common.config import Settings, with_password
 from services.common.control import ControlMessage
 from services.common.errors import BusError
@@ -138,7 +138,7 @@ def test_each_role_does_its_job_and_no_more(deployed):
         assert d is not None and d.body == event
         c.ack(d.delivery_tag)
         assert c.queue_depth(c.names.dead) >= 1
-    for exchange in ("results", "runs_exchange"):
+    for exchange in ("results_exchange", "runs_exchange"):
         with _bus(coll, Role.COLLECTOR) as c:
             _refused(lambda: c.publish(getattr(c.names, exchange), POOL, b"{}"))
 
@@ -188,7 +188,7 @@ def test_a_worker_cannot_delete_or_redefine_the_fleets_queues(deployed):
             _refused(lambda: w.delete_queue(queue))
         with _bus(work, Role.WORKER) as w:
             _refused(lambda: _amqp(lambda: w.channel.queue_declare(queue, durable=False)))
-    for exchange in (n.runs_exchange, n.results, n.dead, n.control, n.control_sync):
+    for exchange in (n.runs_exchange, n.results_exchange, n.dead, n.control, n.control_sync):
         with _bus(work, Role.WORKER) as w:
             _refused(lambda: _amqp(lambda: w.channel.exchange_delete(exchange)))
     with _bus(work, Role.WORKER) as w:  # and it still does its job
@@ -243,3 +243,94 @@ def test_the_parts_of_a_run_meet_on_the_parts_exchange(deployed):
         _refused(lambda: c.publish(c.names.parts, "c.run1", b"{}"))
     with _bus(work, Role.WORKER) as w:
         _refused(lambda: _amqp(lambda: w.channel.exchange_delete(w.names.parts)))
+
+
+def _refused_on_channel(settings: Settings, role: Role, op) -> str:
+    """Run ``op(channel)`` on a fresh connection of ``role``'s user; the broker's refusal (the
+    channel or, for what a queue type does not implement, the connection is closed)."""
+    with _bus(settings, role) as b:
+        try:
+            op(b.channel)
+        except (pika.exceptions.ChannelClosedByBroker, pika.exceptions.ConnectionClosedByBroker) as e:
+            return f"{e.reply_code} {e.reply_text}"
+    raise AssertionError("the broker accepted what this role may not do")
+
+
+def test_a_worker_publishes_results_but_can_neither_take_nor_purge_any(deployed):
+    """The worker's user may publish results (they reach the collector's queue) but may not get,
+    consume or purge the results queue, the dead letters or the collector's copy of them, and a
+    purge of the control log (a stream) empties nothing: a cancel is still replayed after it."""
+    tag, tmp_path, runs, _ = deployed
+    sched, work, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker", "collector"))
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.declare((POOL,))
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+        s.publish_control(ControlMessage(action="cancel", campaign_id="kept"))
+    event = RunEvent(run_id="r2", campaign_id="c2", state="running", worker="w", at=0.0).encode()
+    with _bus(work, Role.WORKER) as w:
+        w.declare((POOL,))
+        w.publish_result(event)
+        w.dead_letter(b"parked", "test", w.names.runs_queue(POOL))
+    n = RabbitBus(work).names
+    ops = {"get": lambda q: lambda ch: ch.basic_get(q), "purge": lambda q: lambda ch: ch.queue_purge(q),
+           "consume": lambda q: lambda ch: ch.basic_consume(q, lambda *a: None)}
+    for queue in (n.results, n.dead, n.dead_watch):
+        for what, op in ops.items():
+            reason = _refused_on_channel(work, Role.WORKER, op(queue))
+            assert reason.startswith("403 ACCESS_REFUSED"), (what, queue, reason)
+    # A worker cannot bind the results queue to an exchange of its own either (no write on it).
+    assert "ACCESS_REFUSED" in _refused_on_channel(work, Role.WORKER, lambda ch: ch.queue_bind(n.results, n.control))
+    assert "not supported by stream queues" in _refused_on_channel(work, Role.WORKER, ops["purge"](n.control_log))
+    cancels: list[ControlMessage] = []
+    with _bus(work, Role.WORKER) as w:
+        w.declare((POOL,))
+        w.replay_control_log("after-purge", cancels.append, should_stop=lambda: False, timeout_s=30)
+    assert "kept" in {m.campaign_id for m in cancels}
+
+    with _bus(coll, Role.COLLECTOR) as c:  # everything the worker sent is still there for the collector
+        bodies = []
+        while (d := c.get(c.names.results)) is not None:
+            bodies.append(d.body)
+            c.ack(d.delivery_tag)
+        assert event in bodies
+        assert c.queue_depth(c.names.dead_watch) >= 1
+    # Nor may the scheduler or the collector publish results in the workers' name.
+    with _bus(sched, Role.SCHEDULER) as s:
+        _refused(lambda: s.publish_result(b"{}"))
+    with _bus(coll, Role.COLLECTOR) as c:
+        _refused(lambda: c.publish_result(b"{}"))
+    assert "ACCESS_REFUSED" in _refused_on_channel(sched, Role.SCHEDULER, ops["get"](n.results))
+
+
+def test_upgrading_keeps_queued_results_and_retires_the_old_results_exchange(deployed):
+    """A deployment of an earlier version has one exchange and queue both named <ns>.results,
+    with results queued. The collector's declare binds the queue to the new results exchange,
+    deletes the old one, keeps the queued results, and a worker's new results reach the queue."""
+    tag, tmp_path, runs, _ = deployed
+    work, coll = (_settings(tmp_path, tag, r) for r in ("worker", "collector"))
+    n = RabbitBus(coll).names
+    old = b'{"queued": "before the upgrade"}'
+    with _bus(coll, Role.COLLECTOR) as c:  # the earlier version's topology, as its collector had it
+        c.delete_queue(n.results)
+        _amqp(lambda: c.channel.exchange_delete(n.results_exchange))
+        c.channel.exchange_declare(n.results, exchange_type="fanout", durable=True)
+        c.channel.queue_declare(n.results, durable=True, arguments=_quorum_args(n.dead))
+        c.channel.queue_bind(n.results, n.results)
+        c.publish(n.results, "", old)
+    for _ in range(2):  # idempotent: the second declare finds the new topology
+        with _bus(coll, Role.COLLECTOR) as c:
+            c.declare((POOL,))
+    with _bus(coll, Role.COLLECTOR) as c:
+        reason = _refused_on_channel(coll, Role.COLLECTOR, lambda ch: ch.exchange_declare(n.results, passive=True))
+        assert reason.startswith("404 NOT_FOUND"), reason
+    new = RunEvent(run_id="r3", campaign_id="c3", state="running", worker="w", at=0.0).encode()
+    with _bus(work, Role.WORKER) as w:
+        w.declare((POOL,))
+        w.publish_result(new)
+    with _bus(coll, Role.COLLECTOR) as c:
+        got = []
+        while (d := c.get(n.results)) is not None:
+            got.append(d.body)
+            c.ack(d.delivery_tag)
+    assert got == [old, new]
