@@ -26,8 +26,11 @@ def _scrub(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
 def configure(service: str, level: str = "info", stream: Any = None) -> None:
     """Configure structlog once per process; ``service`` is added to every line."""
     logging.basicConfig(level=logging.WARNING, stream=stream or sys.stderr, format="%(message)s")
-    # pika logs connection attempts at INFO with full parameters; keep it at warnings.
-    logging.getLogger("pika").setLevel(logging.WARNING)
+    # pika logs connection attempts at INFO with full parameters, and a lost connection (a broker
+    # restart) as ERROR lines carrying its own traceback, though the bus handles it: the bus
+    # raises BusError and its callers log or print what happened in one line. So pika speaks
+    # only when asked for debug logs, and then without its INFO lines.
+    logging.getLogger("pika").setLevel(logging.WARNING if level.lower() == "debug" else logging.CRITICAL)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -154,14 +154,22 @@ class _PoolConsumers:
     def __init__(self, settings: Settings, pool: str):
         self.settings, self.pool = settings, pool
         self.bus: RabbitBus | None = None
+        #: What to tell once when the broker went away (None: nothing new to tell).
+        self.notice: str | None = None
+        self._away = False
 
     def count(self) -> int | None:
         try:
             if self.bus is None:
                 self.bus = RabbitBus(self.settings, name="benchfleet scheduler wait", role=Role.SCHEDULER).connect(attempts=1)
-            return self.bus.consumer_count(self.bus.names.runs_queue(self.pool))
-        except BusError:
+            n = self.bus.consumer_count(self.bus.names.runs_queue(self.pool))
+            self._away = False
+            return n
+        except BusError as e:
             self.close()
+            if not self._away:
+                self.notice = f"note: broker away ({e}); still waiting"
+            self._away = True
             return None
 
     def close(self) -> None:
@@ -221,7 +229,8 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
             if p.finished >= total:
                 break
             n = consumers.count() if p.running == 0 else 1
-            notice = watch.update(n, time.monotonic()) if n is not None else None
+            notice = watch.update(n, time.monotonic()) if n is not None else consumers.notice
+            consumers.notice = None
             if notice:
                 shown.note(notice)
             time.sleep(args.poll)

@@ -162,3 +162,43 @@ def test_license_file_is_mit():
     """The repository says under which license it may be used."""
     text = (ROOT / "LICENSE").read_text()
     assert text.startswith("MIT License") and "benchfleet developers" in text
+
+
+_LOST_BROKER = """
+import socket, struct, sys, threading
+from services.common import logs
+from services.common.bus import RabbitBus
+from services.common.config import Settings
+from services.common.errors import BusError
+
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(5)
+
+def reset_every_connection():
+    while True:
+        c, _ = srv.accept()
+        c.recv(8)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()  # a reset, as a broker going down mid-connection gives
+
+threading.Thread(target=reset_every_connection, daemon=True).start()
+logs.configure("scheduler", sys.argv[1])
+try:
+    RabbitBus(Settings(amqp_url=f"amqp://guest:guest@127.0.0.1:{srv.getsockname()[1]}/%2F")).connect(attempts=2)
+except BusError as e:
+    print(f"error: {e}", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("level", ["warning", "info"])
+def test_a_lost_broker_connection_is_told_in_our_lines_without_pikas_traceback(level):
+    """pika logs a reset connection (a broker restart) as ERROR lines with its own traceback; the
+    CLIs show only the bus's retry line and the one-line error."""
+    r = subprocess.run([sys.executable, "-c", _LOST_BROKER, level], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in r.stderr and "ConnectionResetError: [Errno" not in r.stderr, r.stderr
+    lines = r.stderr.splitlines()
+    assert any('"event": "bus_connect_retry"' in line for line in lines), r.stderr
+    assert lines[-1].startswith("error: cannot connect to RabbitMQ") and "ConnectionResetError" in lines[-1], r.stderr
+    assert all(line.startswith(("{", "error: ")) for line in lines), r.stderr

@@ -66,3 +66,52 @@ def test_eta_from_plan_before_first_run_ends():
     """Before any run finishes, the ETA comes from the planned run time."""
     p = Progress(total=4, done=0, failed=0, cancelled=0, running=1, current=None, elapsed_s=1, planned_run_s=10)
     assert p.eta_s() == 40
+
+
+def test_wait_tells_once_that_the_broker_is_away_and_keeps_following(monkeypatch, capsys):
+    """`submit --wait` reads progress from the results DB; a broker it cannot reach is one note
+    (not a traceback, not a note per poll), and the campaign is followed to its end."""
+    import argparse
+
+    from services.common.config import Settings
+    from services.common.errors import BusError
+    from services.common.spec import CampaignSpec
+    from services.reporting import load as load_module
+    from services.reporting.report import analyse
+    from services.scheduler import cli as scheduler_cli
+    from tests.unit.test_report_formats import POOL_RUNS, campaign as pool_campaign
+
+    polls = iter([0, 0, 0, 0, 12])
+
+    class Store:
+        def __init__(self, settings):
+            pass
+
+        def open(self):
+            return self
+
+        def close(self):
+            pass
+
+        def run_counts(self, campaign_id):
+            return {"pending": 0, "running": 0, "done": next(polls), "failed": 0, "cancelled": 0}
+
+        def active_runs(self, campaign_id):
+            return []
+
+    class AwayBus:
+        def __init__(self, *a, **k):
+            pass
+
+        def connect(self, attempts=None):
+            raise BusError("cannot connect to RabbitMQ: StreamLostError")
+
+    monkeypatch.setattr(scheduler_cli, "Store", Store)
+    monkeypatch.setattr(scheduler_cli, "RabbitBus", AwayBus)
+    monkeypatch.setattr(scheduler_cli, "failed_runs", lambda store, campaign_id: [])
+    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts: analyse(pool_campaign(POOL_RUNS), opts))
+    spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
+                        threads=[16, 4096], duration=60, repeat=3)
+    assert scheduler_cli._wait(Settings(), "c", spec, argparse.Namespace(poll=0.01)) == 0
+    err = capsys.readouterr().err
+    assert err.count("note: broker away (cannot connect to RabbitMQ: StreamLostError); still waiting") == 1, err
