@@ -174,11 +174,12 @@ class Broker(Protocol):
         ...
 
     def queue_depth(self, queue: str) -> int:
-        """Messages ready in ``queue`` (not counting unacked deliveries)."""
+        """Messages ready in ``queue`` (not counting unacked deliveries); 0 when it is not declared."""
         ...
 
     def consumer_count(self, queue: str) -> int:
-        """Consumers now attached to ``queue`` (workers of a pool on its runs queue)."""
+        """Consumers now attached to ``queue`` (workers of a pool on its runs queue); 0 when it
+        is not declared."""
         ...
 
     def get(self, queue: str) -> Delivery | None:

@@ -111,6 +111,8 @@ class RabbitBus(Broker):
         self.names = Names(settings.namespace)
         self.connection: pika.BlockingConnection | None = None
         self.channel: pika.adapters.blocking_connection.BlockingChannel | None = None
+        #: Channel of passive declares that may fail (queue_depth, consumer_count).
+        self._probe: pika.adapters.blocking_connection.BlockingChannel | None = None
 
     # -- connection -------------------------------------------------------------------------
     def connect(self, attempts: int | None = None) -> "RabbitBus":
@@ -143,7 +145,7 @@ class RabbitBus(Broker):
                 self.connection.close()
         except Exception:  # closing a broken connection must never mask the real error
             pass
-        self.connection = self.channel = None
+        self.connection = self.channel = self._probe = None
 
     def __enter__(self) -> "RabbitBus":
         return self.connect() if self.connection is None else self
@@ -275,12 +277,27 @@ class RabbitBus(Broker):
 
     # -- consuming --------------------------------------------------------------------------
     def queue_depth(self, queue: str) -> int:
-        with _as_bus_error(f"reading the depth of {queue!r}"):
-            return int(self._ch.queue_declare(queue, passive=True).method.message_count)
+        ok = self._look_at(queue, "reading the depth of")
+        return 0 if ok is None else int(ok.message_count)
 
     def consumer_count(self, queue: str) -> int:
-        with _as_bus_error(f"reading the consumers of {queue!r}"):
-            return int(self._ch.queue_declare(queue, passive=True).method.consumer_count)
+        ok = self._look_at(queue, "reading the consumers of")
+        return 0 if ok is None else int(ok.consumer_count)
+
+    def _look_at(self, queue: str, what: str) -> Any:
+        """A passive declare's answer, None when there is no such queue (a collector exports the
+        depth of runs queues it may not declare). On a channel of its own: the broker closes the
+        channel of a passive declare of a missing queue, and the consuming one must stay open."""
+        with _as_bus_error(f"{what} {queue!r}"):
+            if self._probe is None or not self._probe.is_open:
+                self._probe = self._conn.channel()
+            try:
+                return self._probe.queue_declare(queue, passive=True).method
+            except px.ChannelClosedByBroker as e:
+                self._probe = None
+                if e.reply_code == 404:
+                    return None
+                raise
 
     def get(self, queue: str) -> Delivery | None:
         with _as_bus_error(f"getting from {queue!r}"):

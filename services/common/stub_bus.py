@@ -333,14 +333,13 @@ class StubBus(Broker):
     def queue_depth(self, queue: str) -> int:
         with self.broker._lock:
             self._check()
-            q = self.broker._queue(queue)
-            return 0 if q.kind == "stream" else len(q.ready)
+            q = self.broker._queues.get(queue)  # like RabbitMQ's: 0 for a queue not declared
+            return 0 if q is None or q.kind == "stream" else len(q.ready)
 
     def consumer_count(self, queue: str) -> int:
         with self.broker._lock:
             self._check()
-            self.broker._queue(queue)
-            return self.broker._consumers[queue]
+            return self.broker._consumers[queue] if queue in self.broker._queues else 0
 
     def _take(self, queue: str) -> Delivery | None:
         b = self.broker

@@ -93,7 +93,9 @@ def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[
         # The parts' barrier exchange: declared at a submit, like the runs; a worker only binds
         # its private queue to it when it measures a part (services/common/parts_link.py).
         out += [Exchange(n.runs_exchange, "direct"), Exchange(n.parts, "direct")]
-    for pool in pools:
+    # The collector only reports the runs queues' depth (a passive look): its user may neither
+    # declare nor read them, so it can neither take, purge nor delete runs.
+    for pool in pools if role is not Role.COLLECTOR else ():
         out.append(Queue(n.runs_queue(pool), quorum_args))
         if role in (Role.ALL, Role.SCHEDULER):
             out.append(Binding(n.runs_queue(pool), n.runs_exchange, pool))

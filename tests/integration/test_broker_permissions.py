@@ -303,6 +303,28 @@ def test_a_worker_publishes_results_but_can_neither_take_nor_purge_any(deployed)
     assert "ACCESS_REFUSED" in _refused_on_channel(sched, Role.SCHEDULER, ops["get"](n.results))
 
 
+def test_the_collector_reports_the_runs_queues_but_cannot_take_or_purge_runs(deployed):
+    """The collector exports the depth of each pool's runs queue by looking at it (a missing one
+    reads 0, and its connection goes on); its user may not get, purge or delete runs."""
+    tag, tmp_path, runs, _ = deployed
+    sched, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "collector"))
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+        s.publish_runs(POOL, [b'{"run": 3}'])
+        depth = s.queue_depth(s.names.runs_queue(POOL))
+    n = RabbitBus(coll).names
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.declare((POOL, "nobody"))
+        assert c.queue_depth(n.runs_queue("nobody")) == 0 and c.consumer_count(n.runs_queue("nobody")) == 0
+        assert c.queue_depth(n.runs_queue(POOL)) == depth >= 1
+        assert c.queue_depth(n.results) >= 0  # the same connection still answers
+    for op in (lambda ch: ch.basic_get(n.runs_queue(POOL)), lambda ch: ch.queue_purge(n.runs_queue(POOL)),
+               lambda ch: ch.queue_delete(n.runs_queue(POOL))):
+        assert _refused_on_channel(coll, Role.COLLECTOR, op).startswith("403 ACCESS_REFUSED")
+    with _bus(sched, Role.SCHEDULER) as s:
+        assert s.queue_depth(s.names.runs_queue(POOL)) == depth
+
+
 def test_upgrading_keeps_queued_results_and_retires_the_old_results_exchange(deployed):
     """A deployment of an earlier version has one exchange and queue both named <ns>.results,
     with results queued. The collector's declare binds the queue to the new results exchange,
