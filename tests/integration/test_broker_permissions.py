@@ -41,7 +41,13 @@ def deployed(rabbitmq, tmp_path_factory):
             pytest.fail(msg, pytrace=False)
         pytest.skip(msg)
     tag = f"bftest-{secrets.token_hex(3)}"
-    env = dict(os.environ, BENCHFLEET_AMQP_VHOST=tag, BENCHFLEET_AMQP_USER_PREFIX=tag, BENCHFLEET_NAMESPACE=tag,
+    # rabbitmqctl through a shim that records its command lines (what `ps` would show).
+    shim = tmp_path / "bin" / "rabbitmqctl"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path / "rabbitmqctl.argv"}\n'
+                    f'exec {shutil.which("rabbitmqctl")} "$@"\n')
+    shim.chmod(0o755)
+    env = dict(os.environ, PATH=f"{shim.parent}:{os.environ['PATH']}", BENCHFLEET_AMQP_VHOST=tag, BENCHFLEET_AMQP_USER_PREFIX=tag, BENCHFLEET_NAMESPACE=tag,
                BENCHFLEET_SECRETS=str(tmp_path / "secrets"), BENCHFLEET_VAR=str(tmp_path / "var"),
                BENCHFLEET_CONFIG=str(tmp_path / "settings.env"))
     try:
@@ -141,6 +147,15 @@ def test_each_role_does_its_job_and_no_more(deployed):
     for exchange in ("results_exchange", "runs_exchange"):
         with _bus(coll, Role.COLLECTOR) as c:
             _refused(lambda: c.publish(getattr(c.names, exchange), POOL, b"{}"))
+
+
+def test_no_password_on_rabbitmqctls_command_line(deployed):
+    """ensure-services gives rabbitmqctl each role's password on stdin, never as an argument that
+    `ps` shows to every user of the host."""
+    tag, tmp_path, runs, passwords = deployed
+    argv = (tmp_path / "rabbitmqctl.argv").read_text()
+    assert f"add_user {tag}-worker" in argv and f"change_password {tag}-worker" in argv, argv
+    assert not any(pw.strip() in argv for pw in passwords)
 
 
 def test_a_worker_cannot_forge_a_cancel_for_the_others(deployed):

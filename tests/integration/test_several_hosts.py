@@ -137,6 +137,11 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
     target = PrivateMariadb(topo, "tgt", grants=False).start()
     ctl_etc = install_control(topo, rabbit, db)
     ctl_units = topo.hosts["ctl"].workdir / "units"
+    # No fleet user of the results DB holds SUPER or PROCESS, nor anything on every database.
+    grants = db.root_sql("; ".join(f"SHOW GRANTS FOR '{u}'@'localhost'" for u in
+                                   ("benchfleet", "benchfleet_collector", "benchfleet_grafana")))
+    assert "benchfleet_grafana" in grants and "ALL PRIVILEGES ON *.*" not in grants, grants
+    assert "SUPER" not in grants and "PROCESS" not in grants, grants
     # The collector reads its own two secrets as the unix user benchfleet, and nothing else there.
     # (It runs as root below: this checkout's Python lives under /root, closed to other users.)
     secrets_dir = ctl_etc / "secrets"
