@@ -175,8 +175,12 @@ class RabbitBus(Broker):
                     self._ensure(f"exchange {step.name!r}", lambda ch, passive, step=step: ch.exchange_declare(
                         step.name, exchange_type=step.kind, durable=True, passive=passive))
                 elif isinstance(step, topology.Queue):
-                    self._ensure(f"queue {step.name!r}", lambda ch, passive, step=step: ch.queue_declare(
-                        step.name, durable=True, arguments=step.arguments, passive=passive))
+                    try:
+                        self._ensure(f"queue {step.name!r}", lambda ch, passive, step=step: ch.queue_declare(
+                            step.name, durable=True, arguments=step.arguments, passive=passive))
+                    except TopologyMissing:
+                        if not step.optional:
+                            raise
                 elif isinstance(step, topology.RetiredExchange):
                     self._ch.exchange_delete(step.name)  # a no-op when it is gone already
                 else:
@@ -317,8 +321,15 @@ class RabbitBus(Broker):
         ch, conn = self._ch, self._conn
         with _as_bus_error(f"consuming from {queue!r}"):
             ch.basic_qos(prefetch_count=prefetch)
-            tag = ch.basic_consume(queue, lambda _c, method, props, body: on_message(_delivery(method, props, body)),
-                                   auto_ack=False)
+            try:
+                tag = ch.basic_consume(queue, lambda _c, method, props, body: on_message(_delivery(method, props, body)),
+                                       auto_ack=False)
+            except px.ChannelClosedByBroker as e:
+                if e.reply_code != 404:
+                    raise
+                # A worker's runs queue before the first submit to its pool: its caller looks again soon.
+                raise TopologyMissing(f"the broker has no queue {queue!r} yet: the scheduler declares a pool's "
+                                      "runs queue at the first submit to it") from None
         try:
             while not should_stop():
                 # Callbacks run inside process_data_events; their exceptions pass through untouched.

@@ -16,7 +16,7 @@ queues and read no exchange but the control exchange, so it can neither delete n
 fleet's queues, nor bind them, nor take results or dead letters. It checks that what it uses
 exists (passively: no permission needed) and waits until the scheduler (at a submit: runs, dead
 letters, control log) and the collector (results) declared it. The worker's steps below are
-only what it checks.
+only what it checks; its runs queue it may also find only when it consumes.
 
 Upgrading: the results exchange of earlier versions had the results queue's name; the collector
 deletes it (its bindings go with it) once the new exchange is bound, so only the new one routes.
@@ -53,6 +53,8 @@ class Exchange:
 class Queue:
     name: str
     arguments: dict[str, object] = field(default_factory=dict, hash=False)
+    #: A worker goes on without it when its user may not declare it, and finds it when it consumes.
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,11 @@ def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[
         # its private queue to it when it measures a part (services/common/parts_link.py).
         out += [Exchange(n.runs_exchange, "direct"), Exchange(n.parts, "direct")]
     # The collector only reports the runs queues' depth (a passive look): its user may neither
-    # declare nor read them, so it can neither take, purge nor delete runs.
+    # declare nor read them, so it can neither take, purge nor delete runs. A worker whose runs
+    # queue is not declared yet (the scheduler declares it at a submit to the pool) goes on, so
+    # it announces itself, and finds the queue when it consumes.
     for pool in pools if role is not Role.COLLECTOR else ():
-        out.append(Queue(n.runs_queue(pool), quorum_args))
+        out.append(Queue(n.runs_queue(pool), quorum_args, optional=role is Role.WORKER))
         if role in (Role.ALL, Role.SCHEDULER):
             out.append(Binding(n.runs_queue(pool), n.runs_exchange, pool))
     return out

@@ -93,7 +93,7 @@ class Fleet:
     def teardown(self) -> None:
         self.stop()
         bus = RabbitBus(self.settings).connect(attempts=2)
-        # The collector declares the "default" pool's queue too (it exports its depth).
+        # "default" too: a spec that names no pool, or a worker started without --pool, uses it.
         bus.delete_topology((self.pool, "default"))
         bus.close()
         conn = mysql.connector.connect(**{k: v for k, v in self.settings.db_params().items() if k != "database"})

@@ -17,7 +17,7 @@ import pytest
 from services.common.bus import RabbitBus, Role, _quorum_args
 from services.common.config import Settings, with_password
 from services.common.control import ControlMessage
-from services.common.errors import BusError
+from services.common.errors import BusError, TopologyMissing
 from services.common.messages import RunEvent
 
 pytestmark = pytest.mark.integration
@@ -338,6 +338,23 @@ def test_the_collector_reports_the_runs_queues_but_cannot_take_or_purge_runs(dep
         assert _refused_on_channel(coll, Role.COLLECTOR, op).startswith("403 ACCESS_REFUSED")
     with _bus(sched, Role.SCHEDULER) as s:
         assert s.queue_depth(s.names.runs_queue(POOL)) == depth
+
+
+def test_a_worker_before_the_first_submit_to_its_pool_is_told_to_wait(deployed):
+    """A worker of a pool no campaign was sent to yet declares (checks) what the collector made,
+    so it can announce itself, and consuming says the runs queue is not there yet."""
+    tag, tmp_path, runs, _ = deployed
+    work, coll = (_settings(tmp_path, tag, r) for r in ("worker", "collector"))
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.declare(("later",))
+    with _bus(work, Role.WORKER) as w:
+        w.declare(("later",))
+        w.publish_result(b'{"announced": true}')
+        with pytest.raises(TopologyMissing, match="no queue .*runs.later.* yet"):
+            w.consume(w.names.runs_queue("later"), 1, lambda d: None, should_stop=lambda: True)
+    with _bus(coll, Role.COLLECTOR) as c:
+        while (d := c.get(c.names.results)) is not None:
+            c.ack(d.delivery_tag)
 
 
 def test_upgrading_keeps_queued_results_and_retires_the_old_results_exchange(deployed):
