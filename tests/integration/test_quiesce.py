@@ -259,6 +259,27 @@ def test_a_live_clients_statement_is_never_ended(params, target_password, leftov
     assert res.quiesce.ended_connections == 0 and left.error is None and left.running()
 
 
+def test_a_live_socket_clients_statement_on_a_dsn_target_is_never_ended(params, target_password):
+    """On a DSN target reached over its unix socket a client's liveness cannot be seen, so even
+    after a failure the worker ends nothing there: a user's statement is waited for and the run
+    fails naming it (only the worker's own managed server has its socket leftovers ended)."""
+    with mysql.connector.connect(use_pure=False, **params) as c:
+        cur = c.cursor()
+        cur.execute("SELECT @@socket")
+        sock = str(cur.fetchone()[0])
+    if not os.path.exists(sock):
+        pytest.skip(f"the server's socket {sock} is not on this host")
+    over_socket = dict(params, unix_socket=sock)
+    left = Leftover(over_socket).start()
+    try:
+        target = dsn(params, connections_only(1)).model_copy(update={"socket": sock})
+        res = runner.execute(run_of(target), WHO, after_failure=True)
+        assert res.status == "failed" and f"connection {left.id} " in res.error, res.error
+        assert res.quiesce.ended_connections == 0 and left.error is None and left.running()
+    finally:
+        left.end()
+
+
 def test_quiesce_off_starts_at_once_and_records_nothing(params, target_password, leftovers):
     """A dsn target without quiesce (the default) neither waits nor ends anything."""
     left = leftovers(dead=True)

@@ -121,7 +121,8 @@ class Settling:
         self.session = session
         self.waits = quiesce.Quiescer(
             session.params, spec_target.quiesce, field=f"targets.{spec_target.name}.quiesce",
-            end_leftovers=after_failure, flush=session.server is not None, stop=stop)
+            end_leftovers=after_failure, flush=session.server is not None, managed=session.server is not None,
+            stop=stop)
         #: The latest report, also when the target did not settle.
         self.report: QuiesceReport | None = None
 

@@ -8,7 +8,8 @@ marker a server shows without performance_schema, which MariaDB leaves off. Afte
 cancelled or retried run the worker also ends (KILL) those whose client is gone: a TCP client
 whose port has no connected socket on this host (settling.abandoned), which is what a killed
 load process or sysbench leaves; so a live client's statement (another worker's, a user's) is
-never ended. On a managed server, reached over its unix socket, every one is the runs' own.
+never ended. On a managed server, reached over its unix socket, every one is the runs' own; on a
+DSN target reached over a unix socket a client's liveness cannot be seen, so nothing is ended there.
 """
 
 from __future__ import annotations
@@ -156,11 +157,11 @@ class _Flushing:
 
 
 def wait(cur: Any, me: settling.Connection, params: Mapping[str, Any], rules: Quiesce, *, end_leftovers: bool,
-         connections_only: bool = False, spent_s: float = 0.0, stop: threading.Event | None = None,
-         poll_s: float = POLL_S) -> Phase:
+         managed: bool = False, connections_only: bool = False, spent_s: float = 0.0,
+         stop: threading.Event | None = None, poll_s: float = POLL_S) -> Phase:
     """Look at the target (``params``: the run's) until it has settled, the timeout (counted
     from ``spent_s`` already spent) is reached, or ``stop`` is set; first KILL the leftovers
-    whose client is gone when ``end_leftovers``."""
+    whose client is gone when ``end_leftovers`` (over a unix socket: only on a ``managed`` server)."""
     database = str(params.get("database") or "")
     history_source = _History()
     killed: set[int] = set()
@@ -171,7 +172,7 @@ def wait(cur: Any, me: settling.Connection, params: Mapping[str, Any], rules: Qu
     while True:
         left = settling.leftovers(processlist(cur), me, database)
         if end_leftovers and left:
-            for c in settling.abandoned(left, live_ports(params)):
+            for c in settling.abandoned(left, live_ports(params), managed=managed):
                 if c.id not in killed and c.command != "Killed":
                     killed.add(c.id)
                     ended += int(_kill(cur, c))
@@ -217,8 +218,10 @@ class Quiescer:
     run's statements (they would hold the locks prepare needs), ``settle`` waits for the rest."""
 
     def __init__(self, params: Mapping[str, Any], rules: Quiesce, *, field: str, end_leftovers: bool, flush: bool,
-                 stop: threading.Event | None = None, poll_s: float = POLL_S):
+                 managed: bool = False, stop: threading.Event | None = None, poll_s: float = POLL_S):
         self.params = dict(params)
+        #: The worker's own server: over its unix socket every leftover is a run's.
+        self.managed = managed
         self.rules = rules
         self.field = field
         self.end_leftovers = end_leftovers
@@ -258,7 +261,7 @@ class Quiescer:
         return report(self.phases, settled=phase.decision.verdict is settling.Verdict.SETTLED)
 
     def _wait(self, cur: Any, me: settling.Connection, connections_only: bool) -> Phase:
-        return wait(cur, me, self.params, self.rules, end_leftovers=self.end_leftovers,
+        return wait(cur, me, self.params, self.rules, end_leftovers=self.end_leftovers, managed=self.managed,
                     connections_only=connections_only, spent_s=self._spent(), stop=self.stop, poll_s=self.poll_s)
 
     def before_prepare(self) -> QuiesceReport | None:
