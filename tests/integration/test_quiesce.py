@@ -382,6 +382,27 @@ def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_optio
     assert again.quiesce.settled and again.server.pid == servers.current.pid
 
 
+def test_a_managed_server_whose_flushing_was_not_put_back_is_started_again(servers):
+    """A managed server marked by a quiesce that could not restore its dirty page options is not
+    reused with innodb_max_dirty_pages_pct = 0: the next run starts it again, with its own 75."""
+    target = ManagedTarget(kind="managed", name="m2", options={"innodb_buffer_pool_size": "32M",
+                                                               "innodb_max_dirty_pages_pct": 75},
+                           quiesce=Quiesce(enabled=False))
+    assert runner.execute(run_of(target, 1), WHO, servers=servers).status == "ok"
+    server = servers.current
+    pid, params = server.pid, server.connect_params()
+    with mysql.connector.connect(use_pure=False, **params) as c:
+        c.cursor().execute("SET GLOBAL innodb_max_dirty_pages_pct = 0")  # what the failed restore left
+    server.restart_before_reuse = True
+    again = runner.execute(run_of(target, 2), WHO, servers=servers)
+    assert again.status == "ok", again.error
+    assert servers.current.pid != pid
+    with mysql.connector.connect(use_pure=False, **servers.current.connect_params()) as c:
+        cur = c.cursor()
+        cur.execute("SELECT @@innodb_max_dirty_pages_pct")
+        assert cur.fetchone()[0] == 75.0
+
+
 def test_the_wait_is_stored_in_its_own_column(mariadb_params, settings):
     """Migration 8: the results DB keeps each run's settling wait in results.quiesce_s (NULL
     when the target's quiesce was off), next to the whole record in result_json."""

@@ -129,6 +129,11 @@ class Settling:
     def _guarded(self, step: Callable[[], QuiesceReport | None]) -> None:
         try:
             self.report = step() or self.report
+        except quiesce.FlushNotRestored:
+            if self.session.server is not None:
+                # Its dirty page options may still be 0: a fresh start puts its own back.
+                self.session.server.restart_before_reuse = True
+            raise
         except TargetUnsettled as e:
             if self.session.server is not None and self.servers is not None:
                 # A fresh server for the retry, without the statements that would not end.

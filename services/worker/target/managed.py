@@ -245,6 +245,8 @@ class ManagedServer:
     start_s: float = 0.0
     starts: int = 0
     reused: bool = False
+    #: Its settings may differ from its options (quiesce could not restore them): start anew, not reuse.
+    restart_before_reuse: bool = False
     #: The allocator found in the running server's /proc/PID/maps.
     malloc_loaded: str | None = None
     #: LD_PRELOAD for the server (the target's allocator), empty for glibc.
@@ -477,6 +479,7 @@ class ServerManager:
             self.current = None
             return False
         cur.reused = False
+        cur.restart_before_reuse = False
         log.info("managed_server_restarted", target=cur.target.name, pid=cur.pid)
         return True
 
@@ -485,7 +488,7 @@ class ServerManager:
             raise TargetError("kind", "the worker is shutting down")
         key = f"{target.model_dump_json()}|{data.marker()}"
         cur = self.current
-        if cur is not None and cur.key == key and cur.alive():
+        if cur is not None and cur.key == key and cur.alive() and not cur.restart_before_reuse:
             cur.reused = True
             return cur
         # A reserved option, an unregistered build or a missing allocator fails the run before

@@ -128,13 +128,29 @@ def _kill(cur: Any, c: settling.Connection) -> bool:
     return True
 
 
+class FlushNotRestored(DbError):
+    """The managed server's dirty page options could not be put back (on the quiesce connection
+    nor on a fresh one): left at innodb_max_dirty_pages_pct = 0 it would flush throughout the next
+    runs, so the server must not be reused as it is."""
+
+
+def _restore(cur: Any, saved: tuple[Any, Any]) -> None:
+    # Setting the pct below the low-water mark lowered the mark too: the pct first.
+    pct, lwm = saved
+    cur.execute("SET GLOBAL innodb_max_dirty_pages_pct = %s", (float(pct),))
+    cur.execute("SET GLOBAL innodb_max_dirty_pages_pct_lwm = %s", (float(lwm),))
+
+
 class _Flushing:
     """Asks a managed server to flush every dirty page now (innodb_max_dirty_pages_pct = 0)
     and puts the options back as they were: an idle MariaDB 10.5+ otherwise keeps them dirty
-    until the next run's load pushes them out, mid-measurement."""
+    until the next run's load pushes them out, mid-measurement. When the quiesce connection
+    failed (it is often why the block ends early), they are put back on a fresh one
+    (``reconnect``); FlushNotRestored when that fails too."""
 
-    def __init__(self, cur: Any):
+    def __init__(self, cur: Any, reconnect: Callable[[], Any]):
         self.cur = cur
+        self.reconnect = reconnect
         self.saved: tuple[Any, Any] | None = None
 
     def __enter__(self) -> "_Flushing":
@@ -150,10 +166,22 @@ class _Flushing:
     def __exit__(self, *exc: object) -> None:
         if self.saved is None:
             return
-        # Setting the pct below the low-water mark lowered the mark too: the pct first.
-        pct, lwm = self.saved
-        self.cur.execute("SET GLOBAL innodb_max_dirty_pages_pct = %s", (float(pct),))
-        self.cur.execute("SET GLOBAL innodb_max_dirty_pages_pct_lwm = %s", (float(lwm),))
+        try:
+            _restore(self.cur, self.saved)
+            return
+        except mysql.connector.Error as e:
+            log.warning("quiesce_flush_restore_retried", error=f"{e.errno} {e.msg}")
+        try:
+            conn = self.reconnect()
+            try:
+                _restore(conn.cursor(), self.saved)
+            finally:
+                try:
+                    conn.close()
+                except Exception:  # the options are back; a failing close changes nothing
+                    pass
+        except mysql.connector.Error as e:
+            raise FlushNotRestored(e.errno or 0, f"quiesce: innodb_max_dirty_pages_pct not put back: {e.msg}") from None
 
 
 def wait(cur: Any, me: settling.Connection, params: Mapping[str, Any], rules: Quiesce, *, end_leftovers: bool,
@@ -244,7 +272,7 @@ class Quiescer:
             if connections_only or not self.flush:
                 phase = self._wait(cur, me, connections_only)
             else:
-                with _Flushing(cur):
+                with _Flushing(cur, lambda: connect(self.params)):
                     phase = self._wait(cur, me, connections_only)
         except mysql.connector.Error as e:
             raise DbError(e.errno, f"quiesce: {e.msg}") from None
