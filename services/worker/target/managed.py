@@ -408,7 +408,8 @@ def find_build(target: ManagedTarget, registry: "build_registry.Registry | None"
     try:
         record = (registry or build_registry.Registry()).get(target.build)
         binary = Path(record.binary)
-        return ServerBuild(record.name, binary, record.basedir, record.version, build_registry.sha256_of(binary))
+        sha = build_registry.sha256_of(binary)
+        return ServerBuild(record.name, binary, record.basedir, build_registry.current_version(record, sha), sha)
     except (BuildError, OSError) as e:
         raise TargetError(where, str(e)) from None
 
