@@ -63,6 +63,9 @@ def test_a_directory_build_rebuilt_in_place_runs_with_the_version_it_prints_now(
     build = managed.find_build(target, r)
     assert build.version == "10.11.100-MariaDB-test"
     assert build.server_sha256 == reg.sha256_of(tree / "sbin" / "mariadbd")
+    # Announced to the pool as it is now, too.
+    mine = next(b for b in r.infos() if b.name == "mine")
+    assert (mine.version, mine.server_sha256) == (build.version, build.server_sha256)
 
 
 def test_the_system_servers_version_follows_an_upgrade_of_its_binary(tmp_path, monkeypatch):

@@ -120,6 +120,17 @@ def _system_info(binary: str, size: int, mtime_ns: int) -> BuildInfo | None:
         return None
 
 
+def _current_info(record: BuildRecord) -> BuildInfo:
+    """``record`` as announced: its binary's digest and version now (the registered ones when
+    the binary cannot be read or run; the run then fails naming the build)."""
+    try:
+        sha = sha256_of(Path(record.binary))
+        return BuildInfo(name=record.name, version=current_version(record, sha), server_sha256=sha,
+                         source=record.source)
+    except (BuildError, OSError):
+        return record.info()
+
+
 def current_version(record: BuildRecord, sha256: str) -> str:
     """The version of ``record``'s server as it is now: the registered one while the binary is the
     registered one (``sha256``), else what the binary prints now (a ``dir`` build rebuilt in place).
@@ -199,7 +210,7 @@ class Registry:
     def infos(self) -> list[BuildInfo]:
         """What this host announces: its registered builds (and the system server, when there is one)."""
         system = system_info()
-        return ([system] if system is not None else []) + [b.info() for b in self.list()]
+        return ([system] if system is not None else []) + [_current_info(b) for b in self.list()]
 
     def get(self, name: str) -> BuildRecord:
         """The build ``name``; BuildError listing the registered ones when there is none."""
