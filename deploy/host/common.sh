@@ -24,15 +24,45 @@ die() { say "error: $*"; exit 2; }
 
 [ "$(id -u)" -eq 0 ] || die "run as root (it installs packages, users and units)"
 
-# The venv with benchfleet installed from this checkout; left alone when it already runs it.
+# deploy/ensure-services for this host: every call reads and writes the host's settings
+# ($etc/local.env, fleet.env -> $etc/settings.env), never the checkout's var/, so a later call
+# (install-worker's `worker`, ensure_venv's `python`) cannot overwrite the settings file with a
+# developer's var/*.env.
+ensure_services() {
+  BENCHFLEET_VAR="$etc" BENCHFLEET_CONFIG="${BENCHFLEET_CONFIG-$etc/settings.env}" "$root/deploy/ensure-services" "$@"
+}
+
+# What the checkout holds: a hash of the package's files (pyproject.toml and services/), so any
+# edit, pull or checkout gives another stamp, with or without git.
+source_stamp() {
+  (cd "$root" && find pyproject.toml services -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 \
+    | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16
+}
+
+# The venv with benchfleet installed from this checkout. Its stamp ($venv/benchfleet-source) says
+# which source it was installed from: a checkout that changed since is installed again (pip
+# --upgrade) and changed=1, so install_unit restarts the unit onto the new code. A venv that runs
+# the checkout itself (an editable install, the test suite's) is left alone.
 ensure_venv() {
+  local want have
+  want=$(source_stamp)
   if [ -x "$venv/bin/worker" ] && "$venv/bin/python" -c 'import services.worker.cli, services.collector.cli' 2>/dev/null; then
-    return 0
+    if [ "$("$venv/bin/python" -c 'import os, services; print(os.path.dirname(os.path.dirname(os.path.realpath(services.__file__))))')" \
+         = "$(realpath "$root")" ]; then
+      return 0
+    fi
+    have=$(cat "$venv/benchfleet-source" 2>/dev/null || echo unknown)
+    [ "$have" != "$want" ] || { say "unchanged $venv (benchfleet from source $want)"; return 0; }
+    say "upgrading benchfleet in $venv: installed from source $have, the checkout is $want"
+    "$venv/bin/pip" install -q --upgrade "$root"
+  else
+    ensure_services python
+    say "creating $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "$root"
   fi
-  "$root/deploy/ensure-services" python
-  say "creating $venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "$root"
+  echo "$want" > "$venv/benchfleet-source"
+  changed=1
 }
 
 # Write stdin to file $1 (mode $2) unless it already holds exactly that; say which.

@@ -2,7 +2,7 @@
 
 Schema history (the ``schema`` field of each message):
   benchfleet.run/1         a run spec the scheduler publishes for a worker
-  benchfleet.run-event/1   a worker's "started"/"progress" note about a run
+  benchfleet.run-event/1   a worker's "started"/"progress" note about a run (run_event.py: /2 too)
   benchfleet.result/1      what a run measured (or why it failed)
   benchfleet.worker-builds/1  a worker's builds (host, pool), sent on the results exchange at
                            connect and when its registry changes; the collector keeps the last
@@ -38,6 +38,7 @@ from services.common.errors import DecodeError
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
 from services.common.parts import PART_SCHEMA, PartOf, PartReport, PartSignal
+from services.common.run_event import EVENT_SCHEMA, EVENT_SCHEMA_V2, RunEvent
 from services.common.server_work import ServerWork, server_work
 from services.common.wire_checks import check_numbers as _check_numbers
 from services.common.wire_checks import nested_deeper_than as _nested_deeper_than
@@ -47,7 +48,6 @@ from services.common.spec_targets import ServerOptionValue, Target
 from services.common.spec_workloads import DataShape, WorkloadSpec
 
 RUN_SCHEMA = "benchfleet.run/1"
-EVENT_SCHEMA = "benchfleet.run-event/1"
 RESULT_SCHEMA = "benchfleet.result/1"
 BUILDS_SCHEMA = "benchfleet.worker-builds/1"
 WORKER_SCHEMA = "benchfleet.worker/1"
@@ -146,23 +146,6 @@ class RunSpec(_Message):
     def ignored_errors(self) -> IgnoreErrors:
         """The errors this run survives, sysbench's default list when the message names none."""
         return IGNORE_DEFAULT if self.ignore_errors is None else self.ignore_errors
-
-
-class RunEvent(_Message):
-    """A worker's note that a run started (or how far it got), for progress and status."""
-
-    schema_: Literal["benchfleet.run-event/1"] = Field(EVENT_SCHEMA, alias="schema")
-    run_id: str
-    campaign_id: str
-    state: Literal["running"]
-    worker: str
-    attempt: int = 1
-    at: float
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    def encode(self) -> bytes:
-        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
 
 
 class WorkerAnnouncement(_Message):
@@ -428,6 +411,7 @@ Message = Union[RunSpec, RunEvent, RunResult, WorkerBuilds, WorkerAnnouncement, 
 _BY_SCHEMA: dict[str, type[BaseModel]] = {RUN_SCHEMA: RunSpec, EVENT_SCHEMA: RunEvent, RESULT_SCHEMA: RunResult,
                                           BUILDS_SCHEMA: WorkerBuilds, WORKER_SCHEMA: WorkerAnnouncement,
                                           PART_SCHEMA: PartSignal}
+_BY_SCHEMA[EVENT_SCHEMA_V2] = RunEvent  # "measuring" (run_event.py)
 _ADAPTERS = {k: TypeAdapter(v) for k, v in _BY_SCHEMA.items()}
 
 

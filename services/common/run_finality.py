@@ -20,15 +20,25 @@ from services.common.store import FINAL_STATES, Store
 MAX_REASON = 2000
 
 
+#: What the reaper allows for a managed server's start and for quiesce when the stored spec does
+#: not say (the spec model's defaults).
+DEFAULT_START_TIMEOUT_S = 60.0
+DEFAULT_QUIESCE_TIMEOUT_S = 300.0
+#: Prepare allowance: a floor, plus the campaign's rows at a rate well below what prepare does on a
+#: slow disk (bench/prepare), so a live worker still preparing is never taken for a gone one.
+PREPARE_FLOOR_S = 120.0
+PREPARE_ROWS_PER_S = 10_000.0
+
+
 @dataclass(frozen=True)
 class OverdueRun:
-    """A run marked running whose warm-up + duration + grace have passed without a result."""
+    """A run marked running whose allowance (see ``deadline``) has passed without a result."""
 
     run_id: str
     campaign_id: str
     worker: str | None
     started_at: float
-    #: Seconds the run may take before it is overdue: warm-up + duration + grace.
+    #: Seconds from ``started_at`` the run was allowed before it is overdue.
     allowed_s: float
     #: Its workload, whose cell statistics change when it is failed (None: not known).
     workload: str | None = None
@@ -58,20 +68,50 @@ def fail_run(store: Store, run_id: str, campaign_id: str, reason: str, now: floa
     return changed
 
 
+def start_allowance(spec: dict, target: str) -> float:
+    """Seconds a run of ``target`` may take from the worker taking it to its warm-up: the managed
+    server's start_timeout, the quiesce timeout (when quiesce is on) and a prepare allowance for
+    the campaign's tables. ``spec`` is the stored spec JSON, read leniently (older campaigns)."""
+    t = next((x for x in spec.get("targets") or [] if isinstance(x, dict) and x.get("name") == target), {})
+    managed = t.get("kind") == "managed"
+    allowance = parse_duration(t.get("start_timeout") or DEFAULT_START_TIMEOUT_S) if managed else 0.0
+    quiesce = t.get("quiesce") or {}
+    if quiesce.get("enabled", managed):
+        allowance += parse_duration(quiesce.get("timeout") or DEFAULT_QUIESCE_TIMEOUT_S)
+    data = spec.get("data") or {}
+    rows = int(data.get("tables") or 1) * int(data.get("table_size") or 10_000)
+    return allowance + PREPARE_FLOOR_S + rows / PREPARE_ROWS_PER_S
+
+
+def deadline(started_at: float, measuring_at: float | None, span_s: float, start_s: float, grace_s: float) -> float:
+    """When a running run without a result is overdue. Before its measured part began
+    (``measuring_at`` None), the start allowance ``start_s`` + warm-up and duration ``span_s`` +
+    grace from ``started_at`` (a worker that never says "measuring", an older one, still fits);
+    after, warm-up and duration + grace from that moment."""
+    if measuring_at is None:
+        return started_at + start_s + span_s + grace_s
+    return measuring_at + span_s + grace_s
+
+
 def overdue_runs(store: Store, now: float, grace_s: float) -> list[OverdueRun]:
-    """Runs still marked running ``grace_s`` seconds after their warm-up and duration ended."""
+    """Runs still marked running past their deadline (see ``deadline``). updated_at is later than
+    started_at once the worker said the warm-up began (Store.mark_running)."""
     rows = store._rows(
-        "SELECT r.run_id, r.campaign_id, r.worker, r.started_at, c.spec_json, r.workload FROM runs r"
+        "SELECT r.run_id, r.campaign_id, r.worker, r.started_at, r.updated_at, r.target, c.spec_json, r.workload"
+        " FROM runs r"
         " JOIN campaigns c ON c.campaign_id = r.campaign_id WHERE r.state='running' AND r.started_at IS NOT NULL")
-    span: dict[str, float] = {}
+    specs: dict[str, dict] = {}
     out = []
-    for run_id, campaign_id, worker, started_at, spec_json, workload in rows:
-        if campaign_id not in span:
-            spec = json.loads(spec_json)  # recorded by the scheduler from a validated spec
-            span[campaign_id] = parse_duration(spec.get("warmup") or 0) + parse_duration(spec["duration"])
-        allowed = span[campaign_id] + grace_s
-        if float(started_at) + allowed < now:
-            out.append(OverdueRun(run_id, campaign_id, worker, float(started_at), allowed, workload))
+    for run_id, campaign_id, worker, started_at, updated_at, target, spec_json, workload in rows:
+        if campaign_id not in specs:
+            specs[campaign_id] = json.loads(spec_json)  # recorded by the scheduler from a validated spec
+        spec = specs[campaign_id]
+        span = parse_duration(spec.get("warmup") or 0) + parse_duration(spec["duration"])
+        started = float(started_at)
+        measuring = float(updated_at) if updated_at is not None and float(updated_at) > started else None
+        due = deadline(started, measuring, span, start_allowance(spec, str(target)), grace_s)
+        if due < now:
+            out.append(OverdueRun(run_id, campaign_id, worker, started, due - started, workload))
     return out
 
 

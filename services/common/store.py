@@ -314,11 +314,20 @@ class Store(PartStore):
 
     # -- runs -------------------------------------------------------------------------------
     def mark_running(self, event: RunEvent) -> None:
-        """Note that a worker started a run, unless the run already has its final state."""
+        """Note that a worker started a run, unless the run already has its final state; or, for a
+        "measuring" event, when its warm-up began. Both by the worker's clock: updated_at equals
+        started_at until the measured part began, then holds that moment (run_finality reads it)."""
+        if event.state == "measuring":
+            self._execute(
+                "UPDATE runs SET updated_at=GREATEST(%s, started_at + 0.001) WHERE run_id=%s AND state='running'"
+                " AND started_at <= %s AND attempts <= %s",
+                (event.at, event.run_id, event.at, event.attempt),
+            )
+            return
         self._execute(
             "UPDATE runs SET state='running', worker=%s, started_at=%s, attempts=GREATEST(attempts, %s), updated_at=%s"
             " WHERE run_id=%s AND state NOT IN ('done','failed','cancelled')",
-            (event.worker, event.at, event.attempt, time.time(), event.run_id),
+            (event.worker, event.at, event.attempt, event.at, event.run_id),
         )
 
     def run_counts(self, campaign_id: str) -> dict[str, int]:

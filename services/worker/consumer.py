@@ -57,7 +57,7 @@ class RunExecutor(Protocol):
 
     def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None, attempt: int,
                  client_cpus: list[int] | None, after_failure: bool, stop: threading.Event,
-                 on_progress: ProgressCallback) -> RunResult: ...
+                 on_progress: ProgressCallback, on_measuring: Callable[[float], None]) -> RunResult: ...
 
 
 class AfterRun(enum.Enum):
@@ -282,7 +282,8 @@ class Worker:
             gate: dict[str, Any] = {} if session is None else {"start_gate": session.gate}
             result = self.execute(run, self.identity, servers=self.servers, attempt=attempt, client_cpus=self.client_cpus,
                                   after_failure=attempt > 1 or target_key in self._unclean, stop=self._run_stop,
-                                  on_progress=lambda p: self.metrics.observe_progress(run, p), **gate)
+                                  on_progress=lambda p: self.metrics.observe_progress(run, p),
+                                  on_measuring=lambda at: self._note_measuring(bus, run, attempt, at), **gate)
         except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
             rlog.exception("run_crashed")
             now = time.time()
@@ -363,6 +364,13 @@ class Worker:
                 log.warning("result_publish_retry", run_id=run_id, error=str(e), retry_in_s=delay)
                 time.sleep(delay)
                 delay = min(delay * 2, BACKOFF_CAP_S)
+
+    def _note_measuring(self, bus: Broker, run: RunSpec, attempt: int, at: float) -> None:
+        """Tell the collector the run's warm-up begins (its reaper counts warm-up + duration from
+        then), on the consuming connection's thread; a lost note only makes the reaper wait longer."""
+        event = RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="measuring",
+                         worker=self.identity.worker_id, attempt=attempt, at=at).encode()
+        self._hand_back(bus, lambda: bus.publish_result(event))
 
     @staticmethod
     def _hand_back(bus: Broker, fn: Callable[[], None]) -> None:

@@ -48,10 +48,12 @@ def _versions() -> dict[str, str]:
 def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None = None, attempt: int = 1,
             client_cpus: list[int] | None = None, after_failure: bool = False,
             stop: threading.Event | None = None, on_progress: ProgressCallback | None = None,
-            start_gate: Callable[[], float] | None = None) -> RunResult:
+            start_gate: Callable[[], float] | None = None,
+            on_measuring: Callable[[float], None] | None = None) -> RunResult:
     """Run ``run`` to the end and return its result; failures become a failed result, never
     an exception, so the caller always has something to publish before it acks. ``on_progress``
-    receives the driver's Progress, about once a second. ``after_failure``: this is a retry, or
+    receives the driver's Progress, about once a second; ``on_measuring`` the moment the warm-up
+    starts (after server start, quiesce and prepare). ``after_failure``: this is a retry, or
     the worker's previous run on this target failed, so the quiesce ends what that left running.
     A part of a run (``run.part``) drives its share of the connections, rate and seed, and
     starts at the barrier ``start_gate`` agrees (services/worker/part_session.py)."""
@@ -83,6 +85,10 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         if stop is not None and stop.is_set():
             # Cancelled while waiting or preparing: nothing was measured.
             return RunResult(status="cancelled", started_at=started, ended_at=time.time(), **base)
+        # A part's warm-up starts at the barrier, inside the driver, when every part is ready:
+        # it sends no "measuring" and the reaper keeps the whole start allowance for it.
+        if on_measuring is not None and run.part is None:
+            on_measuring(time.time())
         with server_run.sampling(session):
             outcome = drive(
                 params, run.workload, run.data, share.threads, run.warmup, run.duration, share.seed,

@@ -83,9 +83,9 @@ def test_a_run_whose_result_is_dead_lettered_fails_with_the_reason(fleet, tmp_pa
 
 
 def test_a_run_whose_worker_froze_is_reaped(fleet, tmp_path):
-    """The only worker is SIGSTOPped mid-run (its connection lingers, nobody takes the run
-    again): past warm-up + duration + the grace the collector fails the run, naming the worker,
-    and --wait ends with exit 1."""
+    """The only worker is SIGSTOPped mid-run, after it said the warm-up began (its connection
+    lingers, nobody takes the run again): past warm-up + duration + the grace from then the
+    collector fails the run, naming the worker, and --wait ends with exit 1."""
     fleet.extra_env["BENCHFLEET_REAP_GRACE_S"] = "2"
     fleet.start_collector()
     worker = fleet.start_worker("frozen")
@@ -94,12 +94,13 @@ def test_a_run_whose_worker_froze_is_reaped(fleet, tmp_path):
     try:
         cid = []
 
-        def running() -> bool:
-            rows = store._rows("SELECT campaign_id FROM runs WHERE state='running'")
+        def measuring() -> bool:
+            # updated_at passes started_at when the worker's "measuring" event is stored.
+            rows = store._rows("SELECT campaign_id FROM runs WHERE state='running' AND updated_at > started_at")
             cid[:] = [r[0] for r in rows]
             return bool(rows)
 
-        wait_for(running, 120, "the run to start")
+        wait_for(measuring, 120, "the run's warm-up to start", interval=0.05)
         os.killpg(worker.pid, signal.SIGSTOP)
         try:
             code, out, err = finished(waiting, fleet)
@@ -111,3 +112,42 @@ def test_a_run_whose_worker_froze_is_reaped(fleet, tmp_path):
             os.killpg(worker.pid, signal.SIGKILL)
     finally:
         store.close()
+
+
+def test_the_reaper_allows_a_runs_start_and_counts_warm_up_from_the_measuring_event(mariadb_params, settings):
+    """A run whose worker took it 100 s ago and is still starting, quiescing or preparing (warm-up
+    + duration + grace long past) is not reaped; once the worker said its warm-up began, the run
+    gets warm-up + duration + grace from that moment, and is reaped only past it."""
+    import secrets
+    from dataclasses import replace
+
+    import mysql.connector
+
+    from services.common.messages import RunEvent
+    from services.common.run_finality import RunStore
+
+    from tests.unit.consumer_fixtures import SPEC, runs
+
+    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
+    store = RunStore(s).open()
+    now = time.time()
+    try:
+        store.record_campaign("c1", SPEC, runs("c1"))  # 10 s runs, no warm-up, dsn targets
+        starting, measured, late = (r.run_id for r in runs("c1")[:3])
+
+        def event(run_id: str, state: str, at: float) -> RunEvent:
+            return RunEvent(run_id=run_id, campaign_id="c1", state=state, worker="w1", at=at)
+
+        store.mark_running(event(starting, "running", now - 100))
+        store.mark_running(event(measured, "running", now - 400))
+        store.mark_running(event(measured, "measuring", now - 10))
+        store.mark_running(event(late, "running", now - 400))
+        store.mark_running(event(late, "measuring", now - 30))
+        overdue = {o.run_id: o for o in store.overdue_runs(now, 5)}
+        assert starting not in overdue and measured not in overdue
+        assert list(overdue) == [late]
+        assert overdue[late].allowed_s == pytest.approx(400 - 30 + 10 + 5)
+    finally:
+        store.close()
+        with mysql.connector.connect(use_pure=False, **mariadb_params) as c:
+            c.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -121,3 +122,111 @@ def test_ensure_services_refuses_a_client_host_that_is_not_a_host_pattern(tmp_pa
                        timeout=60)
     assert r.returncode == 1 and "x'@'%" in r.stderr and "not a host pattern" in r.stderr
     assert "ok:" not in r.stderr and not (tmp_path / "var").exists()
+
+
+def test_install_worker_on_a_control_host_keeps_the_hosts_settings_file(tmp_path):
+    """ensure-services, called again by install-worker, writes the settings file from the host's
+    own local.env/fleet.env (in BENCHFLEET_ETC), never from the checkout's var/."""
+    _need_root_and_systemd_analyze()
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    # What install-control leaves on a control host.
+    (etc / "local.env").write_text("BENCHFLEET_DB_HOST=10.99.0.7\nBENCHFLEET_DB_USER=benchfleet\n")
+    (etc / "fleet.env").write_text("BENCHFLEET_AMQP_URL=amqp://benchfleet-scheduler@10.99.0.7:5672/benchfleet\n")
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+    # As on a real host: no BENCHFLEET_CONFIG (the suite's conftest sets it empty), so
+    # ensure-services writes a settings file, and it must be the host's.
+    env = host_env(tmp_path)
+    del env["BENCHFLEET_CONFIG"]
+    r = subprocess.run([str(HOST / "install-worker"), "--broker", "10.99.0.7", "--amqp-password-file", str(pw)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "/etc/benchfleet/settings.env" not in r.stderr
+    settings = (etc / "settings.env").read_text()
+    assert "BENCHFLEET_DB_HOST=10.99.0.7" in settings
+    assert "amqp://benchfleet-scheduler@10.99.0.7:5672/benchfleet" in settings
+    assert str(ROOT / "var") not in settings
+
+
+def fake_systemctl(tmp: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose `systemctl` only logs its arguments (one line per call), and the log."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    log = tmp / "systemctl.log"
+    (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    (bin_dir / "systemctl").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "BENCHFLEET_START": "yes"}, log
+
+
+def test_reinstall_after_the_checkout_changed_upgrades_the_code_and_restarts(tmp_path):
+    """A re-run of install-worker from an updated checkout installs the new code into the host's
+    venv and restarts the unit; a re-run with no change reinstalls nothing and only starts it."""
+    _need_root_and_systemd_analyze()
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", checkout)
+    for d in ("services", "deploy"):
+        shutil.copytree(ROOT / d, checkout / d, ignore=shutil.ignore_patterns("__pycache__"))
+    extra, log = fake_systemctl(tmp_path)
+    env = {**host_env(tmp_path), **extra, "BENCHFLEET_VENV": str(tmp_path / "venv")}
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+
+    def install() -> subprocess.CompletedProcess:
+        log.write_text("")
+        r = subprocess.run([str(checkout / "deploy/host/install-worker"), "--broker", "10.99.0.1",
+                            "--amqp-password-file", str(pw)], env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        return r
+
+    def installed_cli() -> str:
+        found = list((tmp_path / "venv").glob("lib/python3*/site-packages/services/worker/cli.py"))
+        assert len(found) == 1, found
+        return found[0].read_text()
+
+    install()
+    assert "# changed by the update" not in installed_cli()
+    with open(checkout / "services/worker/cli.py", "a") as f:
+        f.write("# changed by the update\n")
+    upgraded = install()
+    assert "upgrading benchfleet" in upgraded.stderr
+    assert installed_cli().endswith("# changed by the update\n")
+    assert "restart benchfleet-worker@1.service" in log.read_text()
+    again = install()
+    assert "upgrading" not in again.stderr and "wrote" not in again.stderr
+    assert "restart" not in log.read_text() and "start benchfleet-worker@1.service" in log.read_text()
+
+
+def bind_conf(tmp: Path, address: str) -> subprocess.CompletedProcess:
+    env = {**host_env(tmp), "BENCHFLEET_DB_BIND_ADDRESS": address, "BENCHFLEET_MARIADB_CONF_DIR": str(tmp / "conf"),
+           "BENCHFLEET_VAR": str(tmp / "var"), "BENCHFLEET_CONFIG": ""}
+    return subprocess.run([str(ROOT / "deploy" / "ensure-services"), "mariadb-conf"], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_db_bind_to_one_address_keeps_the_results_db_on_loopback(tmp_path):
+    """--db-bind ADDR (BENCHFLEET_DB_BIND_ADDRESS) gives the results DB ADDR and 127.0.0.1, where
+    this host's collector and ensure-services reach it; a server started with that list listens on
+    both. A wildcard is left alone (127.0.0.1 next to it could not be bound)."""
+    _need_root_and_systemd_analyze()
+    from tests.integration.faults import ThrowawayMariadb
+
+    r = bind_conf(tmp_path, "127.0.0.2")
+    assert r.returncode == 0, r.stderr
+    conf = (tmp_path / "conf" / "60-benchfleet.cnf").read_text()
+    line = next(x for x in conf.splitlines() if x.startswith("bind-address"))
+    assert line == "bind-address = 127.0.0.2,127.0.0.1"
+    again = bind_conf(tmp_path, "127.0.0.2")
+    assert "unchanged bind-address" in again.stderr and "wrote" not in again.stderr
+    # The shared results DB is never restarted: a throwaway server takes the generated list.
+    server = ThrowawayMariadb(f"--bind-address={line.split('= ')[1]}")
+    try:
+        server.start()
+        for addr in ("127.0.0.1", "127.0.0.2"):
+            with socket.create_connection((addr, server.port), timeout=10):
+                pass
+    finally:
+        server.cleanup()
+    assert bind_conf(tmp_path, "0.0.0.0").returncode == 0
+    assert "bind-address = 0.0.0.0\n" in (tmp_path / "conf" / "60-benchfleet.cnf").read_text()

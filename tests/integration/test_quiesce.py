@@ -259,6 +259,27 @@ def test_a_live_clients_statement_is_never_ended(params, target_password, leftov
     assert res.quiesce.ended_connections == 0 and left.error is None and left.running()
 
 
+def test_a_live_socket_clients_statement_on_a_dsn_target_is_never_ended(params, target_password):
+    """On a DSN target reached over its unix socket a client's liveness cannot be seen, so even
+    after a failure the worker ends nothing there: a user's statement is waited for and the run
+    fails naming it (only the worker's own managed server has its socket leftovers ended)."""
+    with mysql.connector.connect(use_pure=False, **params) as c:
+        cur = c.cursor()
+        cur.execute("SELECT @@socket")
+        sock = str(cur.fetchone()[0])
+    if not os.path.exists(sock):
+        pytest.skip(f"the server's socket {sock} is not on this host")
+    over_socket = dict(params, unix_socket=sock)
+    left = Leftover(over_socket).start()
+    try:
+        target = dsn(params, connections_only(1)).model_copy(update={"socket": sock})
+        res = runner.execute(run_of(target), WHO, after_failure=True)
+        assert res.status == "failed" and f"connection {left.id} " in res.error, res.error
+        assert res.quiesce.ended_connections == 0 and left.error is None and left.running()
+    finally:
+        left.end()
+
+
 def test_quiesce_off_starts_at_once_and_records_nothing(params, target_password, leftovers):
     """A dsn target without quiesce (the default) neither waits nor ends anything."""
     left = leftovers(dead=True)
@@ -359,6 +380,27 @@ def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_optio
     again = runner.execute(run_of(target, 5), WHO, servers=servers)
     assert again.status == "ok", again.error
     assert again.quiesce.settled and again.server.pid == servers.current.pid
+
+
+def test_a_managed_server_whose_flushing_was_not_put_back_is_started_again(servers):
+    """A managed server marked by a quiesce that could not restore its dirty page options is not
+    reused with innodb_max_dirty_pages_pct = 0: the next run starts it again, with its own 75."""
+    target = ManagedTarget(kind="managed", name="m2", options={"innodb_buffer_pool_size": "32M",
+                                                               "innodb_max_dirty_pages_pct": 75},
+                           quiesce=Quiesce(enabled=False))
+    assert runner.execute(run_of(target, 1), WHO, servers=servers).status == "ok"
+    server = servers.current
+    pid, params = server.pid, server.connect_params()
+    with mysql.connector.connect(use_pure=False, **params) as c:
+        c.cursor().execute("SET GLOBAL innodb_max_dirty_pages_pct = 0")  # what the failed restore left
+    server.restart_before_reuse = True
+    again = runner.execute(run_of(target, 2), WHO, servers=servers)
+    assert again.status == "ok", again.error
+    assert servers.current.pid != pid
+    with mysql.connector.connect(use_pure=False, **servers.current.connect_params()) as c:
+        cur = c.cursor()
+        cur.execute("SELECT @@innodb_max_dirty_pages_pct")
+        assert cur.fetchone()[0] == 75.0
 
 
 def test_the_wait_is_stored_in_its_own_column(mariadb_params, settings):

@@ -97,3 +97,17 @@ def test_killed_worker_and_collector_come_back_and_down_stops_everything(fleet, 
         assert not alive(pid), f"the {name} supervisor still runs"
         assert last[name] and not alive(last[name]), f"the {name} still runs after down"
     assert not (var / "run" / "worker.pid").exists()
+
+
+@pytest.mark.parametrize(("command", "status"), [
+    (["true"], 1),                      # a service that exits cleanly at once still did not start
+    (["sh", "-c", "exit 3"], 3),        # its own failure status
+    (["sh", "-c", "kill -KILL $$"], 137),  # 128 + the signal, as a shell reports it
+])
+def test_first_start_that_ends_at_once_is_reported_as_a_failure(command, status):
+    """A process that ends within the grace of its first start makes supervise exit non-zero (so
+    `up` reports it), with the child's status, or 1 when the child exited 0."""
+    p = subprocess.run([str(ROOT / "deploy/local/supervise"), "svc", "--", *command],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == status, p.stderr
+    assert "supervised_failed_at_start" in p.stderr

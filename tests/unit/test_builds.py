@@ -51,6 +51,34 @@ def test_a_directory_build_is_registered_listed_and_removed_without_touching_the
     assert r.list() == [] and (tree / "sbin" / "mariadbd").is_file()
 
 
+def test_a_directory_build_rebuilt_in_place_runs_with_the_version_it_prints_now(tmp_path):
+    """A ``dir`` build rebuilt after registration (new binary, new sha256) is run and reported
+    with the version its server prints now, not the one recorded at registration."""
+    tree = fake_tree(tmp_path / "src")
+    r = reg.Registry(tmp_path / "builds")
+    r.add_dir("mine", tree)
+    target = ManagedTarget(kind="managed", name="m", build="mine")
+    assert managed.find_build(target, r).version == "10.11.99-MariaDB-test"
+    (tree / "sbin" / "mariadbd").write_text(FAKE_SERVER.replace("10.11.99", "10.11.100") + "# rebuilt\n")
+    build = managed.find_build(target, r)
+    assert build.version == "10.11.100-MariaDB-test"
+    assert build.server_sha256 == reg.sha256_of(tree / "sbin" / "mariadbd")
+    # Announced to the pool as it is now, too.
+    mine = next(b for b in r.infos() if b.name == "mine")
+    assert (mine.version, mine.server_sha256) == (build.version, build.server_sha256)
+
+
+def test_the_system_servers_version_follows_an_upgrade_of_its_binary(tmp_path, monkeypatch):
+    """After an apt upgrade replaced the system server, the worker announces the new version
+    (the cache is keyed on the binary's size and mtime, not kept for the process's life)."""
+    binary = fake_tree(tmp_path / "sys") / "sbin" / "mariadbd"
+    monkeypatch.setattr(reg.server_binary, "system_binary", lambda: binary)
+    assert reg.system_info().version == "10.11.99-MariaDB-test"
+    binary.write_text(FAKE_SERVER.replace("10.11.99", "10.11.101") + "# upgraded\n")
+    info = reg.system_info()
+    assert info.version == "10.11.101-MariaDB-test" and info.server_sha256 == reg.sha256_of(binary)
+
+
 def test_a_tarball_build_is_extracted_into_the_registry(tmp_path):
     """`--tarball` extracts the tree under the registry and finds the server in its top directory."""
     tree = fake_tree(tmp_path / "mariadb-10.11.99-linux-x86_64")

@@ -139,3 +139,34 @@ def test_mismatch_names_what_differs_from_the_planned_run():
     other = run.cell.model_copy(update={"threads": 8})
     assert r.mismatch("c1", other, 1).startswith("cell.threads: 2 is not the threads of run")
     assert r.mismatch("c1", run.cell, 2).startswith("repetition: 1 is not the repetition of run")
+
+
+def test_run_events_old_and_new_are_both_read():
+    """The collector reads a worker's 'running' event of schema /1 (from any worker) and the
+    'measuring' event of /2; 'measuring' under /1 is refused naming the state."""
+    from services.common.messages import RunEvent
+
+    old = b'{"schema":"benchfleet.run-event/1","run_id":"r","campaign_id":"c","state":"running","worker":"w","at":5}'
+    assert decode(old) == RunEvent(run_id="r", campaign_id="c", state="running", worker="w", at=5.0)
+    new = RunEvent(run_id="r", campaign_id="c", state="measuring", worker="w", attempt=2, at=9.5)
+    assert new.encode().startswith(b'{"schema":"benchfleet.run-event/2"') and decode(new.encode()) == new
+    with pytest.raises(DecodeError, match="state: state 'measuring' needs schema benchfleet.run-event/2"):
+        decode(old.replace(b'"running"', b'"measuring"'))
+
+
+def test_the_reapers_start_allowance_covers_server_start_quiesce_and_prepare():
+    """Before a run's warm-up the reaper allows a managed server's start_timeout, the quiesce
+    timeout when quiesce is on, and a prepare allowance growing with the campaign's rows."""
+    from services.common.run_finality import PREPARE_FLOOR_S, deadline, start_allowance
+
+    spec = {"targets": [{"name": "m", "kind": "managed", "start_timeout": 600, "quiesce": {"enabled": True,
+                                                                                         "timeout": 3600}},
+                        {"name": "d", "kind": "dsn", "quiesce": {"enabled": False, "timeout": 300}}],
+            "data": {"tables": 4, "table_size": 1_000_000}}
+    assert start_allowance(spec, "m") == 600 + 3600 + PREPARE_FLOOR_S + 400
+    assert start_allowance(spec, "d") == PREPARE_FLOOR_S + 400
+    # Before "measuring": the start allowance + warm-up + duration + grace; after: warm-up +
+    # duration + grace from the warm-up's start, however long the start took.
+    assert deadline(1000.0, None, 60, 500, 10) == 1570
+    assert deadline(1000.0, 1900.0, 60, 500, 10) == 1970
+    assert deadline(1000.0, 1010.0, 60, 500, 10) == 1080

@@ -38,7 +38,7 @@ class FakeLoad:
         self.starts: list[float] = []
 
     def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, after_failure, stop,
-                 on_progress, start_gate=None) -> RunResult:
+                 on_progress, start_gate=None, on_measuring=None) -> RunResult:
         share = share_of(run.cell.threads, run.rate, run.seed, run.part)
         start = start_gate() if start_gate is not None else time.time()
         self.starts.append(start)

@@ -171,3 +171,46 @@ def test_html_section_has_a_table_per_cell_and_says_why_a_figure_is_missing():
     assert f"<tr><td>server CPU µs per query</td><td class=\"absent\" colspan=\"4\">n/a: {ABSENT_DSN}</td></tr>" \
         in remote_html
     assert "<td>InnoDB buffer pool hit ratio</td><td class=\"num\">0.9900</td>" in html
+
+
+def test_a_server_with_many_threads_has_its_switches_read_less_often(monkeypatch):
+    """Reading every thread of a 4096-connection server every 0.5 s would cost the worker a fifth
+    of a core (bench/sampler); the sampler reads them about every 10 s then, and again at its
+    last sample, while status and I/O are still sampled every time. A small server is read at
+    every sample."""
+    clock = [1000.0]
+    reads: list[float] = []
+
+    class Cursor:
+        def execute(self, sql):
+            pass
+
+        def fetchall(self):
+            return [("Questions", "1")]
+
+    class Conn:
+        def cursor(self):
+            return Cursor()
+
+    def threads_of(count):
+        def read(pid):
+            reads.append(clock[0])
+            return {tid: 10 for tid in range(count)}
+        return read
+
+    monkeypatch.setattr(info.time, "time", lambda: clock[0])
+    monkeypatch.setattr(info, "read_proc_cpu", lambda pid: 1.0)
+    monkeypatch.setattr(info, "read_proc_io", lambda pid: (0, 0))
+    for count, expected in ((4096, [1000.0, 1010.5, 1020.0]), (64, [1000.0 + 0.5 * i for i in range(40)] + [1020.0])):
+        reads.clear()
+        clock[0] = 1000.0
+        monkeypatch.setattr(info, "read_thread_switches", threads_of(count))
+        s = info.StatusSampler({}, server_pid=1)
+        s._conn = Conn()
+        for _ in range(40):  # 20 s of samples every 0.5 s
+            s._sample()
+            clock[0] += 0.5
+        assert reads == expected[:-1], count
+        s._sample(last=True)
+        assert reads == expected, count
+        assert len(s.proc_samples) == 41 and all(p.read_bytes == 0 for p in s.proc_samples)

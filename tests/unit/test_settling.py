@@ -198,6 +198,13 @@ def test_only_statements_whose_client_is_gone_are_abandoned():
     dead = Connection(id=2, user="b", host="127.0.0.1:50344", db="s", command="Query", time_s=5)
     local = Connection(id=3, user="b", host="localhost", db="s", command="Query", time_s=5)
     ports = live_client_ports([TCP], 3306)
-    assert abandoned([live, dead, local], ports) == [dead]
-    assert abandoned([live, dead, local], None) == [live, dead, local]
+    assert abandoned([live, dead, local], ports, managed=False) == [dead]
+    assert abandoned([live, dead, local], None, managed=True) == [live, dead, local]
     assert client_port("127.0.0.1:50344") == 50344 and client_port("localhost") is None
+
+
+def test_a_dsn_targets_socket_clients_are_never_ended():
+    """Over a DSN target's unix socket a client's liveness cannot be seen (it may be a user's
+    mysql shell), so no leftover there is one to end; only the worker's managed server's are."""
+    local = Connection(id=3, user="b", host="localhost", db="s", command="Query", time_s=5)
+    assert abandoned([local], None, managed=False) == []

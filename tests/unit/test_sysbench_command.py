@@ -77,3 +77,34 @@ def test_spec_accepts_the_sysbench_driver():
     spec = CampaignSpec(name="x", driver="sysbench", targets=[{"name": "a"}], threads=[1], duration=1,
                         workloads=["oltp_read_write"])
     assert spec.driver == "sysbench"
+
+
+#: A stand-in for sysbench: CPU spent starting and connecting (a busy loop) before "Threads
+#: started!" (printed or not), then a short measured part.
+_FAKE = """#!{python}
+import sys, time
+t = time.process_time()
+while time.process_time() - t < 0.6:
+    pass
+if sys.argv[1] == "marker":
+    print("Threads started!", flush=True)
+print("SQL statistics:", flush=True)
+"""
+
+
+def test_client_cpu_of_the_sysbench_driver_leaves_out_its_start(tmp_path):
+    """Client CPU and context switches of a sysbench run count from "Threads started!" (all
+    clients connected), like the native driver's measured interval, not sysbench's start."""
+    import sys
+    import time
+
+    fake = tmp_path / "sysbench"
+    fake.write_text(_FAKE.format(python=sys.executable))
+    fake.chmod(0o755)
+    deadline = time.monotonic() + 60
+    rc, out, cpu_with, switches = sd._run_once([str(fake), "marker"], cpus=None, deadline=deadline, stop=None)
+    assert rc == 0 and out.startswith("Threads started!")
+    rc, _, cpu_whole, _ = sd._run_once([str(fake), "none"], cpus=None, deadline=deadline, stop=None)
+    assert rc == 0
+    # Without the line all of the process counts (0.6 s busy start included); with it, not the start.
+    assert cpu_whole >= 0.5 and cpu_with < 0.3 and switches >= 0

@@ -38,8 +38,9 @@ class FakeRuns:
         self.release = threading.Event()
 
     def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, after_failure, stop,
-                 on_progress) -> RunResult:
+                 on_progress, on_measuring) -> RunResult:
         self.calls.append((run.run_id, attempt))
+        on_measuring(1000.0 + attempt)  # as the runner does before the warm-up
         self.after_failure.append(after_failure)
         self.started.set()
         if self.crash:
@@ -100,8 +101,23 @@ def test_every_run_is_measured_once_and_acked_after_its_result(broker):
     assert fake.calls == [(r.run_id, 1) for r in planned]
     assert [r.run_id for r in results(broker)] == [r.run_id for r in planned]
     assert all(r.status == "ok" and r.qps == 100 for r in results(broker))
-    assert [e.run_id for e in events(broker)] == [r.run_id for r in planned]
+    assert [e.run_id for e in events(broker) if e.state == "running"] == [r.run_id for r in planned]
     assert broker.unacked() == 0 and dead(broker) == []
+
+
+def test_the_worker_tells_the_collector_when_a_runs_warm_up_begins(broker):
+    """Besides 'running' when it takes a run (before server start, quiesce and prepare), the
+    worker sends 'measuring' with the moment the warm-up began, which the collector's reaper
+    counts warm-up + duration from; 'running' stays in the schema every collector reads."""
+    run = runs()[0]
+    publish_runs(broker, [run.encode()])
+    with serving(worker(broker, FakeRuns())):
+        broker.join(broker.names.runs_queue(POOL))
+    wait_until(lambda: len(events(broker)) == 2, "both run events")
+    running, measuring = sorted(events(broker), key=lambda e: e.state != "running")
+    assert (running.state, running.schema_) == ("running", "benchfleet.run-event/1")
+    assert (measuring.state, measuring.schema_, measuring.at) == ("measuring", "benchfleet.run-event/2", 1001.0)
+    assert measuring.run_id == run.run_id and measuring.worker == "w1" and measuring.attempt == 1
 
 
 def test_undecodable_runs_are_dead_lettered_with_the_reason_and_the_worker_goes_on(broker):
@@ -217,7 +233,7 @@ def test_failed_attempts_are_retried_then_stored_failed_and_the_run_dead_lettere
     with serving(worker(broker, fake, attempts=3)):
         broker.join(broker.names.runs_queue(POOL))
     assert fake.calls == [(run.run_id, 1), (run.run_id, 2), (run.run_id, 3)]
-    assert [e.attempt for e in events(broker)] == [1, 2, 3]
+    assert [e.attempt for e in events(broker) if e.state == "running"] == [1, 2, 3]
     stored = results(broker)
     assert [(r.status, r.attempt) for r in stored] == [("failed", 3)]
     parked = dead(broker)

@@ -100,15 +100,50 @@ def find_basedir(tree: Path) -> Path:
     raise BuildError(f"no server binary in {tree} or its top-level directories (looked for {', '.join(SERVER_PATHS)})")
 
 
-@functools.cache
 def system_info() -> BuildInfo | None:
-    """The worker's system server as a build (``system``), or None when there is none."""
+    """The worker's system server as a build (``system``), or None when there is none. Cached by
+    the binary's path, size and mtime, so an apt upgrade is announced with its new version."""
     try:
         binary = server_binary.system_binary()
-        return BuildInfo(name=SYSTEM_BUILD, version=server_version(binary), server_sha256=sha256_of(binary),
-                         source="system")
-    except (server_binary.BinaryNotFound, BuildError, OSError):
+        st = binary.stat()
+    except (server_binary.BinaryNotFound, OSError):
         return None
+    return _system_info(str(binary), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _system_info(binary: str, size: int, mtime_ns: int) -> BuildInfo | None:
+    try:
+        return BuildInfo(name=SYSTEM_BUILD, version=server_version(Path(binary)), server_sha256=sha256_of(Path(binary)),
+                         source="system")
+    except (BuildError, OSError):
+        return None
+
+
+def _current_info(record: BuildRecord) -> BuildInfo:
+    """``record`` as announced: its binary's digest and version now (the registered ones when
+    the binary cannot be read or run; the run then fails naming the build)."""
+    try:
+        sha = sha256_of(Path(record.binary))
+        return BuildInfo(name=record.name, version=current_version(record, sha), server_sha256=sha,
+                         source=record.source)
+    except (BuildError, OSError):
+        return record.info()
+
+
+def current_version(record: BuildRecord, sha256: str) -> str:
+    """The version of ``record``'s server as it is now: the registered one while the binary is the
+    registered one (``sha256``), else what the binary prints now (a ``dir`` build rebuilt in place).
+    BuildError when the changed binary no longer runs."""
+    if sha256 == record.server_sha256:
+        return record.version
+    return _version_of(record.binary, record.basedir, sha256)
+
+
+@functools.lru_cache(maxsize=16)
+def _version_of(binary: str, basedir: str, sha256: str) -> str:
+    # Keyed on the digest: one `--version` per rebuilt binary, not one per run.
+    return server_version(Path(binary), Path(basedir))
 
 
 # --------------------------------------------------------------------------- Debian versions
@@ -175,7 +210,7 @@ class Registry:
     def infos(self) -> list[BuildInfo]:
         """What this host announces: its registered builds (and the system server, when there is one)."""
         system = system_info()
-        return ([system] if system is not None else []) + [b.info() for b in self.list()]
+        return ([system] if system is not None else []) + [_current_info(b) for b in self.list()]
 
     def get(self, name: str) -> BuildRecord:
         """The build ``name``; BuildError listing the registered ones when there is none."""

@@ -121,13 +121,19 @@ class Settling:
         self.session = session
         self.waits = quiesce.Quiescer(
             session.params, spec_target.quiesce, field=f"targets.{spec_target.name}.quiesce",
-            end_leftovers=after_failure, flush=session.server is not None, stop=stop)
+            end_leftovers=after_failure, flush=session.server is not None, managed=session.server is not None,
+            stop=stop)
         #: The latest report, also when the target did not settle.
         self.report: QuiesceReport | None = None
 
     def _guarded(self, step: Callable[[], QuiesceReport | None]) -> None:
         try:
             self.report = step() or self.report
+        except quiesce.FlushNotRestored:
+            if self.session.server is not None:
+                # Its dirty page options may still be 0: a fresh start puts its own back.
+                self.session.server.restart_before_reuse = True
+            raise
         except TargetUnsettled as e:
             if self.session.server is not None and self.servers is not None:
                 # A fresh server for the retry, without the statements that would not end.

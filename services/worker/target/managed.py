@@ -245,6 +245,8 @@ class ManagedServer:
     start_s: float = 0.0
     starts: int = 0
     reused: bool = False
+    #: Its settings may differ from its options (quiesce could not restore them): start anew, not reuse.
+    restart_before_reuse: bool = False
     #: The allocator found in the running server's /proc/PID/maps.
     malloc_loaded: str | None = None
     #: LD_PRELOAD for the server (the target's allocator), empty for glibc.
@@ -406,7 +408,8 @@ def find_build(target: ManagedTarget, registry: "build_registry.Registry | None"
     try:
         record = (registry or build_registry.Registry()).get(target.build)
         binary = Path(record.binary)
-        return ServerBuild(record.name, binary, record.basedir, record.version, build_registry.sha256_of(binary))
+        sha = build_registry.sha256_of(binary)
+        return ServerBuild(record.name, binary, record.basedir, build_registry.current_version(record, sha), sha)
     except (BuildError, OSError) as e:
         raise TargetError(where, str(e)) from None
 
@@ -477,6 +480,7 @@ class ServerManager:
             self.current = None
             return False
         cur.reused = False
+        cur.restart_before_reuse = False
         log.info("managed_server_restarted", target=cur.target.name, pid=cur.pid)
         return True
 
@@ -485,7 +489,7 @@ class ServerManager:
             raise TargetError("kind", "the worker is shutting down")
         key = f"{target.model_dump_json()}|{data.marker()}"
         cur = self.current
-        if cur is not None and cur.key == key and cur.alive():
+        if cur is not None and cur.key == key and cur.alive() and not cur.restart_before_reuse:
             cur.reused = True
             return cur
         # A reserved option, an unregistered build or a missing allocator fails the run before

@@ -8,7 +8,8 @@ marker a server shows without performance_schema, which MariaDB leaves off. Afte
 cancelled or retried run the worker also ends (KILL) those whose client is gone: a TCP client
 whose port has no connected socket on this host (settling.abandoned), which is what a killed
 load process or sysbench leaves; so a live client's statement (another worker's, a user's) is
-never ended. On a managed server, reached over its unix socket, every one is the runs' own.
+never ended. On a managed server, reached over its unix socket, every one is the runs' own; on a
+DSN target reached over a unix socket a client's liveness cannot be seen, so nothing is ended there.
 """
 
 from __future__ import annotations
@@ -127,13 +128,29 @@ def _kill(cur: Any, c: settling.Connection) -> bool:
     return True
 
 
+class FlushNotRestored(DbError):
+    """The managed server's dirty page options could not be put back (on the quiesce connection
+    nor on a fresh one): left at innodb_max_dirty_pages_pct = 0 it would flush throughout the next
+    runs, so the server must not be reused as it is."""
+
+
+def _restore(cur: Any, saved: tuple[Any, Any]) -> None:
+    # Setting the pct below the low-water mark lowered the mark too: the pct first.
+    pct, lwm = saved
+    cur.execute("SET GLOBAL innodb_max_dirty_pages_pct = %s", (float(pct),))
+    cur.execute("SET GLOBAL innodb_max_dirty_pages_pct_lwm = %s", (float(lwm),))
+
+
 class _Flushing:
     """Asks a managed server to flush every dirty page now (innodb_max_dirty_pages_pct = 0)
     and puts the options back as they were: an idle MariaDB 10.5+ otherwise keeps them dirty
-    until the next run's load pushes them out, mid-measurement."""
+    until the next run's load pushes them out, mid-measurement. When the quiesce connection
+    failed (it is often why the block ends early), they are put back on a fresh one
+    (``reconnect``); FlushNotRestored when that fails too."""
 
-    def __init__(self, cur: Any):
+    def __init__(self, cur: Any, reconnect: Callable[[], Any]):
         self.cur = cur
+        self.reconnect = reconnect
         self.saved: tuple[Any, Any] | None = None
 
     def __enter__(self) -> "_Flushing":
@@ -149,18 +166,30 @@ class _Flushing:
     def __exit__(self, *exc: object) -> None:
         if self.saved is None:
             return
-        # Setting the pct below the low-water mark lowered the mark too: the pct first.
-        pct, lwm = self.saved
-        self.cur.execute("SET GLOBAL innodb_max_dirty_pages_pct = %s", (float(pct),))
-        self.cur.execute("SET GLOBAL innodb_max_dirty_pages_pct_lwm = %s", (float(lwm),))
+        try:
+            _restore(self.cur, self.saved)
+            return
+        except mysql.connector.Error as e:
+            log.warning("quiesce_flush_restore_retried", error=f"{e.errno} {e.msg}")
+        try:
+            conn = self.reconnect()
+            try:
+                _restore(conn.cursor(), self.saved)
+            finally:
+                try:
+                    conn.close()
+                except Exception:  # the options are back; a failing close changes nothing
+                    pass
+        except mysql.connector.Error as e:
+            raise FlushNotRestored(e.errno or 0, f"quiesce: innodb_max_dirty_pages_pct not put back: {e.msg}") from None
 
 
 def wait(cur: Any, me: settling.Connection, params: Mapping[str, Any], rules: Quiesce, *, end_leftovers: bool,
-         connections_only: bool = False, spent_s: float = 0.0, stop: threading.Event | None = None,
-         poll_s: float = POLL_S) -> Phase:
+         managed: bool = False, connections_only: bool = False, spent_s: float = 0.0,
+         stop: threading.Event | None = None, poll_s: float = POLL_S) -> Phase:
     """Look at the target (``params``: the run's) until it has settled, the timeout (counted
     from ``spent_s`` already spent) is reached, or ``stop`` is set; first KILL the leftovers
-    whose client is gone when ``end_leftovers``."""
+    whose client is gone when ``end_leftovers`` (over a unix socket: only on a ``managed`` server)."""
     database = str(params.get("database") or "")
     history_source = _History()
     killed: set[int] = set()
@@ -171,7 +200,7 @@ def wait(cur: Any, me: settling.Connection, params: Mapping[str, Any], rules: Qu
     while True:
         left = settling.leftovers(processlist(cur), me, database)
         if end_leftovers and left:
-            for c in settling.abandoned(left, live_ports(params)):
+            for c in settling.abandoned(left, live_ports(params), managed=managed):
                 if c.id not in killed and c.command != "Killed":
                     killed.add(c.id)
                     ended += int(_kill(cur, c))
@@ -217,8 +246,10 @@ class Quiescer:
     run's statements (they would hold the locks prepare needs), ``settle`` waits for the rest."""
 
     def __init__(self, params: Mapping[str, Any], rules: Quiesce, *, field: str, end_leftovers: bool, flush: bool,
-                 stop: threading.Event | None = None, poll_s: float = POLL_S):
+                 managed: bool = False, stop: threading.Event | None = None, poll_s: float = POLL_S):
         self.params = dict(params)
+        #: The worker's own server: over its unix socket every leftover is a run's.
+        self.managed = managed
         self.rules = rules
         self.field = field
         self.end_leftovers = end_leftovers
@@ -241,7 +272,7 @@ class Quiescer:
             if connections_only or not self.flush:
                 phase = self._wait(cur, me, connections_only)
             else:
-                with _Flushing(cur):
+                with _Flushing(cur, lambda: connect(self.params)):
                     phase = self._wait(cur, me, connections_only)
         except mysql.connector.Error as e:
             raise DbError(e.errno, f"quiesce: {e.msg}") from None
@@ -258,7 +289,7 @@ class Quiescer:
         return report(self.phases, settled=phase.decision.verdict is settling.Verdict.SETTLED)
 
     def _wait(self, cur: Any, me: settling.Connection, connections_only: bool) -> Phase:
-        return wait(cur, me, self.params, self.rules, end_leftovers=self.end_leftovers,
+        return wait(cur, me, self.params, self.rules, end_leftovers=self.end_leftovers, managed=self.managed,
                     connections_only=connections_only, spent_s=self._spent(), stop=self.stop, poll_s=self.poll_s)
 
     def before_prepare(self) -> QuiesceReport | None:

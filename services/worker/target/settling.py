@@ -100,12 +100,13 @@ def live_client_ports(tcp_tables: Sequence[str], server_port: int) -> set[int]:
     return ports
 
 
-def abandoned(conns: Sequence[Connection], live_ports: set[int] | None) -> list[Connection]:
+def abandoned(conns: Sequence[Connection], live_ports: set[int] | None, *, managed: bool) -> list[Connection]:
     """The connections of ``conns`` whose client is gone, so that ending them ends nobody's
     work: a TCP client whose port has no connected socket on this host (``live_ports``). Over a
-    unix socket (``live_ports`` None: the worker's own managed server) every one is the runs'."""
+    unix socket (``live_ports`` None) a client's liveness cannot be seen: on the worker's own
+    ``managed`` server every one is the runs', on a DSN target none is ended (it may be a user's)."""
     if live_ports is None:
-        return list(conns)
+        return list(conns) if managed else []
     return [c for c in conns if (port := client_port(c.host)) is not None and port not in live_ports]
 
 

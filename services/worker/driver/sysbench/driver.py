@@ -32,6 +32,7 @@ from services.common.spec_workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import LoadError, LoadOutcome, ProgressCallback
 from services.common import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
+from services.worker.target import info
 from services.workload.registry import definition
 
 #: The binary and the Debian package that ships it (named in the error when it is missing).
@@ -142,13 +143,28 @@ def _pin(pid: int, cpus: list[int] | None) -> None:
         pass  # the process already ended; its exit status tells what happened
 
 
+#: The line sysbench prints once every client thread has connected and prepared its statements,
+#: right before the timed events begin.
+STARTED_LINE = "Threads started!"
+
+
+def _usage_so_far(pid: int) -> tuple[float, int]:
+    """CPU seconds and context switches of every thread of the running process ``pid`` (sysbench
+    forks nothing, so wait4's totals hold the same and no more); (0, 0) when it cannot be read."""
+    cpu = info.read_proc_cpu(pid)
+    threads = info.read_thread_switches(pid)
+    return (cpu or 0.0), sum((threads or {}).values())
+
+
 def _run_once(argv: list[str], *, cpus: list[int] | None, deadline: float, stop: threading.Event | None,
               on_line: Callable[[str], None] | None = None) -> tuple[int, str, float, int]:
     """Run sysbench to its end; return (exit status, stdout+stderr, CPU seconds it used,
-    context switches of its threads)."""
+    context switches of its threads), both from its STARTED_LINE on: start, connecting and
+    preparing statements are not the measured interval (the native driver counts only that)."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     _pin(proc.pid, cpus)
     lines: list[str] = []
+    baseline: tuple[float, int] | None = None
     killer_done = threading.Event()
 
     def watchdog() -> None:
@@ -166,6 +182,8 @@ def _run_once(argv: list[str], *, cpus: list[int] | None, deadline: float, stop:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
+            if baseline is None and line.startswith(STARTED_LINE):
+                baseline = _usage_so_far(proc.pid)
             if on_line is not None:
                 on_line(line)
     finally:
@@ -174,8 +192,9 @@ def _run_once(argv: list[str], *, cpus: list[int] | None, deadline: float, stop:
         killer_done.set()
         guard.join()
         proc.stdout.close() if proc.stdout else None
-    return (proc.returncode, "".join(lines), usage.ru_utime + usage.ru_stime,
-            usage.ru_nvcsw + usage.ru_nivcsw)
+    cpu0, switches0 = baseline or (0.0, 0)
+    return (proc.returncode, "".join(lines), max(0.0, usage.ru_utime + usage.ru_stime - cpu0),
+            max(0, usage.ru_nvcsw + usage.ru_nivcsw - switches0))
 
 
 def run_sysbench(
