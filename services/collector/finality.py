@@ -141,7 +141,8 @@ class Finaliser:
             return
         for r in store.overdue_runs(now, self.grace_s):
             reason = (f"no result {round(now - r.started_at)} s after it started on {r.worker or 'a worker'}"
-                      f" (warm-up + duration + {round(self.grace_s)} s grace): its worker is gone")
+                      f" (allowed {round(r.allowed_s)} s: its start, warm-up, duration and {round(self.grace_s)} s grace)"
+                      ": its worker is gone")
             if store.fail_run(r.run_id, r.campaign_id, reason):
                 self.reaped += 1
                 log.warning("run_reaped", campaign_id=r.campaign_id, run_id=r.run_id, worker=r.worker, reason=reason)

@@ -99,7 +99,7 @@ def test_a_run_whose_worker_vanished_is_reaped(broker):
     db.overdue = [OverdueRun(a.run_id, "c1", "w7", 100.0, 70.0), OverdueRun(b.run_id, "c1", "w7", 100.0, 70.0)]
     with collecting(broker, db, reap_grace_s=60) as c:
         wait_until(lambda: a.run_id in db.failed, "the overdue run to be reaped")
-    assert db.failed[a.run_id].startswith("no result ") and "on w7 (warm-up + duration + 60 s grace)" in db.failed[a.run_id]
+    assert db.failed[a.run_id].startswith("no result ") and "on w7 (allowed 70 s: its start, warm-up, duration and 60 s grace)" in db.failed[a.run_id]
     assert b.run_id not in db.failed and c.finaliser.reaped == 1
 
 
