@@ -51,7 +51,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     pools = tuple(p for p in args.pools.split(",") if p)
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: RunStore(settings).open(), pools=pools,
                   metrics=metrics, directory=directory, reap_grace_s=settings.reap_grace_s,
-                  after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload),  # type: ignore[arg-type]
+                  after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload, cell=r.cell),  # type: ignore[arg-type]
                   after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload))  # type: ignore[arg-type]
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
@@ -181,7 +181,7 @@ def _options(args: argparse.Namespace) -> ReportOptions:
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    from services.reporting.load import load
+    from services.reporting.load import load_for
     from services.reporting.options import FILE_FORMATS
     from services.reporting.report import analyse, render_html_report, render_lines
 
@@ -191,7 +191,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_USAGE
     with Store(settings) as store:
         try:
-            data = load(store, args.campaign, with_results=opts.needs_results() or bool(args.html))
+            data = load_for(store, args.campaign, opts, html=bool(args.html))
         except LookupError:
             print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
             return EXIT_USAGE

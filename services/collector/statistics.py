@@ -1,21 +1,61 @@
-"""Keeps the results DB's ``cell_stats`` table current: after a result is stored, the cells of its
-workload are summarised and compared again, as the report would, for SQL users and Grafana; and
+"""Keeps the results DB's ``cell_stats`` table current: after a result is stored, the cells it
+can change are summarised and compared again, as the report would, for SQL users and Grafana; and
 after the collector failed a run that has no result (its failure counts in its cell's ``failed``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from services.common.messages import Cell
+from services.common.results import CellStatRow
 from services.common.run_finality import unstored_failures
 from services.common.store import Store
+from services.reporting.analysis import CampaignData
 from services.reporting.cell_stats import cell_stat_rows
 from services.reporting.load import load
 from services.reporting.options import ReportOptions
 
 
 def refresh_cell_stats(store: Store, campaign_id: str, workload: str | None = None,
-                       opts: ReportOptions = ReportOptions()) -> int:
-    """Recompute and store the statistics of a campaign's cells (of one workload when given: a
-    new result changes only those); how many rows were written."""
-    data = load(store, campaign_id, with_results=False, workload=workload)
-    rows = cell_stat_rows(data, opts, unstored_failures(store, data.campaign_id, workload))
+                       opts: ReportOptions = ReportOptions(), *, cell: Cell | None = None) -> int:
+    """Recompute and store the statistics of a campaign's cells (of one workload when given);
+    with ``cell``, only of the cells a new result of that cell changes; how many rows were written."""
+    if cell is None:
+        data = load(store, campaign_id, with_results=False, workload=workload)
+        rows = cell_stat_rows(data, opts, unstored_failures(store, data.campaign_id, workload))
+    else:
+        rows = _cell_rows(store, campaign_id, cell, opts)
     store.save_cell_stats(rows)
     return len(rows)
+
+
+def _cell_rows(store: Store, campaign_id: str, cell: Cell, opts: ReportOptions) -> list[CellStatRow]:
+    """The rows a result of ``cell`` changes: its target's cells of the workload at every thread
+    count (collapse compares them with each other), and, for the baseline, every target's cell at
+    its thread count (their ratios); read from those cells' results only, so the refresh after
+    each result does not read the campaign's other cells."""
+    c = store.campaign(campaign_id)
+    if c is None:
+        raise LookupError(f"no campaign {campaign_id!r} in the results DB")
+    baseline = c.spec.baseline_name
+    mine = cell.target == baseline
+    runs = store.results(c.campaign_id, cell.workload, tuple({cell.target, baseline}),
+                         or_threads=cell.threads if mine else None)
+    data = CampaignData(campaign_id=c.campaign_id, name=c.name, state=c.state,
+                        targets=tuple(t.name for t in c.spec.targets), baseline=baseline,
+                        workloads=(cell.workload,), threads=tuple(sorted(c.spec.threads)), runs=tuple(runs))
+    known = None
+    if mine:
+        # Another target's collapse needs its other thread counts, not read here; the baseline's
+        # result leaves it as that target's own last refresh stored it. Not stored yet (results
+        # stored without a refresh): read the whole workload instead.
+        others = {(r.target, r.workload, r.threads) for r in runs if r.target != baseline}
+        known = {(s.target, s.workload, s.threads): s
+                 for s in store.cell_stats(c.campaign_id, metric="qps", workload=cell.workload, threads=cell.threads)
+                 if s.target != baseline}
+        if not others <= set(known):
+            data = dataclasses.replace(data, runs=tuple(store.results(c.campaign_id, cell.workload)))
+            known = None
+    failures = unstored_failures(store, c.campaign_id, cell.workload)
+    return [r for r in cell_stat_rows(data, opts, failures, known_collapse=known)
+            if r.target == cell.target or (mine and r.threads == cell.threads)]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
 from services.common.messages import RunQuality, RunResult
+from services.common.run_figures import RunFigures
 
 RunStatus = Literal["ok", "failed", "cancelled"]
 
@@ -44,6 +45,9 @@ class ResultRow:
     #: were read, which is all a text table of q/s, tps or p95/p99 needs. Not a column, and
     #: left out of equality: two reads of one run compare equal with or without it.
     result: RunResult | None = field(default=None, compare=False, repr=False, metadata={"column": False})
+    #: The figures a full report reads of every run (median latency, server counts, status
+    #: deltas): from the figure columns (schema 16) or the whole result; None when neither was read.
+    figures: RunFigures | None = field(default=None, compare=False, repr=False, metadata={"column": False})
 
     @classmethod
     def of(cls, result: RunResult) -> "ResultRow":
@@ -52,14 +56,15 @@ class ResultRow:
                    workload=result.cell.workload, threads=result.cell.threads, repetition=result.repetition,
                    status=result.status, qps=result.qps, tps=result.tps, p95_ms=result.latency.p95_ms,
                    p99_ms=result.latency.p99_ms, measured_s=result.measured_s, error=result.error,
-                   max_ms=result.latency.max_ms, **quality_columns(result.quality), result=result)
+                   max_ms=result.latency.max_ms, **quality_columns(result.quality), result=result,
+                   figures=RunFigures.of(result))
 
     @classmethod
-    def from_columns(cls, values: Sequence[Any]) -> "ResultRow":
+    def from_columns(cls, values: Sequence[Any], figures: RunFigures | None = None) -> "ResultRow":
         """A row from database values in ``COLUMNS`` order (numbers coerced to the field's type)."""
         if len(values) != len(COLUMNS):
             raise ValueError(f"a result row has {len(COLUMNS)} columns ({', '.join(COLUMNS)}), got {len(values)}")
-        return cls(*[convert(v) for convert, v in zip(_CONVERTERS, values)])
+        return cls(*[convert(v) for convert, v in zip(_CONVERTERS, values)], figures=figures)
 
     def columns(self) -> tuple[Any, ...]:
         """The row's column values in ``COLUMNS`` order (what an export writes per run)."""
@@ -71,9 +76,14 @@ class ResultRow:
         return tuple(f for f in (self.quality_flags or "").split(",") if f)
 
     def with_result(self, result: RunResult | None) -> "ResultRow":
-        """The same row carrying ``result`` (built directly: ``dataclasses.replace`` costs a
-        10,000-run report a third of a second)."""
-        return type(self)(*self.columns(), result=result)
+        """The same row carrying ``result`` and its figures (built directly: ``dataclasses.replace``
+        costs a 10,000-run report a third of a second)."""
+        return type(self)(*self.columns(), result=result,
+                          figures=RunFigures.of(result) if result is not None else None)
+
+    def with_figures(self, figures: RunFigures | None) -> "ResultRow":
+        """The same row carrying ``figures`` (read from the figure columns), without a whole result."""
+        return type(self)(*self.columns(), figures=figures)
 
 
 def quality_columns(q: RunQuality | None) -> dict[str, Any]:

@@ -17,6 +17,11 @@ History:
   12: worker_endpoints: each worker's last announcement (/metrics address, pool, up/down), so
       the collector's Prometheus service discovery survives a collector restart.
   14: results.build, build_version, server_sha256, malloc: which build ran a result.
+  16: results' figure columns (services/common/run_figures.py): server_kind, the server's and
+      the load processes' CPU seconds and context switches, disk bytes, status deltas (JSON),
+      series_seconds; a full report reads these instead of decoding every whole result. NULL
+      (series_seconds) in rows stored before: reports decode those rows' whole results, and
+      `collector stats CAMPAIGN` fills the columns in.
   17: run_parts: the results of a run's parts (spec load_hosts) until every part of one group
       has arrived and the merge is stored, so a collector restart loses none (merged parts keep
       their row, emptied: the collector's user may not DELETE).
@@ -245,6 +250,22 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " ADD COLUMN IF NOT EXISTS build_version VARCHAR(128) NULL,"
             " ADD COLUMN IF NOT EXISTS server_sha256 CHAR(64) NULL,"
             " ADD COLUMN IF NOT EXISTS malloc VARCHAR(16) NULL",
+        ],
+    ),
+    # 16: a 10,000-run HTML, JSON or ODS report read and validated 10,000 whole results for a few
+    # numbers each; those numbers are columns now (written by the store with every result).
+    (
+        16,
+        [
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS server_kind VARCHAR(8) NULL,"
+            " ADD COLUMN IF NOT EXISTS server_cpu_s DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS client_cpu_s DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS server_ctxt_switches BIGINT NULL,"
+            " ADD COLUMN IF NOT EXISTS client_ctxt_switches BIGINT NULL,"
+            " ADD COLUMN IF NOT EXISTS disk_read_bytes BIGINT NULL,"
+            " ADD COLUMN IF NOT EXISTS disk_write_bytes BIGINT NULL,"
+            " ADD COLUMN IF NOT EXISTS status_deltas_json MEDIUMTEXT NULL,"
+            " ADD COLUMN IF NOT EXISTS series_seconds INT NULL",
         ],
     ),
     # 17: parts wait here for the rest of their group (services/common/part_store.py).

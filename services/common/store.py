@@ -37,6 +37,7 @@ from services.common.results import (
     quality_columns,
 )
 from services.common.part_store import PartStore
+from services.common.run_figures import FIGURE_COLUMNS, RunFigures
 from services.common.schema import MIGRATIONS
 from services.common.spec import CampaignSpec
 from services.common.stored_spec import read_stored_spec
@@ -80,6 +81,15 @@ REFUSED_ON = frozenset({ER_NET_PACKET_TOO_LARGE, 1366})
 #: DB counts as away; pauses between tries double from RETRY_BACKOFF_S.
 RETRY_ATTEMPTS = 4
 RETRY_BACKOFF_S = 0.5
+#: Run ids per ``IN (...)`` list when reading chosen whole results.
+IDS_PER_SELECT = 500
+#: The figure columns the store writes (queries, transactions and p50_ms are written with the
+#: other result columns): schema 16, see services/common/run_figures.py.
+_FIGURES_WRITTEN = FIGURE_COLUMNS[3:]
+_FIGURES_SET = ", ".join(_FIGURES_WRITTEN)
+_FIGURES_VALUES = ",".join(["%s"] * len(_FIGURES_WRITTEN))
+_FIGURES_UPDATE = ", ".join(f"{c}=VALUES({c})" for c in _FIGURES_WRITTEN)
+_FIGURES_ASSIGN = ", ".join(f"{c}=%s" for c in _FIGURES_WRITTEN)
 #: Bytes of a results row beyond its compressed result: every other column, and the SQL.
 ROW_OVERHEAD = 8192
 #: The error column is TEXT (65,535 bytes, 4 per character at worst); the whole error stays
@@ -402,8 +412,9 @@ class Store(PartStore):
             "INSERT INTO results (run_id, campaign_id, target, workload, threads, repetition, status, measured_s,"
             " transactions, queries, errors, qps, tps, p50_ms, p95_ms, p99_ms, max_ms, worker, host, started_at,"
             " ended_at, error, result_json, result_z, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags,"
-            " quiesce_s, build, build_version, server_sha256, malloc)"
-            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+            " quiesce_s, build, build_version, server_sha256, malloc, " + _FIGURES_SET + ")"
+            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
+            + _FIGURES_VALUES + ")"
             " ON DUPLICATE KEY UPDATE status=VALUES(status), measured_s=VALUES(measured_s),"
             " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors), qps=VALUES(qps),"
             " tps=VALUES(tps), p50_ms=VALUES(p50_ms), p95_ms=VALUES(p95_ms), p99_ms=VALUES(p99_ms),"
@@ -412,7 +423,7 @@ class Store(PartStore):
             " stored_at=VALUES(stored_at), stalled_s=VALUES(stalled_s), longest_stall_s=VALUES(longest_stall_s),"
             " overrun_s=VALUES(overrun_s), quality_flags=VALUES(quality_flags), quiesce_s=VALUES(quiesce_s),"
             " build=VALUES(build), build_version=VALUES(build_version), server_sha256=VALUES(server_sha256),"
-            " malloc=VALUES(malloc)",
+            " malloc=VALUES(malloc), " + _FIGURES_UPDATE,
             (
                 result.run_id, result.campaign_id, result.cell.target, result.cell.workload, result.cell.threads,
                 result.repetition, result.status, result.measured_s, result.totals.transactions, result.totals.queries,
@@ -421,6 +432,7 @@ class Store(PartStore):
                 quality["stalled_s"], quality["longest_stall_s"], quality["overrun_s"], quality["quality_flags"],
                 result.quiesce.waited_s if result.quiesce is not None else None,
                 result.server.build, result.server.build_version, result.server.server_sha256, result.server.malloc,
+                *RunFigures.columns(result)[3:],
             ),
         )
         self._store_series(result, now)
@@ -470,12 +482,16 @@ class Store(PartStore):
             )
 
     def rewrite_series(self, campaign_id: str) -> int:
-        """Write result_series again from a campaign's stored results (migration 11 backfills only
-        the results kept as plain JSON; compressed ones come through here); how many results."""
+        """Write result_series and the figure columns again from a campaign's stored results
+        (migration 11 backfills only the results kept as plain JSON, migration 16 none; the
+        others come through here); how many results."""
         rows = self._rows("SELECT run_id, stored_at, result_json, result_z FROM results WHERE campaign_id=%s",
                           (campaign_id,))
         for run_id, stored_at, text, packed in rows:
-            self._store_series(_decode_stored(run_id, text, packed), float(stored_at))
+            result = _decode_stored(run_id, text, packed)
+            self._store_series(result, float(stored_at))
+            self._execute(f"UPDATE results SET {_FIGURES_ASSIGN} WHERE run_id=%s",
+                          RunFigures.columns(result)[3:] + (run_id,))
         return len(rows)
 
     def save_cell_stats(self, rows: Sequence[CellStatRow], now: float | None = None) -> None:
@@ -491,12 +507,18 @@ class Store(PartStore):
             many=[tuple(getattr(r, c) for c in CELL_STAT_COLUMNS) + (at,) for r in rows],
         )
 
-    def cell_stats(self, campaign_id: str) -> list[CellStatRow]:
-        """The stored per-cell statistics of a campaign."""
+    def cell_stats(self, campaign_id: str, *, metric: str | None = None, workload: str | None = None,
+                   threads: int | None = None) -> list[CellStatRow]:
+        """The stored per-cell statistics of a campaign (of one metric, workload, thread count when given)."""
+        where, params = "campaign_id=%s", [campaign_id]
+        for column, value in (("metric", metric), ("workload", workload), ("threads", threads)):
+            if value is not None:
+                where += f" AND {column}=%s"
+                params.append(value)
         return [CellStatRow(*[bool(v) if c in ("higher_is_better", "high_cv", "collapsed") else v
                               for c, v in zip(CELL_STAT_COLUMNS, r)])
-                for r in self._rows(f"SELECT {', '.join(CELL_STAT_COLUMNS)} FROM cell_stats WHERE campaign_id=%s"
-                                    " ORDER BY metric, workload, threads, target", (campaign_id,))]
+                for r in self._rows(f"SELECT {', '.join(CELL_STAT_COLUMNS)} FROM cell_stats WHERE {where}"
+                                    " ORDER BY metric, workload, threads, target", params)]
 
     # -- export / import -------------------------------------------------------------------
     def export_campaign(self, ref: str) -> CampaignExport | None:
@@ -564,15 +586,29 @@ class Store(PartStore):
         else:
             self._execute("UPDATE campaigns SET state='running' WHERE campaign_id=%s AND state='submitted'", (campaign_id,))
 
-    def results(self, campaign_id: str, workload: str | None = None) -> list[ResultRow]:
-        """The columns of every result of a campaign, or of one of its workloads (no whole
-        results: see ``stored_results``)."""
+    def results(self, campaign_id: str, workload: str | None = None,
+                targets: Sequence[str] | None = None, *, or_threads: int | None = None,
+                figures: bool = False) -> list[ResultRow]:
+        """The columns of every result of a campaign, or of one of its workloads, or of some of
+        its targets in one workload, and then of every target at ``or_threads`` too (no whole
+        results: see ``stored_results``); with ``figures``, each row's figures too (None for a
+        row stored before schema 16 and not backfilled)."""
         where, params = ("campaign_id=%s", (campaign_id,)) if workload is None else \
             ("campaign_id=%s AND workload=%s", (campaign_id, workload))
+        if targets is not None:
+            where += " AND (target IN (" + ",".join(["%s"] * len(targets)) + ")"
+            params = (*params, *targets)
+            if or_threads is not None:
+                where += " OR threads=%s"
+                params = (*params, or_threads)
+            where += ")"
+        n = len(COLUMNS)
+        extra = ", " + ", ".join(FIGURE_COLUMNS) if figures else ""
         return [
-            ResultRow.from_columns(r)
+            ResultRow.from_columns(r[:n], RunFigures.from_columns(r[n:]) if figures else None)
             for r in self._rows(
-                f"SELECT {_ROW_SELECT} FROM results WHERE {where} ORDER BY workload, threads, target, repetition",
+                f"SELECT {_ROW_SELECT}{extra} FROM results WHERE {where}"
+                " ORDER BY workload, threads, target, repetition",
                 params,
             )
         ]
@@ -593,11 +629,19 @@ class Store(PartStore):
             " WHERE campaign_id=%s AND status='ok' ORDER BY target", (campaign_id,))
         return [TargetBuild(*r) for r in rows]
 
-    def stored_results(self, campaign_id: str) -> list[RunResult]:
-        """Every whole stored result of a campaign, decoded, for reports that need series,
-        histograms or the server report beyond the result columns."""
-        return [_decode_stored(run_id, text, packed) for run_id, text, packed in self._rows(
-            "SELECT run_id, result_json, result_z FROM results WHERE campaign_id=%s", (campaign_id,))]
+    def stored_results(self, campaign_id: str, run_ids: Sequence[str] | None = None) -> list[RunResult]:
+        """Every whole stored result of a campaign (or those of ``run_ids``), decoded, for reports
+        that need series, histograms or the server report beyond the result columns."""
+        if run_ids is None:
+            return [_decode_stored(run_id, text, packed) for run_id, text, packed in self._rows(
+                "SELECT run_id, result_json, result_z FROM results WHERE campaign_id=%s", (campaign_id,))]
+        out, ids = [], list(run_ids)
+        for first in range(0, len(ids), IDS_PER_SELECT):
+            chunk = ids[first:first + IDS_PER_SELECT]
+            out.extend(_decode_stored(run_id, text, packed) for run_id, text, packed in self._rows(
+                "SELECT run_id, result_json, result_z FROM results WHERE campaign_id=%s AND run_id IN ("
+                + ",".join(["%s"] * len(chunk)) + ")", (campaign_id, *chunk)))
+        return out
 
     def cell_history(self, target: str, workload: str, threads: int, *, with_results: bool = False) -> list[HistoryEntry]:
         """One cell's results across every campaign, oldest campaign first; with the whole

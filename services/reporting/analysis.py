@@ -8,6 +8,7 @@ tests from literals; nothing here imports the store, pika or mysql.connector.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,11 +22,11 @@ from services.reporting.stalls import StalledRun, mark_stalls
 from services.reporting.stats import describe, welch_from_stats
 from services.reporting.tables import (
     MARK_COLLAPSE,
-    Measurement,
+    CellRuns,
     Mode,
     Table,
     TableSpec,
-    build_table,
+    table_of_cells,
 )
 
 
@@ -43,6 +44,19 @@ class CampaignData:
     settings: Mapping[str, Any] = field(default_factory=dict)
     runs: tuple[ResultRow, ...] = ()
     created_at: float = 0.0
+
+    @functools.cached_property
+    def by_cell(self) -> dict[tuple[str, str, int], tuple[ResultRow, ...]]:
+        """The runs of the campaign's targets and workloads per cell (target, workload, threads)
+        in repetition order, one per repetition (the last read wins, as a table keeps it): the
+        grouping every table of a report shares."""
+        targets, workloads = set(self.targets), set(self.workloads)
+        runs = {(r.target, r.workload, r.threads, r.repetition): r for r in self.runs
+                if r.target in targets and r.workload in workloads}
+        out: dict[tuple[str, str, int], list[ResultRow]] = defaultdict(list)
+        for key in sorted(runs):
+            out[key[:3]].append(runs[key])
+        return {key: tuple(rows) for key, rows in out.items()}
 
 
 @dataclass(frozen=True)
@@ -76,11 +90,22 @@ class CollapseFinding:
 HIT_RATIOS = ("key_cache_hit_ratio", "buffer_pool_hit_ratio")
 
 
-def measurements(data: CampaignData, m: mc.Metric) -> list[Measurement]:
-    return [
-        Measurement(r.target, r.workload, r.threads, r.repetition, mc.row_value(m, r), failed=r.status != "ok")
-        for r in data.runs
-    ]
+def cell_runs(data: CampaignData, m: mc.Metric) -> dict[tuple[str, str, int], CellRuns]:
+    """Each cell's runs for metric ``m``, as ``tables.group_cells`` groups measurements, from the
+    grouping the campaign's tables share."""
+    out = {}
+    for key, rows in data.by_cell.items():
+        values, failed, unrecorded = [], 0, 0
+        for r in rows:
+            v = mc.row_value(m, r)
+            if r.status != "ok" or (v is not None and math.isnan(v)):
+                failed += 1
+            elif v is None:
+                unrecorded += 1
+            else:
+                values.append(v)
+        out[key] = CellRuns(tuple(values), failed, len(rows), unrecorded)
+    return out
 
 
 def _has_values(data: CampaignData, m: mc.Metric) -> bool:
@@ -88,7 +113,8 @@ def _has_values(data: CampaignData, m: mc.Metric) -> bool:
 
 
 def build(data: CampaignData, m: mc.Metric, mode: Mode, opts: ReportOptions,
-          collapsed: Sequence[CollapseFinding] = (), stalled: Sequence[StalledRun] = ()) -> Table:
+          collapsed: Sequence[CollapseFinding] = (), stalled: Sequence[StalledRun] = (),
+          cells: Mapping[tuple[str, str, int], CellRuns] | None = None) -> Table:
     """One table of ``data`` for metric ``m``; a single-target campaign is always absolute."""
     shape: Mode = mode if len(data.targets) > 1 else "absolute"
     spec = TableSpec(
@@ -99,7 +125,7 @@ def build(data: CampaignData, m: mc.Metric, mode: Mode, opts: ReportOptions,
         # matter; throughput keeps the seeds' whole q/s.
         decimals=None if m.key in ("qps", "tps") or shape != "absolute" else 4 if m.key in HIT_RATIOS else 2,
     )
-    table = build_table(measurements(data, m), spec)
+    table = table_of_cells(cell_runs(data, m) if cells is None else cells, spec)
     if m.key in ("qps", "tps") and collapsed:
         table = mark_collapse(table, collapsed)
     # Every metric of a stalled run is off (latency, CPU, status per transaction), not only q/s.
@@ -160,13 +186,12 @@ def collapse_lines(found: Sequence[CollapseFinding], fraction: float) -> list[st
 def report_metrics(data: CampaignData) -> list[mc.Metric]:
     """Every metric this campaign recorded: throughput, latency, CPU and each status delta."""
     out = [mc.BUILTIN[k] for k in ("qps", "tps", "p95_ms", "p99_ms")]
-    results = [r.result for r in data.runs if r.result is not None]
-    if not results:
+    if not any(r.figures is not None for r in data.runs):
         return out
     for key in ("p50_ms", *mc.WORK_FIELDS):
         if _has_values(data, mc.BUILTIN[key]):
             out.append(mc.BUILTIN[key])
-    out.extend(mc.metric(mc.STATUS_PREFIX + name) for name in mc.available_status(results))
+    out.extend(mc.metric(mc.STATUS_PREFIX + name) for name in mc.available_status(data.runs))
     return out
 
 
@@ -175,11 +200,13 @@ def all_tables(data: CampaignData, main: mc.Metric, mode: Mode, opts: ReportOpti
     """The chosen table first, then absolute values of every recorded metric (the HTML, JSON
     and ODS reports carry them all)."""
     shape = mode if len(data.targets) > 1 else "absolute"
+    main_cells = cell_runs(data, main)  # shared with its absolute table, statistics and all
     out = [NamedTable(f"{main.key}_{shape}", f"{main.description} ({shape})", main,
-                      build(data, main, mode, opts, collapsed, stalled))]
+                      build(data, main, mode, opts, collapsed, stalled, main_cells))]
     for m in report_metrics(data):
         if m.key == main.key and shape == "absolute":
             continue
         out.append(NamedTable(f"{m.key}_absolute", f"{m.description} (absolute)", m,
-                              build(data, m, "absolute", opts, collapsed, stalled)))
+                              build(data, m, "absolute", opts, collapsed, stalled,
+                                    main_cells if m.key == main.key else None)))
     return out

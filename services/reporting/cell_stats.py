@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from typing import Mapping
+
 from services.common.results import CellStatRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, collapse_findings
@@ -34,10 +35,19 @@ def _f(x: float | None) -> float | None:
 
 
 def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions(),
-                   unstored_failures: Mapping[tuple[str, str, int], int] | None = None) -> list[CellStatRow]:
+                   unstored_failures: Mapping[tuple[str, str, int], int] | None = None, *,
+                   known_collapse: Mapping[tuple[str, str, int], CellStatRow] | None = None) -> list[CellStatRow]:
     """Every (metric, workload, threads, target) cell of ``data`` that has runs; a cell's failed
-    count adds ``unstored_failures`` (runs failed with no result: dead-lettered or reaped)."""
-    collapsed = {(f.target, f.workload, f.threads): f for f in collapse_findings(data, opts)}
+    count adds ``unstored_failures`` (runs failed with no result: dead-lettered or reaped).
+    ``known_collapse`` gives the stored q/s row of cells whose collapse ``data`` cannot tell
+    (their target's other thread counts were not read): their collapse is taken from it."""
+    # Collapsed cells and their ratio (None where it is not finite).
+    collapsed = {(f.target, f.workload, f.threads): _f(f.ratio) for f in collapse_findings(data, opts)}
+    for cell, stored in (known_collapse or {}).items():
+        if stored.collapsed:
+            collapsed[cell] = stored.collapse_ratio
+        else:
+            collapsed.pop(cell, None)
     out: list[CellStatRow] = []
     for key in STORED_METRICS:
         m = mc.BUILTIN[key]
@@ -62,7 +72,7 @@ def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions(),
                                   higher_is_better=m.higher_is_better)
                     if own is not None and base is not None and target != data.baseline else None)
             high_cv = bool(own and own.high_cv(opts.cv_threshold)) or bool(comp and comp.high_cv(opts.cv_threshold))
-            col = collapsed.get(cell) if key in ("qps", "tps") else None
+            col = key in ("qps", "tps") and cell in collapsed
             # As in the tables: a target without a baseline cell to compare with cannot be tested.
             untested = own is not None and target != data.baseline
             mark = _VERDICT_MARK[comp.verdict] if comp else (MARK_UNTESTED if untested else "")
@@ -80,6 +90,6 @@ def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions(),
                 ci_high=_f(own.ci_high) if own else None, ratio=_f(comp.ratio) if comp else None,
                 ratio_low=_f(comp.ratio_low) if comp else None, ratio_high=_f(comp.ratio_high) if comp else None,
                 p_value=_f(comp.test.p) if comp else None, verdict=comp.verdict if comp else None, mark=mark,
-                high_cv=high_cv, collapsed=col is not None, collapse_ratio=_f(col.ratio) if col else None,
+                high_cv=high_cv, collapsed=col, collapse_ratio=collapsed[cell] if col else None,
                 stalled_runs=stalled, alpha=opts.alpha, min_effect=opts.min_effect))
     return out

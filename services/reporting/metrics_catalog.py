@@ -105,17 +105,31 @@ def value(m: Metric, result: RunResult) -> float | None:
 
 def row_value(m: Metric, row: ResultRow) -> float | None:
     """The metric's value for one result row: from its columns when the metric is one, else from
-    its whole result (None when the row was read without it)."""
+    its figures (read from the figure columns or the whole result; None when read without them)."""
     if row.status != "ok":
         return None
     if m.column:
         return float(getattr(row, m.key))
-    return value(m, row.result) if row.result is not None else None
+    f = row.figures
+    if f is None:
+        return value(m, row.result) if row.result is not None else None
+    # As ``value`` reads a whole result, from the few figures a row keeps of it.
+    if m.key == "p50_ms":
+        return f.p50_ms
+    if m.key == "max_ms":
+        return float(row.max_ms)
+    if m.key in WORK_FIELDS:
+        return getattr(f.work, WORK_FIELDS[m.key])
+    if m.key.startswith(STATUS_PREFIX):
+        delta = f.status_deltas.get(m.key[len(STATUS_PREFIX):])
+        return delta / f.transactions if delta is not None and f.transactions else None
+    return None
 
 
-def available_status(results: Iterable[RunResult]) -> list[str]:
-    """Status variable names recorded by any of the results, sorted, for the report's metric list."""
+def available_status(rows: Iterable[ResultRow]) -> list[str]:
+    """Status variable names recorded by any of the rows' results, sorted, for the report's metric list."""
     names: set[str] = set()
-    for r in results:
-        names.update(r.server.status_deltas)
+    for r in rows:
+        if r.figures is not None:
+            names.update(r.figures.status_deltas)
     return sorted(names)

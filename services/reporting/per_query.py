@@ -2,7 +2,7 @@
 disk KB per transaction and hit ratios (mean, min and max over the repetitions), as the HTML
 report's section of one small table per cell.
 
-Pure: reads the whole stored results a CampaignData carries. A figure no run of the cell
+Pure: reads the runs' figures a CampaignData carries (figure columns or whole results). A figure no run of the cell
 recorded says why (a dsn target has no server process on the worker; a cache nobody asked
 anything of has no hit ratio) instead of showing 0.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import fmean
 
-from services.common.messages import RunResult
+from services.common.run_figures import RunFigures
 from services.reporting.analysis import CampaignData
 
 #: (ServerWork field, label, measured from the server's process on the worker): the rows of a cell's table.
@@ -58,15 +58,15 @@ class CellWork:
     figures: tuple[Figure, ...]
 
 
-def _absent(key: str, process: bool, results: list[RunResult]) -> str:
-    if process and results and all(r.server.kind == "dsn" for r in results):
+def _absent(key: str, process: bool, results: list[RunFigures]) -> str:
+    if process and results and all(r.kind == "dsn" for r in results):
         return ABSENT_DSN
-    if key in RATIOS and any(r.server.status_deltas for r in results):
+    if key in RATIOS and any(r.status_deltas for r in results):
         return ABSENT_NO_REQUESTS
     return ABSENT
 
 
-def _figure(key: str, label: str, process: bool, results: list[RunResult]) -> Figure:
+def _figure(key: str, label: str, process: bool, results: list[RunFigures]) -> Figure:
     values = [v for v in (getattr(r.work, key) for r in results) if v is not None]
     if not values:
         return Figure(key, label, None, None, None, 0, _absent(key, process, results))
@@ -75,10 +75,10 @@ def _figure(key: str, label: str, process: bool, results: list[RunResult]) -> Fi
 
 def cell_work(data: CampaignData) -> list[CellWork]:
     """One CellWork per cell with a successful run, in the tables' order (workload, threads, target)."""
-    by_cell: dict[tuple[str, str, int], list[RunResult]] = {}
+    by_cell: dict[tuple[str, str, int], list[RunFigures]] = {}
     for r in data.runs:
-        if r.status == "ok" and r.result is not None:
-            by_cell.setdefault((r.target, r.workload, r.threads), []).append(r.result)
+        if r.status == "ok" and r.figures is not None:
+            by_cell.setdefault((r.target, r.workload, r.threads), []).append(r.figures)
     out = []
     for workload in data.workloads:
         for threads in data.threads:
@@ -86,7 +86,7 @@ def cell_work(data: CampaignData) -> list[CellWork]:
                 results = by_cell.get((target, workload, threads))
                 if not results:
                     continue
-                kinds = {r.server.kind for r in results}
+                kinds = {r.kind for r in results}
                 out.append(CellWork(target, workload, threads, kinds.pop() if len(kinds) == 1 else None,
                                     len(results), tuple(_figure(k, label, p, results) for k, label, p in FIGURES)))
     return out

@@ -7,10 +7,11 @@ Markdown, CSV and the settings block live in ``render.formats``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Iterable, Literal, Mapping
 
 from services.reporting.stats import (
     DEFAULT_ALPHA,
@@ -145,8 +146,24 @@ class Table:
         return any(cell.value is None for row in self.rows for cell in row.cells)
 
 
-def build_table(measurements: Iterable[Measurement], spec: TableSpec) -> Table:
-    """Group measurements into cells, compare each target with the baseline and lay out rows."""
+@dataclass(frozen=True)
+class CellRuns:
+    """One cell's runs for one metric: the values of its successful runs in repetition order,
+    its failed runs (left out), all its runs, and successful runs that did not record the metric."""
+
+    values: tuple[float, ...]
+    failed: int = 0
+    total: int = 0
+    unrecorded: int = 0
+
+    @functools.cached_property
+    def stats(self) -> CellStats | None:
+        """The values' summary, computed once however many tables show the cell (None: no values)."""
+        return describe(self.values) if self.values else None
+
+
+def group_cells(measurements: Iterable[Measurement], spec: TableSpec) -> dict[tuple[str, str, int], CellRuns]:
+    """Measurements of the spec's targets and workloads grouped into cells (target, workload, threads)."""
     # Keyed by repetition so a redelivered result replaces, never doubles, its run.
     runs: dict[tuple[str, str, int, int], Measurement] = {}
     for m in measurements:
@@ -155,31 +172,45 @@ def build_table(measurements: Iterable[Measurement], spec: TableSpec) -> Table:
     values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     failures: dict[tuple[str, str, int], int] = defaultdict(int)
     totals: dict[tuple[str, str, int], int] = defaultdict(int)
-    unrecorded = 0
+    unrecorded: dict[tuple[str, str, int], int] = defaultdict(int)
     for (target, workload, threads, _), m in sorted(runs.items()):
         key = (target, workload, threads)
         totals[key] += 1
         if m.failed or (m.value is not None and math.isnan(m.value)):
             failures[key] += 1
         elif m.value is None:
-            unrecorded += 1
+            unrecorded[key] += 1
         else:
             values[key].append(m.value)
-    threads = spec.threads or tuple(sorted({k[2] for k in totals}))
-    summaries = {key: describe(vals) for key, vals in values.items()}
+    return {key: CellRuns(tuple(values.get(key, ())), failures.get(key, 0), n, unrecorded.get(key, 0))
+            for key, n in totals.items()}
+
+
+def build_table(measurements: Iterable[Measurement], spec: TableSpec) -> Table:
+    """Group measurements into cells, compare each target with the baseline and lay out rows."""
+    return table_of_cells(group_cells(measurements, spec), spec)
+
+
+def table_of_cells(cells: Mapping[tuple[str, str, int], CellRuns], spec: TableSpec) -> Table:
+    """The table of cells already grouped (only the spec's targets and workloads): tables of one
+    metric share the cells, and with them each cell's statistics."""
+    threads = spec.threads or tuple(sorted({k[2] for k in cells}))
+    summaries = {key: c.stats for key, c in cells.items() if c.values}
+    failures = {key: c.failed for key, c in cells.items() if c.failed}
 
     rows = []
     for workload in spec.workloads:
         for target in spec.row_targets:
-            cells = tuple(_cell(spec, summaries, failures, target, workload, t) for t in threads)
-            rows.append(Row(workload, target, _row_label(spec, workload, target), cells))
+            row_cells = tuple(_cell(spec, summaries, failures, target, workload, t) for t in threads)
+            rows.append(Row(workload, target, _row_label(spec, workload, target), row_cells))
     failed = tuple(
-        FailedRuns(*key, n, totals[key])
+        FailedRuns(*key, n, cells[key].total)
         for key, n in sorted(
             failures.items(),
             key=lambda kv: (spec.workloads.index(kv[0][1]), spec.targets.index(kv[0][0]), kv[0][2]),
         )
     )
+    unrecorded = sum(c.unrecorded for c in cells.values())
     return Table(spec, tuple(threads), tuple(rows), failed, _places(spec, rows), unrecorded)
 
 

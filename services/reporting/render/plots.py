@@ -77,8 +77,8 @@ def latency_vs_threads(data: CampaignData) -> Plot:
     by_cell: dict[tuple[str, str, int, str], list[float]] = defaultdict(list)
     for r in _ok(data.runs):
         for key in styles:
-            # Without the whole result only p95/p99 are known (result columns); p50 is then missing.
-            v = getattr(r.result.latency, key) if r.result is not None else getattr(r, key, None)
+            # p95/p99 are result columns; p50 comes with the figures (missing when read without them).
+            v = (r.figures.p50_ms if r.figures is not None else None) if key == "p50_ms" else getattr(r, key)
             if v is not None and v > 0:
                 by_cell[(r.target, r.workload, r.threads, key)].append(float(v))
     panels = []
@@ -97,29 +97,42 @@ def latency_vs_threads(data: CampaignData) -> Plot:
                 "p99 solid)", figure(panels, title="latency vs threads"))
 
 
+def series_runs(data: CampaignData, workload: str) -> tuple[list[ResultRow], int]:
+    """The runs of ``workload`` whose per-second series its time plot draws (at most
+    MAX_SERIES_PER_CELL per target and thread count, lowest repetitions first), and how many more
+    runs with a series it leaves out. Decided from the figures alone, so the loader decodes the
+    whole results of these runs only."""
+    order = {t: i for i, t in enumerate(data.targets)}
+    panels = set(data.threads)
+    runs = sorted((r for r in _ok(data.runs) if r.workload == workload and r.threads in panels
+                   and r.figures is not None and r.figures.series_seconds > 0),
+                  key=lambda r: (r.threads, order.get(r.target, 0), r.repetition))
+    shown: dict[tuple[int, str], int] = defaultdict(int)
+    drawn, skipped = [], 0
+    for r in runs:
+        if shown[(r.threads, r.target)] >= MAX_SERIES_PER_CELL:
+            skipped += 1
+            continue
+        shown[(r.threads, r.target)] += 1
+        drawn.append(r)
+    return drawn, skipped
+
+
 def throughput_over_time(data: CampaignData, workload: str) -> Plot:
     """Per-second q/s of each run after warm-up, one panel per thread count, coloured by target."""
     colors = _colors(data.targets)
-    runs = sorted((r for r in _ok(data.runs) if r.workload == workload and r.result is not None),
-                  key=lambda r: (r.threads, data.targets.index(r.target) if r.target in data.targets else 0,
-                                 r.repetition))
-    skipped = 0
+    drawn, skipped = series_runs(data, workload)
+    by_threads: dict[int, list[ResultRow]] = defaultdict(list)
+    for r in drawn:
+        by_threads[r.threads].append(r)
     panels = []
     for threads in data.threads:
-        shown: dict[str, int] = defaultdict(int)
         lines = []
-        for r in runs:
-            if r.threads != threads:
-                continue
-            series = r.result.series.queries if r.result is not None else []
-            if not series:
-                continue
-            if shown[r.target] >= MAX_SERIES_PER_CELL:
-                skipped += 1
-                continue
-            shown[r.target] += 1
-            lines.append(Line([(float(i), float(q)) for i, q in enumerate(series, 1)], colors.get(r.target, "#000"),
-                              markers=False, width=1.0))
+        for r in by_threads.get(threads, ()):
+            if r.result is None:
+                raise ValueError(f"run {r.run_id}: its series is drawn but its whole result was not read")
+            lines.append(Line([(float(i), float(q)) for i, q in enumerate(r.result.series.queries, 1)],
+                              colors.get(r.target, "#000"), markers=False, width=1.0))
         panels.append(Panel(f"{threads} threads", lines, Axis("linear", (), "second after warm-up"),
                             Axis("linear", (), "q/s", zero=True), _legend(colors) if not panels else ()))
     note = (f"{skipped} more runs not drawn (at most {MAX_SERIES_PER_CELL} per target and thread count)"

@@ -1,0 +1,113 @@
+"""The full reports' fast path against a real results DB: the figure columns (schema 16) give the
+same HTML, JSON and ODS as every whole result decoded, also for rows stored before the columns
+existed (read whole, then backfilled by `collector stats`), and the cell_stats refresh after each
+result leaves the rows a whole refresh writes."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+
+import mysql.connector
+import pytest
+
+from services.collector.statistics import refresh_cell_stats
+from services.common.store import Store
+from services.reporting.cell_stats import cell_stat_rows
+from services.reporting.load import load, load_for
+from services.reporting.render import html as html_module
+from services.reporting.render.exports import render_json, render_ods
+from services.reporting.report import ReportOptions, analyse, render_html_report
+from services.scheduler.plan import run_specs
+from tests.unit.report_sample import CAMPAIGN_ID, REPEAT, TARGETS, THREADS, WORKLOADS, sample_results
+from bench.synthetic import synthetic_spec
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def results_db(mariadb_params, settings, monkeypatch):
+    """Settings pointing at a results DB of its own, dropped afterwards; a fixed rendering time."""
+    monkeypatch.setattr(html_module.time, "strftime", lambda fmt, *a: "2026-01-01 00:00:00 UTC")
+    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
+    yield s
+    conn = mysql.connector.connect(**mariadb_params)
+    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
+    conn.close()
+
+
+def _store(store: Store) -> None:
+    spec = synthetic_spec("sample", TARGETS, WORKLOADS, THREADS, REPEAT, duration=12, warmup=2)
+    store.record_campaign(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
+    for r in sample_results():
+        store.store_result(r)
+
+
+def _reports(store: Store) -> tuple[str, str, str, bytes]:
+    """The HTML of the fast path, and the HTML, JSON and ODS from every whole result."""
+    html = ReportOptions(fmt="html")
+    fast = render_html_report(analyse(load_for(store, CAMPAIGN_ID, html), html))
+    whole = load(store, CAMPAIGN_ID, with_results=True)
+    return (fast, render_html_report(analyse(whole, html)), render_json(analyse(whole, ReportOptions(fmt="json"))),
+            render_ods(analyse(whole, ReportOptions(fmt="ods"))))
+
+
+def test_full_reports_from_figure_columns_equal_those_from_whole_results(results_db):
+    """HTML, JSON and ODS read through the figure columns equal those read from every whole result,
+    for results stored with the columns and for results stored before them."""
+    with Store(results_db) as store:
+        _store(store)
+        fast, html, js, ods = _reports(store)
+        assert fast == html
+        for fmt, expected in (("json", js), ("ods", ods)):
+            opts = ReportOptions(fmt=fmt)
+            got = analyse(load_for(store, CAMPAIGN_ID, opts), opts)
+            assert (render_json(got) if fmt == "json" else render_ods(got)) == expected, fmt
+        # Rows stored before schema 16 have no figures: the report reads their whole results.
+        store._execute("UPDATE results SET series_seconds=NULL, status_deltas_json=NULL WHERE campaign_id=%s",
+                       (CAMPAIGN_ID,))
+        assert {r.figures for r in store.results(CAMPAIGN_ID, figures=True)} == {None}
+        assert render_html_report(analyse(load_for(store, CAMPAIGN_ID, ReportOptions(fmt="html")),
+                                          ReportOptions(fmt="html"))) == html
+        # `collector stats` fills them in.
+        store.rewrite_series(CAMPAIGN_ID)
+        assert all(r.figures is not None for r in store.results(CAMPAIGN_ID, figures=True))
+        assert _reports(store)[0] == html
+
+
+def test_cell_stats_refreshed_after_each_result_equal_a_whole_refresh(results_db):
+    """After every stored result, the collector's refresh of the cells it changes leaves cell_stats
+    as a refresh of the whole campaign computes it (collapse, stalls and ratios included)."""
+    def key(r):
+        return (r.metric, r.workload, r.threads, r.target)
+
+    spec = synthetic_spec("sample", TARGETS, WORKLOADS, THREADS, REPEAT, duration=12, warmup=2)
+    with Store(results_db) as store:
+        store.record_campaign(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
+        for r in sample_results():
+            store.store_result(r)
+            refresh_cell_stats(store, CAMPAIGN_ID, r.cell.workload, cell=r.cell)
+            whole = cell_stat_rows(load(store, CAMPAIGN_ID, with_results=False))
+            assert sorted(store.cell_stats(CAMPAIGN_ID), key=key) == sorted(whole, key=key), r.run_id
+        after_each = store.cell_stats(CAMPAIGN_ID)
+        assert len(after_each) == 4 * len(TARGETS) * len(WORKLOADS) * len(THREADS)
+        assert any(r.collapsed for r in after_each) and any(r.stalled_runs for r in after_each)
+
+
+def test_a_baseline_result_after_results_stored_without_statistics_reads_the_whole_workload(results_db):
+    """Results stored with no cell_stats (a campaign older than the table): a baseline result's
+    refresh still writes the other targets' rows at its thread count with their collapse."""
+    spec = synthetic_spec("sample", TARGETS, WORKLOADS, THREADS, REPEAT, duration=12, warmup=2)
+    results = sample_results()
+    last_baseline = next(r for r in reversed(results) if r.cell.target == TARGETS[0] and r.cell.threads == THREADS[-1])
+    with Store(results_db) as store:
+        store.record_campaign(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
+        for r in results:
+            store.store_result(r)
+        refresh_cell_stats(store, CAMPAIGN_ID, last_baseline.cell.workload, cell=last_baseline.cell)
+        written = store.cell_stats(CAMPAIGN_ID, workload=last_baseline.cell.workload, threads=THREADS[-1])
+        whole = [s for s in cell_stat_rows(load(store, CAMPAIGN_ID, with_results=False))
+                 if s.workload == last_baseline.cell.workload and s.threads == THREADS[-1]]
+        key = lambda s: (s.metric, s.target)  # noqa: E731
+        assert sorted(written, key=key) == sorted(whole, key=key)
+        assert any(s.collapsed for s in written)
