@@ -1,0 +1,91 @@
+"""bench/soak explains each failed run: its attempts from the logs, the fault beside each, and
+whether the faults account for the failure (literal log lines and faults, no fleet)."""
+
+from __future__ import annotations
+
+import json
+
+from bench.soak_explain import Fault, FailedRun, attempt_windows, explain, run_events
+
+RUN = "c1.M.oltp_point_select.t1.r3"
+T0 = 1_764_565_200.0  # 2025-12-01T05:00:00Z
+
+
+def line(offset_s: float, event: str, **fields: object) -> str:
+    stamp = f"2025-12-01T05:{int(offset_s // 60):02d}:{offset_s % 60:06.3f}Z"
+    return json.dumps({"run_id": RUN, "event": event, "timestamp": stamp, **fields})
+
+
+def failed(attempts: int = 3, error: str = "MySQL error 2013: Lost connection") -> FailedRun:
+    return FailedRun(RUN, attempts, "soak-w1", T0 + 200, T0 + 205, error)
+
+
+def test_attempts_come_from_the_worker_logs_in_order():
+    """Each run_started opens an attempt, closed by that worker's failure or finish line."""
+    w1 = [line(10, "run_started", attempt=1), line(20, "run_attempt_failed", attempt=1, error="lost"),
+          line(200, "run_started", attempt=3), line(205, "run_finished", status="failed", error="lost again")]
+    w2 = [line(100, "run_started", attempt=2), line(110, "run_attempt_failed", attempt=2, error="gone"),
+          '{"event": "run_started", "timestamp": "2025-12-01T05:00:01Z"}', "not json"]
+    events = run_events("worker1", w1)[RUN] + run_events("worker2", w2)[RUN]
+    windows = attempt_windows(events)
+    assert [(w.attempt, w.source, w.outcome, w.error) for w in windows] == [
+        (1, "worker1", "failed, retried", "lost"), (2, "worker2", "failed, retried", "gone"),
+        (3, "worker1", "finished", "lost again")]
+    assert windows[1].start == T0 + 100 and windows[1].end == T0 + 110
+
+
+def test_a_fault_beside_every_failed_attempt_with_attempts_exhausted_is_expected():
+    """Three attempts, each cut by a target kill or a broker restart: the report says expected."""
+    events = run_events("worker1", [
+        line(10, "run_started", attempt=1), line(20, "run_attempt_failed", attempt=1, error="lost"),
+        line(100, "run_started", attempt=2), line(110, "run_attempt_failed", attempt=2, error="lost"),
+        line(200, "run_started", attempt=3), line(205, "run_finished", status="failed", error="lost")])[RUN]
+    faults = [Fault(T0 + 15, "target-kill", "SIGKILL managed target"), Fault(T0 + 90, "broker-restart", "3 s down"),
+              Fault(T0 + 204, "target-kill", "SIGKILL managed target")]
+    ok, lines = explain(failed(), events, faults, run_attempts=3, zero=T0)
+    assert ok, lines
+    assert lines[0] == f"{RUN}: 3 of 3 attempt(s), last on soak-w1: MySQL error 2013: Lost connection"
+    assert "fault broker-restart at   1.5 min: 3 s down" in lines[2]
+    assert lines[-1].endswith("expected: every failed attempt had a fault beside it, attempts exhausted")
+
+
+def test_a_failed_attempt_with_no_fault_near_it_is_unexplained():
+    """An attempt that failed a minute away from any fault is flagged for someone to look at."""
+    events = run_events("worker1", [
+        line(10, "run_started", attempt=1), line(20, "run_attempt_failed", attempt=1, error="lost"),
+        line(200, "run_started", attempt=2), line(205, "run_finished", status="failed", error="lost")])[RUN]
+    ok, lines = explain(failed(attempts=2), events, [Fault(T0 + 204, "target-kill", "x")], run_attempts=2, zero=T0)
+    assert not ok
+    assert "no fault near it" in lines[1]
+    assert lines[-1] == "    => UNEXPLAINED: 1 failed attempt(s) with no fault near"
+
+
+def test_a_run_failed_before_its_attempts_ran_out_is_unexplained():
+    """A fault beside its only attempt, yet stored failed after 1 of 3: a retry was skipped."""
+    events = run_events("worker2", [line(200, "run_started", attempt=1),
+                                    line(205, "run_finished", status="failed", error="lost")])[RUN]
+    ok, lines = explain(failed(attempts=1), events, [Fault(T0 + 203, "db-restart", "x")], run_attempts=3, zero=T0)
+    assert not ok
+    assert lines[-1] == "    => UNEXPLAINED: failed after 1 of 3 attempts"
+    assert "nearest fault to its end: db-restart at   3.4 min (-2 s): x" in lines[-2]
+
+
+def test_a_run_reaped_beside_a_worker_kill_is_expected():
+    """A worker killed mid-run whose run the collector reaped: ended by the collector, explained."""
+    events = (run_events("worker1", [line(10, "run_started", attempt=1)])[RUN]
+              + run_events("collector", [line(250, "run_reaped", reason="no result 240 s after it started")])[RUN])
+    ok, lines = explain(failed(attempts=1, error="no result"), events,
+                        [Fault(T0 + 12, "worker-kill", "SIGKILL worker1")], run_attempts=3, zero=T0)
+    assert ok, lines
+    assert "    run_reaped by collector at   4.2 min: no result 240 s after it started" in lines
+
+
+def test_a_restart_that_began_long_before_the_attempt_still_counts_while_it_lasts():
+    """A results DB down from 0:30 to 1:50: an attempt failing at 1:40 is beside it, although
+    the restart began more than a minute earlier."""
+    events = run_events("worker1", [line(95, "run_started", attempt=3),
+                                    line(100, "run_finished", status="failed", error="gone")])[RUN]
+    restart = Fault(T0 + 30, "db-restart", "results DB restarted (80 s down)", until=T0 + 110)
+    ok, lines = explain(failed(), events, [restart], run_attempts=3, zero=T0)
+    assert ok, lines
+    assert "fault db-restart at   0.5 min: results DB restarted (80 s down)" in lines[1]
