@@ -104,31 +104,34 @@ def run_events(source: str, lines: Iterable[str]) -> dict[str, list[LogEvent]]:
 
 
 def attempt_windows(events: list[LogEvent]) -> list[AttemptWindow]:
-    """A run's attempts from its events (any order): each run_started opens one, closed by the
-    last event of the same log before the next start; a window with no end event was cut short
-    (its worker killed, or the run taken back)."""
-    ordered = sorted(events, key=lambda e: e.at)
-    windows: list[AttemptWindow] = []
-    current: list[LogEvent] = []
-
-    def close() -> None:
-        if not current:
-            return
-        first = current[0]
-        ends = [e for e in current[1:] if e.source == first.source]
-        last = ends[-1] if ends else first
+    """A run's attempts from its events (any order), by start: each run_started opens one,
+    closed by the last event of the same log before that log's next start (two workers may
+    measure one run at once after a redelivery). An attempt with no end logged was cut short
+    (its worker killed, or the run taken back): it lasts until the run's next event elsewhere."""
+    by_source: dict[str, list[LogEvent]] = {}
+    for e in sorted(events, key=lambda e: e.at):
+        by_source.setdefault(e.source, []).append(e)
+    opened: list[tuple[LogEvent, LogEvent | None]] = []
+    for evs in by_source.values():
+        current: list[LogEvent] = []
+        for e in [*evs, None]:
+            if e is None or e.event == "run_started":
+                if current:
+                    opened.append((current[0], current[-1] if len(current) > 1 else None))
+                current = [e] if e is not None else []
+            elif current:
+                current.append(e)
+    opened.sort(key=lambda p: p[0].at)
+    windows = []
+    for first, last in opened:
+        if last is None:
+            later = [e.at for e in events if e.at > first.at]
+            windows.append(AttemptWindow(first.attempt, first.source, first.at, min(later, default=first.at),
+                                         "no end logged", None))
+            continue
         outcome = {"run_attempt_failed": "failed, retried", "run_finished": "finished", "run_crashed": "crashed",
-                   "run_requeued_on_shutdown": "handed back on shutdown"}.get(last.event, "no end logged")
-        windows.append(AttemptWindow(first.attempt, first.source, first.at, last.at, outcome,
-                                     last.error if last is not first else None))
-
-    for e in ordered:
-        if e.event == "run_started":
-            close()
-            current = [e]
-        elif current:
-            current.append(e)
-    close()
+                   "run_requeued_on_shutdown": "handed back on shutdown"}.get(last.event, last.event)
+        windows.append(AttemptWindow(first.attempt, first.source, first.at, last.at, outcome, last.error))
     return windows
 
 

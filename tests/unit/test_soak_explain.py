@@ -89,3 +89,17 @@ def test_a_restart_that_began_long_before_the_attempt_still_counts_while_it_last
     ok, lines = explain(failed(), events, [restart], run_attempts=3, zero=T0)
     assert ok, lines
     assert "fault db-restart at   0.5 min: results DB restarted (80 s down)" in lines[1]
+
+
+def test_two_workers_measuring_one_run_at_once_keep_their_own_attempts():
+    """After a broker restart the run is redelivered to the other worker while the first still
+    measures: each worker's finish closes its own attempt; a killed worker's attempt lasts
+    until the run is seen again (a restarted worker writes to the same log)."""
+    events = (run_events("worker2", [line(35, "run_started", attempt=1), line(61, "run_finished", status="ok")])[RUN]
+              + run_events("worker1", [line(56, "run_started", attempt=2), line(66, "run_finished", status="ok"),
+                                       line(120, "run_started", attempt=3)])[RUN]
+              + run_events("worker2", [line(130, "run_started", attempt=4)])[RUN])
+    windows = attempt_windows(events)
+    assert [(w.attempt, w.source, w.end - T0, w.outcome) for w in windows] == [
+        (1, "worker2", 61, "finished"), (2, "worker1", 66, "finished"), (3, "worker1", 130, "no end logged"),
+        (4, "worker2", 130, "no end logged")]
