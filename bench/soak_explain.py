@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 #: Seconds before an attempt's start in which a fault still counts as its cause: a restarted
 #: broker or DB, a killed target, is still coming back when the next attempt starts.
@@ -203,3 +203,27 @@ def explain(run: FailedRun, events: list[LogEvent], faults: list[Fault], *, run_
         verdict = "UNEXPLAINED: " + "; ".join(why)
     lines.append(f"    => {verdict}")
     return explained, lines
+
+
+def explain_all(rows: Sequence[Sequence[Any]], logs: Mapping[str, str], fault_log: Sequence[Sequence[Any]], *,
+                run_attempts: int, zero: float) -> tuple[int, list[str]]:
+    """The report's failed-runs part: ``rows`` are (run_id, attempts, worker, started_at, ended_at,
+    error) from the results DB, ``logs`` each kept log's text by service name, ``fault_log`` the
+    soak's (began, kind, what[, ended]). How many the faults do not explain, and the lines."""
+    events: dict[str, list[LogEvent]] = {}
+    for source, text in sorted(logs.items()):
+        for rid, evs in run_events(source, text.splitlines()).items():
+            events.setdefault(rid, []).extend(evs)
+    faults = [Fault(float(f[0]), str(f[1]), str(f[2]), float(f[3]) if len(f) > 3 else None) for f in fault_log]
+    unexplained = 0
+    out = [f"failed runs:      {len(rows)}"]
+    for rid, attempts, worker, started, ended, error in rows:
+        run = FailedRun(str(rid), int(attempts), None if worker is None else str(worker),
+                        None if started is None else float(started), None if ended is None else float(ended),
+                        None if error is None else str(error))
+        ok, lines = explain(run, events.get(run.run_id, []), faults, run_attempts=run_attempts, zero=zero)
+        unexplained += not ok
+        out.append("  - " + "\n".join(lines))
+    if rows:
+        out.append(f"failed runs the faults do not explain: {unexplained}")
+    return unexplained, out

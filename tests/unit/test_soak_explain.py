@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bench.soak_explain import Fault, FailedRun, attempt_windows, explain, run_events
+from bench.soak_explain import Fault, FailedRun, attempt_windows, explain, explain_all, run_events
 
 RUN = "c1.M.oltp_point_select.t1.r3"
 T0 = 1_764_565_200.0  # 2025-12-01T05:00:00Z
@@ -103,3 +103,21 @@ def test_two_workers_measuring_one_run_at_once_keep_their_own_attempts():
     assert [(w.attempt, w.source, w.end - T0, w.outcome) for w in windows] == [
         (1, "worker2", 61, "finished"), (2, "worker1", 66, "finished"), (3, "worker1", 130, "no end logged"),
         (4, "worker2", 130, "no end logged")]
+
+
+def test_the_report_part_lists_each_failed_run_and_counts_the_unexplained():
+    """From DB rows, kept logs and the soak's fault log (began, kind, what, ended): one block per
+    failed run and a count of those no fault explains."""
+    logs = {"worker1": "\n".join([line(200, "run_started", attempt=3),
+                                  line(205, "run_finished", status="failed", error="lost")]),
+            "collector": '{"event": "result_stored"}'}
+    rows = [(RUN, 3, "soak-w1", T0 + 200, T0 + 205, "MySQL error 2013: Lost connection"),
+            ("c1.D.oltp_point_select.t2.r1", 1, "soak-w2", T0 + 400, T0 + 409, "worker error: boom")]
+    unexplained, lines = explain_all(rows, logs, [(T0 + 203, "target-kill", "SIGKILL", T0 + 203)],
+                                     run_attempts=3, zero=T0)
+    assert unexplained == 1
+    assert lines[0] == "failed runs:      2"
+    assert lines[1].startswith(f"  - {RUN}: 3 of 3 attempt(s)") and lines[1].endswith("attempts exhausted")
+    assert lines[2].startswith("  - c1.D.oltp_point_select.t2.r1: 1 of 3 attempt(s), last on soak-w2: worker error: boom")
+    assert lines[2].endswith("=> UNEXPLAINED: 1 failed attempt(s) with no fault near; failed after 1 of 3 attempts")
+    assert lines[-1] == "failed runs the faults do not explain: 1"
