@@ -118,6 +118,7 @@ def test_the_report_part_lists_each_failed_run_and_counts_the_unexplained():
     assert unexplained == 1
     assert lines[0] == "failed runs:      2"
     assert lines[1].startswith(f"  - {RUN}: 3 of 3 attempt(s)") and lines[1].endswith("attempts exhausted")
-    assert lines[2].startswith("  - c1.D.oltp_point_select.t2.r1: 1 of 3 attempt(s), last on soak-w2: worker error: boom")
+    assert lines[2].startswith("  - c1.D.oltp_point_select.t2.r1: 1 of 3 attempt(s), last on soak-w2: "
+                               "worker error: boom")
     assert lines[2].endswith("=> UNEXPLAINED: 1 failed attempt(s) with no fault near; failed after 1 of 3 attempts")
     assert lines[-1] == "failed runs the faults do not explain: 1"
