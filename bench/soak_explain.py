@@ -20,6 +20,10 @@ FAULT_BEFORE_S = 30.0
 #: Seconds after an attempt's last sign of life in which a fault still counts (a worker killed
 #: mid-run writes nothing more; the reaper or a redelivery tells of it later).
 FAULT_AFTER_S = 5.0
+#: Faults that can make an attempt end *failed* (its measurement lost the target). The others
+#: only cut an attempt short (worker-kill, broker-restart: the run is redelivered) or touch the
+#: results side (DB, collector, poison), so a failed attempt beside one of them is no excuse.
+FAILING_KINDS = frozenset({"target-kill"})
 #: Log events that say something about one run, kept in its timeline.
 RUN_EVENTS = ("run_started", "run_attempt_failed", "run_finished", "run_crashed", "run_requeued_on_shutdown",
               "run_reaped", "run_failed_dead_lettered", "result_publish_retry", "run_already_done")
@@ -135,10 +139,11 @@ def attempt_windows(events: list[LogEvent]) -> list[AttemptWindow]:
     return windows
 
 
-def fault_near(faults: list[Fault], start: float, end: float) -> Fault | None:
-    """The fault that could have cut an attempt running from ``start`` to ``end`` short: one
-    inside it or just before/after it (see FAULT_BEFORE_S / FAULT_AFTER_S), the latest first."""
-    near = [f for f in faults if f.end >= start - FAULT_BEFORE_S and f.at <= end + FAULT_AFTER_S]
+def fault_near(faults: list[Fault], start: float, end: float, kinds: frozenset[str] | None = None) -> Fault | None:
+    """The fault (of ``kinds``, None: any) that could have cut an attempt running from ``start``
+    to ``end`` short: one inside it or just before/after it (FAULT_BEFORE_S / FAULT_AFTER_S), the latest."""
+    near = [f for f in faults if f.end >= start - FAULT_BEFORE_S and f.at <= end + FAULT_AFTER_S
+            and (kinds is None or f.kind in kinds)]
     return max(near, key=lambda f: f.at) if near else None
 
 
@@ -168,8 +173,11 @@ def explain(run: FailedRun, events: list[LogEvent], faults: list[Fault], *, run_
     failed_windows = [w for w in windows if w.outcome != "finished" or (w.error is not None)]
     unexplained = 0
     for w in windows:
-        f = fault_near(faults, w.start, w.end)
-        cause = f"fault {f.kind} at {_clock(f.at, zero)}: {f.what}" if f else "no fault near it"
+        # An attempt that ended with an error needs a fault that fails attempts; one cut short, any.
+        kinds = FAILING_KINDS if w.error is not None else None
+        f = fault_near(faults, w.start, w.end, kinds)
+        cause = (f"fault {f.kind} at {_clock(f.at, zero)}: {f.what}" if f else
+                 "no fault near it" if kinds is None else "no fault near it that fails a run")
         which = f"attempt {w.attempt}" if w.attempt is not None else "attempt ?"
         lines.append(f"    {which} on {w.source} {_clock(w.start, zero)} .. {_clock(w.end, zero)}: {w.outcome}"
                      + (f" ({w.error})" if w.error else "") + f"; {cause}")
