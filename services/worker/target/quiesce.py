@@ -34,6 +34,8 @@ log = logs.get(__name__)
 POLL_S = 0.5
 #: MySQL errors of a KILL whose connection has already gone (unknown thread id).
 _GONE = 1094
+#: MySQL error of a connection to a database that does not exist (ER_BAD_DB_ERROR).
+_NO_DATABASE = 1049
 
 
 @dataclass(frozen=True)
@@ -296,7 +298,15 @@ class Quiescer:
         """After a failed run: end its statements and wait for them to go (None otherwise)."""
         if not self.end_leftovers:
             return None
-        return self._pass(connections_only=True)
+        try:
+            return self._pass(connections_only=True)
+        except DbError as e:
+            # A fresh server (a managed one just started for a retried or redelivered run) has
+            # no database yet: no earlier statement can be running in it, and prepare makes it.
+            if e.errno == _NO_DATABASE:
+                log.info("quiesce_no_database", database=self.params.get("database"))
+                return None
+            raise
 
     def settle(self) -> QuiesceReport:
         """Wait until the target has settled; TargetUnsettled naming what was still busy."""
