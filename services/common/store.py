@@ -389,7 +389,8 @@ class Store(PartStore):
 
     # -- results ----------------------------------------------------------------------------
     def store_result(self, result: RunResult) -> None:
-        """Insert or replace the result of a run (keyed by run id) and set the run's state.
+        """Insert or replace the result of a run (keyed by run id) and set the run's state; a failed
+        or cancelled result never replaces an ok one.
         StoreRefused, with nothing written, when no such run was planned or the result's
         campaign, cell or repetition differ from the run's, or it cannot fit the DB's packets."""
         planned = self._rows("SELECT campaign_id, target, workload, threads, repetition FROM runs WHERE run_id=%s",
@@ -400,6 +401,11 @@ class Store(PartStore):
         problem = result.mismatch(cid, Cell(target=target, workload=workload, threads=int(threads)), int(repetition))
         if problem is not None:
             raise StoreRefused(problem)
+        if result.status != "ok" and self._rows("SELECT 1 FROM results WHERE run_id=%s AND status='ok'", (result.run_id,)):
+            # A run redelivered after a broker restart or a worker's death is measured again; a
+            # failure of that second measurement says nothing against the one already stored.
+            log.warning("result_kept", run_id=result.run_id, kept="ok", dropped=result.status, error=result.error)
+            return
         # Compressed: a result is mostly per-second series and histogram buckets (a 2-hour
         # run's 130 kB of JSON packs into about 31 kB), far inside a default max_allowed_packet.
         packed = zlib.compress(result.encode(), 6)

@@ -16,7 +16,7 @@ from services.common.store import Store, spec_hash
 from services.common.stub_bus import StubBroker
 from services.scheduler.submit import StoreLedger, Submitted, submit
 
-from tests.unit.consumer_fixtures import SPEC, runs
+from tests.unit.consumer_fixtures import SPEC, result, runs
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +63,20 @@ def test_the_same_spec_is_refused_while_its_campaign_is_submitted(store):
     go(broker, store, "units-1")
     assert go(broker, store, "units-2") == Duplicate("units-1", "submitted")
     assert store.campaign("units-2") is None and lock_is_free(store)
+
+
+def test_a_failed_remeasurement_never_replaces_an_ok_result(store):
+    """A run redelivered after a fault is measured again: a later ok result replaces the first,
+    but a failed (or cancelled) one leaves the stored ok result and the run's state alone."""
+    broker = StubBroker()
+    go(broker, store, "keep-1")
+    run = runs("keep-1")[0]
+    store.store_result(result(run, "ok"))
+    store.store_result(result(run, "failed", attempt=3, error="quiesce: Unknown database 'sbtest'"))
+    store.store_result(result(run, "cancelled", attempt=3))
+    assert store._rows("SELECT status, error FROM results WHERE run_id=%s", (run.run_id,)) == [("ok", None)]
+    assert store._rows("SELECT state FROM runs WHERE run_id=%s", (run.run_id,)) == [("done",)]
+    other = runs("keep-1")[1]
+    store.store_result(result(other, "failed", error="boom"))
+    store.store_result(result(other, "ok", attempt=2))
+    assert store._rows("SELECT status FROM results WHERE run_id=%s", (other.run_id,)) == [("ok",)]
