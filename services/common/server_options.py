@@ -100,14 +100,15 @@ def reserved_problem(name: str) -> str | None:
 
 #: What reports and exports show instead of the value of an option that looks like a secret.
 HIDDEN_VALUE = "hidden"
-_SECRET_WORDS = ("password", "passwd", "secret", "token", "auth", "filekey")
+_SECRET_WORDS = ("password", "passwd", "secret", "token", "filekey")
 
 
 def is_secret_name(name: str) -> bool:
     """Whether a setting or option called ``name`` may hold a secret (or say where one is kept):
     reports and exports never show its value."""
-    k = name.lower()
-    return any(word in k for word in _SECRET_WORDS)
+    k = name.lower().replace("-", "_")
+    # "*_auth" is wsrep_sst_auth's user:password; a bare "auth" would hide default_authentication_plugin.
+    return any(word in k for word in _SECRET_WORDS) or k.endswith("_auth")
 
 
 def name_problem(name: str) -> str | None:

@@ -5,6 +5,7 @@ shown as text, never as markup, in Markdown."""
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 from services.common.export import CampaignExport, ExportedCampaign, ExportedRun, decode_export
@@ -98,8 +99,6 @@ def test_an_export_written_with_secret_locations_imports_without_them():
     old = _export(spec).model_dump(mode="json", by_alias=True, exclude_none=True)
     old["campaign"]["spec"] = spec.model_dump(mode="json", exclude_none=True)  # as older versions wrote it
     assert "PW_REMOTE_TARGET" in str(old)
-    import json
-
     imported = decode_export(json.dumps(old), "old.json")
     assert not any(s in imported.campaign.spec.model_dump_json(exclude_none=True) for s in SECRETS)
 
@@ -116,3 +115,13 @@ def test_markdown_reports_show_a_multi_line_description_as_text():
     assert "<script>" not in page and "\\<script\\>" in page and "\\[here\\](http://evil.example/x)" in page
     text = "\n".join(render_lines(analyse(_data(spec), ReportOptions(fmt="text"))))
     assert "intro\n# Owned\n<script>alert(1)</script>" in text
+
+
+def test_which_option_names_count_as_secrets():
+    """Options holding a password, key or token are hidden in reports and exports; tuning options and
+    an authentication plugin's name are shown."""
+    from services.common.server_options import is_secret_name
+
+    hidden = ["wsrep_sst_auth", "file-key-management-filekey", "server_audit_secret_token", "repl_password"]
+    shown = ["key_buffer_size", "default_authentication_plugin", "thread_handling", "innodb_buffer_pool_size"]
+    assert [n for n in hidden if not is_secret_name(n)] == [] and [n for n in shown if is_secret_name(n)] == []
