@@ -4,6 +4,8 @@ latency histograms, server figures), so another results DB holds the same campai
 
 Version history of ``schema``:
   benchfleet.campaign-export/1: campaign, runs, results (each a ``benchfleet.result/1`` message).
+    Its spec is the public one (CampaignSpec.public): no password_env/password_file; files
+    written before that still import, without them.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ class ExportedCampaign(_Frozen):
     def _older_spec(cls, v: object) -> object:
         # An export of a campaign recorded by an earlier spec model imports like the campaign reads.
         return upgrade(v)
+
+    @field_validator("spec")
+    @classmethod
+    def _public_spec(cls, v: CampaignSpec) -> CampaignSpec:
+        # An export is shared like a report and never re-run: where the targets' passwords are kept
+        # on the workers (password_env, password_file) stays out of it, and out of what it imports.
+        return v.public()
 
 
 class ExportedRun(_Frozen):

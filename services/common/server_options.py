@@ -98,6 +98,19 @@ def reserved_problem(name: str) -> str | None:
     return None
 
 
+#: What reports and exports show instead of the value of an option that looks like a secret.
+HIDDEN_VALUE = "hidden"
+_SECRET_WORDS = ("password", "passwd", "secret", "token", "filekey")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting or option called ``name`` may hold a secret (or say where one is kept):
+    reports and exports never show its value."""
+    k = name.lower().replace("-", "_")
+    # "*_auth" is wsrep_sst_auth's user:password; a bare "auth" would hide default_authentication_plugin.
+    return any(word in k for word in _SECRET_WORDS) or k.endswith("_auth")
+
+
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a spec option (pattern or reserved), or None."""
     if not re.fullmatch(OPTION_NAME_PATTERN, name):

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, Strict, field_validator, model_validator
 
+from services.common import server_options
 from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
 from services.common.parts import check_load_hosts
@@ -173,12 +174,29 @@ class CampaignSpec(Frozen):
 
     def public_dump(self) -> dict[str, Any]:
         """The spec as plain data for reports and exports: without where passwords are kept
-        (password_env, password_file), which says where to look on a worker."""
+        (password_env, password_file), which says where to look on a worker, and with the values
+        of password-like server options hidden."""
         data = self.model_dump(mode="json", exclude_none=True)
-        for t in data.get("targets", []):
+        targets = []
+        for target in self.targets:
+            # The default TLS of a remote target depends on whether it sends a password: keep the
+            # mode the runs used, so the public spec (and a campaign imported from it) says the same.
+            if isinstance(target, DsnTarget) and target.tls is None and target.tls_mode == "verify" \
+                    and target.ssl_ca is None:
+                target = target.model_copy(update={"tls": "verify"})
+            t = target.model_dump(mode="json", exclude_none=True)
             for key in PRIVATE_TARGET_FIELDS:
                 t.pop(key, None)
+            if isinstance(target, ManagedTarget) and t.get("options"):
+                t["options"] = {k: server_options.HIDDEN_VALUE if server_options.is_secret_name(k) else v
+                                for k, v in t["options"].items()}
+            targets.append(t)
+        data["targets"] = targets
         return data
+
+    def public(self) -> "CampaignSpec":
+        """The spec without where passwords are kept (see public_dump): what an export carries."""
+        return CampaignSpec.model_validate(self.public_dump())
 
 
 def run_id_clash(targets: list[str], workloads: list[str]) -> tuple[tuple[str, str], tuple[str, str]] | None:

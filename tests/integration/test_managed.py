@@ -4,11 +4,13 @@ leaves no server behind when it is killed."""
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -138,6 +140,9 @@ def test_bad_option_fails_validation_naming_it(tmp_path):
 
 def test_killed_worker_leaves_no_server_behind(fleet, managed_dir, tmp_path):
     """SIGKILL to a worker in the middle of a run takes its mariadbd with it (parent-death signal)."""
+    # The collector binds the results queue: without it the worker's announcement is unroutable
+    # and the worker retries it instead of taking the run.
+    fleet.start_collector()
     worker = fleet.start_worker("w-doomed", "--managed-dir", str(managed_dir))
     spec = tmp_path / "spec.yaml"
     spec.write_text(spec_text(fleet, "  - {kind: managed, name: doomed, options: {key_buffer_size: 8M}}\n",
@@ -147,6 +152,13 @@ def test_killed_worker_leaves_no_server_behind(fleet, managed_dir, tmp_path):
     run_dir = managed_dir / "run" / str(worker.pid)
     wait_for(lambda: servers_under(run_dir), 120, "the worker to start its managed server")
     pids = servers_under(run_dir)
+    if os.geteuid() == 0:
+        # The server a real (root) worker starts runs as the dedicated user too.
+        from services.worker.target.managed import SERVER_USER
+
+        args = Path(f"/proc/{pids[0]}/cmdline").read_bytes().decode().split("\0")
+        datadir = next(Path(a.split("=", 1)[1]) for a in args if a.startswith("--datadir="))
+        assert_runs_as_the_server_user(pids[0], datadir, SERVER_USER)
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait(10)
     wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 15, "the managed server to die with its worker")
@@ -157,6 +169,30 @@ def test_killed_worker_leaves_no_server_behind(fleet, managed_dir, tmp_path):
     m._sweep_dead_workers()
     m.close()
     assert not run_dir.exists()
+
+
+SYSTEM_DATADIR = Path("/var/lib/mysql")
+
+
+def assert_runs_as_the_server_user(pid: int, datadir: Path, user: str) -> None:
+    """The server ``pid`` runs as ``user`` (real, effective, saved and filesystem uid), which is
+    neither root nor mysql, owns ``datadir`` and cannot write the system server's datadir."""
+    me = pwd.getpwnam(user)
+    status = Path(f"/proc/{pid}/status").read_text()
+    uids = [int(x) for x in re.search(r"^Uid:\s+(.*)$", status, re.M).group(1).split()]
+    assert uids == [me.pw_uid] * 4, status
+    assert me.pw_uid != 0 and user not in ("root", "mysql")
+    try:
+        assert me.pw_uid != pwd.getpwnam("mysql").pw_uid, "the server user shares mysql's uid"
+    except KeyError:
+        pass  # no mysql user on this host: nothing to share
+    assert datadir.stat().st_uid == me.pw_uid
+    if SYSTEM_DATADIR.exists():
+        st = SYSTEM_DATADIR.stat()
+        groups = {g.gr_gid for g in grp.getgrall() if user in g.gr_mem} | {me.pw_gid}
+        writable = (st.st_uid == me.pw_uid and st.st_mode & stat.S_IWUSR) or \
+            (st.st_gid in groups and st.st_mode & stat.S_IWGRP) or st.st_mode & stat.S_IWOTH
+        assert not writable, f"{SYSTEM_DATADIR} is writable by {user}: {oct(st.st_mode)} uid {st.st_uid} gid {st.st_gid}"
 
 
 def test_server_is_reused_for_the_same_target_and_stopped_for_another(managed_dir):
@@ -175,11 +211,7 @@ def test_server_is_reused_for_the_same_target_and_stopped_for_another(managed_di
         assert not first.reused and first.start_s < 30
         assert os.sched_getaffinity(pid) == set(first.server_cpus)
         if os.geteuid() == 0:
-            # Its own unprivileged user (not mysql, which owns the system server's data), owning its datadir.
-            uid = pwd.getpwnam(managed.SERVER_USER).pw_uid
-            status = Path(f"/proc/{pid}/status").read_text()
-            assert re.search(rf"^Uid:\s+{uid}\s", status, re.M), status
-            assert first.datadir.stat().st_uid == uid and managed.SERVER_USER != "mysql"
+            assert_runs_as_the_server_user(pid, first.datadir, managed.SERVER_USER)
         again = m.ensure(a, DataShape())
         assert again.reused and again.pid == pid
         other = m.ensure(b, DataShape())

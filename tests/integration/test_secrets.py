@@ -9,6 +9,7 @@ import secrets
 import subprocess
 import sys
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,15 @@ def test_passwords_never_leak(fleet, tmp_path):
         assert waiter.returncode == 0, err + fleet.logs()
         cid = re.search(r"campaign (\S+):", out).group(1)
         reports = [fleet.cli("collector", "report", cid, "--format", fmt).stdout for fmt in ("text", "markdown", "json")]
+        for fmt in ("html", "ods"):
+            assert fleet.cli("collector", "report", cid, "--format", fmt, "--out", str(tmp_path / fmt)).returncode == 0
+            if fmt == "ods":  # a zip: its XML members, uncompressed
+                with zipfile.ZipFile(tmp_path / fmt) as z:
+                    reports.extend(z.read(n).decode(errors="replace") for n in z.namelist())
+            else:
+                reports.append((tmp_path / fmt).read_text())
+        assert fleet.cli("collector", "export", cid, "--json", str(tmp_path / "export.json")).returncode == 0
+        reports.append((tmp_path / "export.json").read_text())
         status = fleet.cli("scheduler", "status", cid, "--json").stdout
         with RabbitBus(fleet.settings) as bus:
             for q in (f"{bus.names.namespace}.capture.runs", f"{bus.names.namespace}.capture.results"):
@@ -96,6 +106,8 @@ def test_passwords_never_leak(fleet, tmp_path):
     assert "oltp_point_select" in metrics and len(titles) >= 3
     haystacks = {"logs": logs + err, "messages": b"\n".join(captured).decode(errors="replace"), "reports": "\n".join(reports),
                  "status": status, "metrics": metrics, "process titles": "\n".join(titles), "scheduler output": out}
+    # Reports and the export do not even say where the target's password is kept.
+    assert "BF_TARGET_PW" not in haystacks["reports"] and "password_env" not in haystacks["reports"]
     for secret in filter(None, (password, fleet.settings.db_password)):
         for where, text in haystacks.items():
             assert secret not in text, f"a password leaked into {where}"

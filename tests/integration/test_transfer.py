@@ -21,7 +21,7 @@ from services.common.specfile import parse_spec
 from services.common.store import Store
 from services.scheduler import plan
 
-from tests.integration.fleet import Fleet, target_yaml
+from tests.integration.fleet import TEST_TARGET_PASSWORD, Fleet, target_yaml
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,8 @@ def _spec(fleet: Fleet):
 
 def test_export_import_round_trips_a_campaign_exactly(fleet, other_db, tmp_path):
     """Every run, series, histogram and server figure comes back: the reimported campaign exports to
-    the same file, reports identically in every format, and a second import adds nothing."""
+    the same file, reports identically in every format, and a second import adds nothing. The file
+    carries the public spec (no password_env), so reports, not stored specs, are what round-trips."""
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "travel-1")
     with Store(fleet.settings) as store:
@@ -83,6 +84,9 @@ def test_export_import_round_trips_a_campaign_exactly(fleet, other_db, tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     assert doc["schema"] == "benchfleet.campaign-export/1" and len(doc["runs"]) == 8 and len(doc["results"]) == 7
+    # Shared like a report: where the targets' passwords are kept on the workers is not in it.
+    assert spec.targets[0].password_env == TEST_TARGET_PASSWORD and "password_env" not in out.read_text()
+    assert TEST_TARGET_PASSWORD not in out.read_text()
     first = doc["results"][0]
     assert first["series"]["queries"] and first["latency"]["histogram"] and first["server"]["status_deltas"]
 

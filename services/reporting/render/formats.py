@@ -12,6 +12,7 @@ import re
 from typing import Any, Mapping
 
 from services.common.durations import parse_duration
+from services.common.server_options import is_secret_name
 from services.reporting.tables import (
     NO_DATA,
     Table,
@@ -37,7 +38,7 @@ def md_text(text: str) -> str:
     """User text (a description, names) for a Markdown page: no raw HTML, links or emphasis,
     whatever it holds; GitHub shows the characters as written."""
     text = re.sub(r"([\\`*~\[\]<>|&])", r"\\\1", text)
-    return re.sub(r"^(\s*)([#=+-])", r"\1\\\2", text)  # no heading, rule or list from a line's start
+    return re.sub(r"^(\s*)([#=+-])", r"\1\\\2", text, flags=re.M)  # no heading, rule or list from a line's start
 
 
 def render_markdown(table: Table) -> list[str]:
@@ -104,8 +105,7 @@ def _duration(seconds: float) -> str:
 
 def _is_secret(key: str) -> bool:
     # Reports are shared; a password (or where to find one) never belongs in them.
-    k = key.lower()
-    return "password" in k or "secret" in k or "token" in k
+    return is_secret_name(key)
 
 
 def _setting_items(target: Mapping[str, Any]) -> list[str]:

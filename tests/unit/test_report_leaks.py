@@ -1,0 +1,127 @@
+"""What a shared report or export says of secrets and of user text: no password locations
+(password_env, password_file) or password-like option values in any format, and a description
+shown as text, never as markup, in Markdown."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+from services.common.export import CampaignExport, ExportedCampaign, ExportedRun, decode_export
+from services.common.specfile import parse_spec
+from services.reporting.analysis import CampaignData
+from services.reporting.options import ReportOptions
+from services.reporting.render.exports import render_json, render_ods
+from services.reporting.report import analyse, render_html_report, render_lines
+
+from tests.unit.test_report_formats import run
+
+SECRET_SPEC = """\
+name: leaky
+description: "<script>alert(1)</script> see [here](http://evil.example/x) <b>bold</b>"
+targets:
+ - {name: remote, host: db.example.com, database: d1, password_env: PW_REMOTE_TARGET}
+ - {name: local, database: d2, password_file: /srv/benchpw/local.pw}
+ - {name: managed, kind: managed, options: {strict_password_validation: 'OFF', server_audit_secret_token: tok-77x}}
+workloads: [oltp_point_select]
+threads: [1, 4]
+duration: 1s
+"""
+#: Everything no report or export may show: where passwords are kept, and a secret option's value.
+SECRETS = ("PW_REMOTE_TARGET", "/srv/benchpw/local.pw", "local.pw", "password_env", "password_file", "tok-77x")
+
+TARGETS = ("remote", "local", "managed")
+RUNS = tuple(run(t, "oltp_point_select", n, rep, 1000.0 * (i + 1) + rep + n, cid="leaky-1")
+             for i, t in enumerate(TARGETS) for n in (1, 4) for rep in (1, 2))
+
+
+def _data(spec) -> CampaignData:
+    settings = spec.public_dump()
+    settings["campaign_id"] = "leaky-1"
+    return CampaignData("leaky-1", spec.name, "finished", TARGETS, "remote", ("oltp_point_select",), (1, 4),
+                        settings, RUNS)
+
+
+def _export(spec) -> CampaignExport:
+    runs = [ExportedRun(run_id=r.run_id, seq=i, target=r.target, workload=r.workload, threads=r.threads,
+                        repetition=r.repetition, state="done", updated_at=1.0) for i, r in enumerate(RUNS)]
+    campaign = ExportedCampaign(campaign_id="leaky-1", name=spec.name, spec=spec, spec_hash="h", pool="p",
+                                baseline="remote", total_runs=len(runs), state="finished", created_at=1.0)
+    return CampaignExport(campaign=campaign, runs=runs, results=[])
+
+
+def _ods_text(blob: bytes) -> str:
+    with zipfile.ZipFile(io.BytesIO(blob)) as z:
+        return "\n".join(z.read(n).decode(errors="replace") for n in z.namelist())
+
+
+def test_no_report_format_nor_the_export_shows_where_passwords_are_kept():
+    """Text, Markdown, HTML, JSON, ODS and the campaign export of a campaign whose targets read
+    their passwords from a variable and a file, with a password-like server option, name neither
+    the variable, the file nor the option's value."""
+    spec = parse_spec(SECRET_SPEC)
+    data = _data(spec)
+    outputs = {fmt: "\n".join(render_lines(analyse(data, ReportOptions(fmt=fmt, all_tables=True))))
+               for fmt in ("text", "markdown")}
+    outputs["html"] = render_html_report(analyse(data, ReportOptions(fmt="html")))
+    outputs["json"] = render_json(analyse(data, ReportOptions(fmt="json")))
+    outputs["ods"] = _ods_text(render_ods(analyse(data, ReportOptions(fmt="ods"))))
+    outputs["export"] = _export(spec).encode()
+    for where, text in outputs.items():
+        assert "db.example.com" in text or where == "ods", f"{where} lost the targets"
+        for secret in SECRETS:
+            assert secret not in text, f"{secret} leaked into the {where} output"
+
+
+def test_an_export_imports_into_the_same_reports_without_the_secret_locations():
+    """The export of such a campaign decodes; what it imports reports exactly like the original
+    (the remote target still shows the verified TLS its runs used) and exports to the same file."""
+    spec = parse_spec(SECRET_SPEC)
+    text = _export(spec).encode()
+    imported = decode_export(text, "leaky.json")
+    remote = imported.campaign.spec.target("remote")
+    assert remote.password_env is None and remote.tls_mode == "verify"
+    assert imported.encode() == text
+    for fmt in ("text", "markdown", "json"):
+        opts = ReportOptions(fmt=fmt)
+        original, again = analyse(_data(spec), opts), analyse(_data(imported.campaign.spec), opts)
+        if fmt == "json":
+            assert render_json(original) == render_json(again)
+        else:
+            assert render_lines(original) == render_lines(again)
+
+
+def test_an_export_written_with_secret_locations_imports_without_them():
+    """A file written before exports dropped password_env/password_file still imports, and the
+    campaign it stores no longer names them."""
+    spec = parse_spec(SECRET_SPEC)
+    old = _export(spec).model_dump(mode="json", by_alias=True, exclude_none=True)
+    old["campaign"]["spec"] = spec.model_dump(mode="json", exclude_none=True)  # as older versions wrote it
+    assert "PW_REMOTE_TARGET" in str(old)
+    imported = decode_export(json.dumps(old), "old.json")
+    assert not any(s in imported.campaign.spec.model_dump_json(exclude_none=True) for s in SECRETS)
+
+
+def test_markdown_reports_show_a_multi_line_description_as_text():
+    """A description's later lines can start no heading, rule or list, and its HTML and links
+    stay text; the text report prints it as written (control characters are refused by the spec)."""
+    spec = parse_spec(SECRET_SPEC.replace(
+        'description: "<script>alert(1)</script> see [here](http://evil.example/x) <b>bold</b>"',
+        'description: "intro\\n# Owned\\n<script>alert(1)</script>\\n[here](http://evil.example/x)\\n---"'))
+    md = render_lines(analyse(_data(spec), ReportOptions(fmt="markdown")))
+    page = "\n".join(md)
+    assert "\n# Owned" not in page and "\n\\# Owned" in page and "\n\\---" in page
+    assert "<script>" not in page and "\\<script\\>" in page and "\\[here\\](http://evil.example/x)" in page
+    text = "\n".join(render_lines(analyse(_data(spec), ReportOptions(fmt="text"))))
+    assert "intro\n# Owned\n<script>alert(1)</script>" in text
+
+
+def test_which_option_names_count_as_secrets():
+    """Options holding a password, key or token are hidden in reports and exports; tuning options and
+    an authentication plugin's name are shown."""
+    from services.common.server_options import is_secret_name
+
+    hidden = ["wsrep_sst_auth", "file-key-management-filekey", "server_audit_secret_token", "repl_password"]
+    shown = ["key_buffer_size", "default_authentication_plugin", "thread_handling", "innodb_buffer_pool_size"]
+    assert [n for n in hidden if not is_secret_name(n)] == [] and [n for n in shown if is_secret_name(n)] == []
