@@ -33,7 +33,7 @@ from services.common.control import (
     read_control,
     read_log_entry,
 )
-from services.common.errors import BusError, DecodeError, TopologyMissing
+from services.common.errors import BusError, DecodeError, TopologyMissing, Unroutable
 from services.common.topology import Role
 
 #: A message redelivered this many times (a consumer crashing on it) is dead-lettered by the
@@ -242,7 +242,7 @@ class RabbitBus(Broker):
         try:
             self._ch.basic_publish(exchange, routing_key, body, properties=props, mandatory=True)
         except px.UnroutableError:
-            raise BusError(f"message to {exchange!r} with key {routing_key!r} was unroutable (no queue bound)") from None
+            raise Unroutable(f"message to {exchange!r} with key {routing_key!r} was unroutable (no queue bound)") from None
         except px.NackError:
             raise BusError(f"broker refused (nacked) a message to {exchange!r}") from None
         except (px.AMQPError, ConnectionError) as e:

@@ -116,6 +116,11 @@ class BusError(ConnectError):
     """The broker cannot be reached or refused a publish; the message says which."""
 
 
+class Unroutable(BusError):
+    """A confirmed publish that no queue was bound to take (e.g. the results queue before any
+    collector bound it); the message was not kept."""
+
+
 class TopologyMissing(BusError):
     """A queue or exchange a worker uses is not declared yet (by the scheduler or collector)."""
 

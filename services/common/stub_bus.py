@@ -39,7 +39,7 @@ from services.common.control import (
     read_control,
     read_log_entry,
 )
-from services.common.errors import BusError, DecodeError
+from services.common.errors import BusError, DecodeError, Unroutable
 
 #: Seconds an idle ``consume`` waits for something to happen before it checks ``should_stop``.
 IDLE_WAIT_S = 0.02
@@ -304,7 +304,7 @@ class StubBus(Broker):
             queues = b._route(exchange, routing_key)
             b._count_publish()
             if not queues:
-                raise BusError(f"message to {exchange!r} with key {routing_key!r} was unroutable (no queue bound)")
+                raise Unroutable(f"message to {exchange!r} with key {routing_key!r} was unroutable (no queue bound)")
             for q in queues:
                 b._enqueue(q, _Message(body, dict(headers or {}), exchange=exchange))
 
