@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 ENV := set -a; . var/local.env; set +a;
 
-.PHONY: demo test venv services up down clean study
+.PHONY: demo test venv services up down clean study study-down
 
 $(BIN)/scheduler: pyproject.toml
 	$(PY) -m venv $(VENV) || (deploy/ensure-services python && $(PY) -m venv $(VENV))
@@ -32,7 +32,22 @@ test: venv services
 clean: down
 	rm -rf var
 
-# One seed study (STUDY=keycache|thread-pool|random-points-ranges|builds|all) on the local
-# fleet; writes docs/studies/STUDY.md and its HTML reports.
-study: venv up
-	$(ENV) set -a; [ ! -f var/fleet.env ] || . var/fleet.env; set +a; $(BIN)/python examples/studies/run $(STUDY)
+# One seed study (STUDY=keycache|thread-pool|random-points-ranges|builds|all) on a fleet of its
+# own, apart from `make demo`'s and the tests': its own RabbitMQ vhost and broker users, queue
+# namespace, results DB (STUDY_FLEET with - as _; it must start with benchfleet) and var/ dir
+# (var/STUDY_FLEET: env files, pid files, logs). It writes no machine-wide settings file
+# (BENCHFLEET_CONFIG empty). Writes docs/studies/STUDY.md and its HTML reports;
+# `make study-down` stops the study's fleet.
+STUDY_FLEET ?= benchfleet-study
+STUDY_ENV := BENCHFLEET_VAR=$(CURDIR)/var/$(STUDY_FLEET) BENCHFLEET_CONFIG= BENCHFLEET_NAMESPACE=$(STUDY_FLEET) \
+	BENCHFLEET_AMQP_VHOST=$(STUDY_FLEET) BENCHFLEET_AMQP_USER_PREFIX=$(STUDY_FLEET) \
+	BENCHFLEET_DB_NAME=$(subst -,_,$(STUDY_FLEET)) BENCHFLEET_SD_DIR=$(CURDIR)/var/$(STUDY_FLEET)/targets \
+	BENCHFLEET_LOCAL_MONITORING=0
+study: venv
+	mkdir -p var/$(STUDY_FLEET)
+	$(STUDY_ENV) deploy/local/up collector worker
+	$(STUDY_ENV) sh -c 'set -a; . "$$BENCHFLEET_VAR/local.env"; . "$$BENCHFLEET_VAR/fleet.env"; set +a; \
+	  exec $(BIN)/python examples/studies/run $(STUDY_FLAGS) $(STUDY)'
+
+study-down:
+	$(STUDY_ENV) deploy/local/down

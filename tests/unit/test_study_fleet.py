@@ -1,0 +1,59 @@
+"""A seed study runs on a fleet of its own: `make study` gives it its own vhost, namespace and results
+DB, and the study runner refuses the shared fleet's, where its campaigns would mix with a developer's
+demo (and `--report-only` would read someone else's latest campaign of the same name)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def runner():
+    loader = importlib.machinery.SourceFileLoader("study_runner_fleet", str(ROOT / "examples" / "studies" / "run"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("study_runner_fleet", loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_the_runner_refuses_the_shared_namespace_and_results_db():
+    problem = runner().shared_fleet({})
+    assert problem is not None
+    assert "queue namespace benchfleet" in problem and "results DB benchfleet" in problem
+    assert "make study" in problem
+
+
+def test_a_fleet_of_the_studys_own_is_accepted():
+    env = {"BENCHFLEET_NAMESPACE": "benchfleet-study", "BENCHFLEET_DB_NAME": "benchfleet_study"}
+    assert runner().shared_fleet(env) is None
+
+
+def test_own_namespace_on_the_shared_results_db_is_still_refused():
+    problem = runner().shared_fleet({"BENCHFLEET_NAMESPACE": "benchfleet-study"})
+    assert problem is not None and "results DB benchfleet" in problem and "queue namespace" not in problem
+
+
+def test_running_a_study_on_the_shared_fleet_exits_2_before_submitting(monkeypatch, capsys):
+    for var in ("BENCHFLEET_NAMESPACE", "BENCHFLEET_DB_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    assert runner().main(["all"]) == 2
+    assert "shared fleet" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_study_runs_every_study_on_its_own_vhost_namespace_db_and_var_dir():
+    out = subprocess.run(["make", "-n", "-W", "pyproject.toml", "study", "STUDY=all", "STUDY_FLEET=benchfleet-study-x"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")
+    run_line = next(line for line in out.splitlines() if "examples/studies/run" in line)
+    for setting in ("BENCHFLEET_NAMESPACE=benchfleet-study-x", "BENCHFLEET_AMQP_VHOST=benchfleet-study-x",
+                    "BENCHFLEET_AMQP_USER_PREFIX=benchfleet-study-x", "BENCHFLEET_DB_NAME=benchfleet_study_x",
+                    f"BENCHFLEET_VAR={ROOT}/var/benchfleet-study-x", "BENCHFLEET_CONFIG= "):
+        assert setting in run_line
+        assert setting in next(line for line in out.splitlines() if "deploy/local/up" in line)
+    assert run_line.rstrip().endswith("all'")
