@@ -1,6 +1,7 @@
-"""A seed study runs on a fleet of its own: `make study` gives it its own vhost, namespace and results
-DB, and the study runner refuses the shared fleet's, where its campaigns would mix with a developer's
-demo (and `--report-only` would read someone else's latest campaign of the same name)."""
+"""The study runner: a seed study runs on a fleet of its own (`make study` gives it its own vhost,
+namespace and results DB; the runner refuses the shared fleet's, where its campaigns would mix with a
+developer's demo and `--report-only` would read someone else's campaign of the same name), and one
+failing study does not stop the others."""
 
 from __future__ import annotations
 
@@ -57,3 +58,24 @@ def test_make_study_runs_every_study_on_its_own_vhost_namespace_db_and_var_dir()
         assert setting in run_line
         assert setting in next(line for line in out.splitlines() if "deploy/local/up" in line)
     assert run_line.rstrip().endswith("all'")
+
+
+def test_a_failing_study_does_not_stop_the_others(monkeypatch, capsys):
+    """`all`: a study whose premise fails (exit 1) or whose spec cannot test its seed (exit 2) is
+    reported, and every other study still runs."""
+    run = runner()
+    ran = []
+
+    def run_study(name, report_only, quick):
+        ran.append(name)
+        if name == "keycache":
+            raise SystemExit("error: study keycache: premise not met: the key cache misses")
+        if name == "builds":
+            raise SystemExit(2)
+
+    monkeypatch.setattr(run, "run_study", run_study)
+    monkeypatch.setattr(run, "shared_fleet", lambda env=None: None)
+    assert run.main(["all"]) == 2
+    assert ran == list(run.STUDIES)
+    err = capsys.readouterr().err
+    assert "premise not met" in err and "2 of 4 studies failed: keycache, builds" in err
