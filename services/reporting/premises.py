@@ -144,6 +144,27 @@ def key_cache_fits(data: CampaignData) -> Premise:
                    detail + f"; {len(full)} runs ended with a full key cache, so it evicted blocks.")
 
 
+def key_cache_full(data: CampaignData) -> Premise:
+    """The small-buffer half, beyond Key_reads: the key cache was full (Key_blocks_unused 0) at the
+    end of every run, so its misses were evictions. A server started for a run reads every block
+    it touches once, so a cache that never filled misses too, as the large buffer shows."""
+    ends = [(row.target, row.workload, row.threads, row.result.server.status_end.get("Key_blocks_unused"))
+            for row in data.runs if row.status == "ok" and row.result is not None]
+    known = [e for e in ends if e[3] is not None]
+    name = "the small key cache fills (its misses are evictions)"
+    if not known:
+        return Premise(name, False, "no result recorded Key_blocks_unused.")
+    free = [e for e in known if e[3] > 0]
+    detail = f"{len(known) - len(free)} of {len(known)} runs ended with Key_blocks_unused 0"
+    if not free:
+        return Premise(name, True, detail + ".")
+    cells = sorted({f"{t} {w} t={n}" for t, w, n, _ in free})
+    threads = sorted({n for _, _, n, _ in free})
+    return Premise(name, False, detail + f"; {len(free)} ended with free blocks (at most {max(e[3] for e in free):,}), "
+                   f"all at {', '.join(map(str, threads))} thread(s): {', '.join(cells)}; there part of the misses "
+                   "were a started server's first reads, not evictions.")
+
+
 def ran_distinct_builds(data: CampaignData) -> Premise:
     """The targets ran different server binaries (sha256 as recorded in their results)."""
     by_target: dict[str, set[str]] = defaultdict(set)

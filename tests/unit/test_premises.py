@@ -64,6 +64,19 @@ def test_the_large_buffer_premise_needs_unused_blocks_at_the_end_of_every_run():
     assert not got.ok and "1 runs ended with a full key cache" in got.detail
 
 
+def test_the_small_buffer_premise_needs_a_full_cache_at_the_end_of_every_run():
+    """Misses of a cache that never filled are a started server's first reads (the large buffer has
+    them too): the runs that ended with free blocks are named, with their thread counts."""
+    full = campaign([row("off", "select", n, 1, end={"Key_blocks_unused": 0}) for n in (1, 8)], ("off",))
+    assert p.key_cache_full(full).ok
+    cold = campaign([row("off", "select", 1, 1, end={"Key_blocks_unused": 790}),
+                     row("off", "select", 8, 1, end={"Key_blocks_unused": 0})], ("off",))
+    got = p.key_cache_full(cold)
+    assert not got.ok
+    assert got.detail.startswith("1 of 2 runs ended with Key_blocks_unused 0; 1 ended with free blocks (at most 790), "
+                                 "all at 1 thread(s): off select t=1")
+
+
 def test_two_builds_must_have_run():
     """Two targets with one binary (the old regression study) fail; two digests pass."""
     one = campaign([row(t, "select", 1, 1, sha="a" * 64, version="10.11.19-MariaDB") for t in ("a", "b")], ("a", "b"))
