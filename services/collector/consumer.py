@@ -28,7 +28,7 @@ from services.common.messages import RunEvent, RunResult, WorkerAnnouncement, Wo
 from services.common.part_merge import complete, failed_run, merge_parts
 
 if TYPE_CHECKING:
-    from services.common.store import ResultRow
+    from services.common.results import ResultRow
 
 log = logs.get(__name__)
 

@@ -21,7 +21,7 @@ from services.common.export import CampaignExport, ExportedCampaign, ExportedRun
 from services.common.messages import Cell, RunResult, run_id_of
 from services.common.spec import MAX_THREADS, CampaignSpec
 from services.common.spec_fields import NAME_PATTERN
-from services.common.store import spec_hash
+from services.common.store_campaigns import spec_hash
 
 #: Where an imported target "was": a spec needs a host; the settings show this one.
 IMPORTED_HOST = "sysbench-import"

@@ -21,7 +21,7 @@ from services.common.spec import CampaignSpec
 from services.common.stored_spec import upgrade
 
 EXPORT_SCHEMA = "benchfleet.campaign-export/1"
-#: A run in one of these states has its final word (store.FINAL_STATES); only such runs travel.
+#: A run in one of these states has its final word (store_campaigns.FINAL_STATES); only such runs travel.
 FINAL_RUN_STATES = ("done", "failed", "cancelled")
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from services.common.durations import parse_duration
 from services.common.messages import Cell
-from services.common.store import FINAL_STATES, Store
+from services.common.store import Store
+from services.common.store_campaigns import FINAL_STATES
 
 #: The reason kept in runs.error (a TEXT column) is cut to this many characters.
 MAX_REASON = 2000

@@ -23,7 +23,7 @@ from services.common import logs
 from services.common.errors import StoreError
 
 if TYPE_CHECKING:
-    from services.common.store import Store
+    from services.common.store_connection import StoreConnection
 
 log = logs.get(__name__)
 
@@ -64,7 +64,7 @@ def definitions(columns: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, st
     return out
 
 
-def refresh_views(store: "Store") -> list[str]:
+def refresh_views(store: "StoreConnection") -> list[str]:
     """Make again every view whose fingerprint changed (or that is missing); the views made. A view
     this user may not replace is logged and left for a user who may."""
     columns: dict[str, list[str]] = {}

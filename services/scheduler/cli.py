@@ -96,7 +96,7 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     from services.common import campaigns
-    from services.common.store import spec_hash
+    from services.common.store_campaigns import spec_hash
 
     spec = _load(args, settings)
     campaign_id = plan.new_campaign_id(spec)

@@ -12,7 +12,8 @@ import pytest
 from services.common import campaigns
 from services.common.campaigns import Duplicate
 from services.common.errors import BusError
-from services.common.store import Store, spec_hash
+from services.common.store import Store
+from services.common.store_campaigns import spec_hash
 from services.common.stub_bus import StubBroker
 from services.scheduler.submit import StoreLedger, Submitted, submit
 

@@ -49,7 +49,8 @@ def test_results_db_name_must_be_an_identifier():
     import pytest
 
     from services.common.config import Settings
-    from services.common.store import Store, StoreError
+    from services.common.errors import StoreError
+    from services.common.store import Store
 
     with pytest.raises(StoreError, match="db_name"):
         Store(Settings(db_name="bench`; DROP DATABASE x; --")).open()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import mysql.connector
 import pytest
 
-from services.common import store
+from services.common import store, store_connection
 
 #: The codes issue 13 names, and the client's -1 ("MySQL Connection not available", seen after
 #: the server closed an idle connection at wait_timeout).
@@ -24,14 +24,14 @@ def test_db_away_errors_are_never_the_messages_fault(code):
     """Lost, killed, refused and timed-out connections, a missing database and lock waits mean
     "wait and try again"; none refuses the message."""
     e = mysql.connector.Error(msg=AWAY[code], errno=code, sqlstate="HY000")
-    assert store._away(e) and not store._refused(e)
+    assert store_connection._away(e) and not store_connection._refused(e)
 
 
 @pytest.mark.parametrize("code,sqlstate", sorted(REFUSED))
 def test_data_errors_refuse_the_message(code, sqlstate):
     """Data exceptions, integrity violations and a too-big packet blame the values written."""
     e = mysql.connector.Error(msg=REFUSED[(code, sqlstate)], errno=code, sqlstate=sqlstate)
-    assert store._refused(e) and not store._away(e)
+    assert store_connection._refused(e) and not store_connection._away(e)
 
 
 def test_other_errors_are_neither():
@@ -39,7 +39,7 @@ def test_other_errors_are_neither():
     nor the message's fault (the collector waits, logs once, and dead-letters nothing)."""
     for code, sqlstate in ((1146, "42S02"), (1142, "42000")):
         e = mysql.connector.Error(msg="x", errno=code, sqlstate=sqlstate)
-        assert not store._away(e) and not store._refused(e)
+        assert not store_connection._away(e) and not store_connection._refused(e)
 
 
 class _FakeConnection:
@@ -84,7 +84,7 @@ def test_every_connection_names_the_database_and_a_lost_one_is_made_again(monkey
     s._execute("UPDATE runs SET state='running'")
     assert [c["database"] for c in connects] == ["bf_unit", "bf_unit"]
     assert executed == ["UPDATE runs SET state='running'"]
-    errors.extend(mysql.connector.Error(msg="Can't connect", errno=2003) for _ in range(store.RETRY_ATTEMPTS))
+    errors.extend(mysql.connector.Error(msg="Can't connect", errno=2003) for _ in range(store_connection.RETRY_ATTEMPTS))
     with pytest.raises(StoreUnavailable, match="2003"):
         s._execute("SELECT 1")
     assert all(c["database"] == "bf_unit" for c in connects)
