@@ -154,7 +154,7 @@ def test_killed_worker_leaves_no_server_behind(fleet, managed_dir, tmp_path):
     pids = servers_under(run_dir)
     if os.geteuid() == 0:
         # The server a real (root) worker starts runs as the dedicated user too.
-        from services.worker.target.managed import SERVER_USER
+        from services.worker.target.managed_template import SERVER_USER
 
         args = Path(f"/proc/{pids[0]}/cmdline").read_bytes().decode().split("\0")
         datadir = next(Path(a.split("=", 1)[1]) for a in args if a.startswith("--datadir="))
@@ -200,7 +200,7 @@ def test_server_is_reused_for_the_same_target_and_stopped_for_another(managed_di
     and the datadirs go at close unless kept."""
     from services.common.spec_targets import ManagedTarget
     from services.common.spec_workloads import DataShape
-    from services.worker.target import managed
+    from services.worker.target import managed, managed_template
 
     m = managed.ServerManager(base_dir=managed_dir)
     a = ManagedTarget(kind="managed", name="a", options={"key_buffer_size": "8M"})
@@ -211,7 +211,7 @@ def test_server_is_reused_for_the_same_target_and_stopped_for_another(managed_di
         assert not first.reused and first.start_s < 30
         assert os.sched_getaffinity(pid) == set(first.server_cpus)
         if os.geteuid() == 0:
-            assert_runs_as_the_server_user(pid, first.datadir, managed.SERVER_USER)
+            assert_runs_as_the_server_user(pid, first.datadir, managed_template.SERVER_USER)
         again = m.ensure(a, DataShape())
         assert again.reused and again.pid == pid
         other = m.ensure(b, DataShape())

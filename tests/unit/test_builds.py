@@ -20,7 +20,7 @@ from services.common.specfile import load_spec_source
 from services.common.stub_bus import StubBroker
 from services.scheduler.build_check import check_builds
 from services.worker.target import builds as reg
-from services.worker.target import managed
+from services.worker.target import managed_server, managed_template
 
 SHA = "a" * 64
 FAKE_SERVER = "#!/bin/sh\necho \"$0  Ver 10.11.99-MariaDB-test for debian-linux-gnu on x86_64 (test)\"\n"
@@ -58,9 +58,9 @@ def test_a_directory_build_rebuilt_in_place_runs_with_the_version_it_prints_now(
     r = reg.Registry(tmp_path / "builds")
     r.add_dir("mine", tree)
     target = ManagedTarget(kind="managed", name="m", build="mine")
-    assert managed.find_build(target, r).version == "10.11.99-MariaDB-test"
+    assert managed_template.find_build(target, r).version == "10.11.99-MariaDB-test"
     (tree / "sbin" / "mariadbd").write_text(FAKE_SERVER.replace("10.11.99", "10.11.100") + "# rebuilt\n")
-    build = managed.find_build(target, r)
+    build = managed_template.find_build(target, r)
     assert build.version == "10.11.100-MariaDB-test"
     assert build.server_sha256 == reg.sha256_of(tree / "sbin" / "mariadbd")
     # Announced to the pool as it is now, too.
@@ -158,17 +158,17 @@ MAPS = """7f1c2a000000-7f1c2a021000 r--p 00000000 08:01 1234 /usr/lib/x86_64-lin
     ("/usr/lib/x86_64-linux-gnu/libm.so.6", "glibc"),
 ])
 def test_the_loaded_allocator_is_read_from_the_memory_map(lib, expected):
-    assert managed.loaded_allocator(MAPS.format(lib=lib)) == expected
+    assert managed_server.loaded_allocator(MAPS.format(lib=lib)) == expected
 
 
 def test_a_missing_allocator_library_names_its_package(tmp_path):
     """A worker without libtcmalloc-minimal4 fails the run saying which package to install."""
-    assert managed.allocator_library("glibc", (str(tmp_path),)) == ""
+    assert managed_server.allocator_library("glibc", (str(tmp_path),)) == ""
     with pytest.raises(TargetError) as e:
-        managed.allocator_library("tcmalloc", (str(tmp_path),))
+        managed_server.allocator_library("tcmalloc", (str(tmp_path),))
     assert e.value.field == "malloc" and "Debian package libtcmalloc-minimal4" in e.value.message
     (tmp_path / "libjemalloc.so.2").write_bytes(b"")
-    assert managed.allocator_library("jemalloc", (str(tmp_path),)) == str(tmp_path / "libjemalloc.so.2")
+    assert managed_server.allocator_library("jemalloc", (str(tmp_path),)) == str(tmp_path / "libjemalloc.so.2")
 
 
 def spec_with(tmp_path, *targets: str, pool: str = "rack1"):

@@ -1,5 +1,5 @@
 """MariaDB and MySQL builds differ in how a datadir is initialised and in a few start options;
-this module writes their command lines. Pure: managed.py runs them.
+this module writes their command lines. Pure: managed_template.py and managed_server.py run them.
 
 - MariaDB: `mariadb-install-db` makes the system tables, then the server in `--bootstrap` mode
   reads the SQL that creates the client account on stdin.

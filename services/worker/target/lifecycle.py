@@ -18,7 +18,7 @@ from services.common.messages import QuiesceReport, ServerReport
 from services.common.server_work import server_work
 from services.common.spec_targets import DsnTarget, ManagedTarget
 from services.common.spec_workloads import DataShape
-from services.worker.target import dsn, info, managed, quiesce
+from services.worker.target import dsn, info, managed, managed_server, quiesce
 
 if TYPE_CHECKING:  # a type only: targets sit below the drivers
     from services.worker.driver.contract import LoadOutcome
@@ -32,7 +32,7 @@ class TargetSession:
 
     params: dict[str, Any]
     client_cpus: list[int] | None
-    server: managed.ManagedServer | None = None
+    server: managed_server.ManagedServer | None = None
     #: What the report says before the load: the kind, and for managed targets the start.
     base: ServerReport = ServerReport(kind="dsn")
     identity: info.ServerIdentity | None = None

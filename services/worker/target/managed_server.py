@@ -1,0 +1,220 @@
+"""One managed mariadbd: its command line, its start (as the server user, pinned, with its
+allocator preloaded and tied to the worker's life by the parent-death signal) and its stop."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.common import logs, server_options
+from services.common.builds import ALLOCATOR_LIBRARIES, ALLOCATOR_PACKAGES
+from services.common.spec_targets import ManagedTarget
+from services.worker.target import flavours
+from services.worker.target.dsn import TargetError, connect
+from services.worker.target.managed_template import CLIENT_USER, ServerBuild, log_tail
+
+log = logs.get(__name__)
+
+#: Where a preloaded allocator may come from: the system's library directories only (a spec
+#: names the allocator, never a file).
+LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib")
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _child_setup(ids: tuple[int, int] | None, cpus: list[int] | None, parent: int):
+    """The server's pre-exec: own session, drop to SERVER_USER, then the parent-death
+    signal (after the uid change, which would clear it), then pin to the server CPUs."""
+
+    def setup() -> None:
+        os.setsid()
+        if ids is not None:
+            os.setgroups([])
+            os.setgid(ids[1])
+            os.setuid(ids[0])
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the worker died between fork and prctl
+            os._exit(1)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    return setup
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ManagedServer:
+    """One running mariadbd of one target."""
+
+    target: ManagedTarget
+    key: str
+    build: ServerBuild
+    dir: Path
+    port: int
+    password: str
+    server_cpus: list[int]
+    client_cpus: list[int]
+    proc: subprocess.Popen | None = None
+    start_s: float = 0.0
+    starts: int = 0
+    reused: bool = False
+    #: Its settings may differ from its options (quiesce could not restore them): start anew, not reuse.
+    restart_before_reuse: bool = False
+    #: The allocator found in the running server's /proc/PID/maps.
+    malloc_loaded: str | None = None
+    #: LD_PRELOAD for the server (the target's allocator), empty for glibc.
+    preload: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def binary(self) -> Path:
+        return self.build.binary
+
+    @property
+    def datadir(self) -> Path:
+        return self.dir / "data"
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "mysqld.sock"
+
+    @property
+    def error_log(self) -> Path:
+        return self.dir / "error.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def connect_params(self) -> dict[str, Any]:
+        return {"unix_socket": str(self.socket), "user": CLIENT_USER, "password": self.password,
+                "database": self.target.database}
+
+    def argv(self) -> list[str]:
+        t = self.target
+        return [
+            str(self.binary), "--no-defaults",
+            *([f"--basedir={self.build.basedir}"] if self.build.basedir else []),
+            f"--datadir={self.datadir}", f"--port={self.port}", "--bind-address=127.0.0.1",
+            f"--socket={self.socket}", f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.error_log}",
+            *flavours.start_args(flavours.flavour_of(self.build.version)),
+            *server_options.argv(t.options),
+        ]
+
+    def start(self, ids: tuple[int, int] | None) -> None:
+        """Start the server and wait until it answers; raise TargetError with its log tail."""
+        offsets = {p: (p.stat().st_size if p.exists() else 0) for p in (self.error_log, self.dir / "stderr.log")}
+        self.port = free_port()
+        t0 = time.monotonic()
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        if self.preload:
+            env["LD_PRELOAD"] = self.preload
+        with open(self.dir / "stderr.log", "ab") as err:
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
+                                         preexec_fn=_child_setup(ids, self.server_cpus, os.getpid()))
+        deadline = t0 + self.target.start_timeout
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                self.proc = None
+                raise TargetError(f"targets.{self.target.name}",
+                                  f"mariadbd exited with code {code} while starting; its error log ends:\n"
+                                  + self._log_tail(offsets))
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TargetError(f"targets.{self.target.name}",
+                                  f"mariadbd did not accept connections within {self.target.start_timeout:g} s "
+                                  "(start_timeout); its error log ends:\n" + self._log_tail(offsets))
+            if self.socket.exists():
+                try:
+                    conn = connect(self.connect_params(), database=False)
+                    conn.close()
+                    break
+                except Exception:
+                    pass
+            time.sleep(0.05)
+        self.start_s = time.monotonic() - t0
+        self.starts += 1
+        self.malloc_loaded = loaded_allocator(_read_maps(self.proc.pid))
+        if self.malloc_loaded != self.target.malloc:
+            self.kill()
+            raise TargetError(f"targets.{self.target.name}.malloc",
+                              f"asked for {self.target.malloc}, but the server's memory map shows "
+                              f"{self.malloc_loaded} loaded")
+        log.info("managed_server_ready", target=self.target.name, pid=self.proc.pid, port=self.port,
+                 seconds=round(self.start_s, 2), server_cpus=server_options.format_cpus(self.server_cpus))
+
+    def _log_tail(self, offsets: dict[Path, int]) -> str:
+        parts = [log_tail(p, off) for p, off in offsets.items()]
+        return "\n".join(p for p in parts if p) or "(the error log is empty)"
+
+    def stop(self) -> None:
+        """Clean shutdown (SIGTERM), then SIGKILL to the process group after stop_timeout."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            t0 = time.monotonic()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.target.stop_timeout)
+                log.info("managed_server_stopped", target=self.target.name, seconds=round(time.monotonic() - t0, 2))
+            except subprocess.TimeoutExpired:
+                log.warning("managed_server_killed", target=self.target.name, after_s=self.target.stop_timeout)
+                self.kill()
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.proc = None
+
+
+def loaded_allocator(maps: str) -> str:
+    """The allocator a process has mapped, from its /proc/PID/maps text: jemalloc, tcmalloc or
+    glibc (neither library mapped)."""
+    for name, lib in ALLOCATOR_LIBRARIES.items():
+        if f"/{lib.split('.so')[0]}.so" in maps:
+            return name
+    return "glibc"
+
+
+def _read_maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
+
+
+def allocator_library(malloc: str, dirs: tuple[str, ...] = LIBRARY_DIRS) -> str:
+    """The path to preload for ``malloc`` ("" for glibc); TargetError naming the package when
+    the library is not installed."""
+    if malloc == "glibc":
+        return ""
+    lib = ALLOCATOR_LIBRARIES[malloc]
+    for d in dirs:
+        p = Path(d) / lib
+        if p.is_file():
+            return str(p)
+    raise TargetError("malloc", f"{malloc}: {lib} is not installed on this worker (Debian package "
+                                f"{ALLOCATOR_PACKAGES[malloc]}; deploy/ensure-services worker installs it)")
