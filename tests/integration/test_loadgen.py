@@ -166,10 +166,12 @@ def test_warmup_is_run_but_never_counted(_mariadb, primary_rows_read):
     """The server runs warm-up queries, the outcome leaves them out."""
     before = primary_rows_read()
     out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
-                   threads=2, warmup=1, duration=1, seed=3, processes=1)
+                   threads=2, warmup=2, duration=1, seed=3, processes=1)
     executed = primary_rows_read() - before
+    # Two warm-up seconds against one measured: the server saw well over the counted reads even
+    # when a busy machine slows one of the three seconds (a 1:1 split failed at load average 80).
     assert executed > out.totals.reads * 1.5
-    assert 0.9 <= out.warmup_s <= 1.1 and 1.0 <= out.measured_s < 1.5
+    assert 1.9 <= out.warmup_s <= 2.1 and 1.0 <= out.measured_s < 1.5
     assert len(out.series.transactions) == 1
 
 
