@@ -60,6 +60,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_retire_old_exchange(args: argparse.Namespace, settings: Settings) -> int:
+    from services.common.bus import RabbitBus, Role
+
+    # Explicit, not at a declare: workers of earlier versions publish there until upgraded.
+    with RabbitBus(settings, name="benchfleet collector retire", role=Role.COLLECTOR) as bus:
+        gone = bus.retire_old_exchanges()
+    print(f"retired (deleted if it was there): exchange {', '.join(gone)}")
+    return EXIT_OK
+
+
 def cmd_dashboards(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.dashboards import write_dashboards
 
@@ -419,6 +429,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_stats)
+    s = command("retire-old-exchange", "after upgrading every worker: delete the results exchange of earlier "
+                                       "versions (named like the results queue), which the collector keeps bound")
+    add_settings_flags(s, AMQP)
+    s.set_defaults(fn=cmd_retire_old_exchange)
     s = command("dashboards", "write the Grafana dashboards (JSON) into a directory")
     s.add_argument("--out", default="dashboards", help="directory (default: dashboards)")
     s.set_defaults(fn=cmd_dashboards)

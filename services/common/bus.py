@@ -181,12 +181,17 @@ class RabbitBus(Broker):
                     except TopologyMissing:
                         if not step.optional:
                             raise
-                elif isinstance(step, topology.RetiredExchange):
-                    self._ch.exchange_delete(step.name)  # a no-op when it is gone already
                 else:
                     self._ch.queue_bind(step.queue, step.exchange, routing_key=step.routing_key or None)
         if self.role is Role.SCHEDULER:
             self.declare_control_log()
+
+    def retire_old_exchanges(self) -> list[str]:
+        """Delete the exchanges of earlier versions (topology.retired); the names, gone now."""
+        with _as_bus_error("retiring the exchanges of earlier versions"):
+            for step in topology.retired(self.names):
+                self._ch.exchange_delete(step.name)  # a no-op when it is gone already
+        return [step.name for step in topology.retired(self.names)]
 
     def _ensure(self, what: str, declare: Callable[[Any, bool], object]) -> bool:
         """Declare ``what``; True when this call created it. A worker first checks that it exists

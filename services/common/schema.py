@@ -13,7 +13,7 @@ History:
   11: for SQL and Grafana: result_series (one row per measured second, filled by the store,
       backfilled here from results kept as JSON and by `collector stats` from compressed ones), cell_stats (per-cell statistics and verdicts, filled
       by the collector), and views with DATETIME(6) times: campaigns_v, runs_v, results_v,
-      series_v, cell_stats_v.
+      series_v, cell_stats_v (made by services/common/views.py since 18: see there).
   12: worker_endpoints: each worker's last announcement (/metrics address, pool, up/down), so
       the collector's Prometheus service discovery survives a collector restart.
   14: results.build, build_version, server_sha256, malloc: which build ran a result.
@@ -26,8 +26,10 @@ History:
       has arrived and the merge is stored, so a collector restart loses none (merged parts keep
       their row, emptied: the collector's user may not DELETE).
   18: schema_views: the fingerprint each view was made with. The views are no longer frozen at
-      migration 11: after every migrate, services/common/views.py makes again (CREATE OR REPLACE)
-      each view whose definition or tables' columns changed, so results_v gains 14's columns.
+      migration 11: after every migrate, services/common/views.py makes each missing view and
+      again (CREATE OR REPLACE) each view whose definition or tables' columns changed, so
+      results_v gains 14's columns. Migration 11 no longer makes them itself: on a new results DB
+      views.py makes them current at once, which the collector (who may not replace a view) can.
 """
 
 from __future__ import annotations
@@ -144,8 +146,10 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # DATETIME(6) beside them, in the session's time zone (Grafana's MySQL source sets UTC).
     # A series row carries its result's stored_at: a redelivered result rewrites the seconds it
     # has, and series_v joins on stored_at, so seconds left from an older, longer result (the
-    # collector may not DELETE) never show. CREATE VIEW IF NOT EXISTS, not OR REPLACE: the
-    # collector's user may create views (ensure-services grants CREATE VIEW) but drops nothing.
+    # collector may not DELETE) never show. Its views are made after the migrations by
+    # services/common/views.py (CREATE VIEW for a missing one: the collector's user may create
+    # views but drops nothing); made here, they would be frozen at these tables' columns and the
+    # collector could not bring them up to date.
     (
         11,
         [
@@ -205,27 +209,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 computed_at DOUBLE NOT NULL,
                 PRIMARY KEY (campaign_id, metric, workload, threads, target)
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
-            """CREATE VIEW IF NOT EXISTS campaigns_v AS
-               SELECT c.*, FROM_UNIXTIME(c.created_at) AS created_time FROM campaigns c""",
-            """CREATE VIEW IF NOT EXISTS runs_v AS
-               SELECT r.*, FROM_UNIXTIME(r.started_at) AS started_time, FROM_UNIXTIME(r.ended_at) AS ended_time,
-                      FROM_UNIXTIME(r.updated_at) AS updated_time FROM runs r""",
-            """CREATE VIEW IF NOT EXISTS results_v AS
-               SELECT r.run_id, r.campaign_id, r.target, r.workload, r.threads, r.repetition, r.status, r.measured_s,
-                      r.transactions, r.queries, r.errors, r.qps, r.tps, r.p50_ms, r.p95_ms, r.p99_ms, r.max_ms,
-                      r.worker, r.host, r.error, r.started_at, r.ended_at, r.stored_at,
-                      FROM_UNIXTIME(r.started_at) AS started_time, FROM_UNIXTIME(r.ended_at) AS ended_time,
-                      FROM_UNIXTIME(r.stored_at) AS stored_time
-               FROM results r""",
-            """CREATE VIEW IF NOT EXISTS series_v AS
-               SELECT s.run_id, r.campaign_id, r.target, r.workload, r.threads, r.repetition, s.second,
-                      FROM_UNIXTIME(r.ended_at - r.measured_s + s.second) AS time,
-                      s.queries AS qps, s.transactions AS tps, s.errors, s.ignored_errors, s.reconnects, s.queue
-               FROM result_series s JOIN results r ON r.run_id = s.run_id AND r.stored_at = s.stored_at""",
-            """CREATE VIEW IF NOT EXISTS cell_stats_v AS
-               SELECT s.*, c.name AS campaign_name, FROM_UNIXTIME(c.created_at) AS campaign_time,
-                      FROM_UNIXTIME(s.computed_at) AS computed_time
-               FROM cell_stats s JOIN campaigns c ON c.campaign_id = s.campaign_id""",
         ],
     ),
     # 12: the collector lists the fleet to Prometheus at once after a restart.

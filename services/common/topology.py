@@ -18,8 +18,12 @@ exists (passively: no permission needed) and waits until the scheduler (at a sub
 letters, control log) and the collector (results) declared it. The worker's steps below are
 only what it checks; its runs queue it may also find only when it consumes.
 
-Upgrading: the results exchange of earlier versions had the results queue's name; the collector
-deletes it (its bindings go with it) once the new exchange is bound, so only the new one routes.
+Upgrading: the results exchange of earlier versions had the results queue's name, and workers not
+yet upgraded still publish to it. No declare deletes it: it stays bound to the results queue (as
+the earlier collector bound it), so their results keep arriving while the new exchange is bound
+too. Binding it to the new exchange instead would need write on that exchange, i.e. a collector
+that may publish results. Once every worker is upgraded, `collector retire-old-exchange` deletes
+it (``retired``), and ensure-services, run again, takes back the workers' grant on its name.
 
 Pure: the bus (services/common/bus.py) executes the steps.
 """
@@ -71,7 +75,13 @@ class RetiredExchange:
     name: str
 
 
-Step = Union[Exchange, Queue, Binding, RetiredExchange]
+Step = Union[Exchange, Queue, Binding]
+
+
+def retired(names: "Names") -> list[RetiredExchange]:
+    """The exchanges of earlier versions, deleted by an explicit step once no process of those
+    versions publishes to them (`collector retire-old-exchange`), never by a declare."""
+    return [RetiredExchange(names.results)]
 
 
 def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[str, object]) -> list[Step]:
@@ -86,8 +96,8 @@ def steps(names: "Names", pools: tuple[str, ...], role: Role, quorum_args: dict[
     if role in (Role.ALL, Role.WORKER, Role.COLLECTOR):
         out += [Exchange(n.results_exchange, "fanout"), Queue(n.results, quorum_args)]
     if role in (Role.ALL, Role.COLLECTOR):
-        # Bound before the old exchange goes, so results are routed throughout an upgrade.
-        out += [Binding(n.results, n.results_exchange), RetiredExchange(n.results)]
+        # The old results exchange (the queue's name), if any, is left bound: see Upgrading.
+        out += [Binding(n.results, n.results_exchange)]
         # The collector's copy of every dead letter (a run or result that will never be
         # stored): it marks the run failed with the reason.
         out += [Queue(n.dead_watch, {"x-queue-type": "quorum"}), Binding(n.dead_watch, n.dead)]

@@ -2,13 +2,15 @@
 
 MariaDB fixes a view's column list when the view is created (``c.*`` included), so a view made
 once never shows a column added later. The views are therefore not migrations: after the
-migrations, each view whose definition or underlying columns changed since it was made is made
-again with CREATE OR REPLACE, and its fingerprint recorded in ``schema_views`` (migration 18).
+migrations, a missing view is made with CREATE VIEW and each view whose definition or underlying
+columns changed since it was made is made again with CREATE OR REPLACE, and its fingerprint recorded
+in ``schema_views`` (migration 18).
 results_v lists every column of results but the whole stored result, read from the table itself,
 so a column a migration adds reaches it without touching this file.
 
-Replacing a view needs DROP on it. The scheduler's user (and root) has it; the collector's user
-does not (least privilege: no DROP), so a collector creates missing views only and leaves an
+CREATE OR REPLACE needs DROP on the view, even when the view does not exist yet; CREATE VIEW needs
+only CREATE VIEW. The scheduler's user (and root) has DROP; the collector's user does not (least
+privilege), so a collector creates missing views (CREATE VIEW, never OR REPLACE) and leaves an
 outdated one, logged, for the next command run as a user that may (any `scheduler` command).
 """
 
@@ -65,8 +67,8 @@ def definitions(columns: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, st
 
 
 def refresh_views(store: "StoreConnection") -> list[str]:
-    """Make again every view whose fingerprint changed (or that is missing); the views made. A view
-    this user may not replace is logged and left for a user who may."""
+    """Make every missing view, and again every view whose fingerprint changed; the views made. A
+    view this user may not replace is logged and left for a user who may."""
     columns: dict[str, list[str]] = {}
     for table, column in store._rows(
             "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
@@ -79,8 +81,11 @@ def refresh_views(store: "StoreConnection") -> list[str]:
     for name, (sql, fingerprint) in definitions(columns).items():
         if recorded.get(name) == fingerprint and name in existing:
             continue
+        # OR REPLACE only for a view that is there: it needs DROP even for a missing one, which the
+        # collector's user lacks. IF NOT EXISTS: two services starting at once may both make it.
+        create = "CREATE OR REPLACE VIEW" if name in existing else "CREATE VIEW IF NOT EXISTS"
         try:
-            store._execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+            store._execute(f"{create} {name} AS {sql}")
         except StoreError as e:
             if not _denied(e):
                 raise

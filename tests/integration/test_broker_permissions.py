@@ -8,6 +8,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -47,18 +48,25 @@ def deployed(rabbitmq, tmp_path_factory):
     shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path / "rabbitmqctl.argv"}\n'
                     f'exec {shutil.which("rabbitmqctl")} "$@"\n')
     shim.chmod(0o755)
-    env = dict(os.environ, PATH=f"{shim.parent}:{os.environ['PATH']}", BENCHFLEET_AMQP_VHOST=tag, BENCHFLEET_AMQP_USER_PREFIX=tag, BENCHFLEET_NAMESPACE=tag,
-               BENCHFLEET_SECRETS=str(tmp_path / "secrets"), BENCHFLEET_VAR=str(tmp_path / "var"),
-               BENCHFLEET_CONFIG=str(tmp_path / "settings.env"))
     try:
-        runs = [subprocess.run([str(ROOT / "deploy" / "ensure-services"), "rabbitmq"], env=env, capture_output=True,
-                               text=True, timeout=300) for _ in range(2)]
+        runs = [_ensure_services(tag, tmp_path) for _ in range(2)]
         passwords = [(tmp_path / "secrets" / f"amqp_password_{r}").read_text() for r in ("scheduler", "worker", "collector")]
         yield tag, tmp_path, runs, passwords
     finally:
         _rabbitmqctl("delete_vhost", tag)
         for role in ("scheduler", "worker", "collector"):
             _rabbitmqctl("delete_user", f"{tag}-{role}")
+
+
+def _ensure_services(tag: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """deploy/ensure-services rabbitmq for the vhost, users and namespace ``tag`` (rabbitmqctl
+    through the shim in ``tmp_path``)."""
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", BENCHFLEET_AMQP_VHOST=tag,
+               BENCHFLEET_AMQP_USER_PREFIX=tag, BENCHFLEET_NAMESPACE=tag,
+               BENCHFLEET_SECRETS=str(tmp_path / "secrets"), BENCHFLEET_VAR=str(tmp_path / "var"),
+               BENCHFLEET_CONFIG=str(tmp_path / "settings.env"))
+    return subprocess.run([str(ROOT / "deploy" / "ensure-services"), "rabbitmq"], env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 def _settings(tmp_path: Path, tag: str, role: str) -> Settings:
@@ -357,34 +365,57 @@ def test_a_worker_before_the_first_submit_to_its_pool_is_told_to_wait(deployed):
             c.ack(d.delivery_tag)
 
 
-def test_upgrading_keeps_queued_results_and_retires_the_old_results_exchange(deployed):
-    """A deployment of an earlier version has one exchange and queue both named <ns>.results,
-    with results queued. The collector's declare binds the queue to the new results exchange,
-    deletes the old one, keeps the queued results, and a worker's new results reach the queue."""
+def _drain(coll: Settings, queue: str) -> list[bytes]:
+    with _bus(coll, Role.COLLECTOR) as c:
+        got = []
+        while (d := c.get(queue)) is not None:
+            got.append(d.body)
+            c.ack(d.delivery_tag)
+    return got
+
+
+def test_upgrading_keeps_old_workers_results_until_the_old_exchange_is_retired(deployed):
+    """A deployment of an earlier version has one exchange and queue both named <ns>.results, with
+    results queued. Upgraded in the documented order (ensure-services, the collector, then the
+    workers), a worker not yet upgraded still publishes to <ns>.results and its results reach the
+    queue beside the queued ones and the upgraded workers'; `collector retire-old-exchange` then
+    deletes the old exchange, and ensure-services run again takes back the workers' grant on it."""
     tag, tmp_path, runs, _ = deployed
     work, coll = (_settings(tmp_path, tag, r) for r in ("worker", "collector"))
     n = RabbitBus(coll).names
-    old = b'{"queued": "before the upgrade"}'
+    queued = b'{"queued": "before the upgrade"}'
     with _bus(coll, Role.COLLECTOR) as c:  # the earlier version's topology, as its collector had it
         c.delete_queue(n.results)
         _amqp(lambda: c.channel.exchange_delete(n.results_exchange))
         c.channel.exchange_declare(n.results, exchange_type="fanout", durable=True)
         c.channel.queue_declare(n.results, durable=True, arguments=_quorum_args(n.dead))
         c.channel.queue_bind(n.results, n.results)
-        c.publish(n.results, "", old)
+        c.publish(n.results, "", queued)
+    upgrade = _ensure_services(tag, tmp_path)
+    assert upgrade.returncode == 0 and "upgrade in progress" in upgrade.stderr, upgrade.stderr
     for _ in range(2):  # idempotent: the second declare finds the new topology
         with _bus(coll, Role.COLLECTOR) as c:
             c.declare((POOL,))
-    with _bus(coll, Role.COLLECTOR) as c:
-        reason = _refused_on_channel(coll, Role.COLLECTOR, lambda ch: ch.exchange_declare(n.results, passive=True))
-        assert reason.startswith("404 NOT_FOUND"), reason
+    old_worker = b'{"from": "a worker not upgraded yet"}'
+    with _bus(work, Role.WORKER) as w:  # as a worker of the earlier version publishes its results
+        w.publish(n.results, "", old_worker)
     new = RunEvent(run_id="r3", campaign_id="c3", state="running", worker="w", at=0.0).encode()
     with _bus(work, Role.WORKER) as w:
         w.declare((POOL,))
         w.publish_result(new)
-    with _bus(coll, Role.COLLECTOR) as c:
-        got = []
-        while (d := c.get(n.results)) is not None:
-            got.append(d.body)
-            c.ack(d.delivery_tag)
-    assert got == [old, new]
+    assert _drain(coll, n.results) == [queued, old_worker, new]
+
+    env = dict(os.environ, BENCHFLEET_CONFIG="", BENCHFLEET_AMQP_URL=coll.amqp_url, BENCHFLEET_NAMESPACE=tag)
+    retire = subprocess.run([sys.executable, "-m", "services.collector.cli", "retire-old-exchange"], env=env,
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert retire.returncode == 0 and f"exchange {n.results}" in retire.stdout, retire.stderr
+    reason = _refused_on_channel(coll, Role.COLLECTOR, lambda ch: ch.exchange_declare(n.results, passive=True))
+    assert reason.startswith("404 NOT_FOUND"), reason
+    after = _ensure_services(tag, tmp_path)
+    assert after.returncode == 0 and "upgrade in progress" not in after.stderr, after.stderr
+    # The worker's user may no longer write that name: it cannot bind the results queue either.
+    assert "ACCESS_REFUSED" in _refused_on_channel(work, Role.WORKER, lambda ch: ch.queue_bind(n.results, n.parts))
+    with _bus(work, Role.WORKER) as w:
+        w.declare((POOL,))
+        w.publish_result(new)
+    assert _drain(coll, n.results) == [new]

@@ -3,13 +3,23 @@ per measured second, and per-cell statistics with verdicts that match the report
 
 from __future__ import annotations
 
+import os
+import re
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterator
+
 import mysql.connector
 import pytest
+from structlog.testing import capture_logs
 
 from services.collector.statistics import refresh_cell_stats
 from services.common.messages import RunQuality, RunResult
 from services.common.specfile import parse_spec
+from services.common.config import Settings
 from services.common.store import Store
+from services.common.views import VIEWS
 from services.reporting.load import load_report
 from services.reporting.options import ReportOptions
 from services.scheduler import plan
@@ -219,3 +229,78 @@ def test_views_gain_the_columns_their_tables_gain(fleet):
         store.migrate()
     for view in ("results_v", "campaigns_v"):
         assert _query(fleet, f"SELECT COUNT(bf_test_extra) FROM {view} WHERE campaign_id='c-views'") == [(0,)]
+
+
+ENSURE_SERVICES = Path(__file__).resolve().parents[2] / "deploy" / "ensure-services"
+
+
+def collector_db_privileges() -> str:
+    """The privileges deploy/ensure-services grants the collector's DB user on the results DB."""
+    m = re.search(r"GRANT ([A-Z ,]+) ON \\`\$db_grant\\`\.\* TO \$col;", ENSURE_SERVICES.read_text())
+    assert m, "deploy/ensure-services: no GRANT to the collector on the results DB ($db_grant)"
+    return m.group(1)
+
+
+@pytest.fixture
+def collector_on_fresh_db(mariadb_params, settings: Settings) -> Iterator[tuple[Settings, Settings]]:
+    """A throwaway results DB (not created yet) and a throwaway DB user with exactly the collector's
+    grants on it: (the collector's settings, root's settings), both dropped afterwards."""
+    root = replace(settings, db_user="root", db_password="", db_socket="")
+    try:
+        admin = mysql.connector.connect(host=root.db_host, port=root.db_port, user="root", password="")
+    except mysql.connector.Error as e:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"MariaDB root without a password is needed to make a DB user: {e}")
+    name = f"bf_views_{uuid.uuid4().hex[:12]}"
+    password = uuid.uuid4().hex
+    host = "127.0.0.1" if settings.db_host in ("127.0.0.1", "localhost") else "%"
+    cur = admin.cursor()
+    try:
+        cur.execute(f"CREATE USER '{name}'@'{host}' IDENTIFIED BY %s", (password,))
+        # In a GRANT's database name `_` is a wildcard: this database alone, as ensure-services does.
+        cur.execute(f"GRANT {collector_db_privileges()} ON `{name.replace('_', chr(92) + '_')}`.* TO '{name}'@'{host}'")
+        yield (replace(settings, db_user=name, db_password=password, db_name=name, db_socket=""),
+               replace(root, db_name=name))
+    finally:
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cur.execute(f"DROP USER IF EXISTS '{name}'@'{host}'")
+        admin.close()
+
+
+def _views(s: Settings) -> dict[str, list[str]]:
+    """Each view of the results DB and its columns, read by ``s``'s user."""
+    with Store(s).open(migrate=False) as store:
+        rows = store._rows("SELECT c.TABLE_NAME, c.COLUMN_NAME FROM information_schema.COLUMNS c"
+                           " JOIN information_schema.VIEWS v ON v.TABLE_SCHEMA = c.TABLE_SCHEMA"
+                           " AND v.TABLE_NAME = c.TABLE_NAME WHERE c.TABLE_SCHEMA = DATABASE()"
+                           " ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION")
+    out: dict[str, list[str]] = {}
+    for view, column in rows:
+        out.setdefault(view, []).append(column)
+    return out
+
+
+def test_the_collectors_db_user_makes_every_view_of_a_new_results_db_and_a_missing_one(collector_on_fresh_db):
+    """The collector's DB user (no DROP) opening a new results DB makes it with every view current
+    (results_v with migration 14's build columns), logging none out of date; a view someone dropped
+    is made again at its next start, and one out of date is logged and left, not a failed start."""
+    collector, root = collector_on_fresh_db
+    with capture_logs() as logged:
+        with Store(collector):
+            pass
+    assert not [e for e in logged if e["event"] == "view_out_of_date"], logged
+    views = _views(collector)
+    assert set(views) == {name for name, _ in VIEWS}
+    assert {"build", "build_version", "malloc", "started_time"} <= set(views["results_v"])
+    with Store(root).open(migrate=False) as store:
+        assert len(store._rows("SELECT name FROM schema_views")) == len(VIEWS)
+        store._execute("DROP VIEW series_v")
+        store._execute("UPDATE schema_views SET fingerprint = 'older' WHERE name = 'campaigns_v'")
+
+    with capture_logs() as logged:
+        with Store(collector):
+            pass
+    assert "series_v" in _views(collector)
+    assert [e["view"] for e in logged if e["event"] == "view_out_of_date"] == ["campaigns_v"]
+    assert [e["view"] for e in logged if e["event"] == "view_made"] == ["series_v"]

@@ -49,13 +49,14 @@ def test_results_are_published_to_an_exchange_named_apart_from_the_results_queue
     assert not any(isinstance(s, topology.Exchange) and s.name == "bf.results" for s in worker)
 
 
-def test_the_collector_retires_the_old_results_exchange_only_after_binding_the_new_one():
-    """Upgrading, results keep being routed: the queue is bound to the new exchange before the
-    exchange of earlier versions (the queue's name) is deleted; nobody else deletes anything."""
-    steps = topology.steps(N, ("p",), Role.COLLECTOR, {})
-    assert steps.index(Binding("bf.results", "bf.results.x")) < steps.index(topology.RetiredExchange("bf.results"))
-    for role in (Role.WORKER, Role.SCHEDULER):
+def test_no_declare_deletes_the_old_results_exchange_only_the_explicit_retire_step_does():
+    """Upgrading, workers not yet upgraded publish to the exchange of earlier versions (the queue's
+    name): no role's declare deletes it; the collector binds the new one, and the retire step
+    (`collector retire-old-exchange`) is what deletes the old one."""
+    for role in Role:
         assert not any(isinstance(s, topology.RetiredExchange) for s in topology.steps(N, ("p",), role, {}))
+    assert Binding("bf.results", "bf.results.x") in topology.steps(N, ("p",), Role.COLLECTOR, {})
+    assert topology.retired(N) == [topology.RetiredExchange("bf.results")]
 
 
 def test_settings_never_show_a_password():

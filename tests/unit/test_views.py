@@ -22,22 +22,25 @@ def test_results_v_lists_every_results_column_but_the_stored_result_and_a_new_co
 
 
 class _Store:
-    """Answers the view queries; replacing views is denied as for the collector's user (no DROP)."""
+    """Answers the view queries; CREATE OR REPLACE is denied as for the collector's user (no DROP),
+    which MariaDB refuses even for a view that does not exist yet."""
 
-    def __init__(self) -> None:
+    def __init__(self, existing: tuple[str, ...] = ("results_v",)) -> None:
         self.executed: list[str] = []
+        self.existing = existing
 
     def _rows(self, sql: str, params=()):
         if "information_schema.COLUMNS" in sql:
             return [(t, c) for t, cols in COLUMNS.items() for c in cols]
         if "information_schema.VIEWS" in sql:
-            return [("results_v",)]
+            return [(name,) for name in self.existing]
         return []
 
     def _execute(self, sql: str, params=()):
-        if sql.startswith("CREATE OR REPLACE VIEW results_v"):
+        if sql.startswith("CREATE OR REPLACE VIEW"):
+            view = sql.split()[4]
             raise StoreError("results DB: 1142 DROP command denied to user 'benchfleet_collector'@'localhost' "
-                             "for table `benchfleet`.`results_v`")
+                             f"for table `benchfleet`.`{view}`")
         self.executed.append(sql.split(" AS ")[0])
 
 
@@ -47,3 +50,13 @@ def test_a_view_this_user_may_not_replace_is_left_and_logged():
         made = refresh_views(store)  # type: ignore[arg-type]
     assert "results_v" not in made and {"campaigns_v", "runs_v", "series_v", "cell_stats_v"} <= set(made)
     assert [e["view"] for e in logged if e["event"] == "view_out_of_date"] == ["results_v"]
+
+
+def test_a_user_without_drop_makes_every_missing_view():
+    """A results DB with no views: a user who may create views but not drop them (the collector)
+    makes them all, since a missing view is made without OR REPLACE."""
+    store = _Store(existing=())
+    with capture_logs() as logged:
+        made = refresh_views(store)  # type: ignore[arg-type]
+    assert set(made) == {"campaigns_v", "runs_v", "results_v", "series_v", "cell_stats_v"}
+    assert not [e for e in logged if e["event"] == "view_out_of_date"]
