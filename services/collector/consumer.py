@@ -303,14 +303,14 @@ class Collector:
     @staticmethod
     def _spoils_a_merge(store: ResultStore, result: RunResult) -> bool:
         """Whether ``result`` is a failure of a part that never met its partners (no start was
-        agreed: a part taken again after its run was measured whole) and would replace the run's
-        stored ok merge: it is acked and dropped."""
+        agreed: ``parts`` empty; a part taken again after its run ended) and the run already has
+        its result (an ok merge, or the failure its parts gave up with): it is acked and dropped."""
         if result.status == "ok":
             return False
         stored = store.result(result.run_id)
-        if stored is not None and stored.parts and stored.status == "ok":
+        if stored is not None and ((stored.parts and stored.status == "ok") or result.parts is not None):
             log.info("part_ignored", run_id=result.run_id, status=result.status, error=result.error,
-                     stored_group=stored.parts[0].group, stored_status=stored.status)
+                     stored_group=stored.parts[0].group if stored.parts else None, stored_status=stored.status)
             return True
         return False
 
@@ -323,21 +323,24 @@ class Collector:
         assert part.part is not None
         group = part.part.group
         stored = store.result(part.run_id)
-        if stored is not None and stored.parts and (stored.parts[0].group == group
-                                                    or (stored.status == "ok" and part.status != "ok")):
+        # A part never retries alone, so the first failure of a run's parts is the run's final word:
+        # a later failure is a partner giving up in turn, or a part redelivered after its run ended.
+        if stored is not None and ((stored.parts and stored.parts[0].group == group) or part.status != "ok"):
             log.info("part_ignored", run_id=part.run_id, part=part.part.index, group=group,
-                     stored_group=stored.parts[0].group, stored_status=stored.status)
+                     stored_group=stored.parts[0].group if stored.parts else None, stored_status=stored.status)
             return None
+        kept = store.store_part(part)
         if part.status != "ok":
-            run = failed_run(part)
+            # Every part of the group known so far is recorded with the failure.
+            run = failed_run(part, kept)
         else:
-            kept = store.store_part(part)
             if not complete(kept):
                 log.info("part_kept", run_id=part.run_id, part=part.part.index, group=group,
                          parts=f"{len(kept)}/{part.part.count}")
                 return None
             run = merge_parts(kept)
         store.store_result(run)
+        # The group is over either way: its kept parts are emptied, never merged later.
         store.parts_merged(part.run_id, group)
         return run
 

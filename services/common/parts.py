@@ -98,8 +98,12 @@ class PartSignal(_Frozen):
     t1: float | None = None
     t2: float | None = None
     reply_to: str | None = None
-    #: abort: why this part gives up.
+    #: abort: why this part gives up, and whether its part went back to the queue (its worker is
+    #: stopping before the start: another worker takes it, the others keep waiting). Otherwise
+    #: the part is given up for good and every part of the run gives up too (a part never
+    #: retries alone: it could never rejoin a group that started without it).
     reason: Annotated[str, Field(max_length=1000)] | None = None
+    requeued: bool = False
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> "PartSignal":

@@ -73,10 +73,14 @@ class AfterRun(enum.Enum):
     GIVE_UP = "give_up"
 
 
-def after_run(status: str, attempt: int, attempts: int, *, stopping: bool) -> AfterRun:
-    """The decision for a run that ended with ``status`` on delivery ``attempt`` of ``attempts``."""
+def after_run(status: str, attempt: int, attempts: int, *, stopping: bool, part: bool = False) -> AfterRun:
+    """The decision for a run that ended with ``status`` on delivery ``attempt`` of ``attempts``.
+    A failed ``part`` of a run (load_hosts) is given up at once: retried alone it could never
+    rejoin the group that started without it, so its failure fails the run whole."""
     if stopping and status == "cancelled":
         return AfterRun.HAND_BACK
+    if status == "failed" and part:
+        return AfterRun.GIVE_UP
     if status == "failed":
         # Only the last attempt's failure is stored; a worker shutting down stores it at once.
         return AfterRun.RETRY if attempt < attempts and not stopping else AfterRun.GIVE_UP
@@ -316,7 +320,8 @@ class Worker:
             self._unclean.discard(target_key)
         else:
             self._unclean.add(target_key)
-        decision = after_run(result.status, attempt, self.settings.run_attempts, stopping=self.stopping.is_set())
+        decision = after_run(result.status, attempt, self.settings.run_attempts, stopping=self.stopping.is_set(),
+                             part=run.part is not None)
         if decision is AfterRun.HAND_BACK:
             rlog.info("run_requeued_on_shutdown")
             self.metrics.run_finished(run, None)
@@ -359,16 +364,30 @@ class Worker:
 
     def _end_part(self, session: PartSession, result: RunResult) -> RunResult:
         """A part's result: failed when the barrier gave up (a part lost while measuring stops
-        every part: the run is measured again whole, or fails whole), with what the part was."""
+        every part, and the run fails whole), with what the part was. Only a part stopped before
+        its start goes back to the queue (the others keep waiting for it); one stopped after the
+        start fails, since the group measured without it."""
         stopping = self.stopping.is_set()
-        if session.failure is not None and result.status != "failed" and not stopping:
+        started = session.start_at is not None
+        if session.failure is not None and result.status != "failed" and (not stopping or started):
             result = result.model_copy(update={"status": "failed", "error": session.failure, "quality": None})
-        session.finish(None if result.status == "ok" else (result.error or result.status))
+        elif stopping and started and result.status == "cancelled":
+            result = result.model_copy(update={"status": "failed", "quality": None,
+                                               "error": "load_hosts: the worker stopped while the parts measured"})
+        requeued = stopping and not started and result.status == "cancelled"
+        session.finish(None if result.status == "ok" else (result.error or result.status), requeued=requeued)
         report = session.report()
         if report is not None:
-            report = report.model_copy(update={"transactions": result.totals.transactions,
-                                               "queries": result.totals.queries})
-        return result.model_copy(update={"part": report})
+            return result.model_copy(update={"part": report.model_copy(update={
+                "transactions": result.totals.transactions, "queries": result.totals.queries})})
+        if result.status == "ok":
+            return result
+        # No start was agreed: a failure of the split run as a whole (``parts`` empty, no part), naming
+        # this part and its worker; the collector keeps it only while the run has no result.
+        error = result.error
+        if result.status == "failed":
+            error = f"load_hosts part {session.part.index} ({self.identity.worker_id}): {error}"
+        return result.model_copy(update={"part": None, "parts": [], "error": error})
 
     def _on_own_bus(self, fn: Callable[[Broker], None], run_id: str) -> None:
         """Run ``fn`` on a connection of this thread's own, retrying until it succeeds."""

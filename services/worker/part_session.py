@@ -71,6 +71,10 @@ class PartSession:
         self._decided = threading.Event()
         self._finished = threading.Event()
         self._finish_reason: str | None = None
+        self._requeued = False
+        #: When gate() was first called (this part ready to measure): the join deadline counts
+        #: from here, not from before prepare, which may take long under the named lock.
+        self._ready_at: float | None = None
         self._joined = Joined(self.part.count, fresh_s=3 * READY_EVERY_S)
         self._names: dict[int, str] = {}
         self._heard: dict[int, float] = {}
@@ -86,6 +90,8 @@ class PartSession:
     def gate(self) -> float:
         """Say this part is ready (its connections are open) and wait for the agreed start; the
         start instant on this host's clock. LoadError when the barrier is not met."""
+        if self._ready_at is None:
+            self._ready_at = self.clock()
         self._ready.set()
         while not self._decided.wait(0.2):
             if not self._thread.is_alive():
@@ -94,9 +100,11 @@ class PartSession:
             raise LoadError(self.failure)
         return self._local_start if self.start_at is not None else self.clock()
 
-    def finish(self, reason: str | None = None) -> None:
-        """The part ended: tell the others it is done (or, with ``reason``, that it gave up)."""
+    def finish(self, reason: str | None = None, *, requeued: bool = False) -> None:
+        """The part ended: tell the others it is done (or, with ``reason``, that it gave up: for
+        good, which makes every part give up, or ``requeued`` for another worker before the start)."""
         self._finish_reason = reason
+        self._requeued = requeued
         self._finished.set()
         self._thread.join(10.0)
 
@@ -140,7 +148,8 @@ class PartSession:
         finally:
             try:
                 if self.failure is not None or self._finish_reason is not None:
-                    self._send("abort", reason=(self._finish_reason or self.failure or "")[:1000])
+                    self._send("abort", reason=(self._finish_reason or self.failure or "")[:1000],
+                               requeued=self._requeued)
                 elif self.start_at is not None:
                     self._send("done")
             except BusError:
@@ -149,7 +158,6 @@ class PartSession:
             self._decided.set()
 
     def _loop(self) -> None:
-        deadline = self.clock() + self.join_timeout
         last_ready = last_ping = last_alive = 0.0
         while not self._finished.is_set():
             bodies = self.link.receive(TICK_S)
@@ -170,7 +178,7 @@ class PartSession:
                 if self.stop.is_set():
                     self._decided.set()  # cancelled or stopping before the start: nothing measured
                     return
-                if now > deadline:
+                if self._ready_at is not None and now > self._ready_at + self.join_timeout:
                     self._fail(self._timed_out(now))
                     return
                 if self._ready.is_set() and now - last_ready >= READY_EVERY_S:
@@ -226,18 +234,29 @@ class PartSession:
         self._names.setdefault(msg.index, msg.worker)
         kind = msg.kind
         if self.start_at is not None:
-            # Measuring: only the group's members count; any signal of theirs says they live.
+            # Measuring: only the group's members count.
             if self.group is None or self.group.get(msg.index) != msg.token:
                 return
             self._names[msg.index] = msg.worker
+            if kind in ("ready", "ping"):
+                # Not started yet (it missed the one-shot start, or waits for a clock sample):
+                # never proof that it measures. The coordinator repeats the start while it is
+                # ahead, and answers pings; a member still not measuring goes silent and is lost.
+                if self.coordinator and self.start_at is not None and got < self.start_at and self.group:
+                    self._send("start", start_at=self.start_at, group=self.group)
+                if kind == "ping" and self.coordinator:
+                    self._send("pong", t0=msg.t0, t1=got, t2=self.clock(), reply_to=msg.token)
+                return
             self._heard[msg.index] = got
             if kind == "done":
                 self._done.add(msg.index)
             elif kind == "abort" and msg.index not in self._done:
                 self._fail(f"load_hosts: part {msg.index} ({msg.worker}) gave up: {msg.reason}")
                 self.stop.set()
-            elif kind == "ping" and self.coordinator:
-                self._send("pong", t0=msg.t0, t1=got, t2=self.clock(), reply_to=msg.token)
+            return
+        if kind == "abort" and not msg.requeued:
+            # Given up for good: it will not come back, so no group can form on this take.
+            self._fail(f"load_hosts: part {msg.index} ({msg.worker}) gave up: {msg.reason}")
             return
         if self.coordinator:
             if kind == "ready":

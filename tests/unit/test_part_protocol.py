@@ -33,13 +33,19 @@ class FakeLoad:
     for ``measure_s`` (cancelled when stopped). ``lose_on`` attempts unplug this worker's parts
     link right after the start, until the part has noticed (then it is plugged back)."""
 
-    def __init__(self, hub: StubPartsHub, name: str, *, measure_s: float = 0.6, lose_on: tuple[int, ...] = ()):
+    def __init__(self, hub: StubPartsHub, name: str, *, measure_s: float = 0.6, lose_on: tuple[int, ...] = (),
+                 fail_part: int | None = None):
         self.hub, self.name, self.measure_s, self.lose_on = hub, name, measure_s, lose_on
+        #: The part this load fails after measuring it (as the verdict does on lost connections).
+        self.fail_part = fail_part
         self.starts: list[float] = []
+        #: (part index, attempt) of every part this load was given.
+        self.taken: list[tuple[int, int]] = []
 
     def __call__(self, run: RunSpec, who: WorkerIdentity, *, servers, attempt, client_cpus, after_failure, stop,
                  on_progress, start_gate=None, on_measuring=None) -> RunResult:
         share = share_of(run.cell.threads, run.rate, run.seed, run.part)
+        self.taken.append((run.part.index if run.part else -1, attempt))
         start = start_gate() if start_gate is not None else time.time()
         self.starts.append(start)
         if attempt in self.lose_on:
@@ -49,11 +55,13 @@ class FakeLoad:
         else:
             stop.wait(max(0.0, start - time.time()) + self.measure_s)
         status = "cancelled" if stop.is_set() else "ok"
+        failed = status == "ok" and run.part is not None and run.part.index == self.fail_part
         h = Histogram()
         for _ in range(share.threads * 10):
             h.record(1000.0 * share.threads)
         return RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
-                         status=status, worker=who.worker_id, host=who.host, attempt=attempt, started_at=start,
+                         status="failed" if failed else status,
+                         error="MySQL error 2013: Lost connection" if failed else None, worker=who.worker_id, host=who.host, attempt=attempt, started_at=start,
                          ended_at=start + self.measure_s, measured_s=self.measure_s,
                          totals=Totals(transactions=share.threads * 10, reads=share.threads * 100),
                          series=Series(transactions=[share.threads * 10]),
@@ -176,20 +184,46 @@ def test_a_part_lost_mid_run_fails_the_whole_run_and_stores_no_half():
     assert store.order == [run.run_id]
 
 
-def test_a_part_lost_mid_run_has_the_whole_run_measured_again():
-    """With attempts left, both parts go back to the queue and are measured again together; the
-    first attempt leaves nothing stored."""
+def test_a_part_lost_mid_run_fails_the_whole_run_at_once_even_with_attempts_left():
+    """A part never retries alone (it could never rejoin the group): with attempts left, both
+    parts are still given up at once, and the run is stored failed whole, once."""
     broker, hub = StubBroker(), StubPartsHub()
     run = one_run()
     store = PartsStore(runs())
     publish_runs(broker, [p.encode() for p in split_run(run, 2)])
-    loads = {"w1": FakeLoad(hub, "w1"), "w2": FakeLoad(hub, "w2", lose_on=(1,))}
+    loads = {"w1": FakeLoad(hub, "w1", measure_s=5.0), "w2": FakeLoad(hub, "w2", lose_on=(1,))}
+    queue = broker.names.runs_queue(POOL)
     with fleet(broker, hub, store, loads, attempts=3):
-        wait_until(lambda: run.run_id in store.results, "the re-measured result", timeout=20)
+        wait_until(lambda: run.run_id in store.results, "the run's final result", timeout=20)
+        wait_until(lambda: not broker.messages(queue) and not broker.unacked(queue), "both parts acked", timeout=10)
     r = store.results[run.run_id]
-    assert r.status == "ok" and r.attempt >= 2 and store.order == [run.run_id]
-    assert r.totals.transactions == 40
-    assert len({p.group for p in r.parts}) == 1
+    assert r.status == "failed" and "load_hosts" in (r.error or "") and r.totals == Totals()
+    assert store.order == [run.run_id]
+    assert sorted(loads["w1"].taken + loads["w2"].taken) == [(0, 1), (1, 1)], "no part was taken twice"
+
+
+def test_a_part_failed_after_its_partner_finished_fails_the_run_at_once_naming_it():
+    """Part 1 is judged failed after part 0 sent "done" and published ok: with attempts left it
+    is not retried alone (it would wait for a partner that is gone); the run is stored failed at
+    once, naming part 1 and its worker, and no part is left waiting in run_parts."""
+    broker, hub = StubBroker(), StubPartsHub()
+    run = one_run()
+    store = PartsStore(runs())
+    publish_runs(broker, [p.encode() for p in split_run(run, 2)])
+    loads = {"w1": FakeLoad(hub, "w1", fail_part=1), "w2": FakeLoad(hub, "w2", fail_part=1)}
+    queue = broker.names.runs_queue(POOL)
+    with fleet(broker, hub, store, loads, attempts=2):
+        wait_until(lambda: run.run_id in store.results, "the run's final result", timeout=20)
+        wait_until(lambda: not broker.messages(queue) and not broker.unacked(queue), "both parts acked", timeout=10)
+        wait_until(lambda: not broker.messages(broker.names.results) and not broker.unacked(broker.names.results),
+                   "every result handled", timeout=10)
+    taken = {i: name for name, load in loads.items() for (i, _a) in load.taken}
+    assert sorted(a for load in loads.values() for (_i, a) in load.taken) == [1, 1], "no part retried alone"
+    r = store.results[run.run_id]
+    assert r.status == "failed" and store.order == [run.run_id]
+    assert r.error == f"load_hosts part 1 ({taken[1]}): MySQL error 2013: Lost connection", r.error
+    assert 1 in [p.index for p in r.parts]
+    assert all(merged for (_r, merged) in store.parts.values()), "no part left waiting in run_parts"
 
 
 def test_a_part_nobody_takes_gives_up_at_the_join_timeout_naming_the_pool():
@@ -227,3 +261,18 @@ def test_a_part_taken_again_after_its_run_was_merged_cannot_spoil_the_stored_res
     assert lone.starts == [], "it never started: nobody joined"
     r = store.results[run.run_id]
     assert r.status == "ok" and store.order == [run.run_id]
+
+
+def test_a_failed_part_records_every_part_of_its_group_known_so_far():
+    """Part 0 arrived ok and waits; part 1 arrives failed: the run is stored failed with both
+    parts recorded (part 0's transactions too), and part 0 is no longer waiting."""
+    from tests.unit.test_parts import part_result
+
+    run = runs()[0]
+    store = PartsStore(runs())
+    ok, bad = part_result(0, 2, [1000.0]), part_result(1, 2, [1000.0], status="failed")
+    assert Collector._store_part(store, ok) is None
+    r = Collector._store_part(store, bad)
+    assert r is not None and r.status == "failed" and store.results[run.run_id] == r
+    assert [(p.index, p.transactions) for p in r.parts] == [(0, 100), (1, 100)]
+    assert all(merged for (_r, merged) in store.parts.values())
