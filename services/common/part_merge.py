@@ -7,8 +7,10 @@ same agreed instant (each on its own clock corrected by its measured offset to t
 coordinator's), so second i of every part's series is second i after the one agreed
 measurement start; a part whose series is shorter (its last partial second) counts 0 there.
 What describes the one server (status deltas, variables, version, the quiesce) is taken once,
-from part 0, never N times; what describes the load hosts (client CPU, context switches) is
-summed. Pure: the collector calls it once every part of a group has arrived.
+from part 0, never N times, and the figures only the server's own host sees (server CPU, context
+switches, disk) from whichever part ran there; what describes the load hosts (client CPU,
+context switches) is summed. Start and end are put on the coordinator's clock (each part's
+measured offset added), so clock skew between load hosts is no phantom overrun. Pure: the collector calls it once every part of a group has arrived.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from services.common.server_work import server_work
 
 _SERIES = ("transactions", "queries", "errors", "queue", "ignored_errors", "reconnects")
 _TOTALS = ("transactions", "reads", "writes", "other", "errors", "ignored_errors", "reconnects")
+#: Figures read on the server's host (/proc of its process, its disk): only a part whose worker
+#: shares that host has them, not necessarily part 0.
+_SERVER_HOST = ("server_cpu_s", "server_ctxt_switches", "disk_read_bytes", "disk_write_bytes")
 #: Per-query figures stored with a result, and their digits (as services/worker/target/lifecycle.py).
 _ROUNDING = {"server_cpu_us_per_query": 2, "client_cpu_us_per_query": 2, "server_ctxt_switches_per_query": 3,
              "client_ctxt_switches_per_query": 3, "disk_read_kb_per_transaction": 3,
@@ -98,11 +103,16 @@ def merge_parts(parts: Sequence[RunResult]) -> RunResult:
         for code, n in p.errors_by_code.items():
             codes[code] = codes.get(code, 0) + n
     series = Series(**{k: sum_series([getattr(p.series, k) for p in ordered]) for k in _SERIES})
-    started, ended = min(p.started_at for p in ordered), max(p.ended_at for p in ordered)
+    # On the coordinator's clock: offset_s is the coordinator's clock minus the part's.
+    offsets = [p.part.clock_offset_s if p.part is not None else 0.0 for p in ordered]
+    started = min(p.started_at + off for p, off in zip(ordered, offsets))
+    ended = max(p.ended_at + off for p, off in zip(ordered, offsets))
     client_cpu = sum(p.server.client_cpu_s or 0.0 for p in ordered)
     switches = [p.server.client_ctxt_switches for p in ordered]
     client_switches = None if any(s is None for s in switches) else sum(s for s in switches if s is not None)
-    server = first.server
+    server = first.server.model_copy(update={
+        name: next((getattr(p.server, name) for p in ordered if getattr(p.server, name) is not None), None)
+        for name in _SERVER_HOST})
     work = server_work(queries=totals.queries, transactions=totals.transactions, status_deltas=server.status_deltas,
                        server_cpu_s=server.server_cpu_s, client_cpu_s=client_cpu,
                        server_ctxt_switches=server.server_ctxt_switches, client_ctxt_switches=client_switches,

@@ -175,7 +175,8 @@ def test_parts_merge_into_one_result_exactly():
     assert [(p.index, p.worker, p.clock_offset_s) for p in m.parts] == [(0, "w0", 0.0), (1, "w1", 0.001)]
     assert m.worker == "w0+w1" and m.part is None
     assert sum(p.transactions for p in m.parts) == m.totals.transactions
-    assert m.measured_s == 10.01 and m.started_at == 1000.0 and m.ended_at == 1010.01
+    # On part 0's clock: part 1 ended at 1010.01 on its own, 1 ms behind part 0's.
+    assert m.measured_s == 10.01 and m.started_at == 1000.0 and m.ended_at == pytest.approx(1010.011)
     assert m.quality is not None and m.quality.flags == []
     assert decode(m.encode()) == m
 
@@ -240,3 +241,31 @@ def test_waiting_says_when_the_pool_has_fewer_workers_than_a_run_needs():
                                 "(load_hosts: 2); start more: worker --pool rack1")
     assert w.update(2, 7.0) == "note: 2 workers of pool rack1 are connected, enough for load_hosts: 2"
     assert ConsumerWatch("p").update(1, 100.0) is None
+
+
+def test_clock_skew_between_load_hosts_is_no_overrun():
+    """Part 1's clock is 8 s behind part 0's (offset +8 s, measured): both measured the same 10 s,
+    so the merged wall time is 10 s, on the coordinator's clock, and nothing is flagged."""
+    a = part_result(0, 2, [1000.0])
+    b = part_result(1, 2, [1000.0])
+    b = b.model_copy(update={"started_at": 992.0, "ended_at": 1002.0,
+                             "part": b.part.model_copy(update={"clock_offset_s": 8.0})})
+    a = a.model_copy(update={"started_at": 1000.0, "ended_at": 1010.0})
+    m = merge_parts([a, b])
+    assert (m.started_at, m.ended_at) == (1000.0, 1010.0)
+    assert m.quality is not None and m.quality.wall_s == 10.0 and m.quality.overrun_s == 0.0
+    assert m.quality.flags == []
+
+
+def test_server_host_figures_come_from_whichever_part_ran_on_the_servers_host():
+    """The DSN server shares a host with part 1's worker: only part 1 saw its CPU, context
+    switches and disk; the merged result keeps them (part 0's status deltas stay the server's)."""
+    a = part_result(0, 2, [1000.0], status_deltas={"Questions": 2400})
+    b = part_result(1, 2, [1000.0], status_deltas={"Questions": 777})
+    b = b.model_copy(update={"server": b.server.model_copy(update={
+        "server_cpu_s": 3.5, "server_ctxt_switches": 1200, "disk_read_bytes": 4096, "disk_write_bytes": 8192})})
+    m = merge_parts([a, b])
+    assert (m.server.server_cpu_s, m.server.server_ctxt_switches) == (3.5, 1200)
+    assert (m.server.disk_read_bytes, m.server.disk_write_bytes) == (4096, 8192)
+    assert m.server.status_deltas == {"Questions": 2400}
+    assert m.server.server_cpu_us_per_query is not None
