@@ -140,11 +140,20 @@ def check_load_hosts(n: int, fewest_threads: int, driver: str, managed_targets: 
 
 @dataclass(frozen=True)
 class Share:
-    """One part's share of a run: its connections, its open-loop rate, its seed."""
+    """One part's share of a run: its connections, its open-loop rate, its seed, and where its
+    connections sit among the run's (global thread ids ``first_thread`` onwards of
+    ``run_threads``), so a split run reads the table as the unsplit run does (per-thread slices)."""
 
     threads: int
     rate: float | None
     seed: int
+    first_thread: int = 0
+    run_threads: int = 0
+
+    @property
+    def thread_ids(self) -> range:
+        """The run's thread ids this share drives."""
+        return range(self.first_thread, self.first_thread + self.threads)
 
 
 def split_threads(threads: int, count: int) -> list[int]:
@@ -167,6 +176,8 @@ def share_of(threads: int, rate: float | None, seed: int, part: PartOf | None) -
     """The share of a run a part drives; the whole run when it is not split. The rate is split
     in proportion to the threads, as the native driver splits it over its load processes."""
     if part is None:
-        return Share(threads, rate, seed)
-    mine = split_threads(threads, part.count)[part.index]
-    return Share(mine, None if not rate else rate * mine / threads, part_seed(seed, part.index))
+        return Share(threads, rate, seed, 0, threads)
+    shares = split_threads(threads, part.count)
+    mine = shares[part.index]
+    return Share(mine, None if not rate else rate * mine / threads, part_seed(seed, part.index),
+                 first_thread=sum(shares[:part.index]), run_threads=threads)

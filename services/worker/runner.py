@@ -95,6 +95,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
                 rate=share.rate, latency_by_kind=bool(run.latency_by_kind), ignore_errors=run.ignored_errors,
                 client_cpus=client_cpus,
                 stop=stop, on_progress=on_progress, **({"start_gate": start_gate} if start_gate else {}),
+                **({"first_thread": share.first_thread, "run_threads": share.run_threads} if run.part else {}),
             )
     except (target.TargetError, fdlimit.FdLimitError) as e:
         if settling is not None:

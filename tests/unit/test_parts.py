@@ -269,3 +269,23 @@ def test_server_host_figures_come_from_whichever_part_ran_on_the_servers_host():
     assert (m.server.disk_read_bytes, m.server.disk_write_bytes) == (4096, 8192)
     assert m.server.status_deltas == {"Questions": 2400}
     assert m.server.server_cpu_us_per_query is not None
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(2, 300), st.integers(2, 16), st.integers(1, 8))
+def test_the_parts_drive_exactly_the_runs_thread_ids_each_sliced_as_in_the_unsplit_run(threads, count, processes):
+    """The union of the parts' thread ids is exactly range(threads), each once, and every load
+    process's job carries the run's thread ids and thread count, so its table slices (the
+    random_points/random_ranges per-thread ranges) are those of the unsplit run."""
+    from services.worker.driver.native.parent import _plan, part_job
+    from services.worker.driver.native.protocol import Job
+
+    count = min(count, threads)
+    shares = [share_of(threads, None, 7, PartOf(index=i, count=count)) for i in range(count)]
+    ids = [t for s in shares for t in s.thread_ids]
+    assert sorted(ids) == list(range(threads)) and {s.run_threads for s in shares} == {threads}
+    run = runs()[0]
+    jobs = [part_job(Job({}, run.workload, run.data, tids, s.threads, s.seed, cpus), s.first_thread, s.run_threads)
+            for s in shares for tids, cpus in _plan(s.threads, [0, 1], processes)]
+    assert sorted(t for j in jobs for t in j.thread_ids) == list(range(threads))
+    assert {j.threads for j in jobs} == {threads}

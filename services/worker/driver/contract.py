@@ -112,10 +112,13 @@ class Driver(Protocol):
         stop: threading.Event | None = None,
         on_progress: ProgressCallback | None = None,
         start_gate: Callable[[], float] | None = None,
+        first_thread: int = 0,
+        run_threads: int | None = None,
     ) -> LoadOutcome:
         """Warm up for ``warmup`` seconds, then measure for ``duration`` (or ``events``
         transactions); with ``start_gate``, called once every connection is open, the warm-up
-        starts at the wall-clock instant it returns (one run's parts start together); LoadError when the load cannot run at all, or when a statement fails with
+        starts at the wall-clock instant it returns (one run's parts start together); a part drives
+        the run's thread ids ``first_thread`` onwards of ``run_threads`` (their table slices); LoadError when the load cannot run at all, or when a statement fails with
         an error outside ``ignore_errors`` (sysbench's FATAL), with its MySQL code."""
         ...
 

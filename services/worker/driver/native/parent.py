@@ -9,6 +9,7 @@ never percentiles averaged) into one LoadOutcome.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing
 import multiprocessing.connection
@@ -56,6 +57,15 @@ MAX_EVENTS_RUN_S = 24 * 3600.0
 OWN_PROCESS_MAX_PER_CPU = 4
 
 
+def part_job(job: Job, first_thread: int, run_threads: int | None) -> Job:
+    """A load process's job as a part of a split run: the run's thread ids (``first_thread``
+    onwards) and the run's thread count, so each thread reads its table slice of the whole run,
+    as in the unsplit run; budgets and rate stay this part's."""
+    if run_threads is None:
+        return job
+    return dataclasses.replace(job, thread_ids=tuple(first_thread + t for t in job.thread_ids), threads=run_threads)
+
+
 def _plan(threads: int, cpus: list[int], processes: int | None) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """(thread ids, cpus) per load process: threads dealt round-robin, cpus split evenly
     (shared round-robin when there are more processes than cpus)."""
@@ -87,6 +97,8 @@ def run_load(
     stop: threading.Event | None = None,
     on_progress: ProgressCallback | None = None,
     start_gate: Callable[[], float] | None = None,
+    first_thread: int = 0,
+    run_threads: int | None = None,
     processes: int | None = None,
 ) -> LoadOutcome:
     """Run ``workload`` with ``threads`` connections: warm up, then measure for ``duration``
@@ -114,10 +126,10 @@ def run_load(
     try:
         for tids, mine in _plan(threads, cpus, processes):
             parent_end, child_end = ctx.Pipe(duplex=True)
-            budgets = None if not events else tuple(events // threads + (t < events % threads) for t in tids)
-            job = Job(dict(params), workload, data, tids, threads, seed, mine, budgets,
-                      rate=(rate or 0.0) * len(tids) / threads, index=len(procs), by_kind=latency_by_kind,
-                      ignore_errors=ignore_errors)
+            job = part_job(Job(dict(params), workload, data, tids, threads, seed, mine,
+                               None if not events else tuple(events // threads + (t < events % threads) for t in tids),
+                               rate=(rate or 0.0) * len(tids) / threads, index=len(procs), by_kind=latency_by_kind,
+                               ignore_errors=ignore_errors), first_thread, run_threads)
             proc = ctx.Process(target=child.main, args=(child_end, job), daemon=True,
                                name=f"benchfleet-load-{len(procs)}")
             proc.start()

@@ -214,6 +214,8 @@ def run_sysbench(
     stop: threading.Event | None = None,
     on_progress: ProgressCallback | None = None,
     start_gate: Callable[[], float] | None = None,
+    first_thread: int = 0,
+    run_threads: int | None = None,
     binary: str = BINARY,
 ) -> LoadOutcome:
     """Warm up, then measure with sysbench; the outcome has the native driver's shape."""
