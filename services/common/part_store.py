@@ -1,5 +1,5 @@
 """The results DB's side of runs split over load hosts: each part's result kept in ``run_parts``
-(migration 17) until its whole group has arrived, so a collector restart, or a part arriving an
+(migration 17; keyed by run, group and index since 19) until its whole group has arrived, so a collector restart, or a part arriving an
 hour after the others, loses nothing. A mixin of services.common.store.Store (its connection and
 retries); the collector merges (services/common/part_merge.py) and stores the merge as the run's
 one result.
@@ -23,8 +23,9 @@ class PartStore:
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...  # Store's
 
     def store_part(self, result: RunResult) -> list[RunResult]:
-        """Keep a part's result (again: replaced, never added) and return every kept, unmerged
-        part of its group, this one included. StoreRefused when no such run was planned."""
+        """Keep a part's result (again: replaced, never added; a part of another group is a row of
+        its own, and a group already merged stays merged) and return every kept, unmerged part of
+        its group, this one included. StoreRefused when no such run was planned."""
         part = result.part
         if part is None:
             raise StoreRefused("part: the result is not a part of a run")
@@ -38,9 +39,10 @@ class PartStore:
             raise StoreRefused(problem)
         self._execute(
             "INSERT INTO run_parts (run_id, part_index, part_count, part_group, status, result_z, stored_at, merged_at)"
-            " VALUES (%s,%s,%s,%s,%s,%s,%s,NULL) ON DUPLICATE KEY UPDATE part_count=VALUES(part_count),"
-            " part_group=VALUES(part_group), status=VALUES(status), result_z=VALUES(result_z),"
-            " stored_at=VALUES(stored_at), merged_at=NULL",
+            " VALUES (%s,%s,%s,%s,%s,%s,%s,NULL) ON DUPLICATE KEY UPDATE"
+            " status=IF(merged_at IS NULL, VALUES(status), status),"
+            " result_z=IF(merged_at IS NULL, VALUES(result_z), result_z),"
+            " stored_at=IF(merged_at IS NULL, VALUES(stored_at), stored_at)",
             (result.run_id, part.index, part.count, part.group, result.status, zlib.compress(result.encode(), 6),
              time.time()))
         rows = self._rows("SELECT result_z FROM run_parts WHERE run_id=%s AND part_group=%s AND merged_at IS NULL"

@@ -30,6 +30,8 @@ History:
       again (CREATE OR REPLACE) each view whose definition or tables' columns changed, so
       results_v gains 14's columns. Migration 11 no longer makes them itself: on a new results DB
       views.py makes them current at once, which the collector (who may not replace a view) can.
+  19: run_parts keyed by (run_id, part_group, part_index): a part of another group (a late,
+      redelivered one) is a row of its own, never overwriting a kept part of the group in flight.
 """
 
 from __future__ import annotations
@@ -278,6 +280,12 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 made_at DOUBLE NOT NULL
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ],
+    ),
+    # 19: a part's row is its group's (services/common/part_store.py). ALTER only: the
+    # collector's user has ALTER and INDEX, not DROP (deploy/ensure-services).
+    (
+        19,
+        ["ALTER TABLE run_parts DROP PRIMARY KEY, ADD PRIMARY KEY (run_id, part_group, part_index)"],
     ),
 ]
 

@@ -1,5 +1,5 @@
-"""The parts of a run split over load hosts in the real results DB (its own database; migration
-17): a part waits in run_parts across a collector restart (a new connection), the merge is stored
+"""The parts of a run split over load hosts in the real results DB (its own database; migrations
+17 and 19): a part waits in run_parts across a collector restart (a new connection), the merge is stored
 as the run's one result, and a part delivered again afterwards adds nothing."""
 
 from __future__ import annotations
@@ -47,6 +47,23 @@ def test_parts_wait_across_a_restart_and_merge_into_one_stored_result(db_setting
         [(state,)] = store._rows("SELECT state FROM runs WHERE run_id=%s", (a.run_id,))
         assert state == "done"
         assert store._rows("SELECT COUNT(*) FROM run_parts WHERE merged_at IS NULL")[0][0] == 0
+
+
+def test_a_late_part_of_another_group_leaves_the_group_in_flight_whole(db_settings):
+    """Part 0 of group g1 waits; part 0 of an older group g0 arrives late (redelivered): it is
+    kept apart, and part 1 of g1 still completes g1's merge (migration 19's key)."""
+    planned = runs("c1")
+    a, b = part_result(0, 2, [1000.0] * 10, tx=100, group="g1"), part_result(1, 2, [3000.0] * 10, tx=50, group="g1")
+    late = part_result(0, 2, [9000.0] * 10, tx=7, group="g0")
+    with Store(db_settings).open() as store:
+        store.record_campaign("c1", SPEC, planned)
+        assert Collector._store_part(store, a) is None
+        assert Collector._store_part(store, late) is None
+        merged = Collector._store_part(store, b)
+        assert merged is not None and merged.totals.transactions == 150
+        assert {p.group for p in merged.parts} == {"g1"}
+        rows = store._rows("SELECT part_group, part_index, merged_at IS NULL FROM run_parts ORDER BY 1, 2")
+        assert rows == [("g0", 0, 1), ("g1", 0, 0), ("g1", 1, 0)]
 
 
 def test_a_part_of_a_run_never_planned_is_refused(db_settings):

@@ -76,7 +76,8 @@ class PartsStore:
         self.results: dict[str, RunResult] = {}
         #: Run ids in the order results were stored: a run stored twice shows twice.
         self.order: list[str] = []
-        self.parts: dict[tuple[str, int], tuple[RunResult, bool]] = {}
+        #: run_parts: (run id, group, index) -> (result, merged), as migration 19 keys it.
+        self.parts: dict[tuple[str, str, int], tuple[RunResult, bool]] = {}
         self.lock = threading.Lock()
 
     def open(self) -> "PartsStore":
@@ -92,9 +93,11 @@ class PartsStore:
 
     def store_part(self, result: RunResult) -> list[RunResult]:
         assert result.part is not None
-        self.parts[(result.run_id, result.part.index)] = (result, False)
-        return [r for (rid, _), (r, merged) in sorted(self.parts.items())
-                if rid == result.run_id and not merged and r.part is not None and r.part.group == result.part.group]
+        key = (result.run_id, result.part.group, result.part.index)
+        if not self.parts.get(key, (None, False))[1]:
+            self.parts[key] = (result, False)
+        return [r for (rid, g, _), (r, merged) in sorted(self.parts.items())
+                if rid == result.run_id and not merged and g == result.part.group]
 
     def parts_merged(self, run_id: str, group: str) -> None:
         for key, (r, _) in list(self.parts.items()):
