@@ -105,3 +105,20 @@ def test_parts_preparing_one_database_at_once_load_it_once(mariadb_params):
         conn = mysql.connector.connect(**mariadb_params)
         conn.cursor().execute(f"DROP DATABASE IF EXISTS `{params['database']}`")
         conn.close()
+
+
+def test_a_part_that_never_joined_fails_the_run_only_while_it_has_no_result(db_settings):
+    """A part that met no partner (``parts`` empty) is stored as the run's failure when the run
+    has none; delivered again after the run failed whole, it changes nothing."""
+    planned = runs("c1")
+    bad = part_result(1, 2, [1000.0], status="failed")
+    lone = bad.model_copy(update={"part": None, "parts": [], "error": "load_hosts part 1 (w9): nobody joined"})
+    with Store(db_settings).open() as store:
+        store.record_campaign("c1", SPEC, planned)
+        assert not Collector._spoils_a_merge(store, lone)
+        store.store_result(lone)
+        assert store.result(lone.run_id).parts == []
+        failed = Collector._store_part(store, part_result(0, 2, [1000.0], status="failed", group="g2"))
+        assert failed is None, "the run already has its failure"
+        assert Collector._spoils_a_merge(store, lone)
+        assert store.result(lone.run_id).error == "load_hosts part 1 (w9): nobody joined"
