@@ -21,7 +21,7 @@ from services.common import logs
 from services.common.broker import Broker, BusFactory, Delivery
 from services.common.config import ANNOUNCE_EVERY_S, Settings
 from services.common.control import ControlMessage
-from services.common.errors import BusError, DecodeError, TopologyMissing, Unroutable
+from services.common.errors import BusError, DecodeError, TopologyMissing
 from services.common.builds import BuildInfo
 from services.common.messages import RunEvent, RunResult, RunSpec, WorkerAnnouncement, WorkerBuilds, decode
 from services.common.parts_link import PartsFactory
@@ -134,9 +134,6 @@ class Worker:
         self._announced: list[BuildInfo] | None = None
         #: When (monotonic) to announce again; the first comes ANNOUNCE_EVERY_S after connecting.
         self._next_announce = 0.0
-        #: Whether "no collector has bound the results queue" was logged since the last notice
-        #: that got through (said once per outage, not at every announcement).
-        self._unbound_noted = False
 
     def stop(self) -> None:
         """Stop taking runs; an active run is cancelled and handed back to the queue."""
@@ -185,24 +182,9 @@ class Worker:
             return
         self._next_announce = now + self.announce_every_s
         if self.scrape_address is not None:
-            self._notice(bus, self._announcement("up", self.scrape_address))
+            bus.publish_result(self._announcement("up", self.scrape_address))
         self._announced = None  # builds too, even unchanged
         self._announce(bus)
-
-    def _notice(self, bus: Broker, body: bytes) -> bool:
-        """Publish an announcement or run event for the collector; False when no collector has
-        bound the results queue yet (a fresh fleet whose collector starts later). Only the notice
-        is lost: runs are still taken, and their results wait until a collector binds the queue."""
-        try:
-            bus.publish_result(body)
-        except Unroutable:
-            if not self._unbound_noted:
-                log.warning("results_queue_unbound", note="no collector has bound the results queue yet: "
-                            "announcements and run events are dropped, results wait for it")
-            self._unbound_noted = True
-            return False
-        self._unbound_noted = False
-        return True
 
     def _announcement(self, state: Literal["up", "down"], address: str) -> bytes:
         return WorkerAnnouncement(worker=self.identity.worker_id, pool=self.pool, state=state, address=address,
@@ -230,7 +212,7 @@ class Worker:
         bus.declare((self.pool,))
         if self.scrape_address is not None:
             # Every connect: a broker or collector that lost track of the fleet learns it again.
-            self._notice(bus, self._announcement("up", self.scrape_address))
+            bus.publish_result(self._announcement("up", self.scrape_address))
         # Listen first, then replay: a cancel published from now on reaches this connection,
         # and every earlier one is in the log before this worker's marker.
         bus.subscribe_control(self._apply_control)
@@ -251,9 +233,8 @@ class Worker:
             return
         if builds == self._announced:
             return
-        if not self._notice(bus, WorkerBuilds(worker=self.identity.worker_id, host=self.identity.host, pool=self.pool,
-                                              builds=builds, at=time.time()).encode()):
-            return
+        bus.publish_result(WorkerBuilds(worker=self.identity.worker_id, host=self.identity.host, pool=self.pool,
+                                        builds=builds, at=time.time()).encode())
         self._announced = builds
         log.info("builds_announced", builds=[b.name for b in builds])
 
@@ -284,8 +265,8 @@ class Worker:
         attempt = d.attempt
         # A build registered (or removed) while the worker runs is announced before the next run.
         self._announce(bus)
-        self._notice(bus, RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="running",
-                                   worker=self.identity.worker_id, attempt=attempt, at=time.time()).encode())
+        bus.publish_result(RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="running",
+                                    worker=self.identity.worker_id, attempt=attempt, at=time.time()).encode())
         self._run_stop = threading.Event()
         self._active_campaign = run.campaign_id
         self._active = threading.Thread(target=self._run, args=(bus, d, run, attempt),

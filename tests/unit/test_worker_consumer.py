@@ -13,8 +13,7 @@ from services.common.broker import Delivery
 from services.common.config import Settings
 from services.common.control import ControlMessage
 from services.common.messages import RunEvent, RunResult, RunSpec, Series
-from services.common.errors import Unroutable
-from services.common.stub_bus import StubBroker, StubBus
+from services.common.stub_bus import StubBroker
 from services.worker.consumer import AfterRun, Worker, after_run
 from services.worker.runner import WorkerIdentity
 
@@ -452,29 +451,3 @@ def test_a_running_worker_announces_its_endpoint_and_builds_again_periodically(b
     assert ups[-1].state == "down" and all(m.state == "up" for m in ups[:-1])
     assert [m.at for m in ups[:-1]] == sorted(m.at for m in ups[:-1])
 
-
-def test_a_worker_started_before_any_collector_measures_and_its_results_wait(broker):
-    """No collector has bound the results queue yet: the worker's announcements and run events go
-    nowhere, yet it takes runs, and each result waits until a collector binds the queue."""
-    unbound = threading.Event()
-    unbound.set()
-
-    class BeforeTheCollector(StubBus):
-        def publish_result(self, body: bytes) -> None:
-            if unbound.is_set():
-                raise Unroutable("message to 'results.x' with key '' was unroutable (no queue bound)")
-            super().publish_result(body)
-
-    planned = runs()[:2]
-    publish_runs(broker, [r.encode() for r in planned])
-    fake = FakeRuns()
-    w = Worker(Settings(), pool=POOL, identity=WorkerIdentity("w1", host="h1"),
-               connect=lambda name="stub": BeforeTheCollector(broker, name), run_executor=fake, retry_pause_s=0,
-               backoff_s=0.01, scrape_address="10.0.0.2:9464")
-    with serving(w):
-        wait_until(lambda: len(fake.calls) == 1, "the first run to be measured")
-        assert results(broker) == [] and broker.unacked() == 1, "the result waits, its run unacked"
-        unbound.clear()
-        broker.join(broker.names.runs_queue(POOL))
-    assert [r.run_id for r in results(broker)] == [r.run_id for r in planned]
-    assert fake.calls == [(r.run_id, 1) for r in planned]
