@@ -15,6 +15,19 @@ from services.common.errors import StoreRefused
 from services.common.messages import Cell, RunResult, decode
 
 
+def refuse_unless_planned(store: Any, result: RunResult) -> None:
+    """StoreRefused unless ``result`` names a planned run with the same campaign, cell and
+    repetition (whole results and parts are checked alike)."""
+    planned = store._rows("SELECT campaign_id, target, workload, threads, repetition FROM runs WHERE run_id=%s",
+                          (result.run_id,))
+    if not planned:
+        raise StoreRefused(f"run_id: no run {result.run_id!r} was planned in the results DB")
+    cid, target, workload, threads, repetition = planned[0]
+    problem = result.mismatch(cid, Cell(target=target, workload=workload, threads=int(threads)), int(repetition))
+    if problem is not None:
+        raise StoreRefused(problem)
+
+
 class PartStore:
     """Keeping parts until their group is complete (mixed into Store)."""
 
@@ -29,14 +42,7 @@ class PartStore:
         part = result.part
         if part is None:
             raise StoreRefused("part: the result is not a part of a run")
-        planned = self._rows("SELECT campaign_id, target, workload, threads, repetition FROM runs WHERE run_id=%s",
-                             (result.run_id,))
-        if not planned:
-            raise StoreRefused(f"run_id: no run {result.run_id!r} was planned in the results DB")
-        cid, target, workload, threads, repetition = planned[0]
-        problem = result.mismatch(cid, Cell(target=target, workload=workload, threads=int(threads)), int(repetition))
-        if problem is not None:
-            raise StoreRefused(problem)
+        refuse_unless_planned(self, result)
         self._execute(
             "INSERT INTO run_parts (run_id, part_index, part_count, part_group, status, result_z, stored_at, merged_at)"
             " VALUES (%s,%s,%s,%s,%s,%s,%s,NULL) ON DUPLICATE KEY UPDATE"

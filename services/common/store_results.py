@@ -9,7 +9,8 @@ from typing import Sequence
 
 from services.common import logs
 from services.common.errors import StoreRefused
-from services.common.messages import Cell, RunResult
+from services.common.messages import RunResult
+from services.common.part_store import refuse_unless_planned
 from services.common.results import CELL_STAT_COLUMNS, CellStatRow, quality_columns
 from services.common.run_figures import FIGURE_COLUMNS, RunFigures
 from services.common.store_campaigns import CampaignRecords
@@ -41,14 +42,7 @@ class ResultWrites(CampaignRecords):
         or cancelled result never replaces an ok one.
         StoreRefused, with nothing written, when no such run was planned or the result's
         campaign, cell or repetition differ from the run's, or it cannot fit the DB's packets."""
-        planned = self._rows("SELECT campaign_id, target, workload, threads, repetition FROM runs WHERE run_id=%s",
-                             (result.run_id,))
-        if not planned:
-            raise StoreRefused(f"run_id: no run {result.run_id!r} was planned in the results DB")
-        cid, target, workload, threads, repetition = planned[0]
-        problem = result.mismatch(cid, Cell(target=target, workload=workload, threads=int(threads)), int(repetition))
-        if problem is not None:
-            raise StoreRefused(problem)
+        refuse_unless_planned(self, result)
         if result.status != "ok" and self._rows("SELECT 1 FROM results WHERE run_id=%s AND status='ok'", (result.run_id,)):
             # A run redelivered after a broker restart or a worker's death is measured again; a
             # failure of that second measurement says nothing against the one already stored.
