@@ -79,3 +79,25 @@ def test_a_failing_study_does_not_stop_the_others(monkeypatch, capsys):
     assert ran == list(run.STUDIES)
     err = capsys.readouterr().err
     assert "premise not met" in err and "2 of 4 studies failed: keycache, builds" in err
+
+
+def test_the_builds_study_registers_both_debian_builds_on_a_host_that_has_neither():
+    """`make study STUDY=all` on a fresh machine: the runner fetches the two Debian builds the builds
+    and allocators specs name, and only those not registered yet."""
+    run = runner()
+    specs = [run.load_spec(run.HERE / f) for f, _ in run.STUDIES["builds"][2]]
+    assert run.builds_to_register(specs, set()) == [("mariadb-10.11.18", "10.11.18"), ("mariadb-10.11.19", "10.11.19")]
+    assert run.builds_to_register(specs, {"mariadb-10.11.18"}) == [("mariadb-10.11.19", "10.11.19")]
+    assert run.builds_to_register(specs, {"mariadb-10.11.18", "mariadb-10.11.19"}) == []
+    keycache = [run.load_spec(run.HERE / f) for f, _ in run.STUDIES["keycache"][2]]
+    assert run.builds_to_register(keycache, set()) == []
+
+
+def test_a_build_the_runner_cannot_fetch_stops_the_study_with_exit_2(capsys):
+    run = runner()
+    spec = run.load_spec(run.HERE / "allocators.yaml")
+    spec = spec.model_copy(update={"targets": [t.model_copy(update={"build": "mysql-8.0.40"}) for t in spec.targets]})
+    with pytest.raises(SystemExit) as e:
+        run.builds_to_register([spec], {"mariadb-10.11.19"})
+    assert e.value.code == 2
+    assert "mysql-8.0.40 is not registered" in capsys.readouterr().err
