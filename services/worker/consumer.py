@@ -163,6 +163,8 @@ class Worker:
                             on_tick=lambda: self._announce_again(bus))
             except BusError as e:
                 log.warning("worker_bus_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
+                if isinstance(e, TopologyMissing):
+                    self._announce_while_waiting(bus)
                 # Never take a new run while the previous one is still measuring.
                 if self._active is not None:
                     self._active.join()
@@ -185,6 +187,20 @@ class Worker:
             bus.publish_result(self._announcement("up", self.scrape_address))
         self._announced = None  # builds too, even unchanged
         self._announce(bus)
+
+    def _announce_while_waiting(self, bus: Broker) -> None:
+        """Announce the builds (once a minute) while the pool's queues are not declared yet: the
+        scheduler declares them at the first submit, whose build check needs this announcement, so
+        without it a fresh fleet's first spec naming a build would be refused for good."""
+        now = time.monotonic()
+        if now < self._next_announce:
+            return
+        self._next_announce = now + self.announce_every_s
+        self._announced = None
+        try:
+            self._announce(bus)
+        except BusError as e:  # no collector has declared the results exchange yet: try again later
+            log.info("builds_not_announced", error=f"{type(e).__name__}: {e}")
 
     def _announcement(self, state: Literal["up", "down"], address: str) -> bytes:
         return WorkerAnnouncement(worker=self.identity.worker_id, pool=self.pool, state=state, address=address,

@@ -10,7 +10,9 @@ import re
 import shutil
 import subprocess
 import sys
+import secrets
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,46 @@ def test_a_campaign_compares_the_two_builds_and_each_allocator(fleet, registry, 
     assert re.search(r"^\s+old\s.*build=mariadb-10\.11\.18.*version=10\.11\.18-MariaDB\S* sha256="
                      + records["mariadb-10.11.18"]["server_sha256"][:12], rep.stdout, re.M), rep.stdout
     assert re.search(r"^\s+new-tc\s.*malloc=tcmalloc.*malloc_loaded=tcmalloc", rep.stdout, re.M), rep.stdout
+
+
+def test_a_fresh_fleets_first_campaign_may_name_a_build(registry, managed_dir, tmp_path):
+    """`make study`'s path on a machine that never ran a campaign: deploy/local/up with a broker user
+    per role and nothing declared yet. The scheduler declares the pool's queues at the first submit,
+    whose build check needs the worker's builds: the worker announces them while it waits, so
+    validate accepts the spec within seconds and the campaign runs."""
+    tag = f"benchfleet-t{secrets.token_hex(3)}"
+    var = tmp_path / "var"
+    env = dict(os.environ, BENCHFLEET_VAR=str(var), BENCHFLEET_CONFIG="", BENCHFLEET_NAMESPACE=tag,
+               BENCHFLEET_AMQP_VHOST=tag, BENCHFLEET_AMQP_USER_PREFIX=tag, BENCHFLEET_DB_NAME=tag.replace("-", "_"),
+               BENCHFLEET_SD_DIR=str(var / "targets"), BENCHFLEET_LOCAL_MONITORING="0",
+               BENCHFLEET_BUILDS_DIR=str(registry), BENCHFLEET_MANAGED_DIR=str(managed_dir),
+               BENCHFLEET_BIN=str(Path(sys.executable).parent))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text("default", "  - {kind: managed, name: old, build: mariadb-10.11.19,"
+                                         " options: {key_buffer_size: 8M}}\n"))
+
+    def scheduler(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        # As a user's shell after `make study`: the fleet's env files, the scheduler's broker user.
+        return subprocess.run(["sh", "-c", 'set -a; . "$BENCHFLEET_VAR/local.env"; . "$BENCHFLEET_VAR/fleet.env"; '
+                               f'set +a; exec "$0" "$@"', str(Path(sys.executable).parent / "scheduler"), *args],
+                              env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+    try:
+        up = subprocess.run([str(ROOT / "deploy" / "local" / "up"), "collector", "worker"], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+        assert up.returncode == 0, up.stdout + up.stderr
+        deadline = time.monotonic() + 90
+        while (v := scheduler("validate", str(spec))).returncode != 0:
+            assert time.monotonic() < deadline, ("the worker never announced its builds before the first submit:\n"
+                                                 + v.stderr + (var / "log" / "worker.log").read_text()[-3000:])
+            time.sleep(2)
+        done = scheduler("submit", str(spec), "--wait", "--poll", "0.5", timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr + (var / "log" / "worker.log").read_text()[-3000:]
+        assert re.search(r"^\s+old\s+\d+\s*$", done.stdout, re.M), done.stdout  # its one q/s cell
+    finally:
+        subprocess.run([str(ROOT / "deploy" / "local" / "down")], env=env, cwd=ROOT, capture_output=True, timeout=120)
+        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", tag], capture_output=True, timeout=60)
+        for role in ("scheduler", "worker", "collector"):
+            subprocess.run(["rabbitmqctl", "-q", "delete_user", f"{tag}-{role}"], capture_output=True, timeout=60)
+        subprocess.run(["mariadb", "-uroot", "-h127.0.0.1", "-e", f"DROP DATABASE IF EXISTS `{tag.replace('-', '_')}`"],
+                       capture_output=True, timeout=60)
