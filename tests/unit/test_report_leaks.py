@@ -149,3 +149,17 @@ def test_which_option_names_count_as_secrets():
     hidden = ["wsrep_sst_auth", "file-key-management-filekey", "server_audit_secret_token", "repl_password"]
     shown = ["key_buffer_size", "default_authentication_plugin", "thread_handling", "innodb_buffer_pool_size"]
     assert [n for n in hidden if not is_secret_name(n)] == [] and [n for n in shown if is_secret_name(n)] == []
+
+
+def test_markdown_reports_show_underscores_and_numbered_lines_as_written():
+    """A description ``_draft_`` is not set in italics and its line ``1. item`` (or ``2) two``)
+    starts no numbered list: both show their characters as written; an option name keeps its
+    underscores, which start no emphasis inside a word."""
+    spec = parse_spec(SECRET_SPEC.replace(
+        'description: "<script>alert(1)</script> see [here](http://evil.example/x) <b>bold</b>"',
+        'description: "_draft_ of big_table\\n1. item\\n  2) two"'))
+    page = "\n".join(render_lines(analyse(_data(spec), ReportOptions(fmt="markdown"))))
+    assert "\\_draft\\_ of big_table\n1\\. item\n  2\\) two" in page
+    assert "strict_password_validation=hidden" in page
+    text = "\n".join(render_lines(analyse(_data(spec), ReportOptions(fmt="text"))))
+    assert "_draft_ of big_table\n1. item\n  2) two" in text

@@ -38,7 +38,10 @@ def md_text(text: str) -> str:
     """User text (a description, names) for a Markdown page: no raw HTML, links or emphasis,
     whatever it holds; GitHub shows the characters as written."""
     text = re.sub(r"([\\`*~\[\]<>|&])", r"\\\1", text)
-    return re.sub(r"^(\s*)([#=+-])", r"\1\\\2", text, flags=re.M)  # no heading, rule or list from a line's start
+    # A `_` inside a word (key_buffer_size) starts no emphasis in CommonMark: only the others are escaped.
+    text = re.sub(r"(?<![^\W_])_|_(?![^\W_])", r"\\_", text)
+    text = re.sub(r"^(\s*)([#=+-])", r"\1\\\2", text, flags=re.M)  # no heading, rule or list from a line's start
+    return re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", text, flags=re.M)  # nor an ordered list ("1." or "1)")
 
 
 def render_markdown(table: Table) -> list[str]:
