@@ -5,7 +5,8 @@ latency histograms, server figures), so another results DB holds the same campai
 Version history of ``schema``:
   benchfleet.campaign-export/1: campaign, runs, results (each a ``benchfleet.result/1`` message).
     Its spec is the public one (CampaignSpec.public): no password_env/password_file; files
-    written before that still import, without them.
+    written before that still import, without them. Its results' secret-named server options
+    and variables read "hidden" (ServerReport.public), also in files written before.
 """
 
 from __future__ import annotations
@@ -82,6 +83,13 @@ class CampaignExport(_Frozen):
     campaign: ExportedCampaign
     runs: list[ExportedRun]
     results: list[RunResult]
+
+    @field_validator("results")
+    @classmethod
+    def _public_results(cls, v: list[RunResult]) -> list[RunResult]:
+        # Results stored before the worker hid secret-named options and variables still hold their
+        # values; an export (and what it imports) shows them hidden, like its spec.
+        return [r.model_copy(update={"server": r.server.public()}) for r in v]
 
     def encode(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True, indent=1) + "\n"

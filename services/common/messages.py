@@ -31,7 +31,7 @@ import functools
 import json
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from services.common.builds import BuildInfo
 from services.common.errors import DecodeError
@@ -39,6 +39,7 @@ from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.ignore_errors import IgnoreErrors
 from services.common.parts import PART_SCHEMA, PartOf, PartReport, PartSignal
 from services.common.run_event import EVENT_SCHEMA, EVENT_SCHEMA_V2, RunEvent
+from services.common.server_options import hide_secrets
 from services.common.server_work import ServerWork, server_work
 from services.common.wire_checks import check_numbers as _check_numbers
 from services.common.wire_checks import nested_deeper_than as _nested_deeper_than
@@ -265,6 +266,18 @@ class ServerReport(_Message):
     #: Innodb_buffer_pool_read_requests from the status deltas; None when nothing was requested.
     key_cache_hit_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
     buffer_pool_hit_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+
+    @field_validator("options", "variables")
+    @classmethod
+    def _hidden_secrets(cls, v: dict[str, Any]) -> dict[str, Any]:
+        # Results are stored, exported and shared like reports: a password-like option's value
+        # (wsrep_sst_auth's user:password) is never kept, also when an older worker sent it.
+        return hide_secrets(v)
+
+    def public(self) -> "ServerReport":
+        """This report with secret-named options and variables hidden (model_copy skips the
+        validators, so copies made with it need this)."""
+        return self.model_copy(update={"options": hide_secrets(self.options), "variables": hide_secrets(self.variables)})
 
 
 QualityFlag = Literal["stall", "overrun"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, TypeVar
 
 from services.common.errors import CpuSplitError
 
@@ -101,6 +101,7 @@ def reserved_problem(name: str) -> str | None:
 #: What reports and exports show instead of the value of an option that looks like a secret.
 HIDDEN_VALUE = "hidden"
 _SECRET_WORDS = ("password", "passwd", "secret", "token", "filekey")
+V = TypeVar("V")
 
 
 def is_secret_name(name: str) -> bool:
@@ -109,6 +110,11 @@ def is_secret_name(name: str) -> bool:
     k = name.lower().replace("-", "_")
     # "*_auth" is wsrep_sst_auth's user:password; a bare "auth" would hide default_authentication_plugin.
     return any(word in k for word in _SECRET_WORDS) or k.endswith("_auth")
+
+
+def hide_secrets(values: Mapping[str, V]) -> dict[str, V | str]:
+    """``values`` (options or variables by name) with HIDDEN_VALUE for every secret-named one."""
+    return {k: HIDDEN_VALUE if is_secret_name(k) else v for k, v in values.items()}
 
 
 def name_problem(name: str) -> str | None:

@@ -188,8 +188,7 @@ class CampaignSpec(Frozen):
             for key in PRIVATE_TARGET_FIELDS:
                 t.pop(key, None)
             if isinstance(target, ManagedTarget) and t.get("options"):
-                t["options"] = {k: server_options.HIDDEN_VALUE if server_options.is_secret_name(k) else v
-                                for k, v in t["options"].items()}
+                t["options"] = server_options.hide_secrets(t["options"])
             targets.append(t)
         data["targets"] = targets
         return data

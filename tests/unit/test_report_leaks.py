@@ -9,6 +9,7 @@ import json
 import zipfile
 
 from services.common.export import CampaignExport, ExportedCampaign, ExportedRun, decode_export
+from services.common.messages import Cell, RunResult, ServerReport, Totals
 from services.common.specfile import parse_spec
 from services.reporting.analysis import CampaignData
 from services.reporting.options import ReportOptions
@@ -32,7 +33,24 @@ duration: 1s
 SECRETS = ("PW_REMOTE_TARGET", "/srv/benchpw/local.pw", "local.pw", "password_env", "password_file", "tok-77x")
 
 TARGETS = ("remote", "local", "managed")
-RUNS = tuple(run(t, "oltp_point_select", n, rep, 1000.0 * (i + 1) + rep + n, cid="leaky-1")
+#: The managed target's options and their live values, as a result stored by an older worker holds them.
+SERVER_OPTIONS = {"strict_password_validation": "OFF", "server_audit_secret_token": "tok-77x"}
+
+
+def _result(target: str, threads: int, rep: int) -> RunResult:
+    cell = Cell(target=target, workload="oltp_point_select", threads=threads)
+    result = RunResult(run_id=f"leaky-1.{target}.oltp_point_select.t{threads}.r{rep}", campaign_id="leaky-1",
+                       cell=cell, repetition=rep, status="ok", worker="w", host="h", started_at=1.0, ended_at=61.0,
+                       measured_s=60.0, totals=Totals(transactions=60000, reads=60000))
+    if target != "managed":
+        return result
+    # model_copy skips validation: the values stay as an older version stored them.
+    server = ServerReport(kind="managed").model_copy(update={"options": SERVER_OPTIONS, "variables": SERVER_OPTIONS})
+    return result.model_copy(update={"server": server})
+
+
+RUNS = tuple(run(t, "oltp_point_select", n, rep, 1000.0 * (i + 1) + rep + n, cid="leaky-1",
+                 result=_result(t, n, rep))
              for i, t in enumerate(TARGETS) for n in (1, 4) for rep in (1, 2))
 
 
@@ -48,7 +66,7 @@ def _export(spec) -> CampaignExport:
                         repetition=r.repetition, state="done", updated_at=1.0) for i, r in enumerate(RUNS)]
     campaign = ExportedCampaign(campaign_id="leaky-1", name=spec.name, spec=spec, spec_hash="h", pool="p",
                                 baseline="remote", total_runs=len(runs), state="finished", created_at=1.0)
-    return CampaignExport(campaign=campaign, runs=runs, results=[])
+    return CampaignExport(campaign=campaign, runs=runs, results=[r.result for r in RUNS])
 
 
 def _ods_text(blob: bytes) -> str:
@@ -58,8 +76,8 @@ def _ods_text(blob: bytes) -> str:
 
 def test_no_report_format_nor_the_export_shows_where_passwords_are_kept():
     """Text, Markdown, HTML, JSON, ODS and the campaign export of a campaign whose targets read
-    their passwords from a variable and a file, with a password-like server option, name neither
-    the variable, the file nor the option's value."""
+    their passwords from a variable and a file, with a password-like server option (also in its
+    results' server options and variables), name neither the variable, the file nor the option's value."""
     spec = parse_spec(SECRET_SPEC)
     data = _data(spec)
     outputs = {fmt: "\n".join(render_lines(analyse(data, ReportOptions(fmt=fmt, all_tables=True))))
@@ -70,8 +88,14 @@ def test_no_report_format_nor_the_export_shows_where_passwords_are_kept():
     outputs["export"] = _export(spec).encode()
     for where, text in outputs.items():
         assert "db.example.com" in text or where == "ods", f"{where} lost the targets"
+        shown = {"json": '"server_audit_secret_token": "hidden"',
+                 "export": '"server_audit_secret_token": "hidden"'}.get(where, "server_audit_secret_token=hidden")
+        assert shown in text, f"{where} does not say the secret option is hidden"
         for secret in SECRETS:
             assert secret not in text, f"{secret} leaked into the {where} output"
+    servers = [r["server"] for r in json.loads(outputs["export"])["results"] if r["cell"]["target"] == "managed"]
+    assert servers and all(s["options"]["server_audit_secret_token"] == "hidden" and
+                           s["variables"]["server_audit_secret_token"] == "hidden" for s in servers)
 
 
 def test_an_export_imports_into_the_same_reports_without_the_secret_locations():
@@ -125,3 +149,17 @@ def test_which_option_names_count_as_secrets():
     hidden = ["wsrep_sst_auth", "file-key-management-filekey", "server_audit_secret_token", "repl_password"]
     shown = ["key_buffer_size", "default_authentication_plugin", "thread_handling", "innodb_buffer_pool_size"]
     assert [n for n in hidden if not is_secret_name(n)] == [] and [n for n in shown if is_secret_name(n)] == []
+
+
+def test_markdown_reports_show_underscores_and_numbered_lines_as_written():
+    """A description ``_draft_`` is not set in italics and its line ``1. item`` (or ``2) two``)
+    starts no numbered list: both show their characters as written; an option name keeps its
+    underscores, which start no emphasis inside a word."""
+    spec = parse_spec(SECRET_SPEC.replace(
+        'description: "<script>alert(1)</script> see [here](http://evil.example/x) <b>bold</b>"',
+        'description: "_draft_ of big_table\\n1. item\\n  2) two"'))
+    page = "\n".join(render_lines(analyse(_data(spec), ReportOptions(fmt="markdown"))))
+    assert "\\_draft\\_ of big_table\n1\\. item\n  2\\) two" in page
+    assert "strict_password_validation=hidden" in page
+    text = "\n".join(render_lines(analyse(_data(spec), ReportOptions(fmt="text"))))
+    assert "_draft_ of big_table\n1. item\n  2) two" in text

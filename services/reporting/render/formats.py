@@ -12,7 +12,7 @@ import re
 from typing import Any, Mapping
 
 from services.common.durations import parse_duration
-from services.common.server_options import is_secret_name
+from services.common.server_options import HIDDEN_VALUE, is_secret_name
 from services.reporting.tables import (
     NO_DATA,
     Table,
@@ -38,7 +38,10 @@ def md_text(text: str) -> str:
     """User text (a description, names) for a Markdown page: no raw HTML, links or emphasis,
     whatever it holds; GitHub shows the characters as written."""
     text = re.sub(r"([\\`*~\[\]<>|&])", r"\\\1", text)
-    return re.sub(r"^(\s*)([#=+-])", r"\1\\\2", text, flags=re.M)  # no heading, rule or list from a line's start
+    # A `_` inside a word (key_buffer_size) starts no emphasis in CommonMark: only the others are escaped.
+    text = re.sub(r"(?<![^\W_])_|_(?![^\W_])", r"\\_", text)
+    text = re.sub(r"^(\s*)([#=+-])", r"\1\\\2", text, flags=re.M)  # no heading, rule or list from a line's start
+    return re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", text, flags=re.M)  # nor an ordered list ("1." or "1)")
 
 
 def render_markdown(table: Table) -> list[str]:
@@ -117,7 +120,9 @@ def _setting_items(target: Mapping[str, Any]) -> list[str]:
             # Server options ({"key_buffer_size": "400M"}) read best without a prefix; any other
             # block keeps its name (a bare "enabled=False" of quiesce reads as a disabled target).
             prefix = "" if key == "options" else f"{key}."
-            items.extend(f"{prefix}{k}={v}" for k, v in value.items() if v is not None and not _is_secret(k))
+            # A secret option reads "hidden": the reader learns it was set, never its value.
+            items.extend(f"{prefix}{k}={HIDDEN_VALUE if _is_secret(k) else v}" for k, v in value.items()
+                         if v is not None)
         elif isinstance(value, (list, tuple)):
             items.append(f"{key}={','.join(str(v) for v in value)}")
         else:

@@ -50,7 +50,7 @@ def open_target(servers: managed.ServerManager | None, spec_target: Any, data: D
         server = servers.ensure(spec_target, data, client_cpus)
         base = ServerReport(kind="managed", binary=str(server.binary), build=server.build.name,
                             build_version=server.build.version, server_sha256=server.build.server_sha256,
-                            malloc=server.malloc_loaded, options=dict(spec_target.options),
+                            malloc=server.malloc_loaded, options=server_options.hide_secrets(spec_target.options),
                             server_cpus=server_options.format_cpus(server.server_cpus),
                             client_cpus=server_options.format_cpus(server.client_cpus),
                             reused=server.reused, start_s=round(server.start_s, 3), pid=server.pid,
@@ -82,8 +82,9 @@ def report(session: TargetSession, outcome: "LoadOutcome") -> ServerReport:
     """The result's ``server`` field for a finished load ``outcome``."""
     out: dict[str, Any] = {"identity_error": session.identity_error}
     if session.identity is not None:
+        # The live values of secret-named options stay on the worker: the result is stored and exported.
         out.update(version=session.identity.version, version_comment=session.identity.version_comment,
-                   variables=session.identity.variables)
+                   variables=server_options.hide_secrets(session.identity.variables))
     t0 = outcome.started_at + outcome.warmup_s
     if session.sampler is not None and outcome.measured_s > 0:
         st = session.sampler.report(t0, t0 + outcome.measured_s)
