@@ -402,8 +402,9 @@ class Worker:
         if report is not None:
             return result.model_copy(update={"part": report.model_copy(update={
                 "transactions": result.totals.transactions, "queries": result.totals.queries})})
-        # No start was agreed (so the result is not ok, see above): a failure of the split run as a whole (``parts`` empty, no part), naming
-        # this part and its worker; the collector keeps it only while the run has no result.
+        # No start was agreed (so the result is not ok, see above): a failure of the split run as a
+        # whole (``parts`` empty, no part), naming this part and its worker; the collector keeps it
+        # only while the run has no result.
         error = result.error
         if result.status == "failed":
             error = f"load_hosts part {session.part.index} ({self.identity.worker_id}): {error}"
