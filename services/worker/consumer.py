@@ -12,6 +12,7 @@ the worker CLI hands it a RabbitMQ factory, the unit tests an in-memory one.
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 import threading
 import time
@@ -295,8 +296,9 @@ class Worker:
         rlog.info("run_started", workload=run.cell.workload, threads=run.cell.threads, attempt=attempt)
         self.metrics.run_started(run)
         target_key = run.target.model_dump_json()
-        session = self._part_session(run)
+        session: PartSession | None = None
         try:
+            session = self._part_session(run)
             if run.part is not None and session is None:
                 raise RuntimeError("this worker has no link to the other parts of a run (load_hosts)")
             gate: dict[str, Any] = {} if session is None else {"start_gate": session.gate}
@@ -306,13 +308,16 @@ class Worker:
                                   on_measuring=lambda at: self._note_measuring(bus, run, attempt, at), **gate)
         except Exception as e:  # a bug must fail this run loudly, never wedge the worker unacked
             rlog.exception("run_crashed")
-            now = time.time()
-            result = RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
-                               status="failed", error=f"worker error: {type(e).__name__}: {e}", worker=self.identity.worker_id,
-                               host=self.identity.host, attempt=attempt, started_at=now, ended_at=now)
+            result = self._crashed(run, attempt, e)
         result = judge(result, run.ignored_errors)
         if session is not None:
-            result = self._end_part(session, result)
+            try:
+                result = self._end_part(session, result)
+            except Exception as e:  # as above: the part fails (and so the run), its delivery is acked
+                rlog.exception("part_end_crashed")
+                with contextlib.suppress(Exception):
+                    session.finish(f"worker error: {type(e).__name__}: {e}")
+                result = self._crashed(run, attempt, e, part_index=session.part.index)
         if result.status == "ok":
             self._unclean.discard(target_key)
         else:
@@ -350,6 +355,17 @@ class Worker:
         self.runs_done += 1
         self._hand_back(bus, lambda: bus.ack(tag))
 
+    def _crashed(self, run: RunSpec, attempt: int, e: Exception, *, part_index: int | None = None) -> RunResult:
+        """The failed result of a run (or of part ``part_index``, as a failure of the split run as
+        a whole) whose worker code raised ``e``."""
+        now = time.time()
+        error = f"worker error: {type(e).__name__}: {e}"
+        if part_index is not None:
+            error = f"load_hosts part {part_index} ({self.identity.worker_id}): {error}"
+        return RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
+                         status="failed", error=error, worker=self.identity.worker_id, host=self.identity.host,
+                         attempt=attempt, started_at=now, ended_at=now, **({} if part_index is None else {"parts": []}))
+
     def _part_session(self, run: RunSpec) -> PartSession | None:
         """The barrier of a part of a run (None for a whole run), begun before the target is
         prepared, so part 0's worker answers the others' pings while it prepares."""
@@ -366,21 +382,29 @@ class Worker:
         start fails, since the group measured without it."""
         stopping = self.stopping.is_set()
         started = session.start_at is not None
-        if session.failure is not None and result.status != "failed" and (not stopping or started):
+        # A part cancelled with its campaign stays cancelled, even when a partner's cancel reached
+        # its barrier first (as an abort): failed, it would be dead-lettered and could fail the run.
+        if result.status == "cancelled" and result.campaign_id in self._cancelled:
+            pass
+        elif session.failure is not None and result.status != "failed" and (not stopping or started):
             result = result.model_copy(update={"status": "failed", "error": session.failure, "quality": None})
         elif stopping and started and result.status == "cancelled":
             result = result.model_copy(update={"status": "failed", "quality": None,
                                                "error": "load_hosts: the worker stopped while the parts measured"})
+        elif result.status == "ok" and session.report() is None:
+            # The driver measured without an agreed start: only a share of the connections ran,
+            # so the result is no measurement of the run (never stored as the whole run).
+            result = result.model_copy(update={"status": "failed", "quality": None,
+                                               "error": "load_hosts: the part measured without an agreed start"})
         requeued = stopping and not started and result.status == "cancelled"
         session.finish(None if result.status == "ok" else (result.error or result.status), requeued=requeued)
         report = session.report()
         if report is not None:
             return result.model_copy(update={"part": report.model_copy(update={
                 "transactions": result.totals.transactions, "queries": result.totals.queries})})
-        if result.status == "ok":
-            return result
-        # No start was agreed: a failure of the split run as a whole (``parts`` empty, no part), naming
-        # this part and its worker; the collector keeps it only while the run has no result.
+        # No start was agreed (so the result is not ok, see above): a failure of the split run as a
+        # whole (``parts`` empty, no part), naming this part and its worker; the collector keeps it
+        # only while the run has no result.
         error = result.error
         if result.status == "failed":
             error = f"load_hosts part {session.part.index} ({self.identity.worker_id}): {error}"

@@ -98,6 +98,9 @@ class PartSession:
                 break
         if self.failure is not None:
             raise LoadError(self.failure)
+        if self.start_at is None and not self.stop.is_set():
+            # Never measure without an agreed start: this part alone would pass for the whole run.
+            raise LoadError("load_hosts: the barrier ended without a start")
         return self._local_start if self.start_at is not None else self.clock()
 
     def finish(self, reason: str | None = None, *, requeued: bool = False) -> None:
@@ -139,10 +142,18 @@ class PartSession:
         except BusError as e:
             self._fail(f"load_hosts: cannot join the other parts on the bus: {e}")
             return
+        except Exception as e:  # a bug must fail the part, never let it measure alone as the whole run
+            log.exception("part_barrier_crashed", run_id=self.run.run_id, part=self.part.index)
+            self._fail(f"load_hosts: barrier error: {e!r}")
+            return
         try:
             self._loop()
-        except BusError as e:
-            self._fail(f"load_hosts: lost the bus to the other parts: {e}")
+        except Exception as e:
+            if isinstance(e, BusError):
+                self._fail(f"load_hosts: lost the bus to the other parts: {e}")
+            else:
+                log.exception("part_barrier_crashed", run_id=self.run.run_id, part=self.part.index)
+                self._fail(f"load_hosts: barrier error: {e!r}")
             if self.start_at is not None:
                 self.stop.set()
         finally:

@@ -34,8 +34,10 @@ class FakeLoad:
     link right after the start, until the part has noticed (then it is plugged back)."""
 
     def __init__(self, hub: StubPartsHub, name: str, *, measure_s: float = 0.6, lose_on: tuple[int, ...] = (),
-                 fail_part: int | None = None):
+                 fail_part: int | None = None, linger_s: float = 0.0):
         self.hub, self.name, self.measure_s, self.lose_on = hub, name, measure_s, lose_on
+        #: Seconds a stopped load takes to wind down (so its partner has ended first).
+        self.linger_s = linger_s
         #: The part this load fails after measuring it (as the verdict does on lost connections).
         self.fail_part = fail_part
         self.starts: list[float] = []
@@ -55,6 +57,8 @@ class FakeLoad:
         else:
             stop.wait(max(0.0, start - time.time()) + self.measure_s)
         status = "cancelled" if stop.is_set() else "ok"
+        if stop.is_set():
+            time.sleep(self.linger_s)
         failed = status == "ok" and run.part is not None and run.part.index == self.fail_part
         h = Histogram()
         for _ in range(share.threads * 10):
