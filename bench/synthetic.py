@@ -10,9 +10,10 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from services.common.histogram import Histogram
-from services.common.messages import Cell, Latency, RunResult, Series, ServerReport, Totals
-from services.common.spec import CampaignSpec
+from services.common.results.histogram import Histogram
+from services.common.messages.runs import Cell
+from services.common.messages.results import Latency, RunResult, Series, ServerReport, Totals
+from services.common.spec.campaign import CampaignSpec
 
 #: Base q/s at one thread and queries per transaction, per workload (roughly this machine's).
 _WORKLOAD_QPS = {"oltp_point_select": 9000.0, "oltp_read_only": 6000.0, "oltp_read_write": 3500.0,

@@ -26,7 +26,7 @@ from services.common.config import AMQP, DB, METRICS, Settings, add_settings_fla
 from services.common.store import Store
 
 if TYPE_CHECKING:
-    from services.common.export import CampaignExport
+    from services.common.store.campaign_file import CampaignExport
 from services.reporting import metrics_catalog as mc
 from services.reporting.history import HISTORY_FORMATS
 from services.reporting.options import FORMATS, ReportOptions
@@ -38,9 +38,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.consumer import Collector
     from services.collector.http_sd import SD_PATH, WorkerDirectory
     from services.collector.prometheus import CollectorMetrics
-    from services.common.bus import Role, rabbit_factory
-    from services.common.discovery import announced
-    from services.common.run_finality import RunStore
+    from services.common.bus.rabbitmq import Role, rabbit_factory
+    from services.common.monitoring.discovery import announced
+    from services.common.store.finality import RunStore
 
     from services.collector.statistics import refresh_cell_stats
 
@@ -61,7 +61,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_retire_old_exchange(args: argparse.Namespace, settings: Settings) -> int:
-    from services.common.bus import RabbitBus, Role
+    from services.common.bus.rabbitmq import RabbitBus, Role
 
     # Explicit, not at a declare: workers of earlier versions publish there until upgraded.
     with RabbitBus(settings, name="benchfleet collector retire", role=Role.COLLECTOR) as bus:
@@ -306,7 +306,7 @@ def _import(settings: Settings, export: "CampaignExport") -> None:
 
 
 def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
-    from services.common.export import decode_export
+    from services.common.store.campaign_file import decode_export
 
     try:
         text = Path(args.file).read_bytes() if args.file != "-" else sys.stdin.buffer.read()

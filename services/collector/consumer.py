@@ -22,13 +22,16 @@ from services.collector.finality import Finaliser, FinalityStore
 from services.collector.http_sd import WorkerDirectory
 from services.collector.prometheus import CollectorMetrics
 from services.common import logs
-from services.common.broker import Broker, BusFactory, Delivery
+from services.common.bus.broker import Broker, BusFactory, Delivery
 from services.common.errors import BusError, DecodeError, StoreError, StoreRefused, StoreUnavailable
-from services.common.messages import RunEvent, RunResult, WorkerAnnouncement, WorkerBuilds, decode
-from services.common.part_merge import complete, failed_run, merge_parts
+from services.common.messages.events import RunEvent
+from services.common.messages.results import RunResult
+from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
+from services.common.messages.codec import decode
+from services.collector.part_merge import complete, failed_run, merge_parts
 
 if TYPE_CHECKING:
-    from services.common.results import ResultRow
+    from services.common.results.rows import ResultRow
 
 log = logs.get(__name__)
 

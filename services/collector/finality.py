@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from services.common import logs
-from services.common.broker import QUEUE_HEADER, Broker, Delivery
+from services.common.bus.broker import QUEUE_HEADER, Broker, Delivery
 from services.common.errors import StoreError
-from services.common.messages import RESULT_SCHEMA, RUN_SCHEMA, Cell, RunResult, RunSpec, decode
+from services.common.messages.base import RESULT_SCHEMA, RUN_SCHEMA
+from services.common.messages.runs import Cell, RunSpec
+from services.common.messages.results import RunResult
+from services.common.messages.codec import decode
 
 if TYPE_CHECKING:
-    from services.common.run_finality import OverdueRun
+    from services.common.store.finality import OverdueRun
 
 log = logs.get(__name__)
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from services.common.messages import WorkerAnnouncement
+from services.common.messages.announcements import WorkerAnnouncement
 
 #: Where the collector serves the list, beside /metrics.
 SD_PATH = "/sd/workers"

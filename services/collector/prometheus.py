@@ -17,9 +17,9 @@ from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from services.common.messages import RunResult
-from services.common.metrics_endpoint import MetricsEndpoint
-from services.common.results import ResultRow
+from services.common.messages.results import RunResult
+from services.common.monitoring.endpoint import MetricsEndpoint
+from services.common.results.rows import ResultRow
 from services.reporting.collapse import CellThroughput, at_top_threads
 
 CELL_LABELS = ["campaign", "target", "workload", "threads"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from services.common.messages import Cell
-from services.common.results import CellStatRow
-from services.common.run_finality import unstored_failures
+from services.common.messages.runs import Cell
+from services.common.results.rows import CellStatRow
+from services.common.store.finality import unstored_failures
 from services.common.store import Store
 from services.reporting.analysis import CampaignData
 from services.reporting.cell_stats import cell_stat_rows

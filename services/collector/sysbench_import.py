@@ -15,13 +15,14 @@ from typing import Any, Callable, Sequence
 
 from pydantic import ValidationError
 
-from services.common import sysbench_output as so
+from services.common.results import sysbench_output as so
 from services.common.errors import ExportFileError, SysbenchOutputError
-from services.common.export import CampaignExport, ExportedCampaign, ExportedRun
-from services.common.messages import Cell, RunResult, run_id_of
-from services.common.spec import MAX_THREADS, CampaignSpec
-from services.common.spec_fields import NAME_PATTERN
-from services.common.store_campaigns import spec_hash
+from services.common.store.campaign_file import CampaignExport, ExportedCampaign, ExportedRun
+from services.common.messages.runs import Cell, run_id_of
+from services.common.messages.results import RunResult
+from services.common.spec.campaign import MAX_THREADS, CampaignSpec
+from services.common.spec.fields import NAME_PATTERN
+from services.common.store.campaigns import spec_hash
 
 #: Where an imported target "was": a spec needs a host; the settings show this one.
 IMPORTED_HOST = "sysbench-import"

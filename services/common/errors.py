@@ -16,8 +16,8 @@ BenchfleetError
  │         └── SubmitLockBusy    another submit held the submit lock too long
  └── RunError            a run could not be measured (the run fails with the message)
       ├── TargetError    a target that cannot be used as given (names the spec field)
-      │    ├── BinaryNotFound  a managed target's server binary is not on this host
-      │    └── TargetUnsettled a target still busy from earlier runs when the quiesce gave up
+      │    └── BinaryNotFound  a managed target's server binary is not on this host
+      │    (the worker's quiesce adds TargetUnsettled: a target still busy when it gave up)
       ├── LoadError      the load could not run (with the MySQL error code, if any)
       │    ├── ClientLibraryError  libmariadb cannot be loaded
       │    ├── FdLimitError        the hard RLIMIT_NOFILE is too low for the run
@@ -28,10 +28,6 @@ BenchfleetError
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # a type only: the messages import this module
-    from services.common.messages import QuiesceReport
 
 
 class BenchfleetError(Exception):
@@ -165,15 +161,6 @@ class BinaryNotFound(TargetError):
 
     def __str__(self) -> str:
         return self.message
-
-
-class TargetUnsettled(TargetError):
-    """The target did not settle from earlier runs within its quiesce timeout; ``report`` says
-    how long the worker waited and what was still going on."""
-
-    def __init__(self, field: str, message: str, report: "QuiesceReport"):
-        self.report = report
-        super().__init__(field, message)
 
 
 class LoadError(RunError):

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from services.common.results import ResultRow
+from services.common.results.rows import ResultRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.collapse import CellThroughput, collapse_points
 from services.reporting.options import ReportOptions

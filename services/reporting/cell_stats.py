@@ -11,7 +11,7 @@ import math
 from collections import defaultdict
 from typing import Mapping
 
-from services.common.results import CellStatRow
+from services.common.results.rows import CellStatRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, collapse_findings
 from services.reporting.options import ReportOptions

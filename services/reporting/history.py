@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from services.common.results import HistoryEntry
+from services.common.results.rows import HistoryEntry
 from services.reporting.metrics_catalog import row_value
 from services.reporting.options import Format, ReportOptions
 from services.reporting.stats import CellStats, Comparison, compare_stats, describe

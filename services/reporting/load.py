@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from services.common.results import ResultRow, TargetBuild
+from services.common.results.rows import ResultRow, TargetBuild
 from services.common.store import Store
 from services.reporting.analysis import CampaignData
 from services.reporting.options import ReportOptions

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from services.common.messages import RunResult
-from services.common.results import ResultRow
+from services.common.messages.results import RunResult
+from services.common.results.rows import ResultRow
 
 #: Prefix of a metric naming a server status variable: ``status:Key_reads`` is Key_reads per transaction.
 STATUS_PREFIX = "status:"
@@ -57,7 +57,7 @@ BUILTIN: dict[str, Metric] = {
     )
 }
 
-#: Metric key -> the ServerWork field it reads (services/common/server_work.py defines them once).
+#: Metric key -> the ServerWork field it reads (services/common/messages/server_work.py defines them once).
 WORK_FIELDS = {
     "cpu_us_per_query": "server_cpu_us_per_query",
     "client_cpu_us_per_query": "client_cpu_us_per_query",

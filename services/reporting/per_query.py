@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import fmean
 
-from services.common.run_figures import RunFigures
+from services.common.results.figures import RunFigures
 from services.reporting.analysis import CampaignData
 
 #: (ServerWork field, label, measured from the server's process on the worker): the rows of a cell's table.

@@ -15,8 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
-from services.common.spec import CampaignSpec
-from services.common.spec_targets import ManagedTarget
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.targets import ManagedTarget
 from services.reporting.analysis import CampaignData
 
 #: Key_reads per transaction below which a key cache "never missed": one miss in a hundred

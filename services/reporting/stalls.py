@@ -12,8 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from services.common.results import ResultRow
-from services.common.stalls import OVERRUN_FRACTION, OVERRUN_MIN_S
+from services.common.results.rows import ResultRow
+from services.common.results.stalls import OVERRUN_FRACTION, OVERRUN_MIN_S
 from services.reporting.tables import MARK_STALL, Table
 
 

@@ -8,10 +8,10 @@ reads the announcements (services/scheduler/preflight.py).
 
 from __future__ import annotations
 
-from services.common.messages import WorkerBuilds
-from services.common.spec import CampaignSpec
-from services.common.spec_targets import ManagedTarget
-from services.common.specfile import FieldError, SpecSource
+from services.common.messages.announcements import WorkerBuilds
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.targets import ManagedTarget
+from services.common.spec.loading import FieldError, SpecSource
 
 
 def fresh(announced: list[WorkerBuilds], now: float, ttl_s: float) -> tuple[list[WorkerBuilds], list[WorkerBuilds]]:

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 from services.common import logs
-from services.common.bus import RabbitBus, Role, rabbit_factory
-from services.common.campaigns import Duplicate
+from services.common.bus.rabbitmq import RabbitBus, Role, rabbit_factory
+from services.scheduler.campaigns import Duplicate
 from services.common.cli import (
     EXIT_COLLAPSE,
     EXIT_FAILED,
@@ -23,11 +23,11 @@ from services.common.cli import (
     run_main,
 )
 from services.common.config import AMQP, DB, Settings, add_settings_flags
-from services.common.durations import format_duration
+from services.common.spec.durations import format_duration
 from services.common.errors import BusError, StoreUnavailable
-from services.common.run_finality import failed_runs
-from services.common.spec import CampaignSpec
-from services.common.specfile import load_spec_source
+from services.common.store.finality import failed_runs
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.loading import load_spec_source
 from services.common.store import Store
 from services.scheduler import plan, preflight
 from services.scheduler.deferred import deferred_sigint
@@ -95,8 +95,8 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
-    from services.common import campaigns
-    from services.common.store_campaigns import spec_hash
+    from services.scheduler import campaigns
+    from services.common.store.campaigns import spec_hash
 
     spec = _load(args, settings)
     campaign_id = plan.new_campaign_id(spec)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 
-from services.common import campaigns, logs
-from services.common.broker import BusFactory
+from services.common import logs
+from services.scheduler import campaigns
+from services.common.bus.broker import BusFactory
 from services.common.config import Settings
-from services.common.control import ControlMessage
+from services.common.bus.control import ControlMessage
 from services.common.store import Store
 
 log = logs.get("scheduler")

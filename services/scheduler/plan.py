@@ -7,9 +7,10 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
-from services.common.messages import MAX_RUN_SEED, Cell, RunSpec, run_id_of
-from services.common.spec import CampaignSpec
+from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.messages.base import MAX_RUN_SEED
+from services.common.messages.runs import Cell, RunSpec, run_id_of
+from services.common.spec.campaign import CampaignSpec
 
 #: Seconds a run costs beyond warm-up and measurement (connect, spawn load processes,
 #: publish), used only for the wall-time estimate.

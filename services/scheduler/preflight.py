@@ -8,12 +8,12 @@ import time
 from typing import Callable
 
 from services.common.config import Settings, with_db_password
-from services.common.durations import format_duration
+from services.common.spec.durations import format_duration
 from services.common.errors import FieldError, SettingsError, SpecError, StoreError
-from services.common.messages import WorkerBuilds
-from services.common.spec import CampaignSpec
-from services.common.spec_targets import ManagedTarget
-from services.common.specfile import SpecSource
+from services.common.messages.announcements import WorkerBuilds
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.targets import ManagedTarget
+from services.common.spec.loading import SpecSource
 from services.scheduler import build_check, plan, server_check
 
 #: Reads the last build announcement of each host of a pool (the results DB by default).

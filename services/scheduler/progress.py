@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TextIO
 
-from services.common.durations import format_duration
+from services.common.spec.durations import format_duration
 
 
 @dataclass(frozen=True)

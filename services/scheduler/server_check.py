@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import subprocess
 
-from services.common import server_binary
-from services.common.spec import CampaignSpec
-from services.common.spec_targets import ManagedTarget
-from services.common.specfile import FieldError, SpecSource
+from services.common.spec import server_binary
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.targets import ManagedTarget
+from services.common.spec.loading import FieldError, SpecSource
 
 
 def check_managed(spec: CampaignSpec, source: SpecSource) -> tuple[list[FieldError], list[str]]:

@@ -12,14 +12,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from services.common import campaigns
-from services.common.broker import Broker
-from services.common.campaigns import Duplicate
-from services.common.control import ControlMessage
+from services.scheduler import campaigns
+from services.common.bus.broker import Broker
+from services.scheduler.campaigns import Duplicate
+from services.common.bus.control import ControlMessage
 from services.common.errors import SubmitLockBusy
-from services.common.messages import RunSpec
-from services.common.parts import PartOf
-from services.common.spec import CampaignSpec
+from services.common.messages.runs import RunSpec
+from services.common.messages.parts import PartOf
+from services.common.spec.campaign import CampaignSpec
 from services.common.store import Store
 
 

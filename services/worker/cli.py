@@ -21,8 +21,8 @@ from services.common.cli import (
 )
 from services.common.config import AMQP, METRICS, Settings, add_settings_flags
 from services.common.errors import BuildError, SettingsError, TargetError
-from services.common.server_options import parse_cpus
-from services.common.specfile import load_spec
+from services.common.spec.server_options import parse_cpus
+from services.common.spec.loading import load_spec
 
 
 USAGE = """worker [-h] [--version] [--pool POOL] [--id WORKER_ID] [options]   take runs of a pool and measure them
@@ -137,8 +137,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.worker.driver.native.libmariadb import library
 
     library()  # the native driver's client library: missing, the worker would fail every run
-    from services.common.bus import Role, rabbit_factory, rabbit_parts_factory
-    from services.common.discovery import announced, scrape_address
+    from services.common.bus.rabbitmq import Role, rabbit_factory, rabbit_parts_factory
+    from services.common.monitoring.discovery import announced, scrape_address
     from services.worker.consumer import Worker
     from services.worker.metrics import WorkerMetrics
     from services.worker.runner import WorkerIdentity

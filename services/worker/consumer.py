@@ -5,7 +5,7 @@ heartbeats flow during 15-minute runs; the ack is handed back with ``call_thread
 after the result has been published with a confirm (never before: a crash in between means
 a redelivery and a replaced result, never a lost one).
 
-The consumer sees the broker only through the Broker interface (services/common/broker.py);
+The consumer sees the broker only through the Broker interface (services/common/bus/broker.py);
 the worker CLI hands it a RabbitMQ factory, the unit tests an in-memory one.
 """
 
@@ -19,16 +19,20 @@ import time
 from typing import Any, Callable, Literal, Mapping, Protocol
 
 from services.common import logs
-from services.common.broker import Broker, BusFactory, Delivery
+from services.common.bus.broker import Broker, BusFactory, Delivery
 from services.common.config import ANNOUNCE_EVERY_S, Settings
-from services.common.control import ControlMessage
+from services.common.bus.control import ControlMessage
 from services.common.errors import BusError, DecodeError, TopologyMissing
-from services.common.builds import BuildInfo
-from services.common.messages import RunEvent, RunResult, RunSpec, WorkerAnnouncement, WorkerBuilds, decode
-from services.common.parts_link import PartsFactory
+from services.common.messages.builds import BuildInfo
+from services.common.messages.events import RunEvent
+from services.common.messages.results import RunResult
+from services.common.messages.runs import RunSpec
+from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
+from services.common.messages.codec import decode
+from services.worker.parts.link import PartsFactory
 from services.worker.driver.contract import ProgressCallback
 from services.worker.metrics import WorkerMetrics
-from services.worker.part_session import PartSession
+from services.worker.parts.session import PartSession
 from services.worker.runner import WorkerIdentity, execute
 from services.worker.target.managed import ServerManager
 from services.worker.verdict import fit_for_the_bus, judge

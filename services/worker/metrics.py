@@ -21,10 +21,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from services.common.histogram import Histogram, bucket_value
-from services.common.messages import RunResult, RunSpec
-from services.common.metrics_endpoint import MetricsEndpoint
-from services.common.stalls import stalled_seconds
+from services.common.results.histogram import Histogram, bucket_value
+from services.common.messages.results import RunResult
+from services.common.messages.runs import RunSpec
+from services.common.monitoring.endpoint import MetricsEndpoint
+from services.common.results.stalls import stalled_seconds
 from services.worker.driver.contract import Counts, Phase, Progress
 
 RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")

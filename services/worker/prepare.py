@@ -24,8 +24,8 @@ import mysql.connector
 import numpy as np
 
 from services.common.errors import DbError
-from services.common.spec_fields import IDENT_PATTERN
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.fields import IDENT_PATTERN
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.target.dsn import connect
 from services.workload.distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
 from services.workload.registry import SYSBENCH_10, TableLayout, definition

@@ -10,10 +10,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from services.common import logs, stalls
+from services.common import logs
+from services.common.results import stalls
 from services.common.errors import DbError
-from services.common.messages import RunResult, RunSpec
-from services.common.parts import share_of
+from services.common.messages.results import RunResult
+from services.common.messages.runs import RunSpec
+from services.worker.parts.share import share_of
 from services.worker import fdlimit, prepare
 from services.worker.driver.contract import LoadError, ProgressCallback
 from services.worker.driver.registry import check_target, driver_for
@@ -56,7 +58,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
     starts (after server start, quiesce and prepare). ``after_failure``: this is a retry, or
     the worker's previous run on this target failed, so the quiesce ends what that left running.
     A part of a run (``run.part``) drives its share of the connections, rate and seed, and
-    starts at the barrier ``start_gate`` agrees (services/worker/part_session.py)."""
+    starts at the barrier ``start_gate`` agrees (services/worker/parts/session.py)."""
     started = time.time()
     base = dict(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                 worker=who.worker_id, host=who.host, attempt=attempt, versions=_versions())

@@ -6,8 +6,9 @@ the reason, rather than dead-lettered by the collector."""
 
 from __future__ import annotations
 
-from services.common import ignore_errors as ignore
-from services.common.messages import MAX_BODY_BYTES, Latency, RunResult, Series
+from services.common.spec import ignore_errors as ignore
+from services.common.messages.base import MAX_BODY_BYTES
+from services.common.messages.results import Latency, RunResult, Series
 from services.worker.target.dsn import mysql_message
 
 #: Client error codes meaning the connection to the server was lost (the codes sysbench

@@ -15,10 +15,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
-if TYPE_CHECKING:
-    from services.workload.statements import Generator
 
 READ = "read"
 WRITE = "write"
@@ -29,7 +27,9 @@ OTHER = "other"
 Op = tuple[str, str, Optional[tuple]]
 Transaction = list[Op]
 Event = Callable[[random.Random], Transaction]
-Builder = Callable[["Generator", int, int], Event]
+#: A workload's builder takes the statements.Generator of one thread (typed Any here: that
+#: module imports this one), the thread's id and the thread count.
+Builder = Callable[[Any, int, int], Event]
 
 RAND_TYPES = ("uniform", "gaussian", "special", "pareto", "zipfian")
 
@@ -119,7 +119,7 @@ class Workload:
     #: (generator, thread id, threads) -> the function that draws one transaction.
     build: Builder
     #: Every statement a connection prepares up front (sysbench's thread_init).
-    prepared: Callable[["Generator"], list[str]]
+    prepared: Callable[[Any], list[str]]
     #: The script the statements come from (repository, commit, path), and the catalogue
     #: (docs/workloads.md) that has the whole row.
     source: str
@@ -146,7 +146,7 @@ CATALOGUE = "docs/workloads.md"
 WORKLOADS: dict[str, Workload] = {}
 
 
-def register(name: str, *, options: Mapping[str, object], prepared: Callable[["Generator"], list[str]],
+def register(name: str, *, options: Mapping[str, object], prepared: Callable[[Any], list[str]],
              source: str, counting: str = COUNT_BY_ROWS, tables: TableLayout = SYSBENCH_10,
              max_tables: int | None = None, sysbench_test: str | None = None) -> Callable[[Builder], Builder]:
     """Register the builder it decorates as workload ``name``; ``source`` names its script."""

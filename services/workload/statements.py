@@ -20,7 +20,7 @@ from services.workload.registry import OTHER, READ, WRITE, Op, Transaction, defi
 
 
 class WorkloadOptions(Protocol):
-    """What the generator reads of a workload (services.common.spec_workloads.WorkloadSpec has it)."""
+    """What the generator reads of a workload (services.common.spec.workloads.WorkloadSpec has it)."""
 
     @property
     def name(self) -> str: ...
@@ -29,7 +29,7 @@ class WorkloadOptions(Protocol):
 
 
 class TableShape(Protocol):
-    """What the generator reads of the table shape (services.common.spec_workloads.DataShape has it)."""
+    """What the generator reads of the table shape (services.common.spec.workloads.DataShape has it)."""
 
     @property
     def tables(self) -> int: ...

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import mysql.connector
 
-from services.common.bus import RabbitBus
+from services.common.bus.rabbitmq import RabbitBus
 from services.common.config import Settings
 from services.common.store import Store
 

@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 import pika.exceptions
 import pytest
 
-from services.common.bus import RabbitBus, Role, _quorum_args
+from services.common.bus.rabbitmq import RabbitBus, Role, _quorum_args
 from services.common.config import Settings, with_password
-from services.common.control import ControlMessage
+from services.common.bus.control import ControlMessage
 from services.common.errors import BusError, TopologyMissing
-from services.common.messages import RunEvent
+from services.common.messages.events import RunEvent
 
 pytestmark = pytest.mark.integration
 
@@ -242,7 +242,7 @@ def test_the_parts_of_a_run_meet_on_the_parts_exchange(deployed):
     """The scheduler declares the parts exchange at a submit; two workers' parts links bind their
     private queues to it under a run id and hear each other's signals (spec load_hosts); the
     collector may not publish there, and a worker may not delete it."""
-    from services.common.bus import RabbitPartsLink
+    from services.common.bus.rabbitmq import RabbitPartsLink
 
     tag, tmp_path, runs, passwords = deployed
     sched, work, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker", "collector"))

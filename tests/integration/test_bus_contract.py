@@ -11,11 +11,11 @@ from typing import Iterator
 
 import pytest
 
-from services.common.broker import BusFactory
-from services.common.bus import DELIVERY_LIMIT, RabbitBus, rabbit_factory
-from services.common.control import ControlMessage
+from services.common.bus.broker import BusFactory
+from services.common.bus.rabbitmq import DELIVERY_LIMIT, RabbitBus, rabbit_factory
+from services.common.bus.control import ControlMessage
 from services.common.errors import BusError
-from services.common.stub_bus import StubBroker
+from services.common.bus.stub import StubBroker
 
 pytestmark = pytest.mark.integration
 

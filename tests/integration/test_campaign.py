@@ -7,7 +7,7 @@ import json
 import mysql.connector
 import pytest
 
-from services.common.bus import RabbitBus
+from services.common.bus.rabbitmq import RabbitBus
 from services.common.store import Store
 
 from tests.integration.fleet import Fleet, target_yaml
@@ -93,8 +93,8 @@ def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
 
 def test_redelivered_result_replaces_not_duplicates(fleet, tmp_path):
     """Storing the same run's result twice leaves one row with the newer numbers."""
-    from services.common.messages import RunResult
-    from services.common.specfile import parse_spec
+    from services.common.messages.results import RunResult
+    from services.common.spec.loading import parse_spec
     from services.scheduler import plan
 
     spec = parse_spec(spec_text(fleet))
@@ -139,8 +139,8 @@ def test_results_dashboard_sql_runs_on_the_results_db(fleet, tmp_path):
     """Each SQL query of the boards (the "Results" board's tables and variable, the live board's run
     annotations) returns rows for a stored campaign on real MariaDB."""
     from services.collector.dashboards import campaign_live, results
-    from services.common.messages import RunResult
-    from services.common.specfile import parse_spec
+    from services.common.messages.results import RunResult
+    from services.common.spec.loading import parse_spec
     from services.scheduler import plan
 
     from services.collector.statistics import refresh_cell_stats

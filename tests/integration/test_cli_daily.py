@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from services.common.messages import Latency, RunResult
-from services.common.specfile import parse_spec
+from services.common.messages.results import Latency, RunResult
+from services.common.spec.loading import parse_spec
 from services.common.store import Store
 from services.scheduler import plan
 

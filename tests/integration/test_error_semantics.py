@@ -16,7 +16,7 @@ import pytest
 
 from bench.scratch_server import ScratchServer
 from services.common.errors import LoadError
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare
 from services.worker.driver.native.parent import run_load
 from services.worker.driver.sysbench.driver import run_sysbench

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from services.common.bus import RabbitBus
+from services.common.bus.rabbitmq import RabbitBus
 from services.common.store import Store
 
 from tests.integration.faults import ThrowawayMariadb, broker_env, broker_listening, restart_broker, wait_orphans_gone

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from bench.scratch_server import ScratchServer
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare
 from services.worker.driver.sysbench import driver as sysbench_driver
 from services.worker.driver.native.parent import run_load

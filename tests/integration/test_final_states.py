@@ -13,8 +13,10 @@ import time
 
 import pytest
 
-from services.common.bus import RabbitBus
-from services.common.messages import RunResult, RunSpec, decode
+from services.common.bus.rabbitmq import RabbitBus
+from services.common.messages.results import RunResult
+from services.common.messages.runs import RunSpec
+from services.common.messages.codec import decode
 from services.common.store import Store
 
 from tests.integration.fleet import ROOT, Fleet, target_yaml, wait_for
@@ -123,8 +125,8 @@ def test_the_reaper_allows_a_runs_start_and_counts_warm_up_from_the_measuring_ev
 
     import mysql.connector
 
-    from services.common.messages import RunEvent
-    from services.common.run_finality import RunStore
+    from services.common.messages.events import RunEvent
+    from services.common.store.finality import RunStore
 
     from tests.unit.consumer_fixtures import SPEC, runs
 

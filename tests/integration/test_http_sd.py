@@ -110,8 +110,8 @@ def test_announcements_not_refreshed_within_the_ttl_are_ignored(fleet, tmp_path)
     which announces again every minute, stays listed."""
     import time
 
-    from services.common.builds import BuildInfo
-    from services.common.messages import WorkerAnnouncement, WorkerBuilds
+    from services.common.messages.builds import BuildInfo
+    from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
     from services.common.store import Store
 
     old = time.time() - 3600

@@ -13,7 +13,8 @@ import zlib
 
 import pytest
 
-from services.common.messages import RunResult, decode
+from services.common.messages.results import RunResult
+from services.common.messages.codec import decode
 from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Tls, Topology, wait_until
 from tests.integration.test_several_hosts import (  # noqa: F401 (topo is a fixture)
     VENV,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare
 from services.common.errors import LoadError
 from services.worker.driver.contract import Progress

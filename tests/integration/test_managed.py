@@ -198,8 +198,8 @@ def assert_runs_as_the_server_user(pid: int, datadir: Path, user: str) -> None:
 def test_server_is_reused_for_the_same_target_and_stopped_for_another(managed_dir):
     """Consecutive runs of one target and shape share a server; another target stops it first,
     and the datadirs go at close unless kept."""
-    from services.common.spec_targets import ManagedTarget
-    from services.common.spec_workloads import DataShape
+    from services.common.spec.targets import ManagedTarget
+    from services.common.spec.workloads import DataShape
     from services.worker.target import managed, managed_template
 
     m = managed.ServerManager(base_dir=managed_dir)

@@ -78,7 +78,7 @@ def test_parts_preparing_one_database_at_once_load_it_once(mariadb_params):
     lock one loads the tables, the other finds them ready."""
     import threading
 
-    from services.common.spec_workloads import DataShape, WorkloadSpec
+    from services.common.spec.workloads import DataShape, WorkloadSpec
     from services.worker import prepare
 
     params = dict(mariadb_params, database=f"bf_test_parts_{secrets.token_hex(3)}")

@@ -17,9 +17,9 @@ import pytest
 
 from services.collector import dashboards
 from services.collector.prometheus import CollectorMetrics
-from services.common.histogram import Histogram
-from services.common.messages import RunSpec
-from services.common.discovery import write_sd_file
+from services.common.results.histogram import Histogram
+from services.common.messages.runs import RunSpec
+from services.common.monitoring.discovery import write_sd_file
 from services.worker.driver.contract import Counts, Progress
 from services.worker.metrics import WorkerMetrics
 

@@ -26,10 +26,12 @@ import mysql.connector
 import pytest
 
 from services.common.config import Settings
-from services.common.messages import Cell, RunResult, RunSpec, decode, run_id_of
-from services.common.spec_targets import MAX_HISTORY, DsnTarget, ManagedTarget, Quiesce
-from services.common.spec_workloads import DataShape, WorkloadSpec
-from services.common.stub_bus import StubBroker
+from services.common.messages.runs import Cell, RunSpec, run_id_of
+from services.common.messages.results import RunResult
+from services.common.messages.codec import decode
+from services.common.spec.targets import MAX_HISTORY, DsnTarget, ManagedTarget, Quiesce
+from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.common.bus.stub import StubBroker
 from services.worker import prepare, runner
 from services.worker.consumer import Worker
 from services.worker.target import managed
@@ -408,7 +410,7 @@ def test_the_wait_is_stored_in_its_own_column(mariadb_params, settings):
     when the target's quiesce was off), next to the whole record in result_json."""
     from dataclasses import replace
 
-    from services.common.messages import QuiesceReport
+    from services.common.messages.results import QuiesceReport
     from services.common.store import Store
 
     from tests.unit.consumer_fixtures import SPEC, result, runs

@@ -19,10 +19,10 @@ from typing import Iterator
 import mysql.connector
 import pytest
 
-from services.common.bus import RabbitBus
+from services.common.bus.rabbitmq import RabbitBus
 from services.common.config import Settings
 from services.common.errors import StoreRefused
-from services.common.messages import Series
+from services.common.messages.results import Series
 from services.common.store import Store
 
 from tests.integration.faults import ThrowawayMariadb, free_port

@@ -15,11 +15,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from services.collector.statistics import refresh_cell_stats
-from services.common.messages import RunQuality, RunResult
-from services.common.specfile import parse_spec
+from services.common.messages.results import RunQuality, RunResult
+from services.common.spec.loading import parse_spec
 from services.common.config import Settings
 from services.common.store import Store
-from services.common.views import VIEWS
+from services.common.store.views import VIEWS
 from services.reporting.load import load_report
 from services.reporting.options import ReportOptions
 from services.scheduler import plan
@@ -183,7 +183,7 @@ def test_a_stored_spec_that_cannot_be_read_is_an_error_naming_the_campaign(fleet
 def test_runs_failed_without_a_result_count_in_cell_stats(fleet):
     """A run the collector fails with no result (dead-lettered, reaped) counts in its cell's failed
     runs once the statistics are refreshed, as the collector does after failing it."""
-    from services.common.run_finality import fail_run
+    from services.common.store.finality import fail_run
 
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "c-reap")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.bus import RabbitBus
+from services.common.bus.rabbitmq import RabbitBus
 
 from tests.integration.fleet import Fleet, wait_for
 

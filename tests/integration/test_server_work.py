@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from services.common.messages import Cell, RunResult, RunSpec
-from services.common.spec_targets import ManagedTarget
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.messages.runs import Cell, RunSpec
+from services.common.messages.results import RunResult
+from services.common.spec.targets import ManagedTarget
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import runner
 from services.worker.target import managed
 

@@ -19,8 +19,9 @@ from dataclasses import replace
 import mysql.connector
 import pytest
 
-from services.common.messages import RunResult, RunSpec
-from services.common.specfile import parse_spec
+from services.common.messages.results import RunResult
+from services.common.messages.runs import RunSpec
+from services.common.spec.loading import parse_spec
 from services.common.store import Store
 from services.reporting.load import load_report
 from services.reporting.options import ReportOptions

@@ -9,12 +9,12 @@ from dataclasses import replace
 import mysql.connector
 import pytest
 
-from services.common import campaigns
-from services.common.campaigns import Duplicate
+from services.scheduler import campaigns
+from services.scheduler.campaigns import Duplicate
 from services.common.errors import BusError
 from services.common.store import Store
-from services.common.store_campaigns import spec_hash
-from services.common.stub_bus import StubBroker
+from services.common.store.campaigns import spec_hash
+from services.common.bus.stub import StubBroker
 from services.scheduler.submit import StoreLedger, Submitted, submit
 
 from tests.unit.consumer_fixtures import SPEC, result, runs

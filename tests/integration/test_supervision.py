@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.bus import RabbitBus
+from services.common.bus.rabbitmq import RabbitBus
 from services.common.store import Store
 
 from tests.integration.fleet import ROOT, Fleet, wait_for

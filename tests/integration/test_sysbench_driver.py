@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from services.common.messages import Cell, RunSpec
-from services.common.spec_targets import DsnTarget
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.messages.runs import Cell, RunSpec
+from services.common.spec.targets import DsnTarget
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare, runner
 from services.worker.driver.contract import Progress
 from services.worker.driver.sysbench import driver as sysbench_driver

@@ -15,9 +15,9 @@ from dataclasses import replace
 import mysql.connector
 import pytest
 
-from services.common.histogram import Histogram
-from services.common.messages import RunResult
-from services.common.specfile import parse_spec
+from services.common.results.histogram import Histogram
+from services.common.messages.results import RunResult
+from services.common.spec.loading import parse_spec
 from services.common.store import Store
 from services.scheduler import plan
 
@@ -77,7 +77,7 @@ def test_export_import_round_trips_a_campaign_exactly(fleet, other_db, tmp_path)
         for r in runs[:-1]:
             store.store_result(_rich_result(r, "travel-1"))
         # The last run never ran: failed without a result, its state and reason travel too.
-        from services.common.run_finality import fail_run
+        from services.common.store.finality import fail_run
         assert fail_run(store, runs[-1].run_id, "travel-1", "no result: its worker is gone", 1_700_000_100.0)
     out = tmp_path / "travel.json"
     r = fleet.cli("collector", "export", "travel-1", "--json", str(out))

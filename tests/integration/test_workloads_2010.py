@@ -9,7 +9,7 @@ import random
 import pytest
 
 from services.common.errors import LoadError
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare
 from services.worker.driver.native.parent import run_load
 from services.worker.target.dsn import connect

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from services.common.messages import RunResult, RunSpec, Totals, decode
-from services.common.specfile import parse_spec
-from services.common.stub_bus import StubBroker
+from services.common.messages.results import RunResult, Totals
+from services.common.messages.runs import RunSpec
+from services.common.messages.codec import decode
+from services.common.spec.loading import parse_spec
+from services.common.bus.stub import StubBroker
 from services.scheduler import plan
 
 SPEC = parse_spec("name: units\ntargets: [{name: A, database: a}, {name: B, database: b}]\n"

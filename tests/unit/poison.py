@@ -7,7 +7,7 @@ import copy
 import json
 from typing import Any
 
-from services.common.messages import RunSpec
+from services.common.messages.runs import RunSpec
 
 from tests.unit.consumer_fixtures import result
 

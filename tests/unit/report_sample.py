@@ -5,8 +5,8 @@ and a collapse, so every section of the HTML report has something to show."""
 from __future__ import annotations
 
 from bench.synthetic import synthetic_results, synthetic_spec
-from services.common.messages import RunQuality, RunResult
-from services.common.results import ResultRow
+from services.common.messages.results import RunQuality, RunResult
+from services.common.results.rows import ResultRow
 from services.reporting.analysis import CampaignData
 
 CAMPAIGN_ID = "c-sample"

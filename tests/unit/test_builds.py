@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from services.collector.consumer import Collector
-from services.common.builds import BuildInfo, BuildRecord, parse_version
+from services.common.messages.builds import BuildInfo, BuildRecord, parse_version
 from services.common.errors import BuildError, TargetError
-from services.common.messages import WorkerBuilds, decode
-from services.common.spec import CampaignSpec
-from services.common.spec_targets import ManagedTarget
-from services.common.specfile import load_spec_source
-from services.common.stub_bus import StubBroker
+from services.common.messages.announcements import WorkerBuilds
+from services.common.messages.codec import decode
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.targets import ManagedTarget
+from services.common.spec.loading import load_spec_source
+from services.common.bus.stub import StubBroker
 from services.scheduler.build_check import check_builds
 from services.worker.target import builds as reg
 from services.worker.target import managed_server, managed_template

@@ -1,6 +1,6 @@
 """Per-cell statistics stored for SQL users: the report's numbers and verdicts, as rows."""
 
-from services.common.results import ResultRow
+from services.common.results.rows import ResultRow
 from services.reporting.analysis import CampaignData
 from services.reporting.cell_stats import cell_stat_rows
 

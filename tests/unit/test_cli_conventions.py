@@ -167,7 +167,7 @@ def test_license_file_is_mit():
 _LOST_BROKER = """
 import socket, struct, sys, threading
 from services.common import logs
-from services.common.bus import RabbitBus
+from services.common.bus.rabbitmq import RabbitBus
 from services.common.config import Settings
 from services.common.errors import BusError
 

@@ -13,8 +13,11 @@ from structlog.testing import capture_logs
 
 from services.collector.consumer import Collector
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
-from services.common.messages import Cell, RunEvent, RunResult, RunSpec, WorkerAnnouncement
-from services.common.stub_bus import StubBroker
+from services.common.messages.runs import Cell, RunSpec
+from services.common.messages.events import RunEvent
+from services.common.messages.results import RunResult
+from services.common.messages.announcements import WorkerAnnouncement
+from services.common.bus.stub import StubBroker
 
 from tests.unit.consumer_fixtures import result, runs, wait_until
 from tests.unit.poison import result_bodies

@@ -9,10 +9,10 @@ import typing
 import pytest
 
 from services.common.errors import LoadError
-from services.common.histogram import Histogram
-from services.common.messages import Series
-from services.common.spec import CampaignSpec
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.results.histogram import Histogram
+from services.common.messages.results import Series
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import Counts, Driver
 from services.worker.driver.native.protocol import Done, Failed, Go, Job, Ready, Stop, Tick, merged_kinds
 from services.worker.driver.registry import DRIVERS, driver_for

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from services.worker.driver.contract import Progress
 from services.worker.driver.native import child, parent
 from services.worker.driver.native.sinks import Sink
-from services.common import sysbench_output as so
+from services.common.results import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
 from services.worker.metrics import WorkerMetrics
 from tests.unit.test_metrics import run_spec, value

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from services.common.builds import BuildInfo
+from services.common.messages.builds import BuildInfo
 from services.common.config import settings_from
-from services.common.messages import WorkerBuilds
-from services.common.spec_targets import ManagedTarget
-from services.common.specfile import load_spec_source
+from services.common.messages.announcements import WorkerBuilds
+from services.common.spec.targets import ManagedTarget
+from services.common.spec.loading import load_spec_source
 from services.scheduler import preflight
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").rglob("*.yaml"))

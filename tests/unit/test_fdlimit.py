@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 
-from services.common.messages import Cell, RunSpec
-from services.common.spec_targets import DsnTarget
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.messages.runs import Cell, RunSpec
+from services.common.spec.targets import DsnTarget
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import fdlimit, runner
 from services.worker.target import lifecycle as server_run
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from services.common import cli
-from services.common.results import ResultRow
+from services.common.results.rows import ResultRow
 from services.reporting.analysis import CampaignData
 from services.reporting.compare import compare_campaigns, regressions
 from services.reporting.options import ReportOptions
@@ -116,7 +116,7 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
     import argparse
 
     from services.common.config import Settings
-    from services.common.spec import CampaignSpec
+    from services.common.spec.campaign import CampaignSpec
     from services.reporting import load as load_module
     from services.reporting.report import analyse
     from services.scheduler import cli as scheduler_cli

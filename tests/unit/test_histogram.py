@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from services.common.histogram import ERROR, Histogram
+from services.common.results.histogram import ERROR, Histogram
 
 
 def test_percentiles_within_relative_error():

@@ -8,9 +8,10 @@ import pytest
 
 from services.collector.http_sd import WorkerDirectory
 from services.common.config import Settings
-from services.common.discovery import scrape_address
+from services.common.monitoring.discovery import scrape_address
 from services.common.errors import DecodeError
-from services.common.messages import WorkerAnnouncement, decode
+from services.common.messages.announcements import WorkerAnnouncement
+from services.common.messages.codec import decode
 
 
 def ann(worker: str, state: str, at: float, address: str = "10.0.0.2:9464", pool: str = "rack1") -> WorkerAnnouncement:

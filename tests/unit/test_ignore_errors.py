@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.common import ignore_errors as ignore
-from services.common.messages import RunSpec, decode
-from services.common.spec import CampaignSpec
+from services.common.spec import ignore_errors as ignore
+from services.common.messages.runs import RunSpec
+from services.common.messages.codec import decode
+from services.common.spec.campaign import CampaignSpec
 from services.scheduler import plan
 
 

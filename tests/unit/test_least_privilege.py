@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from services.common import server_binary, server_options, topology
-from services.common.bus import Names
+from services.common.spec import server_binary
+from services.common.spec import server_options
+from services.common.bus import topology
+from services.common.bus.rabbitmq import Names
 from services.common.config import Settings, settings_from
 from services.common.errors import SettingsError
-from services.common.spec_targets import DsnTarget, ManagedTarget
-from services.common.specfile import parse_spec
-from services.common.topology import Binding, Role
+from services.common.spec.targets import DsnTarget, ManagedTarget
+from services.common.spec.loading import parse_spec
+from services.common.bus.topology import Binding, Role
 
 N = Names("bf")
 

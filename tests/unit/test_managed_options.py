@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.common import server_options as so
-from services.common.specfile import SpecError, parse_spec
+from services.common.spec import server_options as so
+from services.common.spec.loading import SpecError, parse_spec
 from services.worker.target import info as server_info
 
 HELP = """\

@@ -6,8 +6,12 @@ import json
 
 import pytest
 
-from services.common.messages import DecodeError, RunEvent, RunResult, RunSpec, decode
-from services.common.specfile import parse_spec
+from services.common.errors import DecodeError
+from services.common.messages.events import RunEvent
+from services.common.messages.results import RunResult
+from services.common.messages.runs import RunSpec
+from services.common.messages.codec import decode
+from services.common.spec.loading import parse_spec
 from services.scheduler import plan
 
 SPEC = parse_spec("name: m\ntargets: [{name: a, database: d, password_env: PW}]\n"
@@ -100,7 +104,7 @@ def test_poison_bodies_raise_decode_errors_naming_the_problem():
 
 def test_a_body_above_the_size_limit_is_refused_unparsed(monkeypatch):
     """A body bigger than MAX_BODY_BYTES is refused before it is parsed."""
-    import services.common.messages as messages
+    import services.common.messages.codec as messages
 
     body = a_run().encode()
     monkeypatch.setattr(messages, "MAX_BODY_BYTES", len(body) - 1)
@@ -144,7 +148,7 @@ def test_mismatch_names_what_differs_from_the_planned_run():
 def test_run_events_old_and_new_are_both_read():
     """The collector reads a worker's 'running' event of schema /1 (from any worker) and the
     'measuring' event of /2; 'measuring' under /1 is refused naming the state."""
-    from services.common.messages import RunEvent
+    from services.common.messages.events import RunEvent
 
     old = b'{"schema":"benchfleet.run-event/1","run_id":"r","campaign_id":"c","state":"running","worker":"w","at":5}'
     assert decode(old) == RunEvent(run_id="r", campaign_id="c", state="running", worker="w", at=5.0)
@@ -157,7 +161,7 @@ def test_run_events_old_and_new_are_both_read():
 def test_the_reapers_start_allowance_covers_server_start_quiesce_and_prepare():
     """Before a run's warm-up the reaper allows a managed server's start_timeout, the quiesce
     timeout when quiesce is on, and a prepare allowance growing with the campaign's rows."""
-    from services.common.run_finality import PREPARE_FLOOR_S, deadline, start_allowance
+    from services.common.store.finality import PREPARE_FLOOR_S, deadline, start_allowance
 
     spec = {"targets": [{"name": "m", "kind": "managed", "start_timeout": 600, "quiesce": {"enabled": True,
                                                                                          "timeout": 3600}},

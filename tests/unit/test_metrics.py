@@ -7,9 +7,10 @@ import json
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.collector.prometheus import CollectorMetrics
-from services.common.histogram import Histogram
-from services.common.messages import RunResult, RunSpec, Totals
-from services.common.discovery import remove_sd_file, write_sd_file
+from services.common.results.histogram import Histogram
+from services.common.messages.results import RunResult, Totals
+from services.common.messages.runs import RunSpec
+from services.common.monitoring.discovery import remove_sd_file, write_sd_file
 from services.worker.driver.contract import Counts, Progress
 from services.worker.metrics import WorkerMetrics
 
@@ -166,7 +167,7 @@ def test_announced_serves_then_withdraws(tmp_path):
     from dataclasses import replace
 
     from services.common.config import Settings
-    from services.common.discovery import announced
+    from services.common.monitoring.discovery import announced
 
     m = WorkerMetrics("w-ann")
     settings = replace(Settings(), sd_dir=str(tmp_path))
@@ -181,7 +182,7 @@ def test_announced_serves_then_withdraws(tmp_path):
 def test_collector_restore_exports_earlier_cells_without_counting_them_as_stored():
     """A restarted collector shows the cells already in the results DB; a later redelivery still
     replaces its repetition instead of adding one."""
-    from services.common.results import ResultRow
+    from services.common.results.rows import ResultRow
 
     def row(run_id: str, threads: int, qps: float, status: str = "ok") -> ResultRow:
         return ResultRow(run_id=run_id, campaign_id="c0", target="off", workload="oltp_point_select",
@@ -201,7 +202,7 @@ def test_stalled_seconds_count_live_and_survive_the_run():
     """Measured seconds without a transaction count as they are reported (warm-up never does), the
     counter stays after the run ends, and the result adds the seconds whose reports never came
     (sysbench leaves out its last)."""
-    from services.common.stalls import assess
+    from services.common.results.stalls import assess
 
     m, run = WorkerMetrics("w1"), run_spec()
     m.run_started(run)

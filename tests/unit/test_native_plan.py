@@ -3,7 +3,7 @@ connection with blocking calls."""
 
 from __future__ import annotations
 
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.native.client import runs_blocking
 from services.worker.driver.native.parent import OWN_PROCESS_MAX_PER_CPU, _plan
 from services.worker.driver.native.protocol import Job

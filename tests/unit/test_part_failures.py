@@ -10,14 +10,15 @@ import time
 import pytest
 
 from services.common.config import Settings
-from services.common.control import ControlMessage
+from services.common.bus.control import ControlMessage
 from services.common.errors import LoadError
-from services.common.messages import RunResult, RunSpec, Totals
-from services.common.parts_link import StubPartsHub, StubPartsLink
-from services.common.stub_bus import StubBroker
+from services.common.messages.results import RunResult, Totals
+from services.common.messages.runs import RunSpec
+from services.worker.parts.link import StubPartsHub, StubPartsLink
+from services.common.bus.stub import StubBroker
 from services.scheduler.submit import split_run
 from services.worker.consumer import Worker
-from services.worker.part_session import PartSession
+from services.worker.parts.session import PartSession
 from services.worker.runner import WorkerIdentity
 
 from tests.unit.consumer_fixtures import publish_runs, published, result, runs, wait_until

@@ -12,11 +12,14 @@ from typing import Iterator
 
 from services.collector.consumer import Collector
 from services.common.config import Settings
-from services.common.histogram import Histogram
-from services.common.messages import Cell, Latency, RunEvent, RunResult, RunSpec, Series, Totals, WorkerAnnouncement
-from services.common.parts import share_of
-from services.common.parts_link import StubPartsHub
-from services.common.stub_bus import StubBroker
+from services.common.results.histogram import Histogram
+from services.common.messages.runs import Cell, RunSpec
+from services.common.messages.results import Latency, RunResult, Series, Totals
+from services.common.messages.events import RunEvent
+from services.common.messages.announcements import WorkerAnnouncement
+from services.worker.parts.share import share_of
+from services.worker.parts.link import StubPartsHub
+from services.common.bus.stub import StubBroker
 from services.scheduler.submit import split_run
 from services.worker.consumer import Worker
 from services.worker.runner import WorkerIdentity

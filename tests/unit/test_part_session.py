@@ -1,4 +1,4 @@
-"""The barrier of one part (services/worker/part_session.py) on the stub parts exchange: when the
+"""The barrier of one part (services/worker/parts/session.py) on the stub parts exchange: when the
 join deadline starts, and what counts as a member measuring."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
-from services.common.parts import PartSignal
-from services.common.parts_link import StubPartsHub
+from services.common.messages.parts import PartSignal
+from services.worker.parts.link import StubPartsHub
 from services.scheduler.submit import split_run
-from services.worker.part_session import PartSession
+from services.worker.parts.session import PartSession
 
 from tests.unit.consumer_fixtures import runs
 

@@ -10,13 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from services.common.barrier import Joined, best_sample, clock_sample, local_instant, silent
+from services.worker.parts.barrier import Joined, best_sample, clock_sample, local_instant, silent
 from services.common.errors import DecodeError
-from services.common.histogram import Histogram
-from services.common.messages import Latency, RunResult, Series, ServerReport, Totals, decode
-from services.common.part_merge import PartsMismatch, complete, failed_run, merge_parts
-from services.common.parts import PartOf, PartReport, PartSignal, part_seed, share_of, split_threads
-from services.common.specfile import parse_spec
+from services.common.results.histogram import Histogram
+from services.common.messages.results import Latency, RunResult, Series, ServerReport, Totals
+from services.common.messages.codec import decode
+from services.collector.part_merge import PartsMismatch, complete, failed_run, merge_parts
+from services.common.messages.parts import PartOf, PartReport, PartSignal
+from services.worker.parts.share import part_seed, share_of, split_threads
+from services.common.spec.loading import parse_spec
 from services.scheduler.submit import split_run
 
 from tests.unit.consumer_fixtures import runs

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.specfile import parse_spec
+from services.common.spec.loading import parse_spec
 from services.scheduler import plan
 
 SPEC = parse_spec("""

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from services.common.messages import Cell, RunResult, ServerReport, Totals
-from services.common.results import ResultRow
-from services.common.specfile import load_spec_source
+from services.common.messages.runs import Cell
+from services.common.messages.results import RunResult, ServerReport, Totals
+from services.common.results.rows import ResultRow
+from services.common.spec.loading import load_spec_source
 from services.reporting import premises as p
 from services.reporting.analysis import CampaignData
 

@@ -4,7 +4,7 @@ import random
 import re
 from statistics import mean
 
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.workload import distributions
 from services.worker import prepare
 

@@ -75,7 +75,7 @@ def test_wait_tells_once_that_the_broker_is_away_and_keeps_following(monkeypatch
 
     from services.common.config import Settings
     from services.common.errors import BusError
-    from services.common.spec import CampaignSpec
+    from services.common.spec.campaign import CampaignSpec
     from services.reporting import load as load_module
     from services.reporting.report import analyse
     from services.scheduler import cli as scheduler_cli

@@ -10,7 +10,7 @@ import mysql.connector
 import pytest
 
 from services.common.errors import DbError
-from services.common.spec_targets import Quiesce
+from services.common.spec.targets import Quiesce
 from services.worker.target import quiesce
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.broker import Names
-from services.common.bus import CONTROL_LOG_ARGS, connection_parameters
+from services.common.bus.broker import Names
+from services.common.bus.rabbitmq import CONTROL_LOG_ARGS, connection_parameters
 from services.common.config import Settings, settings_from
 from services.common.errors import SettingsError
-from services.common.control import SYNC_HEADER, ControlMessage, decode_control, read_log_entry
-from services.common.messages import Cell, DecodeError, RunResult
+from services.common.bus.control import SYNC_HEADER, ControlMessage, decode_control, read_log_entry
+from services.common.messages.runs import Cell
+from services.common.errors import DecodeError
+from services.common.messages.results import RunResult
 from services.worker.verdict import judge
 
 
@@ -37,7 +39,7 @@ def test_lost_connections_the_run_ignores_were_reconnected_and_the_run_counts():
 
 def test_lost_connection_codes_are_those_sysbench_reconnects_on():
     """The verdict's lost-connection codes are exactly the ones the drivers reconnect on when ignored."""
-    from services.common.ignore_errors import RECONNECT_ON
+    from services.common.spec.ignore_errors import RECONNECT_ON
     from services.worker.verdict import LOST_CONNECTION
 
     assert set(LOST_CONNECTION) == RECONNECT_ON

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.run_figures import RunFigures
+from services.common.results.figures import RunFigures
 from services.reporting.analysis import CampaignData
 from services.reporting.render import html as html_module
 from services.reporting.render.plots import series_runs

@@ -10,8 +10,9 @@ import zipfile
 
 import pytest
 
-from services.common.messages import Cell, Latency, RunResult, ServerReport, Totals
-from services.common.results import HistoryEntry, ResultRow
+from services.common.messages.runs import Cell
+from services.common.messages.results import Latency, RunResult, ServerReport, Totals
+from services.common.results.rows import HistoryEntry, ResultRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, collapse_findings
 from services.reporting.compare import compare_campaigns, render_compare

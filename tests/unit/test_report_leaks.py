@@ -8,9 +8,10 @@ import io
 import json
 import zipfile
 
-from services.common.export import CampaignExport, ExportedCampaign, ExportedRun, decode_export
-from services.common.messages import Cell, RunResult, ServerReport, Totals
-from services.common.specfile import parse_spec
+from services.common.store.campaign_file import CampaignExport, ExportedCampaign, ExportedRun, decode_export
+from services.common.messages.runs import Cell
+from services.common.messages.results import RunResult, ServerReport, Totals
+from services.common.spec.loading import parse_spec
 from services.reporting.analysis import CampaignData
 from services.reporting.options import ReportOptions
 from services.reporting.render.exports import render_json, render_ods
@@ -144,7 +145,7 @@ def test_markdown_reports_show_a_multi_line_description_as_text():
 def test_which_option_names_count_as_secrets():
     """Options holding a password, key or token are hidden in reports and exports; tuning options and
     an authentication plugin's name are shown."""
-    from services.common.server_options import is_secret_name
+    from services.common.spec.server_options import is_secret_name
 
     hidden = ["wsrep_sst_auth", "file-key-management-filekey", "server_audit_secret_token", "repl_password"]
     shown = ["key_buffer_size", "default_authentication_plugin", "thread_handling", "innodb_buffer_pool_size"]

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from services.collector.cli import _parser
-from services.common.messages import Cell, Latency, RunResult, ServerReport, Totals
-from services.common.results import COLUMNS, ResultRow
+from services.common.messages.runs import Cell
+from services.common.messages.results import Latency, RunResult, ServerReport, Totals
+from services.common.results.rows import COLUMNS, ResultRow
 from services.reporting.analysis import CampaignData
 from services.reporting.options import FORMATS, ReportOptions
 from services.reporting.render.exports import render_json, render_ods

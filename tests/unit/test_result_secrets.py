@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from services.common.export import CampaignExport, ExportedCampaign, ExportedRun, decode_export
-from services.common.messages import RunResult, ServerReport, Totals, decode
-from services.common.specfile import parse_spec
+from services.common.store.campaign_file import CampaignExport, ExportedCampaign, ExportedRun, decode_export
+from services.common.messages.results import RunResult, ServerReport, Totals
+from services.common.messages.codec import decode
+from services.common.spec.loading import parse_spec
 from services.worker.driver.contract import LoadOutcome
 from services.worker.target import info, lifecycle
 

@@ -5,10 +5,10 @@ worker vanished (in-memory bus, fake results store)."""
 from __future__ import annotations
 
 from services.collector.finality import dead_letter_reason, failure_of
-from services.common.broker import Delivery
-from services.common.messages import Cell
-from services.common.run_finality import OverdueRun
-from services.common.stub_bus import StubBroker
+from services.common.bus.broker import Delivery
+from services.common.messages.runs import Cell
+from services.common.store.finality import OverdueRun
+from services.common.bus.stub import StubBroker
 
 from tests.unit.consumer_fixtures import result, runs, wait_until
 from tests.unit.test_collector_consumer import FakeDb, broker, collecting, publish  # noqa: F401 (fixture)

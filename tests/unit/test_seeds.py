@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.common.errors import LoadError
-from services.common.messages import MAX_RUN_SEED
-from services.common.spec import MAX_SEED as MAX_SPEC_SEED
-from services.common.spec import CampaignSpec
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.messages.base import MAX_RUN_SEED
+from services.common.spec.campaign import MAX_SEED as MAX_SPEC_SEED
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.scheduler import plan
 from services.worker.driver.sysbench import driver as sd
 

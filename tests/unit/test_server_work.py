@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.messages import Cell, Latency, RunResult, Series, ServerReport, Totals
-from services.common.results import ResultRow
-from services.common.server_work import server_work
+from services.common.messages.runs import Cell
+from services.common.messages.results import Latency, RunResult, Series, ServerReport, Totals
+from services.common.results.rows import ResultRow
+from services.common.messages.server_work import server_work
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, report_metrics
 from services.reporting.options import ReportOptions

@@ -3,7 +3,7 @@ when it gives up and how it names what was busy, and which connections are an ea
 
 from __future__ import annotations
 
-from services.common.spec_targets import Quiesce
+from services.common.spec.targets import Quiesce
 from services.worker.target.settling import (
     Connection,
     Snapshot,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.durations import format_duration, parse_duration
-from services.common.specfile import SpecError, parse_spec
+from services.common.spec.durations import format_duration, parse_duration
+from services.common.spec.loading import SpecError, parse_spec
 
 GOOD = """\
 name: quick
@@ -131,7 +131,7 @@ def test_duration_round_trip():
 
 def test_json_schema_names_the_fields():
     """`scheduler schema` gives editors a schema with the spec's fields."""
-    from services.common.spec import CampaignSpec
+    from services.common.spec.campaign import CampaignSpec
 
     props = CampaignSpec.model_json_schema()["properties"]
     assert {"name", "targets", "workloads", "threads", "duration", "warmup", "repeat", "seed", "data", "pool"} <= set(props)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import io
 import json
 
-from services.common.messages import Cell, Latency, RunResult, Totals
-from services.common.results import ResultRow
-from services.common.stalls import assess
+from services.common.messages.runs import Cell
+from services.common.messages.results import Latency, RunResult, Totals
+from services.common.results.rows import ResultRow
+from services.common.results.stalls import assess
 from services.reporting.analysis import CampaignData
 from services.reporting.compare import compare_campaigns, render_compare, render_compare_ods
 from services.reporting.options import ReportOptions
@@ -162,7 +163,7 @@ def test_compare_marks_the_campaign_row_holding_the_stall_and_lists_it():
 
 def test_history_counts_the_marked_runs_of_each_campaign():
     """A cell's history says how many of each campaign's runs were marked, with the ~."""
-    from services.common.results import HistoryEntry
+    from services.common.results.rows import HistoryEntry
     from services.reporting.history import history_points, render_history
 
     entries = [HistoryEntry("a", 100.0, result("on", 24, r, STEADY, cid="a")) for r in (1, 2)] + [

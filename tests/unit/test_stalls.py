@@ -6,13 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.common.messages import RunQuality, RunResult
-from services.common.stalls import (
-    MIN_RATE_FOR_STALLS,
-    assess,
-    stall_spans,
-    stalled_seconds,
-)
+from services.common.messages.results import RunQuality, RunResult
+from services.common.results.stalls import MIN_RATE_FOR_STALLS, assess, stall_spans, stalled_seconds
 
 
 def q(series, *, warmup=0.0, duration=None, wall=None, rate=None) -> RunQuality:
@@ -141,7 +136,7 @@ def test_a_real_sysbench_stall_read_from_its_report_lines():
     (the two past --time=5 are the overrun's), and the 7.57 s it took is the overrun."""
     from pathlib import Path
 
-    from services.common import sysbench_output as so
+    from services.common.results import sysbench_output as so
 
     text = (Path(__file__).parent / "fixtures" / "sysbench" / "oltp_update_index_stall.txt").read_text()
     report = so.parse_final(text)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import mysql.connector
 import pytest
 
-from services.common import store, store_connection
+from services.common import store
+from services.common.store import connection as store_connection
 
 #: The codes issue 13 names, and the client's -1 ("MySQL Connection not available", seen after
 #: the server closed an idle connection at wait_timeout).

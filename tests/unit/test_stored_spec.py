@@ -8,9 +8,9 @@ import json
 import pytest
 
 from services.common.errors import StoreError
-from services.common.export import ExportedCampaign
-from services.common.specfile import parse_spec
-from services.common.stored_spec import read_stored_spec
+from services.common.store.campaign_file import ExportedCampaign
+from services.common.spec.loading import parse_spec
+from services.common.spec.stored import read_stored_spec
 
 SPEC = parse_spec("name: old\ndescription: two servers\ntargets:\n  - {name: A, kind: managed}\n"
                   "  - {name: B, kind: managed}\nworkloads: [oltp_point_select]\nthreads: [1]\nduration: 3s\n")

@@ -7,12 +7,13 @@ from typing import Callable, Sequence
 
 import pytest
 
-from services.common.campaigns import Duplicate
-from services.common.control import read_control
+from services.scheduler.campaigns import Duplicate
+from services.common.bus.control import read_control
 from services.common.errors import BusError, SubmitLockBusy
-from services.common.messages import RunSpec, decode
-from services.common.spec import CampaignSpec
-from services.common.stub_bus import StubBroker, StubBus
+from services.common.messages.runs import RunSpec
+from services.common.messages.codec import decode
+from services.common.spec.campaign import CampaignSpec
+from services.common.bus.stub import StubBroker, StubBus
 from services.scheduler.submit import RolledBack, Submitted, submit
 
 from tests.unit.consumer_fixtures import SPEC, runs

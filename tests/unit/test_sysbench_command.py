@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.spec import CampaignSpec
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.sysbench import driver as sd
 from services.common.errors import LoadError
 

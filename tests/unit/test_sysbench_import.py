@@ -75,7 +75,7 @@ def test_a_value_the_result_cannot_hold_is_bad_input_not_a_traceback():
 def test_only_an_earlier_import_counts_as_one():
     """A campaign the fleet ran is not an import (import-sysbench refuses to add to it without --force)."""
     from services.collector.sysbench_import import is_import
-    from services.common.export import CampaignExport, ExportedCampaign
+    from services.common.store.campaign_file import CampaignExport, ExportedCampaign
     from tests.unit.consumer_fixtures import SPEC
 
     imported = campaign_of([_file("oltp_read_write_pareto_histogram.txt")], "imp", now=5.0)
@@ -91,7 +91,7 @@ def test_an_unfinished_campaign_does_not_travel():
     a file): imported, those runs would be reaped or wait for ever."""
     import json
 
-    from services.common.export import decode_export
+    from services.common.store.campaign_file import decode_export
 
     done = campaign_of([_file("oltp_read_write_pareto_histogram.txt")], "imp", now=5.0)
     assert done.unfinished() is None

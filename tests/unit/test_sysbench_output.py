@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.common.messages import Series
-from services.common import sysbench_output as so
+from services.common.messages.results import Series
+from services.common.results import sysbench_output as so
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sysbench"
 
@@ -134,7 +134,7 @@ def test_lines_that_are_not_reports_are_ignored():
 
 def test_a_last_second_sysbench_did_not_report_is_the_rest_of_the_totals():
     """A 2 s run whose second report line sysbench dropped still has two seconds adding up to its totals."""
-    from services.common.messages import Series, Totals
+    from services.common.messages.results import Series, Totals
 
     totals = Totals(transactions=6096, reads=85344, other=12192)
     one = Series(transactions=[3022], queries=[48374], errors=[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from structlog.testing import capture_logs
 
 from services.common.errors import StoreError
-from services.common.views import definitions, refresh_views
+from services.common.store.views import definitions, refresh_views
 
 COLUMNS = {"campaigns": ["campaign_id", "name", "created_at"], "runs": ["run_id"],
            "results": ["run_id", "qps", "result_json", "result_z", "build"], "result_series": ["run_id"],

@@ -9,11 +9,13 @@ from typing import Iterator
 
 import pytest
 
-from services.common.broker import Delivery
+from services.common.bus.broker import Delivery
 from services.common.config import Settings
-from services.common.control import ControlMessage
-from services.common.messages import RunEvent, RunResult, RunSpec, Series
-from services.common.stub_bus import StubBroker
+from services.common.bus.control import ControlMessage
+from services.common.messages.events import RunEvent
+from services.common.messages.results import RunResult, Series
+from services.common.messages.runs import RunSpec
+from services.common.bus.stub import StubBroker
 from services.worker.consumer import AfterRun, Worker, after_run
 from services.worker.runner import WorkerIdentity
 
@@ -374,7 +376,7 @@ def test_attempt_number_of_a_delivery(headers, redelivered, attempt):
 def test_a_worker_announces_its_builds_at_connect_and_again_when_they_change(broker, tmp_path):
     """The builds of the worker's registry reach the results queue when it connects; a build
     registered while it runs is announced before its next run, and nothing is re-sent unchanged."""
-    from services.common.messages import WorkerBuilds
+    from services.common.messages.announcements import WorkerBuilds
     from services.worker.target.builds import Registry
     from services.worker.target.managed import ServerManager
 
@@ -412,7 +414,7 @@ def test_worker_announces_its_metrics_address_on_connect_and_withdraws_it_at_sto
     purpose when it stops."""
     w = Worker(Settings(), pool=POOL, identity=WorkerIdentity("w1", host="h1"), connect=broker.bus,
                run_executor=FakeRuns(), retry_pause_s=0, backoff_s=0.01, scrape_address="10.0.0.2:9464")
-    from services.common.messages import WorkerAnnouncement
+    from services.common.messages.announcements import WorkerAnnouncement
 
     def said() -> list[tuple[str, str, str]]:
         return [(m.state, m.address, m.pool) for m in published(broker, broker.names.results)
@@ -426,7 +428,7 @@ def test_worker_announces_its_metrics_address_on_connect_and_withdraws_it_at_sto
 def test_a_running_worker_announces_its_endpoint_and_builds_again_periodically(broker, tmp_path):
     """Connected, a worker announces its /metrics address and its builds again every
     announce_every_s (also while idle), so they stay fresh under the fleet's announce_ttl_s."""
-    from services.common.messages import WorkerAnnouncement, WorkerBuilds
+    from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
     from services.worker.target.builds import Registry
     from services.worker.target.managed import ServerManager
 

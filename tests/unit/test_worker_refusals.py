@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import DecodeError
-from services.common.messages import Cell, RunSpec, decode
-from services.common.spec_targets import DsnTarget, ManagedTarget
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.messages.runs import Cell, RunSpec
+from services.common.messages.codec import decode
+from services.common.spec.targets import DsnTarget, ManagedTarget
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import cli as worker_cli
 from services.worker import prepare, runner
 from services.worker.target import dsn, managed
@@ -33,7 +34,7 @@ def nothing_happens(monkeypatch):
     monkeypatch.setattr(prepare, "connect", refuse)
     monkeypatch.setattr(managed.subprocess, "Popen", refuse)
     monkeypatch.setattr(managed.subprocess, "run", refuse)
-    from services.common import server_binary
+    from services.common.spec import server_binary
 
     monkeypatch.setattr(server_binary.subprocess, "run", refuse)
 

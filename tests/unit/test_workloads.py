@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.workload import distributions as dist
 from services.workload.statements import Generator, c_value, pad_value, transaction
 

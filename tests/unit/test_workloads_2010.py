@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from services.common.errors import LoadError
-from services.common.spec import CampaignSpec
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare
 from services.worker.driver.sysbench import driver as sd
 from services.workload import registry

@@ -11,7 +11,7 @@ import re
 import zipfile
 from typing import Any, Iterable
 
-from services.common.results import COLUMNS, ResultRow
+from services.common.results.rows import COLUMNS, ResultRow
 from services.reporting.analysis import NamedTable
 from services.reporting.report import Report
 from services.reporting.stalls import stall_rows

@@ -11,8 +11,8 @@ import math
 import re
 from typing import Any, Mapping
 
-from services.common.durations import parse_duration
-from services.common.server_options import HIDDEN_VALUE, is_secret_name
+from services.common.spec.durations import parse_duration
+from services.common.spec.server_options import HIDDEN_VALUE, is_secret_name
 from services.reporting.tables import (
     NO_DATA,
     Table,

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
-from services.common.results import ResultRow
+from services.common.results.rows import ResultRow
 from services.reporting.analysis import CampaignData
 from services.reporting.render.svg import PALETTE, Axis, Line, Panel, figure
 from services.reporting.stats import describe

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Protocol
 
 from services.common.errors import LoadError
-from services.common.histogram import Histogram
-from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
-from services.common.ignore_errors import IgnoreErrors
-from services.common.messages import Latency, Series, Totals
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.results.histogram import Histogram
+from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.spec.ignore_errors import IgnoreErrors
+from services.common.messages.results import Latency, Series, Totals
+from services.common.spec.workloads import DataShape, WorkloadSpec
 
 __all__ = ["Counts", "Driver", "LoadError", "LoadOutcome", "Phase", "Progress", "ProgressCallback"]
 

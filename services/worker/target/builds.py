@@ -3,7 +3,7 @@
 Layout under the registry directory (``--builds-dir`` / BENCHFLEET_BUILDS_DIR, default
 /var/lib/benchfleet/builds as root, else ~/.cache/benchfleet/builds):
 
-  <name>/build.json   the BuildRecord (services/common/builds.py)
+  <name>/build.json   the BuildRecord (services/common/messages/builds.py)
   <name>/tree/        the extracted packages or tarball (a ``dir`` build stays where it is)
 
 A build is checked before it is registered: its server must run `--version`. It is written
@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from services.common import server_binary
-from services.common.builds import SYSTEM_BUILD, BuildInfo, BuildRecord, parse_version
+from services.common.spec import server_binary
+from services.common.messages.builds import SYSTEM_BUILD, BuildInfo, BuildRecord, parse_version
 from services.common.errors import BuildError
-from services.common.spec_fields import NAME_PATTERN
+from services.common.spec.fields import NAME_PATTERN
 
 #: The Debian packages a build is made of: the server (mariadbd, mariadb-install-db, share/mysql
 #: with the system tables' SQL and error messages) and the client tools the install script runs

@@ -18,7 +18,7 @@ try:
 except ImportError:  # the C extension did not load; assert_c_extension says so by name
     CMySQLConnection = None  # type: ignore[assignment,misc]
 
-from services.common.spec_targets import DsnTarget
+from services.common.spec.targets import DsnTarget
 
 
 def system_ca_bundle() -> str | None:

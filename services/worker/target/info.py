@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from services.common import logs, server_options
+from services.common import logs
+from services.common.spec import server_options
 from services.worker.target.dsn import connect
 
 log = logs.get(__name__)

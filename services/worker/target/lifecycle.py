@@ -10,18 +10,29 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
-from services.common import logs, server_options
-from services.common.errors import TargetError, TargetUnsettled
-from services.common.messages import QuiesceReport, ServerReport
-from services.common.server_work import server_work
-from services.common.spec_targets import DsnTarget, ManagedTarget
-from services.common.spec_workloads import DataShape
+from services.common import logs
+from services.common.spec import server_options
+from services.common.errors import TargetError
+from services.common.messages.results import QuiesceReport, ServerReport, Totals
+from services.common.messages.server_work import server_work
+from services.common.spec.targets import DsnTarget, ManagedTarget
+from services.common.spec.workloads import DataShape
 from services.worker.target import dsn, info, managed, managed_server, quiesce
+from services.worker.target.quiesce import TargetUnsettled
 
-if TYPE_CHECKING:  # a type only: targets sit below the drivers
-    from services.worker.driver.contract import LoadOutcome
+
+class Measured(Protocol):
+    """What the server's report needs of a finished load (the drivers' LoadOutcome; targets sit
+    below the drivers, so they do not import it)."""
+
+    started_at: float
+    warmup_s: float
+    measured_s: float
+    client_cpu_s: float
+    client_ctxt_switches: int | None
+    totals: Totals
 
 log = logs.get(__name__)
 
@@ -78,7 +89,7 @@ def sampling(session: TargetSession) -> Iterator[None]:
         session.sampler.stop()
 
 
-def report(session: TargetSession, outcome: "LoadOutcome") -> ServerReport:
+def report(session: TargetSession, outcome: Measured) -> ServerReport:
     """The result's ``server`` field for a finished load ``outcome``."""
     out: dict[str, Any] = {"identity_error": session.identity_error}
     if session.identity is not None:

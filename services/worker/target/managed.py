@@ -27,9 +27,11 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from services.common import logs, server_binary, server_options
-from services.common.spec_targets import ManagedTarget
-from services.common.spec_workloads import DataShape
+from services.common import logs
+from services.common.spec import server_binary
+from services.common.spec import server_options
+from services.common.spec.targets import ManagedTarget
+from services.common.spec.workloads import DataShape
 from services.worker.target import builds as build_registry
 from services.worker.target.dsn import TargetError
 from services.worker.target.managed_server import ManagedServer, allocator_library

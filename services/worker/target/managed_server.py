@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common import logs, server_options
-from services.common.builds import ALLOCATOR_LIBRARIES, ALLOCATOR_PACKAGES
-from services.common.spec_targets import ManagedTarget
+from services.common import logs
+from services.common.spec import server_options
+from services.common.messages.builds import ALLOCATOR_LIBRARIES, ALLOCATOR_PACKAGES
+from services.common.spec.targets import ManagedTarget
 from services.worker.target import flavours
 from services.worker.target.dsn import TargetError, connect
 from services.worker.target.managed_template import CLIENT_USER, ServerBuild, log_tail

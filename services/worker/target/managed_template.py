@@ -14,10 +14,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.common import logs, server_binary, server_options
-from services.common.builds import SYSTEM_BUILD
+from services.common import logs
+from services.common.spec import server_binary
+from services.common.spec import server_options
+from services.common.messages.builds import SYSTEM_BUILD
 from services.common.errors import BuildError
-from services.common.spec_targets import ManagedTarget
+from services.common.spec.targets import ManagedTarget
 from services.worker.target import builds as build_registry
 from services.worker.target import flavours
 from services.worker.target.dsn import TargetError

@@ -22,9 +22,9 @@ from typing import Any, Callable, Mapping
 import mysql.connector
 
 from services.common import logs
-from services.common.errors import DbError, TargetUnsettled
-from services.common.messages import QuiesceReport
-from services.common.spec_targets import Quiesce
+from services.common.errors import DbError, TargetError
+from services.common.messages.results import QuiesceReport
+from services.common.spec.targets import Quiesce
 from services.worker.target import settling
 from services.worker.target.dsn import connect
 
@@ -36,6 +36,15 @@ POLL_S = 0.5
 _GONE = 1094
 #: MySQL error of a connection to a database that does not exist (ER_BAD_DB_ERROR).
 _NO_DATABASE = 1049
+
+
+class TargetUnsettled(TargetError):
+    """The target did not settle from earlier runs within its quiesce timeout; ``report`` says
+    how long the worker waited and what was still going on."""
+
+    def __init__(self, field: str, message: str, report: QuiesceReport):
+        self.report = report
+        super().__init__(field, message)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from services.common.spec_targets import Quiesce
+from services.common.spec.targets import Quiesce
 
 #: Seconds over which a dirty page count that has not fallen means the server flushes no more
 #: while idle: MariaDB 10.5+ with innodb_max_dirty_pages_pct_lwm = 0 (its default) leaves pages

@@ -16,8 +16,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
-from services.common.histogram import Histogram
-from services.common.messages import Series
+from services.common.results.histogram import Histogram
+from services.common.messages.results import Series
 from services.worker.driver.contract import Counts
 from services.worker.driver.native.arrivals import Schedule
 from services.worker.driver.native.client import Client

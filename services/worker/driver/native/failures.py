@@ -6,8 +6,8 @@ from __future__ import annotations
 import heapq
 import time
 
-from services.common import ignore_errors as ignore
-from services.common.ignore_errors import RECONNECT_ON, IgnoreErrors
+from services.common.spec import ignore_errors as ignore
+from services.common.spec.ignore_errors import RECONNECT_ON, IgnoreErrors
 from services.worker.driver.native.client import IDLE, Client
 from services.worker.driver.native.libmariadb import DbError
 from services.worker.driver.native.protocol import Fatal

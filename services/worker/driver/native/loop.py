@@ -26,8 +26,8 @@ import select
 import time
 from time import monotonic as _mono
 
-from services.common import ignore_errors as ignore
-from services.common.ignore_errors import IgnoreErrors
+from services.common.spec import ignore_errors as ignore
+from services.common.spec.ignore_errors import IgnoreErrors
 from services.worker.driver.native.arrivals import Schedule
 from services.worker.driver.native.blocking import BlockingConnection
 from services.worker.driver.native.client import EXEC, IDLE, QSTORE, QUERY, STORE, Client

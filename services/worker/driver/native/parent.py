@@ -19,11 +19,11 @@ import time
 from typing import Any, Callable, Mapping
 
 from services.common.errors import LoadError
-from services.common.histogram import Histogram
-from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
-from services.common.ignore_errors import IgnoreErrors
-from services.common.messages import Latency, Series
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.results.histogram import Histogram
+from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.spec.ignore_errors import IgnoreErrors
+from services.common.messages.results import Latency, Series
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import (
     Counts,
     LoadOutcome,

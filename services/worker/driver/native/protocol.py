@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from services.common.histogram import Histogram
-from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
-from services.common.ignore_errors import IgnoreErrors
-from services.common.messages import Series
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.results.histogram import Histogram
+from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.spec.ignore_errors import IgnoreErrors
+from services.common.messages.results import Series
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import Counts
 
 

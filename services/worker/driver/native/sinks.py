@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from services.common.histogram import Histogram
+from services.common.results.histogram import Histogram
 from services.worker.driver.contract import Counts
 
 COUNTERS = ("transactions", "read", "write", "other", "errors", "ignored_errors", "reconnects")

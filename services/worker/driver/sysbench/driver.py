@@ -22,15 +22,16 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from services.common import ignore_errors as ignore
-from services.common.ignore_errors import DEFAULT as IGNORE_DEFAULT
-from services.common.ignore_errors import IgnoreErrors
+from services.common.spec import ignore_errors as ignore
+from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.errors import TargetError
-from services.common.messages import MAX_RUN_SEED, Latency, Series, Totals
-from services.common.spec_targets import DsnTarget
-from services.common.spec_workloads import DataShape, WorkloadSpec
+from services.common.messages.base import MAX_RUN_SEED
+from services.common.messages.results import Latency, Series, Totals
+from services.common.spec.targets import DsnTarget
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import LoadError, LoadOutcome, ProgressCallback
-from services.common import sysbench_output as so
+from services.common.results import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
 from services.worker.target import info
 from services.workload.registry import definition

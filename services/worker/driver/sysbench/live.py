@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from services.worker.driver.contract import Counts, Progress, ProgressCallback
-from services.common import sysbench_output as so
+from services.common.results import sysbench_output as so
 
 
 def _hundredths(rate: float) -> int:

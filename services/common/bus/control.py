@@ -1,0 +1,113 @@
+"""Control messages: a fanout exchange every worker listens to (cancel a campaign now), and a
+durable log of them that a worker replays when it (re)connects.
+
+Schema history:
+  benchfleet.control/1   {"schema", "action": "cancel", "campaign_id", "at"}
+                         (unchanged when the control log was added; the log also holds sync
+                         markers, which are not control messages: see below)
+
+Each worker binds an exclusive, auto-deleted queue to the control exchange, so a control
+message reaches every worker connected at that moment. The control log, a RabbitMQ stream
+queue (``Names.control_log``, kept ``bus.CONTROL_LOG_MAX_AGE``), is bound to the same exchange, so the
+one publish that tells the connected workers also appends the message to the log. A worker that
+connects later (or reconnects after a broker restart) replays the log from its first message
+before it takes a run, so it drops the queued runs of a campaign cancelled while it was away.
+
+Replay has to know where the log ends, and a stream has no end-of-log signal over AMQP 0.9.1
+(its message count reads 0). So the worker first binds its private queue (anything published
+from then on reaches it there), then appends a sync marker to the log through the
+``Names.control_sync`` exchange (bound to the log only, so other workers' private queues never
+see it): an empty body with the header SYNC_HEADER set to a token of its own. Everything
+published to the control exchange before the marker's confirm sits before the marker in the
+log, so the replay is complete when the worker reads its own marker. Markers of other workers
+are skipped.
+
+Who wrote an entry is told by the exchange it came through, which the log keeps with each
+message: only the scheduler may publish to the control exchange, while every worker may append
+markers through the sync exchange. So a control message counts only when it came through the
+control exchange, and a marker only through the sync exchange: a worker's broker user cannot
+forge a cancel for the other workers by sending one through the sync exchange.
+
+This module holds the contract and the pure pieces; declaring and replaying live with the
+broker implementations (services/common/bus/rabbitmq.py, services/common/bus/stub.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from services.common import logs
+from services.common.errors import DecodeError
+
+CONTROL_SCHEMA = "benchfleet.control/1"
+
+log = logs.get(__name__)
+
+#: Header of a sync marker in the control log; its value is the token of the reader that wrote it.
+SYNC_HEADER = "x-benchfleet-sync"
+
+
+class ControlMessage(BaseModel):
+    """An order to every worker; today only "cancel this campaign"."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    schema_: Literal["benchfleet.control/1"] = Field(CONTROL_SCHEMA, alias="schema")
+    action: Literal["cancel"]
+    campaign_id: str
+    at: float = Field(default_factory=time.time)
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True).encode()
+
+
+def decode_control(body: bytes) -> ControlMessage:
+    """Decode a control message; DecodeError names the wrong field."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DecodeError("", f"not JSON: {e}") from e
+    if not isinstance(data, dict) or data.get("schema") != CONTROL_SCHEMA:
+        raise DecodeError("schema", f"expected {CONTROL_SCHEMA}")
+    try:
+        return ControlMessage.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise DecodeError(".".join(str(p) for p in err["loc"]), err["msg"]) from e
+
+
+def read_log_entry(exchange: str, headers: Mapping[str, object], body: bytes, token: str, *,
+                   control_exchange: str, sync_exchange: str) -> tuple[str, ControlMessage | None]:
+    """Classify one message read from the control log, published through ``exchange``, by the
+    reader whose marker is ``token``: ("end", None) for that reader's own marker (the replay is
+    complete), ("marker", None) for another reader's marker, ("control", message) for a control
+    message. DecodeError for anything else, including a control message that did not come
+    through ``control_exchange`` or a marker that did not come through ``sync_exchange``."""
+    marker = headers.get(SYNC_HEADER)
+    if exchange == sync_exchange:
+        if marker is None:
+            raise DecodeError("exchange", f"a message through {sync_exchange} that is not a sync marker "
+                                          "(only the control exchange carries control messages)")
+    elif exchange != control_exchange:
+        raise DecodeError("exchange", f"{exchange!r} is not the control exchange {control_exchange}")
+    elif marker is not None:
+        raise DecodeError("exchange", f"a sync marker through {control_exchange}, not {sync_exchange}")
+    if marker is not None:
+        if isinstance(marker, bytes):
+            marker = marker.decode(errors="replace")
+        return ("end" if marker == token else "marker"), None
+    return "control", decode_control(body)
+
+
+def read_control(body: bytes, source: str) -> ControlMessage | None:
+    """The control message in ``body``, or None (logged) when it cannot be decoded: control
+    messages are not redelivered, so there is nothing to dead-letter."""
+    try:
+        return decode_control(body)
+    except DecodeError as e:
+        log.error("control_message_undecodable", reason=str(e), source=source)
+        return None

@@ -1,0 +1,52 @@
+"""The worker's notes about a run it took (part of the bus contract; services/common/messages/
+decodes them with the other messages and keeps the schema history).
+
+  benchfleet.run-event/1   state "running": the worker took the run, before its server start,
+                           quiesce and prepare
+  benchfleet.run-event/2   adds state "measuring": the run's warm-up (its measured part) began at
+                           ``at``, so the collector's reaper counts warm-up + duration + grace from
+                           then. "running" is still sent as /1, which every collector reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+EVENT_SCHEMA = "benchfleet.run-event/1"
+EVENT_SCHEMA_V2 = "benchfleet.run-event/2"
+
+
+class RunEvent(BaseModel):
+    """A worker's note that a run started, or that its measured part began, for progress, status
+    and the reaper."""
+
+    schema_: Literal["benchfleet.run-event/1", "benchfleet.run-event/2"] = Field(EVENT_SCHEMA, alias="schema")
+    run_id: str
+    campaign_id: str
+    state: Literal["running", "measuring"]
+    worker: str
+    attempt: int = 1
+    at: float
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schema_of_state(cls, data: Any) -> Any:
+        # Made in code without a schema: the oldest one that has the state, so an older
+        # collector still reads every "running" event.
+        if isinstance(data, dict) and "schema" not in data and "schema_" not in data:
+            data = {**data, "schema": EVENT_SCHEMA_V2 if data.get("state") == "measuring" else EVENT_SCHEMA}
+        return data
+
+    @field_validator("state")
+    @classmethod
+    def _state_in_schema(cls, v: str, info: ValidationInfo) -> str:
+        if v == "measuring" and info.data.get("schema_") == EVENT_SCHEMA:
+            raise ValueError(f"state 'measuring' needs schema {EVENT_SCHEMA_V2}")
+        return v
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()

@@ -1,0 +1,86 @@
+"""The run spec the scheduler publishes for a worker, its cell, and the run id both are filed under."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from services.common.messages.base import MAX_RUN_SEED, RUN_SCHEMA, _Message
+from services.common.messages.parts import PartOf
+from services.common.spec.campaign import MAX_DURATION_S, MAX_RATE, MAX_RUNS, MAX_THREADS
+from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.spec.ignore_errors import IgnoreErrors
+from services.common.spec.targets import Target
+from services.common.spec.workloads import DataShape, WorkloadSpec
+
+
+def run_id_of(campaign_id: str, cell: "Cell", repetition: int) -> str:
+    """The run id of a campaign's cell and repetition: deterministic, so a redelivered run
+    replaces its result instead of adding one."""
+    return f"{campaign_id}.{cell.target}.{cell.workload}.t{cell.threads}.r{repetition}"
+
+
+
+class Cell(_Message):
+    """(target, workload, threads): the unit a comparison table compares."""
+
+    #: The results DB's columns hold 64 characters (spec names are shorter still).
+    target: Annotated[str, Field(min_length=1, max_length=64)]
+    workload: Annotated[str, Field(min_length=1, max_length=64)]
+    threads: Annotated[int, Field(gt=0, le=MAX_THREADS)]
+
+
+class RunSpec(_Message):
+    """One run for a worker: everything it needs, so workers share no state with the scheduler."""
+
+    schema_: Literal["benchfleet.run/1"] = Field(RUN_SCHEMA, alias="schema")
+    run_id: Annotated[str, Field(max_length=255)]
+    campaign_id: Annotated[str, Field(max_length=128)]
+    campaign_name: str
+    seq: Annotated[int, Field(ge=0, le=MAX_RUNS)]
+    total_runs: Annotated[int, Field(ge=1, le=MAX_RUNS)]
+    cell: Cell
+    repetition: Annotated[int, Field(ge=1, le=MAX_RUNS)]
+    target: Target
+    workload: WorkloadSpec
+    data: DataShape
+    driver: str = "native"
+    #: Bounded as in the spec, so a worker refuses a message no valid spec could have made.
+    duration: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]
+    warmup: Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
+    seed: Annotated[int, Field(ge=0, le=MAX_RUN_SEED)]
+    published_at: float
+    #: Open loop: transactions/s for the whole run (Poisson arrivals). None (left out of the
+    #: JSON, so workers that predate it still accept the message): closed loop.
+    rate: Annotated[float, Field(ge=0, le=MAX_RATE, allow_inf_nan=False)] | None = None
+    #: Also time each statement, per kind; None (left out of the message) when not asked.
+    latency_by_kind: bool | None = None
+    #: The MySQL errors the run survives; None (left out): sysbench's default list.
+    ignore_errors: IgnoreErrors | None = None
+    #: One part of a run spread over several load hosts (spec ``load_hosts``); None: the whole run.
+    part: PartOf | None = None
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _agrees_with_its_cell(self) -> "RunSpec":
+        # A worker measures ``target`` with ``workload`` and files the result under ``cell`` and
+        # ``run_id``: a spec where they disagree would store one target's numbers as another's.
+        if self.cell.target != self.target.name:
+            raise ValueError(f"cell.target: {self.cell.target!r} is not the run's target {self.target.name!r}")
+        if self.cell.workload != self.workload.key:
+            raise ValueError(f"cell.workload: {self.cell.workload!r} is not the run's workload {self.workload.key!r}")
+        expected = run_id_of(self.campaign_id, self.cell, self.repetition)
+        if self.run_id != expected:
+            raise ValueError(f"run_id: {self.run_id!r} is not the id of its campaign, cell and repetition ({expected!r})")
+        return self
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+    @property
+    def ignored_errors(self) -> IgnoreErrors:
+        """The errors this run survives, sysbench's default list when the message names none."""
+        return IGNORE_DEFAULT if self.ignore_errors is None else self.ignore_errors
+

@@ -1,0 +1,211 @@
+"""The campaign spec: what a user writes in spec.yaml, validated before anything runs.
+
+The targets are in spec/targets.py, the workloads and data shape in spec/workloads.py and the
+shared field types in spec/fields.py; this module holds the campaign and its cross-checks.
+
+Version history of the spec format (``spec_version``):
+  1: dsn targets, data shape, workloads with options, threads, duration/warmup/repeat/seed.
+     managed targets (kind: managed) joined version 1: specs without them read as before.
+     a target's ``quiesce`` joined version 1 (optional; on for managed targets, off for dsn).
+     Managed targets name a registered ``build`` (and a ``malloc``); their ``binary`` and
+     ``basedir`` paths were removed (a spec names no path on a worker).
+     ``load_hosts`` joined version 1 (optional; 1, one worker per run, by default).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, Strict, field_validator, model_validator
+
+from services.common.spec import server_options
+from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.spec.ignore_errors import IgnoreErrors
+from services.common.spec.load_hosts import check_load_hosts
+from services.common.spec.fields import Frozen, Int, Name, Number, Seconds
+from services.common.spec.targets import PRIVATE_TARGET_FIELDS, DsnTarget, ManagedTarget, Target
+from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.workload.registry import WORKLOADS
+
+SPEC_VERSION = 1
+
+# -- bounds: every number a spec holds is finite and bounded, so nothing downstream (planning,
+# the open-loop schedule, statement builders, timeouts) can loop, hang or allocate without end.
+# A target's own bounds are in spec/targets.py.
+
+#: The most runs one campaign may expand to (targets x workloads x threads x repeat): at a few
+#: seconds each that is days of measuring; the scheduler publishes them in one transaction.
+MAX_RUNS = 100_000
+#: Concurrent connections of one run (a client port range; the worker also needs the fds).
+MAX_THREADS = 65_535
+MAX_TARGETS = 64
+MAX_WORKLOADS = 128
+MAX_THREAD_COUNTS = 1024
+#: The longest duration or warm-up a spec may ask for (a week). The scheduler also refuses runs
+#: longer than its settings' max_run_s (2 h by default), where the settings are known.
+MAX_DURATION_S = 7 * 86_400
+#: Open-loop arrivals per second for a whole run: far above what one worker can drive. Without
+#: a bound, `.inf` made the arrival schedule loop for ever and a huge rate grew it without end.
+MAX_RATE = 1_000_000
+MAX_SEED = 2**63 - 1
+MAX_DESCRIPTION = 2_000
+
+#: Text a report prints must not move the cursor, recolour the terminal or reorder what is
+#: shown: C0/C1 control characters (tab and newline aside), DEL and Unicode bidi controls.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(v: str) -> str:
+    m = _UNPRINTABLE.search(v)
+    if m:
+        raise ValueError(f"holds the control character U+{ord(m.group()):04X}; reports print this text")
+    return v
+
+
+class CampaignSpec(Frozen):
+    """A whole campaign: targets x workloads x threads x repetitions, compared to a baseline."""
+
+    spec_version: Literal[1] = SPEC_VERSION
+    name: Name
+    description: Annotated[str, Field(max_length=MAX_DESCRIPTION), AfterValidator(_printable)] = ""
+    pool: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] = "default"
+    #: native: benchfleet's load processes; sysbench: the sysbench 1.0 binary on the worker.
+    driver: Literal["native", "sysbench"] = "native"
+    targets: Annotated[list[Target], Field(min_length=1, max_length=MAX_TARGETS)]
+    baseline: Name | None = None
+    workloads: Annotated[list[WorkloadSpec], Field(min_length=1, max_length=MAX_WORKLOADS)]
+    data: DataShape = DataShape()
+    threads: Annotated[list[Annotated[Int, Field(gt=0, le=MAX_THREADS)]],
+                       Field(min_length=1, max_length=MAX_THREAD_COUNTS)]
+    duration: Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]
+    warmup: Annotated[Seconds, Field(le=MAX_DURATION_S)] = 0.0
+    repeat: Annotated[Int, Field(ge=1, le=1000)] = 1
+    seed: Annotated[Int, Field(ge=0, le=MAX_SEED)] = 0
+    #: Open loop: transactions/s for the whole run, arriving as a Poisson stream (sysbench's
+    #: --rate); latency counts from each intended start. 0: closed loop.
+    rate: Annotated[Number, Field(ge=0, le=MAX_RATE)] = 0.0
+    #: Also record latency per statement kind (read/write/other) besides per transaction; it
+    #: costs a clock read per statement in the load loop, so it is off unless asked for.
+    latency_by_kind: Annotated[bool, Strict()] = False
+    #: MySQL error codes a run survives (sysbench's --mysql-ignore-errors): a list or "all". Any
+    #: other error fails the run with its code, as it ends a sysbench run.
+    ignore_errors: IgnoreErrors = IGNORE_DEFAULT
+    #: Each run's connections split over this many workers of the pool, started at one barrier
+    #: and merged into one result (services/common/messages/parts.py); 1: one worker drives the run.
+    load_hosts: Annotated[Int, Field(ge=1, le=16)] = 1
+
+    @field_validator("threads")
+    @classmethod
+    def _distinct_threads(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("thread counts must be distinct")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "CampaignSpec":
+        names = [t.name for t in self.targets]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"targets: names must be distinct, repeated: {', '.join(dup)}")
+        if self.baseline is not None and self.baseline not in names:
+            raise ValueError(f"baseline: {self.baseline!r} is not a target (targets: {', '.join(names)})")
+        keys = [w.key for w in self.workloads]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"workloads: repeated {', '.join(dup)}; give each a distinct label")
+        runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
+        if runs > MAX_RUNS:
+            raise ValueError(f"repeat: {len(self.targets)} targets x {len(self.workloads)} workloads x "
+                             f"{len(self.threads)} thread counts x {self.repeat} repetitions = {runs:,} runs; "
+                             f"a campaign may have at most {MAX_RUNS:,}")
+        clash = run_id_clash(names, keys)
+        if clash:
+            (t1, w1), (t2, w2) = clash
+            raise ValueError(f"targets: target {t1!r} with workload {w1!r} and target {t2!r} with workload "
+                             f"{w2!r} give the same run ids ({t1}.{w1}); rename one so the names do not "
+                             "join the same way with '.'")
+        for w in self.workloads:
+            most = WORKLOADS[w.name].max_tables
+            if most is not None and self.data.tables > most:
+                named = w.key if w.key == w.name else f"{w.key} ({w.name})"
+                raise ValueError(f"workloads: {named}: runs on at most {most} table(s), as its sysbench script does "
+                                 f"(it refuses --tables > 1); data.tables is {self.data.tables}")
+        managed = [t.name for t in self.targets if isinstance(t, ManagedTarget)]
+        fresh = [w.key for w in self.workloads if WORKLOADS[w.name].tables.fresh]
+        check_load_hosts(self.load_hosts, min(self.threads), self.driver, managed, fresh)
+        if self.driver == "sysbench":
+            old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
+            if old:
+                raise ValueError(f"workloads: {', '.join(old)}: sysbench 1.0.20 has no script running what sysbench "
+                                 "0.5 ran under these 2010 names (docs/workloads.md); use driver: native")
+            zipf = sorted({w.key for w in self.workloads if w.option("rand_type") == "zipfian"})
+            if zipf:
+                raise ValueError(f"workloads: {', '.join(zipf)}: rand_type zipfian needs sysbench 1.1; "
+                                 "the sysbench driver runs 1.0.20 (use driver: native)")
+            if self.latency_by_kind:
+                raise ValueError("latency_by_kind: sysbench reports latency per event only; use driver: native")
+            for i, t in enumerate(self.targets):
+                if isinstance(t, DsnTarget) and t.tls_mode == "verify":
+                    raise ValueError(f"targets[{i}].tls: sysbench 1.0.20 cannot verify the server's certificate, "
+                                     "and a password would cross the network; use driver: native, or tls: "
+                                     "preferred to accept an unverified connection")
+        return self
+
+    @property
+    def baseline_name(self) -> str:
+        return self.baseline or self.targets[0].name
+
+    def target(self, name: str) -> DsnTarget | ManagedTarget:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def workload(self, key: str) -> WorkloadSpec:
+        for w in self.workloads:
+            if w.key == key:
+                return w
+        raise KeyError(key)
+
+    @property
+    def total_runs(self) -> int:
+        return len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
+
+    def public_dump(self) -> dict[str, Any]:
+        """The spec as plain data for reports and exports: without where passwords are kept
+        (password_env, password_file), which says where to look on a worker, and with the values
+        of password-like server options hidden."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        targets = []
+        for target in self.targets:
+            # The default TLS of a remote target depends on whether it sends a password: keep the
+            # mode the runs used, so the public spec (and a campaign imported from it) says the same.
+            if isinstance(target, DsnTarget) and target.tls is None and target.tls_mode == "verify" \
+                    and target.ssl_ca is None:
+                target = target.model_copy(update={"tls": "verify"})
+            t = target.model_dump(mode="json", exclude_none=True)
+            for key in PRIVATE_TARGET_FIELDS:
+                t.pop(key, None)
+            if isinstance(target, ManagedTarget) and t.get("options"):
+                t["options"] = server_options.hide_secrets(t["options"])
+            targets.append(t)
+        data["targets"] = targets
+        return data
+
+    def public(self) -> "CampaignSpec":
+        """The spec without where passwords are kept (see public_dump): what an export carries."""
+        return CampaignSpec.model_validate(self.public_dump())
+
+
+def run_id_clash(targets: list[str], workloads: list[str]) -> tuple[tuple[str, str], tuple[str, str]] | None:
+    """Two (target, workload) pairs whose run ids would be equal: run ids join the names with
+    '.', so target `a` with workload `b.c` and target `a.b` with workload `c` would collide."""
+    seen: dict[str, tuple[str, str]] = {}
+    for t in targets:
+        for w in workloads:
+            joined = f"{t}.{w}"
+            if joined in seen and seen[joined] != (t, w):
+                return seen[joined], (t, w)
+            seen[joined] = (t, w)
+    return None

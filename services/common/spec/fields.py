@@ -1,0 +1,45 @@
+"""The field types every spec model shares: names, strict whole and finite numbers, durations,
+the frozen base model, and how a user's text is cut short in an error message."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict
+
+from services.common.spec.durations import format_duration, parse_duration
+
+#: Names that end up in SQL identifiers, queue names and metric labels: strict on purpose,
+#: so no SQL or routing key is ever built from arbitrary text.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+IDENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+
+def number_as_name(v: Any) -> Any:
+    # The seeds name targets "8" and "32", and `server_cpus: 0` is a CPU list; unquoted in YAML
+    # those are numbers. Booleans stay booleans (and are refused).
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+Name = Annotated[str, BeforeValidator(number_as_name), Field(pattern=NAME_PATTERN)]
+Identifier = Annotated[str, Field(pattern=IDENT_PATTERN)]
+#: Whole numbers are whole numbers: `true`, `5.0` and `"5"` are refused, not converted.
+Int = Annotated[int, Strict()]
+#: A finite number (an int is accepted); `.inf`, `.nan` and booleans are refused.
+Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+Seconds = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str),
+]
+
+
+class Frozen(BaseModel):
+    """A spec model: immutable once validated, and a key it does not know is an error, not ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` cut to ``limit`` characters for an error message (a key may be a megabyte long)."""
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,248 @@
+"""The results DB's connection: connecting (creating the database when asked), running a
+statement again after a lost connection or while the DB is away, transactions and migrations.
+
+Three kinds of failure leave the store, for callers to tell apart: StoreUnavailable (the DB
+is away: wait and try again, the message is not to blame), StoreRefused (this write is wrong:
+a run that does not exist, a value the DB rejects, a result too big for its packet limit), and
+StoreError for the rest (a DB that answers but cannot be used as configured).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Callable, Iterable, Self, Sequence
+
+import mysql.connector
+
+from services.common import logs
+from services.common.config import Settings
+from services.common.errors import StoreError, StoreRefused, StoreUnavailable
+from services.common.store.schema import MIGRATIONS
+from services.common.store.views import refresh_views
+
+log = logs.get(__name__)
+
+#: MySQL errors after which the connection is gone or useless: connect again (the database is
+#: in the connect parameters, so a new connection is in the right one) and run the statement again.
+RECONNECT_ON = frozenset({
+    1046,  # no database selected: a connection that lost its database
+    1053,  # server shutdown in progress
+    1152, 1158, 1159, 1160, 1161,  # aborted connection, network read/write errors
+    1927,  # connection killed (KILL <id>)
+    2002, 2003, 2005, 2006, 2013, 2014, 2055,  # cannot connect, gone away, lost, out of sync
+    4031,  # disconnected by the server after wait_timeout (MySQL 8.0.24+)
+})
+#: Errors that pass by themselves: run the statement again on the same connection.
+RETRY_ON = frozenset({
+    1040, 1203,  # too many connections
+    1205, 1213,  # lock wait timeout, deadlock
+    1290,  # read-only (--read-only during a switchover)
+})
+#: MySQL errors that blame the values written, not the DB: data exceptions and integrity
+#: violations (SQLSTATE classes 22 and 23), text the column's character set cannot hold, and a
+#: statement above max_allowed_packet (the server closes the connection after that one).
+REFUSED_SQLSTATE_CLASSES = ("22", "23")
+ER_NET_PACKET_TOO_LARGE = 1153
+ER_BAD_DB_ERROR = 1049
+REFUSED_ON = frozenset({ER_NET_PACKET_TOO_LARGE, 1366})
+#: Tries of one statement (the first again at once, a lost connection needs no wait), then the
+#: DB counts as away; pauses between tries double from RETRY_BACKOFF_S.
+RETRY_ATTEMPTS = 4
+RETRY_BACKOFF_S = 0.5
+
+
+class StoreConnection:
+    """A connection to the results DB; not thread-safe (one per thread). A lost connection is
+    made again on the next statement, into the same database."""
+
+    def __init__(self, settings: Settings, *, attempts: int = RETRY_ATTEMPTS, backoff_s: float = RETRY_BACKOFF_S):
+        self.settings = settings
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self._conn: Any = None
+        #: Opened and not closed (``_conn`` is None between losing a connection and the next).
+        self._open = False
+        #: The server's max_allowed_packet, read on each new connection.
+        self._packet_limit = 0
+
+    @property
+    def _where(self) -> str:
+        s = self.settings
+        return f"{s.db_host}:{s.db_port}" if not s.db_socket else s.db_socket
+
+    def _params(self) -> dict[str, Any]:
+        params = self.settings.db_params()
+        db = params["database"]
+        # The name goes into CREATE DATABASE; only a plain identifier may (settings, not a spec, give it).
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", str(db)):
+            raise StoreError(f"db_name: {db!r} is not a plain database name (letters, digits, _)")
+        return params
+
+    def _connect(self, *, create: bool = False, patient: bool = False) -> Any:
+        """A new connection into the results DB (created first when ``create`` and missing);
+        ``patient``: without read/write timeouts, for migrations that may work long on big tables."""
+        params = self._params()
+        if patient:
+            params.pop("read_timeout", None)
+            params.pop("write_timeout", None)
+        try:
+            conn = mysql.connector.connect(use_pure=False, autocommit=True, **params)
+        except mysql.connector.Error as e:
+            if e.errno == ER_BAD_DB_ERROR and create:
+                self._create_database()
+                return self._connect(patient=patient)
+            what = (f"cannot connect to the results DB at {self._where} as {self.settings.db_user}: "
+                    f"{e.errno} {e.msg}")
+            raise (StoreUnavailable if _away(e) else StoreError)(what) from None
+        try:
+            cur = conn.cursor(buffered=True)
+            cur.execute("SELECT @@max_allowed_packet")
+            self._packet_limit = int(cur.fetchall()[0][0])
+        except mysql.connector.Error as e:
+            _close(conn)
+            raise (StoreUnavailable if _away(e) else StoreError)(f"results DB: {e.errno} {e.msg}") from None
+        return conn
+
+    def _create_database(self) -> None:
+        params = self._params()
+        db = params.pop("database")
+        try:
+            conn = mysql.connector.connect(use_pure=False, autocommit=True, **params)
+            try:
+                conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{db}` CHARACTER SET utf8mb4")
+            finally:
+                _close(conn)
+        except mysql.connector.Error as e:
+            raise (StoreUnavailable if _away(e) else StoreError)(f"results DB {db!r}: {e.errno} {e.msg}") from None
+
+    def open(self, migrate: bool = True) -> Self:
+        """Connect, creating the database and applying migrations when asked."""
+        self._conn = self._connect(create=migrate)
+        self._open = True
+        if migrate:
+            self.migrate()
+        return self
+
+    def close(self) -> None:
+        self._open = False
+        if self._conn is not None:
+            _close(self._conn)
+            self._conn = None
+
+    def __enter__(self) -> Self:
+        return self if self._open else self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _execute(self, sql: str, params: Sequence[Any] = (), many: Iterable[Sequence[Any]] | None = None) -> Any:
+        """Run one statement, connecting again when the connection was lost and trying again
+        while the DB is away (every statement here may run twice)."""
+        if not self._open:
+            raise StoreError("store is not open")
+        rows = None if many is None else list(many)
+        error = ""
+        for attempt in range(1, self.attempts + 1):
+            if attempt > 2:
+                time.sleep(self.backoff_s * 2 ** (attempt - 3))
+            try:
+                if self._conn is None:
+                    self._conn = self._connect()
+                cur = self._conn.cursor(buffered=True)
+                if rows is not None:
+                    cur.executemany(sql, rows)
+                else:
+                    cur.execute(sql, tuple(params))
+                return cur
+            except StoreUnavailable as e:  # from _connect
+                error = str(e)
+            except mysql.connector.Error as e:
+                error = f"results DB: {e.errno} {e.msg}"
+                if _lost(e) or e.errno == ER_NET_PACKET_TOO_LARGE:
+                    _close(self._conn)
+                    self._conn = None
+                if _refused(e):
+                    raise StoreRefused(error) from None
+                if not _away(e):
+                    raise StoreError(error) from None
+            except (OverflowError, ValueError) as e:
+                # A parameter the client library cannot convert: the value is wrong, not the DB.
+                raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
+        raise StoreUnavailable(f"{error} (results DB at {self._where}, {self.attempts} tries)")
+
+    def reachable(self) -> bool:
+        """Whether the results DB answers now (tells "DB away" from "DB refused this write")."""
+        try:
+            self._execute("SELECT 1").fetchall()
+            return True
+        except StoreError:
+            return False
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self._execute(sql, params).fetchall())
+
+    def _transaction(self, what: str, statements: Callable[[Any], None]) -> None:
+        """Run ``statements`` (given a cursor) in one transaction; rolled back when one fails, and
+        StoreUnavailable or StoreError saying ``what`` could not be done."""
+        self._execute("SELECT 1")  # a live connection (made again if it was lost) for the transaction
+        conn = self._conn
+        try:
+            conn.start_transaction()
+            statements(conn.cursor())
+            conn.commit()
+        except mysql.connector.Error as e:
+            try:
+                conn.rollback()
+            except mysql.connector.Error:  # a lost connection rolled it back already
+                pass
+            error = f"results DB: {what}: {e.errno} {e.msg}"
+            raise (StoreUnavailable if _away(e) else StoreError)(error) from None
+
+    # -- schema -----------------------------------------------------------------------------
+    def migrate(self) -> int:
+        """Apply pending migrations in order; returns the schema version now in force."""
+        self._execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at DOUBLE NOT NULL)")
+        done = {r[0] for r in self._rows("SELECT version FROM schema_migrations")}
+        pending = [(v, statements) for v, statements in MIGRATIONS if v not in done]
+        if pending:
+            # Backfills may work on big tables longer than a statement's read timeout.
+            _close(self._conn)
+            self._conn = None
+            self._conn = self._connect(patient=True)
+        try:
+            for version, statements in pending:
+                for sql in statements:
+                    self._execute(sql)
+                # INSERT IGNORE: two services starting at once may both apply an idempotent step.
+                self._execute("INSERT IGNORE INTO schema_migrations VALUES (%s, %s)", (version, time.time()))
+                log.info("schema_migrated", version=version)
+        finally:
+            if pending:  # back to a connection with the timeouts
+                _close(self._conn)
+                self._conn = None
+        refresh_views(self)  # views follow their tables' columns (views.py)
+        return max([v for v, _ in MIGRATIONS] + list(done))
+
+
+def _lost(e: mysql.connector.Error) -> bool:
+    """Whether a MySQL error means this connection is gone (the client library says so with no
+    code, or -1: "MySQL Connection not available", once the server closed it after wait_timeout)."""
+    return e.errno is None or e.errno < 0 or e.errno in RECONNECT_ON
+
+
+def _away(e: mysql.connector.Error) -> bool:
+    """Whether a MySQL error means the DB is away or busy for now (not: refuses this write)."""
+    return _lost(e) or e.errno in RETRY_ON
+
+
+def _refused(e: mysql.connector.Error) -> bool:
+    """Whether a MySQL error blames the values written (see REFUSED_ON)."""
+    return e.errno in REFUSED_ON or (e.sqlstate or "")[:2] in REFUSED_SQLSTATE_CLASSES
+
+
+def _close(conn: Any) -> None:
+    try:
+        conn.close()
+    except Exception:  # closing a dead connection must not hide the real error
+        pass

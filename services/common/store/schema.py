@@ -1,0 +1,292 @@
+"""The results DB schema as ordered migrations; version N is applied once, in order, at start.
+
+History:
+  1: campaigns, runs (plan and state), results (one row per run id, whole result as JSON).
+  2: index results_cell (target, workload, threads) for `collector history`.
+  3: campaigns.idempotency_key: a second submit of the same spec (or key) is refused.
+  4: campaigns.state VARCHAR(32) (finished_with_failures is 22 characters).
+  5: results.result_z: the whole result, zlib-compressed JSON (result_json is '' in new rows).
+  7: results.stalled_s, longest_stall_s, overrun_s, quality_flags: a run's stalls and overrun
+     (RunQuality), queryable; NULL for results stored before runs were assessed.
+  8: results.quiesce_s: seconds the worker waited for the target to settle before the warm-up.
+  10: worker_builds: the last build announcement of each (host, pool), for `scheduler validate`.
+  11: for SQL and Grafana: result_series (one row per measured second, filled by the store,
+      backfilled here from results kept as JSON and by `collector stats` from compressed ones), cell_stats (per-cell statistics and verdicts, filled
+      by the collector), and views with DATETIME(6) times: campaigns_v, runs_v, results_v,
+      series_v, cell_stats_v (made by services/common/store/views.py since 18: see there).
+  12: worker_endpoints: each worker's last announcement (/metrics address, pool, up/down), so
+      the collector's Prometheus service discovery survives a collector restart.
+  14: results.build, build_version, server_sha256, malloc: which build ran a result.
+  16: results' figure columns (services/common/results/figures.py): server_kind, the server's and
+      the load processes' CPU seconds and context switches, disk bytes, status deltas (JSON),
+      series_seconds; a full report reads these instead of decoding every whole result. NULL
+      (series_seconds) in rows stored before: reports decode those rows' whole results, and
+      `collector stats CAMPAIGN` fills the columns in.
+  17: run_parts: the results of a run's parts (spec load_hosts) until every part of one group
+      has arrived and the merge is stored, so a collector restart loses none (merged parts keep
+      their row, emptied: the collector's user may not DELETE).
+  18: schema_views: the fingerprint each view was made with. The views are no longer frozen at
+      migration 11: after every migrate, services/common/store/views.py makes each missing view and
+      again (CREATE OR REPLACE) each view whose definition or tables' columns changed, so
+      results_v gains 14's columns. Migration 11 no longer makes them itself: on a new results DB
+      views.py makes them current at once, which the collector (who may not replace a view) can.
+  19: run_parts keyed by (run_id, part_group, part_index): a part of another group (a late,
+      redelivered one) is a row of its own, never overwriting a kept part of the group in flight.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            """CREATE TABLE IF NOT EXISTS campaigns (
+                campaign_id VARCHAR(128) NOT NULL PRIMARY KEY,
+                name VARCHAR(64) NOT NULL,
+                spec_json LONGTEXT NOT NULL,
+                spec_hash CHAR(64) NOT NULL,
+                pool VARCHAR(64) NOT NULL,
+                baseline VARCHAR(64) NOT NULL,
+                total_runs INT NOT NULL,
+                state VARCHAR(16) NOT NULL DEFAULT 'submitted',
+                created_at DOUBLE NOT NULL,
+                KEY campaigns_name (name, created_at),
+                KEY campaigns_hash (spec_hash)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE TABLE IF NOT EXISTS runs (
+                run_id VARCHAR(255) NOT NULL PRIMARY KEY,
+                campaign_id VARCHAR(128) NOT NULL,
+                seq INT NOT NULL,
+                target VARCHAR(64) NOT NULL,
+                workload VARCHAR(64) NOT NULL,
+                threads INT NOT NULL,
+                repetition INT NOT NULL,
+                state VARCHAR(16) NOT NULL DEFAULT 'pending',
+                attempts INT NOT NULL DEFAULT 0,
+                worker VARCHAR(128) NULL,
+                started_at DOUBLE NULL,
+                ended_at DOUBLE NULL,
+                error TEXT NULL,
+                updated_at DOUBLE NOT NULL,
+                KEY runs_campaign (campaign_id, seq),
+                KEY runs_state (campaign_id, state)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE TABLE IF NOT EXISTS results (
+                run_id VARCHAR(255) NOT NULL PRIMARY KEY,
+                campaign_id VARCHAR(128) NOT NULL,
+                target VARCHAR(64) NOT NULL,
+                workload VARCHAR(64) NOT NULL,
+                threads INT NOT NULL,
+                repetition INT NOT NULL,
+                status VARCHAR(16) NOT NULL,
+                measured_s DOUBLE NOT NULL,
+                transactions BIGINT NOT NULL,
+                queries BIGINT NOT NULL,
+                errors BIGINT NOT NULL,
+                qps DOUBLE NOT NULL,
+                tps DOUBLE NOT NULL,
+                p50_ms DOUBLE NOT NULL,
+                p95_ms DOUBLE NOT NULL,
+                p99_ms DOUBLE NOT NULL,
+                max_ms DOUBLE NOT NULL,
+                worker VARCHAR(128) NOT NULL,
+                host VARCHAR(255) NOT NULL,
+                started_at DOUBLE NOT NULL,
+                ended_at DOUBLE NOT NULL,
+                error TEXT NULL,
+                result_json LONGTEXT NOT NULL,
+                stored_at DOUBLE NOT NULL,
+                KEY results_campaign (campaign_id, workload, target, threads)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+    # 2: `collector history` looks a cell up across campaigns; without this index it scans
+    # every result ever stored.
+    (2, ["CREATE INDEX IF NOT EXISTS results_cell ON results (target, workload, threads)"]),
+    (
+        3,
+        [
+            "ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS idempotency_key VARCHAR(128) NULL",
+            "CREATE INDEX IF NOT EXISTS campaigns_idempotency ON campaigns (idempotency_key)",
+        ],
+    ),
+    # 4: campaign states such as finished_with_failures did not fit VARCHAR(16).
+    (4, ["ALTER TABLE campaigns MODIFY state VARCHAR(32) NOT NULL DEFAULT 'submitted'"]),
+    # 5: a result as JSON could outgrow the server's max_allowed_packet; compressed (about a
+    # quarter of the size for a long run) it fits far more.
+    (5, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS result_z LONGBLOB NULL"]),
+    # 7: "which runs stalled" is a WHERE clause, not a scan of every stored result document.
+    (
+        7,
+        [
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS stalled_s INT NULL,"
+            " ADD COLUMN IF NOT EXISTS longest_stall_s INT NULL,"
+            " ADD COLUMN IF NOT EXISTS overrun_s DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS quality_flags VARCHAR(32) NULL",
+        ],
+    ),
+    # 8: the settling wait before each run, queryable across campaigns (NULL: quiesce off, or
+    # stored before it existed; the whole record is in result_json's quiesce).
+    (8, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS quiesce_s DOUBLE NULL"]),
+    # 10: workers announce their registered builds; the scheduler checks a spec's `build:`
+    # against them. One row per host and pool, replaced by each announcement (an upsert: the
+    # collector's DB user has no DELETE).
+    (
+        10,
+        [
+            """CREATE TABLE IF NOT EXISTS worker_builds (
+                host VARCHAR(255) NOT NULL,
+                pool VARCHAR(64) NOT NULL,
+                worker VARCHAR(128) NOT NULL,
+                announcement_json TEXT NOT NULL,
+                announced_at DOUBLE NOT NULL,
+                PRIMARY KEY (host, pool)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+    # 11: results readable from SQL. The epochs stay (every reader uses them); the views add
+    # DATETIME(6) beside them, in the session's time zone (Grafana's MySQL source sets UTC).
+    # A series row carries its result's stored_at: a redelivered result rewrites the seconds it
+    # has, and series_v joins on stored_at, so seconds left from an older, longer result (the
+    # collector may not DELETE) never show. Its views are made after the migrations by
+    # services/common/store/views.py (CREATE VIEW for a missing one: the collector's user may create
+    # views but drops nothing); made here, they would be frozen at these tables' columns and the
+    # collector could not bring them up to date.
+    (
+        11,
+        [
+            """CREATE TABLE IF NOT EXISTS result_series (
+                run_id VARCHAR(255) NOT NULL,
+                second INT NOT NULL,
+                campaign_id VARCHAR(128) NOT NULL,
+                stored_at DOUBLE NOT NULL,
+                transactions BIGINT NOT NULL,
+                queries BIGINT NOT NULL,
+                errors BIGINT NOT NULL,
+                ignored_errors BIGINT NULL,
+                reconnects BIGINT NULL,
+                queue BIGINT NULL,
+                PRIMARY KEY (run_id, second),
+                KEY result_series_campaign (campaign_id)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """INSERT IGNORE INTO result_series (run_id, second, campaign_id, stored_at, transactions, queries, errors,
+                                                ignored_errors, reconnects, queue)
+               SELECT r.run_id, j.i - 1, r.campaign_id, r.stored_at,
+                      COALESCE(JSON_VALUE(r.result_json, CONCAT('$.series.transactions[', j.i - 1, ']')), 0),
+                      j.queries,
+                      COALESCE(JSON_VALUE(r.result_json, CONCAT('$.series.errors[', j.i - 1, ']')), 0),
+                      JSON_VALUE(r.result_json, CONCAT('$.series.ignored_errors[', j.i - 1, ']')),
+                      JSON_VALUE(r.result_json, CONCAT('$.series.reconnects[', j.i - 1, ']')),
+                      JSON_VALUE(r.result_json, CONCAT('$.series.queue[', j.i - 1, ']'))
+               FROM results r,
+                    JSON_TABLE(r.result_json, '$.series.queries[*]' COLUMNS (i FOR ORDINALITY, queries BIGINT PATH '$')) j
+               WHERE r.result_json <> '' AND JSON_VALID(r.result_json)""",
+            """CREATE TABLE IF NOT EXISTS cell_stats (
+                campaign_id VARCHAR(128) NOT NULL,
+                metric VARCHAR(64) NOT NULL,
+                workload VARCHAR(64) NOT NULL,
+                threads INT NOT NULL,
+                target VARCHAR(64) NOT NULL,
+                baseline VARCHAR(64) NOT NULL,
+                higher_is_better TINYINT NOT NULL,
+                n INT NOT NULL,
+                failed INT NOT NULL,
+                mean DOUBLE NULL,
+                stdev DOUBLE NULL,
+                cv DOUBLE NULL,
+                ci_low DOUBLE NULL,
+                ci_high DOUBLE NULL,
+                ratio DOUBLE NULL,
+                ratio_low DOUBLE NULL,
+                ratio_high DOUBLE NULL,
+                p_value DOUBLE NULL,
+                verdict VARCHAR(8) NULL,
+                mark VARCHAR(8) NOT NULL,
+                high_cv TINYINT NOT NULL,
+                collapsed TINYINT NOT NULL,
+                collapse_ratio DOUBLE NULL,
+                stalled_runs INT NOT NULL,
+                alpha DOUBLE NOT NULL,
+                min_effect DOUBLE NOT NULL,
+                computed_at DOUBLE NOT NULL,
+                PRIMARY KEY (campaign_id, metric, workload, threads, target)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+    # 12: the collector lists the fleet to Prometheus at once after a restart.
+    (
+        12,
+        [
+            """CREATE TABLE IF NOT EXISTS worker_endpoints (
+                worker VARCHAR(128) NOT NULL PRIMARY KEY,
+                pool VARCHAR(64) NOT NULL,
+                address VARCHAR(255) NOT NULL,
+                state VARCHAR(8) NOT NULL,
+                announced_at DOUBLE NOT NULL
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+    # 14: which build ran a result is read by every report header: columns, since result_json is
+    # empty for results stored compressed (migration 5).
+    (
+        14,
+        [
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS build VARCHAR(64) NULL,"
+            " ADD COLUMN IF NOT EXISTS build_version VARCHAR(128) NULL,"
+            " ADD COLUMN IF NOT EXISTS server_sha256 CHAR(64) NULL,"
+            " ADD COLUMN IF NOT EXISTS malloc VARCHAR(16) NULL",
+        ],
+    ),
+    # 16: a 10,000-run HTML, JSON or ODS report read and validated 10,000 whole results for a few
+    # numbers each; those numbers are columns now (written by the store with every result).
+    (
+        16,
+        [
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS server_kind VARCHAR(8) NULL,"
+            " ADD COLUMN IF NOT EXISTS server_cpu_s DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS client_cpu_s DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS server_ctxt_switches BIGINT NULL,"
+            " ADD COLUMN IF NOT EXISTS client_ctxt_switches BIGINT NULL,"
+            " ADD COLUMN IF NOT EXISTS disk_read_bytes BIGINT NULL,"
+            " ADD COLUMN IF NOT EXISTS disk_write_bytes BIGINT NULL,"
+            " ADD COLUMN IF NOT EXISTS status_deltas_json MEDIUMTEXT NULL,"
+            " ADD COLUMN IF NOT EXISTS series_seconds INT NULL",
+        ],
+    ),
+    # 17: parts wait here for the rest of their group (services/common/store/parts.py).
+    (
+        17,
+        [
+            """CREATE TABLE IF NOT EXISTS run_parts (
+                run_id VARCHAR(255) NOT NULL,
+                part_index INT NOT NULL,
+                part_count INT NOT NULL,
+                part_group VARCHAR(64) NOT NULL,
+                status VARCHAR(16) NOT NULL,
+                result_z LONGBLOB NOT NULL,
+                stored_at DOUBLE NOT NULL,
+                merged_at DOUBLE NULL,
+                PRIMARY KEY (run_id, part_index)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+    # 18: views made again whenever their tables gain columns (services/common/store/views.py).
+    (
+        18,
+        [
+            """CREATE TABLE IF NOT EXISTS schema_views (
+                name VARCHAR(64) NOT NULL PRIMARY KEY,
+                fingerprint CHAR(64) NOT NULL,
+                made_at DOUBLE NOT NULL
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
+    # 19: a part's row is its group's (services/common/store/parts.py). ALTER only: the
+    # collector's user has ALTER and INDEX, not DROP (deploy/ensure-services).
+    (
+        19,
+        ["ALTER TABLE run_parts DROP PRIMARY KEY, ADD PRIMARY KEY (run_id, part_group, part_index)"],
+    ),
+]
+
+LATEST = max(v for v, _ in MIGRATIONS)
