@@ -105,8 +105,8 @@ class FakeDb:
         self.order: list[str] = []
         self.running: list[str] = []
         self.announcements: dict[str, WorkerAnnouncement] = {}
-        #: The planned runs (fail_run fails only these), the failed ones with their reasons,
-        #: and what overdue_runs answers.
+        #: The planned runs (runs.fail fails only these), the failed ones with their reasons,
+        #: and what runs.overdue answers.
         self.runs: dict[str, RunSpec] = {}
         self.failed: dict[str, str] = {}
         self.overdue: list = []
@@ -115,7 +115,7 @@ class FakeDb:
         self.planned = None if planned is None else {r.run_id: r for r in planned}
         self.away = away
         self.unavailable = unavailable
-        #: fail_run finds the DB away this many times.
+        #: runs.fail finds the DB away this many times.
         self.fail_away = 0
         self.opened = self.closed = 0
         #: Whether the last write found the DB away (what reachable() answers).

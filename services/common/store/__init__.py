@@ -36,10 +36,6 @@ class Store:
         self.workers = Workers(self.db)
         self.transfer = Transfer(self.db, self.campaigns, self.results)
 
-    @property
-    def settings(self) -> Settings:
-        return self.db.settings
-
     def open(self, migrate: bool = True) -> Self:
         """Connect, creating the database and applying migrations when asked."""
         self.db.open(migrate)
