@@ -15,7 +15,8 @@ from typing import Literal, Mapping
 from services.reporting.tdist import t_ppf, t_two_sided_p
 
 #: One side's figures of a cell, by block (the repetition number). None or NaN is a figure
-#: that is missing (a failed run, a metric the run did not record), never a zero.
+#: that is missing (a failed run, a metric the run did not record), never a zero. Two sides'
+#: blocks pair only when they ran back to back in one campaign: see ``shared_blocks``.
 Figures = Mapping[int, "float | None"]
 
 Method = Literal["paired", "welch", "identical", "none"]
@@ -79,9 +80,10 @@ def _mean_var(xs: list[float]) -> tuple[float, float]:
     return m, math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1)
 
 
-def log_ratio(target: Figures, baseline: Figures) -> LogRatio:
+def log_ratio(target: Figures, baseline: Figures, *, shared_blocks: bool = True) -> LogRatio:
     """Paired t on per-block log ratios when at least two blocks hold both sides, else Welch on
-    the log values; unshared blocks are left out of a paired estimate so drift stays cancelled."""
+    the log values; unshared blocks are left out of a paired estimate so drift stays cancelled.
+    ``shared_blocks`` False (two campaigns, whose repetition 1s ran days apart) always uses Welch."""
     t, t_problem = _present(target, "target")
     b, b_problem = _present(baseline, "baseline")
     shared = sorted(t.keys() & b.keys())
@@ -90,6 +92,8 @@ def log_ratio(target: Figures, baseline: Figures) -> LogRatio:
         return _none(t_problem or b_problem, nt, nb, pairs)
     if not t or not b:
         return _none(f"no figures for the {'target' if not t else 'baseline'}", nt, nb, pairs)
+    if not shared_blocks:
+        return welch(list(t.values()), list(b.values()))
     if pairs >= 2:
         diffs = [t[k] - b[k] for k in shared]
         mean, var = _mean_var(diffs)

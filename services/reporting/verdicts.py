@@ -90,12 +90,14 @@ def _decide(est: LogRatio, selected: bool, low: float, high: float, min_effect: 
 
 
 def judge(cells: Sequence[CellFigures], *, family: str, higher_is_better: bool | None,
-          alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT) -> Page:
+          alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
+          shared_blocks: bool = True) -> Page:
     """Verdicts for every cell of ``family`` (one metric's page): the family is exactly these
-    cells with a p-value, so the false-discovery rate is controlled per page at ``alpha``."""
+    cells with a p-value, so the false-discovery rate is controlled per page at ``alpha``.
+    ``shared_blocks`` False for sides from two campaigns (see :func:`log_ratio`)."""
     if min_effect < 0:
         raise ValueError(f"min_effect must be >= 0, got {min_effect}")
-    estimates = [log_ratio(c.target, c.baseline) for c in cells]
+    estimates = [log_ratio(c.target, c.baseline, shared_blocks=shared_blocks) for c in cells]
     selection = select([e.p for e in estimates], alpha)
     level = selection.interval_level
     verdicts = []

@@ -49,6 +49,8 @@ def test_unshared_blocks_fall_back_to_welch_on_logs_matching_scipy():
     est = log_ratio({1: TARGET[0], 2: TARGET[1], 3: TARGET[2], 4: TARGET[3], 5: TARGET[4]},
                     {11: BASELINE[0], 12: BASELINE[1], 13: BASELINE[2], 14: BASELINE[3]})
     assert est.method == "welch" and est.n_pairs == 0
+    two_campaigns = log_ratio(dict(enumerate(TARGET, 1)), dict(enumerate(BASELINE[:4], 1)), shared_blocks=False)
+    assert two_campaigns.method == "welch" and two_campaigns.p == pytest.approx(est.p, rel=1e-12)
     assert est.estimate == pytest.approx(-0.018232646898576732, rel=1e-12)
     assert est.estimate / est.se == pytest.approx(-2.676282409829306, rel=1e-9)
     assert est.df == pytest.approx(5.329617662053276, rel=1e-9)
@@ -69,3 +71,16 @@ def test_detectable_change_is_the_exact_noncentral_t_answer(run_sd, block_sd, re
     (which says 9.2% where 3 repetitions really need 9.7%)."""
     got = detectable_change(Noise(run_sd, block_sd), repeat, family_size=family, paired=paired)
     assert got == pytest.approx(expected, rel=1e-5)
+
+
+def test_cells_without_a_p_value_are_not_in_the_family():
+    """A missing cell neither dilutes the family nor gets a q; the interval level follows the
+    number selected (BY), Bonferroni's when nothing is."""
+    q = bh_qvalues([0.01, math.nan, 0.04])
+    assert math.isnan(q[1]) and q[0] == pytest.approx(0.02) and q[2] == pytest.approx(0.04)
+    chosen = select([0.01, math.nan, 0.03, 0.5], 0.05)
+    assert chosen.family_size == 3 and chosen.n_selected == 2
+    assert chosen.interval_level == pytest.approx(1 - 2 * 0.05 / 3)
+    assert select([0.5, 0.9], 0.05).interval_level == pytest.approx(1 - 0.05 / 2)
+    with pytest.raises(ValueError, match=r"pvalues\[1\]"):
+        bh_qvalues([0.5, 1.5])
