@@ -4,7 +4,9 @@ level so they agree with the marks, decisions read off the intervals, and the ga
 Decisions (``higher_is_better`` None is a counter, which has no better direction):
   "faster"/"slower"  the adjusted interval excludes no change (the cell is BH-selected);
   "differs"          the same for a counter;
-  "equivalent"       the adjusted interval lies inside 1 +- min_effect;
+  "equivalent"       the adjusted interval lies inside 1 +- min_effect (even when it also
+                     excludes no change: a confirmed 0.3% is not worth acting on; the gate
+                     still sees it, reading the interval);
   "undecided"        neither: more repetitions might tell;
   "identical"        no spread and no difference at all;
   "missing"          nothing to compare (no figures, one repetition, a figure with no log).
