@@ -418,13 +418,13 @@ def test_the_wait_is_stored_in_its_own_column(mariadb_params, settings):
     s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
     store = Store(s).open()
     try:
-        store.record_campaign("c1", SPEC, runs("c1"))
+        store.campaigns.record("c1", SPEC, runs("c1"))
         waited, plain = runs("c1")[:2]
-        store.store_result(result(waited).model_copy(update={"quiesce": QuiesceReport(waited_s=4.028, settled=True)}))
-        store.store_result(result(plain))
-        rows = dict(store._rows("SELECT run_id, quiesce_s FROM results"))
+        store.results.store(result(waited).model_copy(update={"quiesce": QuiesceReport(waited_s=4.028, settled=True)}))
+        store.results.store(result(plain))
+        rows = dict(store.db.rows("SELECT run_id, quiesce_s FROM results"))
         assert rows == {waited.run_id: 4.028, plain.run_id: None}
-        assert store.result(waited.run_id).quiesce.waited_s == 4.028
+        assert store.results.get(waited.run_id).quiesce.waited_s == 4.028
         assert store.migrate() >= 8
     finally:
         store.close()
