@@ -104,7 +104,7 @@ def test_parts_preparing_one_database_at_once_load_it_once(mariadb_params):
         assert sorted(outcomes) == [False, True]
     finally:
         conn = mysql.connector.connect(**mariadb_params)
-        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{params['database']}`")
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{params.database}`")
         conn.close()
 
 
