@@ -202,8 +202,9 @@ def test_stop_cancels_a_run_early_and_on_progress_reports_progress(_mariadb):
 def test_unreachable_database_raises_load_error_with_the_mysql_code(_mariadb):
     """A target that refuses connections fails the run with the server's error code."""
     with pytest.raises(LoadError) as e:
-        run_load(LoadRequest(dataclasses.replace(_mariadb, database="bf_no_such_db"), WorkloadSpec(name="oltp_point_select"),
-                             SHAPE, threads=2, warmup=0, duration=1, seed=0), processes=1)
+        run_load(LoadRequest(dataclasses.replace(_mariadb, database="bf_no_such_db"),
+                             WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0, duration=1, seed=0),
+                 processes=1)
     assert e.value.code == 1049
     assert "Unknown database" in str(e.value) and "1049" in str(e.value)
 

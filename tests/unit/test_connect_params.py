@@ -56,8 +56,8 @@ def test_it_pickles_for_the_load_processes_with_the_password():
 def test_each_client_gets_the_same_server_user_database_and_tls():
     """mysql.connector, libmariadb and sysbench are pointed at the same place from one record."""
     kw = connector_kwargs(TCP)
-    assert {k: kw[k] for k in ("host", "port", "user", "password", "database", "ssl_ca")} == \
-        {"host": "db1", "port": 3307, "user": "bench", "password": SECRET, "database": "sbtest", "ssl_ca": "/etc/ca.pem"}
+    assert {k: kw[k] for k in ("host", "port", "user", "password", "database", "ssl_ca")} == {
+        "host": "db1", "port": 3307, "user": "bench", "password": SECRET, "database": "sbtest", "ssl_ca": "/etc/ca.pem"}
     assert kw["ssl_verify_cert"] and kw["ssl_verify_identity"] and "ssl_disabled" not in kw
     assert "database" not in connector_kwargs(TCP, database=False)
     # A managed server's record names only its socket: the connector picks no host or port.

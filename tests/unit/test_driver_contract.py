@@ -36,8 +36,8 @@ def test_pipe_messages_survive_pickling():
     h = Histogram()
     for us in (120, 340, 9000):
         h.record(us)
-    job = Job(ConnectParams(host="127.0.0.1", password="pw"), WorkloadSpec(name="oltp_point_select"), DataShape(), (0, 2), 4, 7, (1,),
-              rate=10.0, index=1, by_kind=True)
+    job = Job(ConnectParams(host="127.0.0.1", password="pw"), WorkloadSpec(name="oltp_point_select"), DataShape(),
+              (0, 2), 4, 7, (1,), rate=10.0, index=1, by_kind=True)
     done = Done(Counts(transactions=3, reads=3, errors_by_code={"1205": 1}),
                 Series(transactions=[2, 1], queries=[2, 1], errors=[0, 0]), h, {"read": h}, 12.5, 0.25, None)
     for msg in (job, Ready(), Failed(1049, "Unknown database"), Go(1.0, 2.0, 3.0), Stop(),

@@ -111,7 +111,8 @@ def test_allowed_passwords_are_used_with_tls_verified_for_remote_hosts(fleet_env
     """What the operator allows is read; a password sent to a remote host gets verified TLS,
     a local one the server's TLS as offered, and tls: disabled is the explicit opt-out."""
     by_env = dsn.connector_kwargs(dsn.connect_params(remote(password_env="BENCH_PW")))
-    by_file = dsn.connector_kwargs(dsn.connect_params(remote(password_file=str(fleet_env / "target-passwords" / "bench"))))
+    in_file = str(fleet_env / "target-passwords" / "bench")
+    by_file = dsn.connector_kwargs(dsn.connect_params(remote(password_file=in_file)))
     assert by_env["password"] == by_file["password"] == "bench-password"
     assert by_env["ssl_verify_cert"] and by_env["ssl_verify_identity"] and by_env["ssl_ca"]
     local = dsn.connector_kwargs(dsn.connect_params(DsnTarget(name="a", host="127.0.0.1", password_env="BENCH_PW",

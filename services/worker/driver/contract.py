@@ -1,6 +1,6 @@
 """What every load driver offers the runner, whichever drives the load (benchfleet's own load
-processes or the sysbench binary): one call taking a LoadRequest (Driver), a typed Progress about once a
-second while it runs, and a LoadOutcome, or a LoadError, at the end."""
+processes or the sysbench binary): one call taking a LoadRequest (Driver), a typed Progress
+about once a second while it runs, and a LoadOutcome, or a LoadError, at the end."""
 
 from __future__ import annotations
 
