@@ -68,7 +68,7 @@ def check_target(target: object) -> None:
 
 
 #: sysbench's own defaults, for a command built without a connection (its tests).
-UNSET = ConnectParams(host="127.0.0.1", port=3306, user="root", database="sbtest")
+SYSBENCH_DEFAULTS = ConnectParams(host="127.0.0.1", port=3306, user="root", database="sbtest")
 
 
 def mysql_options(params: ConnectParams) -> list[str]:
@@ -103,7 +103,7 @@ def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int,
     if config_file:
         argv.append(f"--config-file={config_file}")
     argv.append(test)
-    argv += mysql_options(params or UNSET)
+    argv += mysql_options(params or SYSBENCH_DEFAULTS)
     argv.append(f"--mysql-ignore-errors={ignore.sysbench_value(ignore_errors)}")
     if params is not None and params.ssl_ca and not params.ssl_disabled:
         argv.append("--mysql-ssl=on")
