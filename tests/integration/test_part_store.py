@@ -80,8 +80,9 @@ def test_parts_preparing_one_database_at_once_load_it_once(mariadb_params):
 
     from services.common.spec.workloads import DataShape, WorkloadSpec
     from services.worker import prepare
+    from services.worker.target.connect_params import ConnectParams
 
-    params = dict(mariadb_params, database=f"bf_test_parts_{secrets.token_hex(3)}")
+    params = ConnectParams(**mariadb_params, database=f"bf_test_parts_{secrets.token_hex(3)}")
     data = DataShape(tables=2, table_size=2000)
     outcomes: list[bool] = []
     errors: list[BaseException] = []
@@ -103,7 +104,7 @@ def test_parts_preparing_one_database_at_once_load_it_once(mariadb_params):
         assert sorted(outcomes) == [False, True]
     finally:
         conn = mysql.connector.connect(**mariadb_params)
-        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{params['database']}`")
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{params.database}`")
         conn.close()
 
 
