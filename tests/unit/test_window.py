@@ -39,7 +39,7 @@ def simulate(connections: int, latency: float, first: list[float], warmup: float
     return tally, ends
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(connections=st.integers(1, 4096), latency=st.floats(1e-4, 10.0), lockstep=st.booleans(),
        phase_seed=st.integers(0, 2**32), warmup_l=st.floats(0.0, 20.0), window_l=st.floats(10.0, 60.0))
 @example(connections=4096, latency=0.5, lockstep=True, phase_seed=0, warmup_l=0.5, window_l=10.0)
