@@ -122,6 +122,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         errors_by_code=outcome.errors_by_code,
         series=outcome.series,
         latency=outcome.latency,
+        window=outcome.window,
         server=server_run.report(session, outcome),
         quality=quality,
         **base,
