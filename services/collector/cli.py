@@ -140,7 +140,8 @@ def _mode_flags(s: argparse.ArgumentParser, delta_help: str, absolute_help: str)
 
 def _format_flag(s: argparse.ArgumentParser, document: registry.Document, help: str) -> None:
     """``--format``: the formats the registry has for ``document``, text by default."""
-    s.add_argument("--format", dest="fmt", choices=registry.names(document), default="text", help=help)
+    s.add_argument("--format", dest="fmt", choices=registry.names(document),
+                   default=registry.DEFAULT_FORMAT, help=help)
 
 
 def _file_formats(document: registry.Document, *, plots: bool) -> str:

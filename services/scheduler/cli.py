@@ -134,10 +134,9 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     if args.json and not args.wait:
         print(json.dumps({"campaign_id": campaign_id, "runs": outcome.runs, "pool": outcome.pool}))
     else:
-        # With --wait --json or a --format other than the default text, stdout is one document at
-        # the end; this line goes to stderr.
+        # With --wait --json or --format, stdout is one document at the end; this line goes to stderr.
         print(f"campaign {campaign_id}: {outcome.runs} runs published to pool {outcome.pool}",
-              file=sys.stderr if args.json or args.fmt != "text" else sys.stdout)
+              file=sys.stderr if args.json or args.fmt is not None else sys.stdout)
     if not args.wait:
         return EXIT_OK
     return _wait(settings, campaign_id, spec, args)
@@ -203,11 +202,12 @@ def _warn_few_workers(settings: Settings, spec: CampaignSpec) -> None:
 
 def _report_flags_refused(args: argparse.Namespace) -> str | None:
     """Why ``--format``/``--out`` cannot be honoured (checked before submitting, not after the wait)."""
-    r = registry.renderer(args.fmt, "report")
-    if (args.fmt != "text" or args.out) and not args.wait:
+    chosen = args.fmt is not None or args.out is not None
+    if chosen and not args.wait:
         return "--format and --out choose the report of --wait: add --wait"
-    if args.json and (args.fmt != "text" or args.out):
+    if chosen and args.json:
         return "--json prints the report inside its JSON document: leave out --format and --out"
+    r = registry.renderer(args.fmt or registry.DEFAULT_FORMAT, "report")
     if (r.to_file or r.plots) and not args.out:
         return f"--format {r.name} writes a file: give --out FILE"
     return None
@@ -222,7 +222,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     consumers = _PoolConsumers(settings, spec.pool)
     as_json = getattr(args, "json", False)
     # --json wraps the JSON report in its own document; otherwise the report's --format.
-    r = registry.renderer("json" if as_json else getattr(args, "fmt", "text"), "report")
+    r = registry.renderer("json" if as_json else getattr(args, "fmt", None) or registry.DEFAULT_FORMAT, "report")
     assert r.report is not None  # renderer() gave one that renders reports
     away = False
     store: Store | None = None
@@ -391,8 +391,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--poll", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     s.add_argument("--json", action="store_true",
                    help="print JSON: the campaign id and runs, or with --wait the final report")
-    s.add_argument("--format", dest="fmt", choices=registry.names("report"), default="text",
-                   help="with --wait: the final report's format (default text, as `collector report` takes)")
+    s.add_argument("--format", dest="fmt", choices=registry.names("report"),
+                   help=f"with --wait: the final report's format (default {registry.DEFAULT_FORMAT}, as "
+                        "`collector report` takes)")
     s.add_argument("--out", help="with --wait: write the final report to this file instead of stdout (needed "
                                  "for the formats that write a file)")
     s.add_argument("--idempotency-key", help="refuse a second submit with this key (default: the spec's hash, "

@@ -19,6 +19,8 @@ from services.reporting.report import Report, render_csv_lines, render_lines, re
 
 #: What a renderer can render: ``collector report``'s campaign, ``compare``'s two, ``history``'s cell.
 Document = Literal["report", "compare", "history"]
+#: The format a command prints when not told otherwise: the seeds' text tables.
+DEFAULT_FORMAT = "text"
 
 
 @dataclass(frozen=True)
