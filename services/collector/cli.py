@@ -153,8 +153,8 @@ def _file_formats(document: registry.Document, *, plots: bool) -> str:
 
 def add_report_flags(s: argparse.ArgumentParser) -> None:
     _stat_flags(s)
-    _format_flag(s, "report", f"text (the seeds' layout, default) or another; {_file_formats('report', plots=True)} "
-                              "need --out")
+    _format_flag(s, "report", f"text (the seeds' layout, default) or another; --out is required for "
+                              f"{_file_formats('report', plots=True)}")
     s.add_argument("--out", help="write to this file instead of stdout (required for "
                                  f"{_file_formats('report', plots=True)})")
     s.add_argument("--html", metavar="FILE", help="write the self-contained HTML report with plots to FILE")
@@ -170,7 +170,7 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("campaign_b", help="the campaign compared against A")
     _mode_flags(s, "cells (B/A*100)-100", "mean value of A and B instead of ratios")
     _stat_flags(s)
-    _format_flag(s, "compare", f"text (default) or another; {_file_formats('compare', plots=False)} need --out")
+    _format_flag(s, "compare", f"text (default) or another; --out is required for {_file_formats('compare', plots=False)}")
     s.add_argument("--out", help=f"write to this file instead of stdout (needed for {_file_formats('compare', plots=False)})")
     # PCT is required: an optional value took the next word (`--fail-on-slower A B` read A as PCT).
     s.add_argument("--fail-on-slower", metavar="PCT", type=_percent, default=None,

@@ -89,6 +89,7 @@ class History:
     opts: ReportOptions = ReportOptions()
 
     def rows(self) -> list[list[str]]:
+        """One row of ``COLUMNS`` per campaign, numbers to the metric's places."""
         places = 0 if self.opts.table_metric.key in ("qps", "tps") else 2
         return [_row(p, places) for p in self.points]
 

@@ -223,7 +223,6 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     as_json = getattr(args, "json", False)
     # --json wraps the JSON report in its own document; otherwise the report's --format.
     r = registry.renderer("json" if as_json else getattr(args, "fmt", None) or registry.DEFAULT_FORMAT, "report")
-    assert r.report is not None  # renderer() gave one that renders reports
     away = False
     store: Store | None = None
     try:
@@ -265,7 +264,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
         consumers.close()
         if store is not None:
             store.close()
-    rendered = r.report(report)
+    rendered = r.render_report(report)
     if as_json:
         print(json.dumps({"campaign_id": campaign_id, "runs": total, "pool": spec.pool, "done": p.done,
                           "failed": p.failed, "cancelled": p.cancelled,

@@ -15,12 +15,11 @@ from services.reporting.render import registry
 
 def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     r = registry.renderer(args.fmt, "history")
-    assert r.history is not None  # renderer() gave one that renders histories
     opts = options(args)
     with Store(settings) as store:
         # Metrics beyond the result columns (p50, CPU, status deltas) need the whole results.
         entries = store.cell_history(args.target, args.workload, args.threads,
                                      with_results=not opts.table_metric.column)
     cell = f"{args.target} / {args.workload} / {args.threads} threads"
-    write_output(None, r.history(History(cell, tuple(history_points(entries, opts)), opts)))
+    write_output(None, r.render_history(History(cell, tuple(history_points(entries, opts)), opts)))
     return EXIT_OK

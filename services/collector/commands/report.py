@@ -16,7 +16,6 @@ from services.reporting.report import analyse
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     r = registry.renderer(args.fmt, "report")
-    assert r.report is not None  # renderer() gave one that renders reports
     opts = r.options(options(args))
     # Bytes, or a page with inlined plots, belong in a file.
     if (r.to_file or r.plots) and not args.out:
@@ -30,9 +29,9 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
             print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
             return EXIT_USAGE
     report = analyse(data, opts)
-    write_output(args.out, r.report(report))
-    if page is not None and page.report is not None:
-        write_output(args.html, page.report(analyse(data, page.options(opts))))
+    write_output(args.out, r.render_report(report))
+    if page is not None:
+        write_output(args.html, page.render_report(analyse(data, page.options(opts))))
         print(f"wrote {args.html}", file=sys.stderr)
     if args.fail_on_collapse and report.collapsed:
         print(f"error: {len(report.collapsed)} collapsed cell(s) in {data.campaign_id}", file=sys.stderr)

@@ -44,6 +44,21 @@ class Renderer:
     def renders(self, document: Document) -> bool:
         return getattr(self, document) is not None
 
+    def render_report(self, report: Report) -> str | bytes:
+        if self.report is None:
+            raise ValueError(f"format {self.name} renders no report")
+        return self.report(report)
+
+    def render_compare(self, c: CampaignComparison) -> str | bytes:
+        if self.compare is None:
+            raise ValueError(f"format {self.name} renders no comparison")
+        return self.compare(c)
+
+    def render_history(self, h: History) -> str:
+        if self.history is None:
+            raise ValueError(f"format {self.name} renders no history")
+        return self.history(h)
+
     def options(self, opts: ReportOptions) -> ReportOptions:
         """``opts`` as this format needs them: every table for the formats that carry them all."""
         return replace(opts, all_tables=True) if self.every_table else opts
