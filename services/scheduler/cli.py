@@ -80,7 +80,8 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps({"runs": len(runs), "estimated_seconds": est, "workers": args.workers,
                           "load_hosts": spec.load_hosts,
-                          "order": [{"seq": r.seq, "run_id": r.run_id, **r.cell.model_dump(), "repetition": r.repetition}
+                          "order": [{"seq": r.seq, "run_id": r.run_id, **r.cell.model_dump(), "repetition": r.repetition,
+                                     "position": r.position}
                                     for r in runs]}, indent=2))
         return EXIT_OK
     print(f"campaign {spec.name}: {len(spec.targets)} targets x {len(spec.workloads)} workloads x "
@@ -92,9 +93,11 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     if spec.load_hosts > 1:
         print(f"load_hosts: {spec.load_hosts} (each run's threads split over {spec.load_hosts} workers of pool "
               f"{spec.pool}, started together, merged into one result)")
-    print(f"{'seq':>5}  {'target':<16} {'workload':<24} {'threads':>7}  rep")
+    print("order: each cell's targets run back to back in every repetition (a block), the order rotating "
+          "from a seeded start so no target is always first; pos is the place within the block")
+    print(f"{'seq':>5}  {'target':<16} {'workload':<24} {'threads':>7}  rep  pos")
     for r in runs:
-        print(f"{r.seq:>5}  {r.cell.target:<16} {r.cell.workload:<24} {r.cell.threads:>7}  {r.repetition}")
+        print(f"{r.seq:>5}  {r.cell.target:<16} {r.cell.workload:<24} {r.cell.threads:>7}  {r.repetition:>3}  {r.position:>3}")
     return EXIT_OK
 
 
