@@ -38,6 +38,7 @@ _DEFAULTS = ReportOptions()
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    # Imported here, not at the top: the report commands then load neither pika nor the consumer.
     from services.collector.consumer import Collector
     from services.collector.http_sd import SD_PATH, WorkerDirectory
     from services.collector.prometheus import CollectorMetrics
