@@ -44,7 +44,6 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.prometheus import CollectorMetrics
     from services.common.bus.rabbitmq import Role, rabbit_factory
     from services.common.monitoring.discovery import announced
-    from services.common.store.finality import RunStore
 
     from services.collector.statistics import refresh_cell_stats
 
@@ -53,7 +52,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # Prometheus' http_sd_configs read the fleet's workers beside the collector's /metrics.
     metrics.routes[SD_PATH] = directory.render
     pools = tuple(p for p in args.pools.split(",") if p)
-    c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: RunStore(settings).open(), pools=pools,
+    c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
                   metrics=metrics, directory=directory, reap_grace_s=settings.reap_grace_s,
                   after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload, cell=r.cell),  # type: ignore[arg-type]
                   after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload))  # type: ignore[arg-type]
@@ -191,7 +190,7 @@ def add_history_flags(s: argparse.ArgumentParser) -> None:
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     with Store(settings) as store:
-        export = store.export_campaign(args.campaign)
+        export = store.transfer.export_campaign(args.campaign)
     if export is None:
         print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
         return EXIT_USAGE
@@ -209,7 +208,7 @@ def _import(settings: Settings, export: "CampaignExport") -> None:
     from services.collector.statistics import refresh_cell_stats
 
     with Store(settings) as store:
-        store.import_campaign(export)
+        store.transfer.import_campaign(export)
         refresh_cell_stats(store, export.campaign.campaign_id)
 
 
@@ -248,7 +247,7 @@ def cmd_import_sysbench(args: argparse.Namespace, settings: Settings) -> int:
         counts[cell] = counts.get(cell, args.first_repetition - 1) + 1
         files.append(SysbenchFile(name, text, args.target, args.workload, cell[1], counts[cell], mtime))
     with Store(settings) as store:
-        earlier = store.export_campaign(args.campaign)
+        earlier = store.transfer.export_campaign(args.campaign)
     if earlier is not None and earlier.campaign.campaign_id != args.campaign:
         earlier = None  # a campaign of that name, not that id: leave it alone
     if earlier is not None and not is_import(earlier) and not args.force:
@@ -270,9 +269,9 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     with Store(settings) as store:
         try:
             n = refresh_cell_stats(store, args.campaign)
-            c = store.campaign(args.campaign)
+            c = store.campaigns.get(args.campaign)
             # Results stored compressed before migration 11 get their per-second rows here.
-            store.rewrite_series(c.campaign_id if c else args.campaign)
+            store.results.rewrite_series(c.campaign_id if c else args.campaign)
         except LookupError:
             print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
             return EXIT_USAGE

@@ -11,7 +11,6 @@ from typing import Any
 
 from services.common import logs
 from services.common.bus.rabbitmq import RabbitBus, Role, rabbit_factory
-from services.scheduler.campaigns import Duplicate
 from services.common.cli import (
     EXIT_COLLAPSE,
     EXIT_FAILED,
@@ -26,10 +25,10 @@ from services.common.cli import (
 from services.common.config import AMQP, DB, Settings, add_settings_flags
 from services.common.spec.durations import format_duration
 from services.common.errors import BusError, StoreUnavailable
-from services.common.store.finality import failed_runs
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.loading import load_spec_source
 from services.common.store import Store
+from services.common.store.campaigns import Duplicate
 from services.reporting import load as loading
 from services.reporting.options import ReportOptions
 from services.reporting.render import registry
@@ -102,8 +101,7 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
-    from services.scheduler import campaigns
-    from services.common.store.campaigns import spec_hash
+    from services.common.store.campaigns import default_key, spec_hash
 
     if (why := _report_flags_refused(args)) is not None:
         _err(why)
@@ -111,12 +109,12 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     spec = _load(args, settings)
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
-    key = args.idempotency_key or campaigns.default_key(spec_hash(spec))
+    key = args.idempotency_key or default_key(spec_hash(spec))
     with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler", role=Role.SCHEDULER) as bus:
         with deferred_sigint("interrupted: undoing the submit once the current step ends") as interrupted:
             outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
                              explicit_key=bool(args.idempotency_key), force=args.force, interrupted=interrupted)
-        earlier = store.campaign(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
+        earlier = store.campaigns.get(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
     if isinstance(outcome, RolledBack):
         if outcome.published:
             _err(f"interrupted: campaign {campaign_id} was cancelled (its runs had been published; workers drop them)")
@@ -146,8 +144,8 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _progress(store: Store, campaign_id: str, total: int, started: float, planned_run_s: float) -> Progress:
-    counts = store.run_counts(campaign_id)
-    active = store.active_runs(campaign_id)
+    counts = store.runs.counts(campaign_id)
+    active = store.runs.active(campaign_id)
     current = None
     if active:
         t, w, th, rep, _, _ = active[0]
@@ -257,7 +255,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
             time.sleep(args.poll)
         shown.close()
         report = loading.load_report(store, campaign_id, r.options(ReportOptions()), plots=r.plots)
-        failures = failed_runs(store, campaign_id)
+        failures = store.runs.failed(campaign_id)
     except KeyboardInterrupt:
         shown.close()
         print(f"stopped waiting (Ctrl-C); the campaign goes on: scheduler status {campaign_id}, "
@@ -303,23 +301,23 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     with Store(settings) as store:
         if not args.campaign:
-            rows = store.campaigns(limit=args.limit)
+            rows = store.campaigns.latest(limit=args.limit)
             if args.json:
                 print(json.dumps([{"campaign_id": c.campaign_id, "state": c.state, "runs": c.total_runs,
-                                   **store.run_counts(c.campaign_id)} for c in rows], indent=2))
+                                   **store.runs.counts(c.campaign_id)} for c in rows], indent=2))
                 return EXIT_OK
             print(f"{'campaign':<48} {'state':<24} {'done':>5} {'failed':>6} {'total':>6}")
             for c in rows:
-                n = store.run_counts(c.campaign_id)
+                n = store.runs.counts(c.campaign_id)
                 print(f"{c.campaign_id:<48} {c.state:<24} {n['done']:>5} {n['failed']:>6} {c.total_runs:>6}")
             return EXIT_OK
-        c = store.campaign(args.campaign)
+        c = store.campaigns.get(args.campaign)
         if c is None:
             _err(f"no campaign {args.campaign!r} in the results DB")
             return EXIT_USAGE
-        counts = store.run_counts(c.campaign_id)
-        active = store.active_runs(c.campaign_id)
-        failures = failed_runs(store, c.campaign_id)
+        counts = store.runs.counts(c.campaign_id)
+        active = store.runs.active(c.campaign_id)
+        failures = store.runs.failed(c.campaign_id)
         if args.json:
             print(json.dumps({"campaign_id": c.campaign_id, "state": c.state, "total_runs": c.total_runs,
                               "counts": counts, "active": [list(a) for a in active],

@@ -127,7 +127,7 @@ def test_a_locked_table_marks_the_run_its_cell_and_the_counter(driver, results_s
     clean_run, stalled_run = plan.run_specs(spec, campaign_id)
     metrics = WorkerMetrics("w1")
     with Store(results_settings) as store:
-        store.record_campaign(campaign_id, spec, [clean_run, stalled_run])
+        store.campaigns.record(campaign_id, spec, [clean_run, stalled_run])
         clean = execute(clean_run, metrics, None)
         lock = TableLock(mariadb_params, HOLD_S)
         try:
@@ -136,8 +136,8 @@ def test_a_locked_table_marks_the_run_its_cell_and_the_counter(driver, results_s
             lock.close()
         for r in (clean, stalled):
             assert r.status == "ok", r.error
-            store.store_result(r)
-        rows = {r.repetition: r for r in store.results(campaign_id)}
+            store.results.store(r)
+        rows = {r.repetition: r for r in store.results.rows(campaign_id)}
 
     assert lock.locked_at is not None
     # The clean repetition: transactions every second, on time.

@@ -40,11 +40,28 @@ def tally():
     assert "tally" not in registry.names("report")
 
 
+class _Results:
+    def history(self, target, workload, threads, *, with_results):
+        return [HistoryEntry(cid, at, run("pool", "oltp_point_select", 16, rep, 1000.0 + rep, cid=cid))
+                for cid, at in (("c1", 100.0), ("c2", 200.0)) for rep in (1, 2, 3)]
+
+
+class _Runs:
+    def counts(self, campaign_id):
+        return {"pending": 0, "running": 0, "done": 12, "failed": 0, "cancelled": 0}
+
+    def active(self, campaign_id):
+        return []
+
+    def failed(self, campaign_id):
+        return []
+
+
 class _Store:
     """What the report commands ask of the results DB, from literals."""
 
     def __init__(self, settings=None):
-        pass
+        self.results, self.runs = _Results(), _Runs()
 
     def __enter__(self):
         return self
@@ -58,15 +75,6 @@ class _Store:
     def close(self):
         pass
 
-    def cell_history(self, target, workload, threads, *, with_results):
-        return [HistoryEntry(cid, at, run("pool", "oltp_point_select", 16, rep, 1000.0 + rep, cid=cid))
-                for cid, at in (("c1", 100.0), ("c2", 200.0)) for rep in (1, 2, 3)]
-
-    def run_counts(self, campaign_id):
-        return {"pending": 0, "running": 0, "done": 12, "failed": 0, "cancelled": 0}
-
-    def active_runs(self, campaign_id):
-        return []
 
 
 def test_a_format_registered_once_is_a_choice_of_every_report_command(tally):
@@ -117,7 +125,6 @@ def test_submit_wait_prints_the_final_report_in_the_registered_format(tally, mon
     from services.scheduler import cli as scheduler_cli
 
     monkeypatch.setattr(scheduler_cli, "Store", _Store)
-    monkeypatch.setattr(scheduler_cli, "failed_runs", lambda store, campaign_id: [])
     monkeypatch.setattr(load_module, "load_report",
                         lambda store, ref, opts, plots=False: analyse(campaign(POOL_RUNS, cid=ref), opts))
     spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],

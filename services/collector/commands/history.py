@@ -18,8 +18,8 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     opts = options(args)
     with Store(settings) as store:
         # Metrics beyond the result columns (p50, CPU, status deltas) need the whole results.
-        entries = store.cell_history(args.target, args.workload, args.threads,
-                                     with_results=not opts.table_metric.column)
+        entries = store.results.history(args.target, args.workload, args.threads,
+                                        with_results=not opts.table_metric.column)
     cell = f"{args.target} / {args.workload} / {args.threads} threads"
     write_output(None, r.render_history(History(cell, tuple(history_points(entries, opts)), opts)))
     return EXIT_OK

@@ -14,7 +14,6 @@ import resource
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping
 
 from services.common.results.histogram import Histogram
 from services.common.messages.results import Series
@@ -34,6 +33,7 @@ from services.worker.driver.native.protocol import (
     Tick,
     merged_kinds,
 )
+from services.worker.target.connect_params import ConnectParams
 from services.worker.driver.native.sinks import counted
 
 
@@ -64,10 +64,9 @@ def _open_clients(job: Job) -> list[Client]:
     return clients
 
 
-def _failed(e: BaseException, params: Mapping[str, Any]) -> Failed:
-    where = params.get("unix_socket") or f"{params.get('host')}:{params.get('port')}"
+def _failed(e: BaseException, params: ConnectParams) -> Failed:
     if isinstance(e, DbError):
-        return Failed(e.errno, f"cannot open a connection to {where} as {params.get('user')}, or prepare "
+        return Failed(e.errno, f"cannot open a connection to {params.where} as {params.user}, or prepare "
                                f"the workload's statements: {e.msg} (error {e.errno})")
     if isinstance(e, ClientLibraryError):
         return Failed(None, str(e))

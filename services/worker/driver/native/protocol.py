@@ -14,7 +14,7 @@ process:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from services.common.results.histogram import Histogram
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
@@ -22,13 +22,14 @@ from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.messages.results import Series
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import Counts
+from services.worker.target.connect_params import ConnectParams
 
 
 @dataclass(frozen=True)
 class Job:
     """Everything a load process needs; it crosses the spawn boundary as the process's argument."""
 
-    params: Mapping[str, Any]
+    params: ConnectParams
     workload: WorkloadSpec
     data: DataShape
     thread_ids: tuple[int, ...]
