@@ -95,7 +95,7 @@ def cell_runs(data: CampaignData, m: mc.Metric) -> dict[tuple[str, str, int], Ce
     grouping the campaign's tables share."""
     out = {}
     for key, rows in data.by_cell.items():
-        values, failed, unrecorded = [], 0, 0
+        values, blocks, failed, unrecorded = [], [], 0, 0
         for r in rows:
             v = mc.row_value(m, r)
             if r.status != "ok" or (v is not None and math.isnan(v)):
@@ -104,7 +104,8 @@ def cell_runs(data: CampaignData, m: mc.Metric) -> dict[tuple[str, str, int], Ce
                 unrecorded += 1
             else:
                 values.append(v)
-        out[key] = CellRuns(tuple(values), failed, len(rows), unrecorded)
+                blocks.append(r.repetition)
+        out[key] = CellRuns(tuple(values), failed, len(rows), unrecorded, tuple(blocks))
     return out
 
 

@@ -4,6 +4,7 @@ runs, as the seeds kept their results, with the settings beside them)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -46,6 +47,13 @@ def table_data(named: NamedTable) -> dict[str, Any]:
                 cell.update(verdict=k.verdict, reason=k.reason, ratio=_num(k.ratio), ratio_low=_num(k.ratio_low),
                             ratio_high=_num(k.ratio_high), t=_num(k.test.t), df=_num(k.test.df), p=_num(k.test.p),
                             baseline_n=k.baseline.n, baseline_mean=_num(k.baseline.mean))
+            if c.verdict:
+                v = c.verdict
+                # The page's verdict replaces the per-cell Welch test's (still given as t, df, p).
+                cell.update(verdict=v.decision, reason=v.reason, method=v.estimate.method,
+                            log_ratio=_num(v.estimate.estimate), log_ratio_p=_num(v.estimate.p), q=_num(v.q),
+                            selected=v.selected, interval_level=_num(v.level), adjusted_low=_num(v.low),
+                            adjusted_high=_num(v.high))
             cells.append(cell)
         rows.append({"workload": row.workload, "target": row.target, "label": row.label.strip(), "cells": cells})
     return {
@@ -54,6 +62,7 @@ def table_data(named: NamedTable) -> dict[str, Any]:
         "threads": list(t.threads), "formulas": [f.strip() for f in formula_lines(spec)], "rows": rows,
         "legend": [{"mark": m, "meaning": text} for m, text in legend_lines(t)],
         "failed": [f.__dict__ for f in t.failed],
+        "family": dataclasses.asdict(t.family) if t.family else None,
     }
 
 
