@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from services.common.messages.base import Record
 from services.common.spec.fields import NAME_PATTERN
 
 BUILD_SCHEMA = "benchfleet.build/1"
@@ -32,11 +33,8 @@ BuildName = Annotated[str, Field(pattern=NAME_PATTERN)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-
-class BuildRecord(_Frozen):
+class BuildRecord(Record):
     """One registered build, as the registry stores it in ``<registry>/<name>/build.json``."""
 
     schema_: Literal["benchfleet.build/1"] = Field(BUILD_SCHEMA, alias="schema")
@@ -64,7 +62,7 @@ class BuildRecord(_Frozen):
         return BuildInfo(name=self.name, version=self.version, server_sha256=self.server_sha256, source=self.source)
 
 
-class BuildInfo(_Frozen):
+class BuildInfo(Record):
     """What a worker announces of one build: enough to check a spec and describe a result."""
 
     name: BuildName
