@@ -38,11 +38,14 @@ class PartOf(Record):
         return self
 
 
-class PartReport(Record):
+def part_failure(index: int, worker: str, error: str) -> str:
+    """The error of a run that one of its parts failed: which part, on which worker, and why."""
+    return f"load_hosts part {index} ({worker}): {error}"
+
+
+class PartReport(PartOf):
     """What one part was, recorded in its result and in the merged result's ``parts``."""
 
-    index: PartIndex
-    count: PartCount
     #: The barrier's agreement this part measured in (the coordinator's start message): parts
     #: merge only with parts of the same group, never with a part measured at another start.
     group: Annotated[str, Field(min_length=1, max_length=64)]
