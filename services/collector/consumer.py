@@ -18,7 +18,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from services.collector.finality import Finaliser, FinalityStore
+from services.collector.finality import Finaliser, FinalityStore, RunFinality
 from services.collector.http_sd import WorkerDirectory
 from services.collector.prometheus import CollectorMetrics
 from services.common import logs
@@ -47,33 +47,61 @@ BACKOFF_S = 1.0
 BACKOFF_CAP_S = 30.0
 
 
-class ResultStore(FinalityStore, Protocol):
-    """What the collector needs of the results DB (services.common.store.Store is one). Writes
-    raise StoreRefused when the message is to blame, another StoreError when the DB is."""
+class RunRecords(RunFinality, Protocol):
+    """The run states the collector writes (services.common.store's Runs is one)."""
 
     def mark_running(self, event: RunEvent) -> None: ...
 
-    def store_result(self, result: RunResult) -> None: ...
 
-    def result(self, run_id: str) -> RunResult | None: ...
+class ResultRecords(Protocol):
+    """The results the collector writes and reads back (services.common.store's Results is one)."""
 
-    def store_part(self, result: RunResult) -> list[RunResult]:
+    def store(self, result: RunResult) -> None: ...
+
+    def get(self, run_id: str) -> RunResult | None: ...
+
+    def recent(self, campaigns: int) -> "list[ResultRow]": ...
+
+
+class PartRecords(Protocol):
+    """Parts of runs split over load hosts (services.common.store's Parts is one)."""
+
+    def keep(self, result: RunResult) -> list[RunResult]:
         """Keep a part of a run (spec load_hosts); every kept part of its group."""
         ...
 
-    def parts_merged(self, run_id: str, group: str) -> None: ...
+    def merged(self, run_id: str, group: str) -> None: ...
 
-    def record_worker_builds(self, msg: WorkerBuilds) -> None: ...
+
+class WorkerRecords(Protocol):
+    """Workers' announcements (services.common.store's Workers is one)."""
+
+    def record_builds(self, msg: WorkerBuilds) -> None: ...
 
     def record_announcement(self, announcement: WorkerAnnouncement) -> None: ...
 
     def announcements(self) -> list[WorkerAnnouncement]: ...
 
+
+class ResultStore(FinalityStore, Protocol):
+    """What the collector needs of the results DB (services.common.store.Store is one). Writes
+    raise StoreRefused when the message is to blame, another StoreError when the DB is."""
+
+    @property
+    def runs(self) -> RunRecords: ...
+
+    @property
+    def results(self) -> ResultRecords: ...
+
+    @property
+    def parts(self) -> PartRecords: ...
+
+    @property
+    def workers(self) -> WorkerRecords: ...
+
     def reachable(self) -> bool:
         """Whether the DB answers now."""
         ...
-
-    def recent_results(self, campaigns: int) -> "list[ResultRow]": ...
 
     def close(self) -> None: ...
 
@@ -156,8 +184,8 @@ class Collector:
         store = self.open_store()
         try:
             if not self._restored:
-                self.metrics.restore(store.recent_results(self.metrics.max_campaigns))
-                for a in store.announcements():
+                self.metrics.restore(store.results.recent(self.metrics.max_campaigns))
+                for a in store.workers.announcements():
                     self.directory.update(a)
                 self._restored = True
         except BaseException:
@@ -259,14 +287,14 @@ class Collector:
             if self._store is None:
                 raise StoreUnavailable("not connected to the results DB")
             if isinstance(msg, RunEvent):
-                self._store.mark_running(msg)
+                self._store.runs.mark_running(msg)
             elif isinstance(msg, WorkerAnnouncement):
-                self._store.record_announcement(msg)
+                self._store.workers.record_announcement(msg)
                 if self.directory.update(msg):
                     log.info("worker_announced", worker=msg.worker, pool=msg.pool, state=msg.state,
                              address=msg.address)
             elif isinstance(msg, WorkerBuilds):
-                self._store.record_worker_builds(msg)
+                self._store.workers.record_builds(msg)
                 # Workers announce every minute: said once per change, not per refresh.
                 if self._builds_said.get((msg.host, msg.pool)) != msg.names():
                     self._builds_said[(msg.host, msg.pool)] = msg.names()
@@ -274,7 +302,7 @@ class Collector:
             else:
                 if msg.part is None:
                     if not self._spoils_a_merge(self._store, msg):
-                        self._store.store_result(msg)
+                        self._store.results.store(msg)
                         stored = msg
                 else:
                     stored = self._store_part(self._store, msg)
@@ -310,7 +338,7 @@ class Collector:
         its result (an ok merge, or the failure its parts gave up with): it is acked and dropped."""
         if result.status == "ok":
             return False
-        stored = store.result(result.run_id)
+        stored = store.results.get(result.run_id)
         if stored is not None and ((stored.parts and stored.status == "ok") or result.parts is not None):
             log.info("part_ignored", run_id=result.run_id, status=result.status, error=result.error,
                      stored_group=stored.parts[0].group if stored.parts else None, stored_status=stored.status)
@@ -325,14 +353,14 @@ class Collector:
         delivered again after its group was stored, or failed after the run was stored ok."""
         assert part.part is not None
         group = part.part.group
-        stored = store.result(part.run_id)
+        stored = store.results.get(part.run_id)
         # A part never retries alone, so the first failure of a run's parts is the run's final word:
         # a later failure is a partner giving up in turn, or a part redelivered after its run ended.
         if stored is not None and ((stored.parts and stored.parts[0].group == group) or part.status != "ok"):
             log.info("part_ignored", run_id=part.run_id, part=part.part.index, group=group,
                      stored_group=stored.parts[0].group if stored.parts else None, stored_status=stored.status)
             return None
-        kept = store.store_part(part)
+        kept = store.parts.keep(part)
         if part.status != "ok":
             # Every part of the group known so far is recorded with the failure.
             run = failed_run(part, kept)
@@ -342,9 +370,9 @@ class Collector:
                          parts=f"{len(kept)}/{part.part.count}")
                 return None
             run = merge_parts(kept)
-        store.store_result(run)
+        store.results.store(run)
         # The group is over either way: its kept parts are emptied, never merged later.
-        store.parts_merged(part.run_id, group)
+        store.parts.merged(part.run_id, group)
         return run
 
     @staticmethod

@@ -33,12 +33,19 @@ DEAD_LETTERS_PER_TICK = 50
 REAP_EVERY_S = 10.0
 
 
+class RunFinality(Protocol):
+    """What the finaliser needs of the results DB's run states (services.common.store's Runs is one)."""
+
+    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool: ...
+
+    def overdue(self, now: float, grace_s: float) -> "list[OverdueRun]": ...
+
+
 class FinalityStore(Protocol):
     """What the finaliser needs of the results DB (services.common.store.Store is one)."""
 
-    def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool: ...
-
-    def overdue_runs(self, now: float, grace_s: float) -> "list[OverdueRun]": ...
+    @property
+    def runs(self) -> RunFinality: ...
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,7 @@ class Finaliser:
             f = failure_of(d)
             try:
                 # Only a run of that campaign and cell is failed: a forged or garbled body fails nothing.
-                if f is not None and store.fail_run(f.run_id, f.campaign_id, f.reason, f.cell):
+                if f is not None and store.runs.fail(f.run_id, f.campaign_id, f.reason, f.cell):
                     self.failed += 1
                     log.warning("run_failed_dead_lettered", campaign_id=f.campaign_id, run_id=f.run_id,
                                 reason=f.reason)
@@ -142,11 +149,11 @@ class Finaliser:
         # Results waiting in the queue may be these runs' own (a collector back from a pause).
         if bus.queue_depth(bus.names.results) > 0:
             return
-        for r in store.overdue_runs(now, self.grace_s):
+        for r in store.runs.overdue(now, self.grace_s):
             reason = (f"no result {round(now - r.started_at)} s after it started on {r.worker or 'a worker'}"
                       f" (allowed {round(r.allowed_s)} s: its start, warm-up, duration and {round(self.grace_s)} s grace)"
                       ": its worker is gone")
-            if store.fail_run(r.run_id, r.campaign_id, reason):
+            if store.runs.fail(r.run_id, r.campaign_id, reason):
                 self.reaped += 1
                 log.warning("run_reaped", campaign_id=r.campaign_id, run_id=r.run_id, worker=r.worker, reason=reason)
                 self._failed_run(store, r.campaign_id, r.workload)

@@ -8,7 +8,6 @@ import dataclasses
 
 from services.common.messages.runs import Cell
 from services.common.results.rows import CellStatRow
-from services.common.store.finality import unstored_failures
 from services.common.store import Store
 from services.reporting.analysis import CampaignData
 from services.reporting.cell_stats import cell_stat_rows
@@ -22,10 +21,10 @@ def refresh_cell_stats(store: Store, campaign_id: str, workload: str | None = No
     with ``cell``, only of the cells a new result of that cell changes; how many rows were written."""
     if cell is None:
         data = load(store, campaign_id, with_results=False, workload=workload)
-        rows = cell_stat_rows(data, opts, unstored_failures(store, data.campaign_id, workload))
+        rows = cell_stat_rows(data, opts, store.runs.unstored_failures(data.campaign_id, workload))
     else:
         rows = _cell_rows(store, campaign_id, cell, opts)
-    store.save_cell_stats(rows)
+    store.results.save_cell_stats(rows)
     return len(rows)
 
 
@@ -34,12 +33,12 @@ def _cell_rows(store: Store, campaign_id: str, cell: Cell, opts: ReportOptions) 
     count (collapse compares them with each other), and, for the baseline, every target's cell at
     its thread count (their ratios); read from those cells' results only, so the refresh after
     each result does not read the campaign's other cells."""
-    c = store.campaign(campaign_id)
+    c = store.campaigns.get(campaign_id)
     if c is None:
         raise LookupError(f"no campaign {campaign_id!r} in the results DB")
     baseline = c.spec.baseline_name
     mine = cell.target == baseline
-    runs = store.results(c.campaign_id, cell.workload, tuple({cell.target, baseline}),
+    runs = store.results.rows(c.campaign_id, cell.workload, tuple({cell.target, baseline}),
                          or_threads=cell.threads if mine else None)
     data = CampaignData(campaign_id=c.campaign_id, name=c.name, state=c.state,
                         targets=tuple(t.name for t in c.spec.targets), baseline=baseline,
@@ -51,11 +50,11 @@ def _cell_rows(store: Store, campaign_id: str, cell: Cell, opts: ReportOptions) 
         # stored without a refresh): read the whole workload instead.
         others = {(r.target, r.workload, r.threads) for r in runs if r.target != baseline}
         known = {(s.target, s.workload, s.threads): s
-                 for s in store.cell_stats(c.campaign_id, metric="qps", workload=cell.workload, threads=cell.threads)
+                 for s in store.results.cell_stats(c.campaign_id, metric="qps", workload=cell.workload, threads=cell.threads)
                  if s.target != baseline}
         if not others <= set(known):
-            data = dataclasses.replace(data, runs=tuple(store.results(c.campaign_id, cell.workload)))
+            data = dataclasses.replace(data, runs=tuple(store.results.rows(c.campaign_id, cell.workload)))
             known = None
-    failures = unstored_failures(store, c.campaign_id, cell.workload)
+    failures = store.runs.unstored_failures(c.campaign_id, cell.workload)
     return [r for r in cell_stat_rows(data, opts, failures, known_collapse=known)
             if r.target == cell.target or (mine and r.threads == cell.threads)]

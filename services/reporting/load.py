@@ -25,19 +25,19 @@ def load(store: Store, ref: str, *, with_results: bool = True, workload: str | N
     draw: the HTML, JSON and ODS reports equal those read from every whole result, at a fraction
     of the cost.
     """
-    c = store.campaign(ref)
+    c = store.campaigns.get(ref)
     if c is None:
         raise LookupError(f"no campaign {ref!r} in the results DB")
-    rows = store.results(c.campaign_id, workload, figures=figures and not with_results)
+    rows = store.results.rows(c.campaign_id, workload, figures=figures and not with_results)
     if with_results:
-        whole = {r.run_id: r for r in store.stored_results(c.campaign_id)}
+        whole = {r.run_id: r for r in store.results.whole(c.campaign_id)}
         rows = [row.with_result(whole.get(row.run_id)) for row in rows]
     elif figures:
         rows = _whole_where_no_figures(store, c.campaign_id, rows)
     spec = c.spec
     settings = spec.public_dump()  # no password_env/password_file in reports and exports
     settings["campaign_id"] = c.campaign_id
-    describe_builds(settings, store.target_builds(c.campaign_id))
+    describe_builds(settings, store.results.target_builds(c.campaign_id))
     data = CampaignData(
         campaign_id=c.campaign_id, name=c.name, state=c.state,
         targets=tuple(t.name for t in spec.targets), baseline=spec.baseline_name,
@@ -54,7 +54,7 @@ def _whole_where_no_figures(store: Store, campaign_id: str, rows: list[ResultRow
     missing = [r.run_id for r in rows if r.figures is None]
     if not missing:
         return rows
-    whole = {r.run_id: r for r in store.stored_results(campaign_id, missing)}
+    whole = {r.run_id: r for r in store.results.whole(campaign_id, missing)}
     return [row.with_result(whole[row.run_id]) if row.run_id in whole else row for row in rows]
 
 
@@ -63,7 +63,7 @@ def _with_series(store: Store, data: CampaignData) -> CampaignData:
     drawn = {r.run_id for w in data.workloads for r in series_runs(data, w)[0] if r.result is None}
     if not drawn:
         return data
-    whole = {r.run_id: r for r in store.stored_results(data.campaign_id, sorted(drawn))}
+    whole = {r.run_id: r for r in store.results.whole(data.campaign_id, sorted(drawn))}
     runs = tuple(r.with_result(whole[r.run_id]) if r.run_id in whole else r for r in data.runs)
     return dataclasses.replace(data, runs=runs)
 
@@ -83,15 +83,15 @@ def describe_builds(settings: dict[str, Any], builds: Sequence[TargetBuild]) -> 
             t[key] = values[0] if len(values) == 1 else values
 
 
-def load_report(store: Store, ref: str, opts: ReportOptions) -> Report:
-    """The report of campaign ``ref``, reading of the stored results only what ``opts`` needs."""
-    return analyse(load_for(store, ref, opts), opts)
+def load_report(store: Store, ref: str, opts: ReportOptions, *, plots: bool = False) -> Report:
+    """The report of campaign ``ref``, reading of the stored results only what ``opts`` (and
+    ``plots``) need."""
+    return analyse(load_for(store, ref, opts, plots=plots), opts)
 
 
-def load_for(store: Store, ref: str, opts: ReportOptions, *, html: bool = False) -> CampaignData:
+def load_for(store: Store, ref: str, opts: ReportOptions, *, plots: bool = False) -> CampaignData:
     """The campaign as a report with ``opts`` reads it: the columns for a text table of a column
-    metric, else the figure columns, and the plotted runs' series for HTML (``html`` or the format)."""
-    html = html or opts.fmt == "html"
-    if not (opts.needs_results() or html):
+    metric, else the figure columns, and with ``plots`` the plotted runs' series too."""
+    if not (opts.needs_results() or plots):
         return load(store, ref, with_results=False)
-    return load(store, ref, with_results=False, figures=True, series=html)
+    return load(store, ref, with_results=False, figures=True, series=plots)

@@ -11,7 +11,6 @@ from typing import Any
 
 from services.common import logs
 from services.common.bus.rabbitmq import RabbitBus, Role, rabbit_factory
-from services.scheduler.campaigns import Duplicate
 from services.common.cli import (
     EXIT_COLLAPSE,
     EXIT_FAILED,
@@ -21,14 +20,18 @@ from services.common.cli import (
     Parser,
     error,
     run_main,
+    write_output,
 )
 from services.common.config import AMQP, DB, Settings, add_settings_flags
 from services.common.spec.durations import format_duration
 from services.common.errors import BusError, StoreUnavailable
-from services.common.store.finality import failed_runs
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.loading import load_spec_source
 from services.common.store import Store
+from services.common.store.campaigns import Duplicate
+from services.reporting import load as loading
+from services.reporting.options import ReportOptions
+from services.reporting.render import registry
 from services.scheduler import plan, preflight
 from services.scheduler.deferred import deferred_sigint
 from services.scheduler.progress import ConsumerWatch, Progress, ProgressLine
@@ -76,7 +79,8 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps({"runs": len(runs), "estimated_seconds": est, "workers": args.workers,
                           "load_hosts": spec.load_hosts,
-                          "order": [{"seq": r.seq, "run_id": r.run_id, **r.cell.model_dump(), "repetition": r.repetition}
+                          "order": [{"seq": r.seq, "run_id": r.run_id, **r.cell.model_dump(), "repetition": r.repetition,
+                                     "position": r.position}
                                     for r in runs]}, indent=2))
         return EXIT_OK
     print(f"campaign {spec.name}: {len(spec.targets)} targets x {len(spec.workloads)} workloads x "
@@ -88,25 +92,29 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     if spec.load_hosts > 1:
         print(f"load_hosts: {spec.load_hosts} (each run's threads split over {spec.load_hosts} workers of pool "
               f"{spec.pool}, started together, merged into one result)")
-    print(f"{'seq':>5}  {'target':<16} {'workload':<24} {'threads':>7}  rep")
+    print("order: each cell's targets run back to back in every repetition (a block), the order rotating "
+          "from a seeded start so no target is always first; pos is the place within the block")
+    print(f"{'seq':>5}  {'target':<16} {'workload':<24} {'threads':>7}  rep  pos")
     for r in runs:
-        print(f"{r.seq:>5}  {r.cell.target:<16} {r.cell.workload:<24} {r.cell.threads:>7}  {r.repetition}")
+        print(f"{r.seq:>5}  {r.cell.target:<16} {r.cell.workload:<24} {r.cell.threads:>7}  {r.repetition:>3}  {r.position:>3}")
     return EXIT_OK
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
-    from services.scheduler import campaigns
-    from services.common.store.campaigns import spec_hash
+    from services.common.store.campaigns import default_key, spec_hash
 
+    if (why := _report_flags_refused(args)) is not None:
+        _err(why)
+        return EXIT_USAGE
     spec = _load(args, settings)
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
-    key = args.idempotency_key or campaigns.default_key(spec_hash(spec))
+    key = args.idempotency_key or default_key(spec_hash(spec))
     with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler", role=Role.SCHEDULER) as bus:
         with deferred_sigint("interrupted: undoing the submit once the current step ends") as interrupted:
             outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
                              explicit_key=bool(args.idempotency_key), force=args.force, interrupted=interrupted)
-        earlier = store.campaign(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
+        earlier = store.campaigns.get(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
     if isinstance(outcome, RolledBack):
         if outcome.published:
             _err(f"interrupted: campaign {campaign_id} was cancelled (its runs had been published; workers drop them)")
@@ -127,17 +135,17 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     if args.json and not args.wait:
         print(json.dumps({"campaign_id": campaign_id, "runs": outcome.runs, "pool": outcome.pool}))
     else:
-        # With --wait --json, stdout is one JSON document at the end; this line goes to stderr.
+        # With --wait --json or --format, stdout is one document at the end; this line goes to stderr.
         print(f"campaign {campaign_id}: {outcome.runs} runs published to pool {outcome.pool}",
-              file=sys.stderr if args.json else sys.stdout)
+              file=sys.stderr if args.json or args.fmt is not None else sys.stdout)
     if not args.wait:
         return EXIT_OK
     return _wait(settings, campaign_id, spec, args)
 
 
 def _progress(store: Store, campaign_id: str, total: int, started: float, planned_run_s: float) -> Progress:
-    counts = store.run_counts(campaign_id)
-    active = store.active_runs(campaign_id)
+    counts = store.runs.counts(campaign_id)
+    active = store.runs.active(campaign_id)
     current = None
     if active:
         t, w, th, rep, _, _ = active[0]
@@ -193,11 +201,20 @@ def _warn_few_workers(settings: Settings, spec: CampaignSpec) -> None:
              f"each run needs {spec.load_hosts} free workers at once")
 
 
-def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
-    from services.reporting.load import load_report
-    from services.reporting.options import ReportOptions
-    from services.reporting.report import render_lines
+def _report_flags_refused(args: argparse.Namespace) -> str | None:
+    """Why ``--format``/``--out`` cannot be honoured (checked before submitting, not after the wait)."""
+    chosen = args.fmt is not None or args.out is not None
+    if chosen and not args.wait:
+        return "--format and --out choose the report of --wait: add --wait"
+    if chosen and args.json:
+        return "--json prints the report inside its JSON document: leave out --format and --out"
+    r = registry.renderer(args.fmt or registry.DEFAULT_FORMAT, "report")
+    if (r.to_file or r.plots) and not args.out:
+        return f"--format {r.name} writes a file: give --out FILE"
+    return None
 
+
+def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
     started = time.time()
     total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
     planned = spec.warmup + spec.duration + plan.RUN_OVERHEAD_S
@@ -205,6 +222,8 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     watch = ConsumerWatch(spec.pool, needed=spec.load_hosts)
     consumers = _PoolConsumers(settings, spec.pool)
     as_json = getattr(args, "json", False)
+    # --json wraps the JSON report in its own document; otherwise the report's --format.
+    r = registry.renderer("json" if as_json else getattr(args, "fmt", None) or registry.DEFAULT_FORMAT, "report")
     away = False
     store: Store | None = None
     try:
@@ -235,8 +254,8 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
                 shown.note(notice)
             time.sleep(args.poll)
         shown.close()
-        report = load_report(store, campaign_id, ReportOptions(fmt="json" if as_json else "text"))
-        failures = failed_runs(store, campaign_id)
+        report = loading.load_report(store, campaign_id, r.options(ReportOptions()), plots=r.plots)
+        failures = store.runs.failed(campaign_id)
     except KeyboardInterrupt:
         shown.close()
         print(f"stopped waiting (Ctrl-C); the campaign goes on: scheduler status {campaign_id}, "
@@ -246,16 +265,17 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
         consumers.close()
         if store is not None:
             store.close()
+    rendered = r.render_report(report)
     if as_json:
-        from services.reporting.render.exports import render_json
-
         print(json.dumps({"campaign_id": campaign_id, "runs": total, "pool": spec.pool, "done": p.done,
                           "failed": p.failed, "cancelled": p.cancelled,
                           "failures": [{"run_id": f.run_id, "error": f.error} for f in failures],
-                          "report": json.loads(render_json(report))}, indent=1))
+                          "report": json.loads(rendered)}, indent=1))
     else:
-        for line in render_lines(report):
-            print(line)
+        out = getattr(args, "out", None)
+        write_output(out, rendered)
+        if out:
+            print(f"wrote {out}", file=sys.stderr)
         for f in failures:
             print(f"failed: {f.run_id}: {f.error}", file=sys.stderr)
     if p.failed:
@@ -281,23 +301,23 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     with Store(settings) as store:
         if not args.campaign:
-            rows = store.campaigns(limit=args.limit)
+            rows = store.campaigns.latest(limit=args.limit)
             if args.json:
                 print(json.dumps([{"campaign_id": c.campaign_id, "state": c.state, "runs": c.total_runs,
-                                   **store.run_counts(c.campaign_id)} for c in rows], indent=2))
+                                   **store.runs.counts(c.campaign_id)} for c in rows], indent=2))
                 return EXIT_OK
             print(f"{'campaign':<48} {'state':<24} {'done':>5} {'failed':>6} {'total':>6}")
             for c in rows:
-                n = store.run_counts(c.campaign_id)
+                n = store.runs.counts(c.campaign_id)
                 print(f"{c.campaign_id:<48} {c.state:<24} {n['done']:>5} {n['failed']:>6} {c.total_runs:>6}")
             return EXIT_OK
-        c = store.campaign(args.campaign)
+        c = store.campaigns.get(args.campaign)
         if c is None:
             _err(f"no campaign {args.campaign!r} in the results DB")
             return EXIT_USAGE
-        counts = store.run_counts(c.campaign_id)
-        active = store.active_runs(c.campaign_id)
-        failures = failed_runs(store, c.campaign_id)
+        counts = store.runs.counts(c.campaign_id)
+        active = store.runs.active(c.campaign_id)
+        failures = store.runs.failed(c.campaign_id)
         if args.json:
             print(json.dumps({"campaign_id": c.campaign_id, "state": c.state, "total_runs": c.total_runs,
                               "counts": counts, "active": [list(a) for a in active],
@@ -371,6 +391,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--poll", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     s.add_argument("--json", action="store_true",
                    help="print JSON: the campaign id and runs, or with --wait the final report")
+    s.add_argument("--format", dest="fmt", choices=registry.names("report"),
+                   help=f"with --wait: the final report's format (default {registry.DEFAULT_FORMAT}, as "
+                        "`collector report` takes)")
+    s.add_argument("--out", help="with --wait: write the final report to this file instead of stdout (needed "
+                                 "for the formats that write a file)")
     s.add_argument("--idempotency-key", help="refuse a second submit with this key (default: the spec's hash, "
                                              "while its campaign is still running)")
     s.add_argument("--force", action="store_true", help="submit even if the same spec or key was submitted")

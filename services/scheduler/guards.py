@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 from services.common import logs
-from services.scheduler import campaigns
 from services.common.bus.broker import BusFactory
 from services.common.config import Settings
 from services.common.bus.control import ControlMessage
@@ -20,10 +19,10 @@ def cancel_campaign(settings: Settings, ref: str, connect: BusFactory) -> tuple[
     worker is told to stop the campaign's active run and drop its queued runs (workers that
     connect later too, from the control log). None when there is no such campaign."""
     with Store(settings) as store:
-        c = store.campaign(ref)
+        c = store.campaigns.get(ref)
         if c is None:
             return None
-        dropped = campaigns.cancel(store, c.campaign_id, time.time())
+        dropped = store.campaigns.cancel(c.campaign_id, time.time())
     with connect("benchfleet scheduler cancel") as bus:
         # Confirmed, and appended to the control log that a worker connecting later replays
         # before it takes a run: a cancel the log did not get is an error, not a silent loss.

@@ -24,6 +24,14 @@ class PlannedRun:
     cell: Cell
     repetition: int
     seed: int
+    #: Where this target ran within its block (the cell's targets in one repetition), 0-based:
+    #: recorded so an analysis can tell a position effect from a target effect.
+    position: int = 0
+
+    @property
+    def block(self) -> tuple[str, int, int]:
+        """The block this run shares with the other targets: (workload, threads, repetition)."""
+        return (self.cell.workload, self.cell.threads, self.repetition)
 
 
 def new_campaign_id(spec: CampaignSpec, now: float | None = None) -> str:
@@ -47,15 +55,27 @@ def run_seed(spec_seed: int, workload: str, threads: int, repetition: int) -> in
     return 1 + int.from_bytes(digest[:8], "big") % MAX_RUN_SEED
 
 
+def block_order(n_targets: int, spec_seed: int, workload: str, threads: int, repetition: int) -> list[int]:
+    """Target indexes in the order one block measures them: a seeded start rotated by the
+    repetition, so over any ``n_targets`` repetitions each target runs in each position once
+    (A B, B A for two) and no target is always first, the one a warming cache or a drifting
+    server would favour."""
+    digest = hashlib.sha256(f"order/{spec_seed}/{workload}/{threads}".encode()).digest()
+    start = int.from_bytes(digest[:8], "big") % n_targets
+    return [(start + repetition - 1 + i) % n_targets for i in range(n_targets)]
+
+
 def expand(spec: CampaignSpec, campaign_id: str) -> list[PlannedRun]:
     """All runs of a campaign, ordered repetition by repetition (every cell of repetition 1
-    before repetition 2), targets innermost (A1 B1 A2 B2), so drift hits all targets alike."""
+    before repetition 2), a cell's targets one after another in a block whose order
+    :func:`block_order` rotates, so drift and position hit all targets alike."""
     runs: list[PlannedRun] = []
     for rep in range(1, spec.repeat + 1):
         for workload in spec.workloads:
             for threads in spec.threads:
-                for target in spec.targets:
-                    cell = Cell(target=target.name, workload=workload.key, threads=threads)
+                order = block_order(len(spec.targets), spec.seed, workload.key, threads, rep)
+                for position, index in enumerate(order):
+                    cell = Cell(target=spec.targets[index].name, workload=workload.key, threads=threads)
                     runs.append(
                         PlannedRun(
                             run_id=run_id(campaign_id, cell, rep),
@@ -63,6 +83,7 @@ def expand(spec: CampaignSpec, campaign_id: str) -> list[PlannedRun]:
                             cell=cell,
                             repetition=rep,
                             seed=run_seed(spec.seed, workload.key, threads, rep),
+                            position=position,
                         )
                     )
     return runs

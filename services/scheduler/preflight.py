@@ -31,7 +31,7 @@ def stored_announcements(settings: Settings, pool: str) -> list[WorkerBuilds]:
         raise StoreError(str(e)) from None
     store = Store(settings).open(migrate=False)
     try:
-        return store.pool_builds(pool)
+        return store.workers.pool_builds(pool)
     finally:
         store.close()
 

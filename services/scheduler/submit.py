@@ -12,15 +12,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from services.scheduler import campaigns
 from services.common.bus.broker import Broker
-from services.scheduler.campaigns import Duplicate
 from services.common.bus.control import ControlMessage
 from services.common.errors import SubmitLockBusy
 from services.common.messages.runs import RunSpec
 from services.common.messages.parts import PartOf
 from services.common.spec.campaign import CampaignSpec
 from services.common.store import Store
+from services.common.store.campaigns import SUBMIT_LOCK, SUBMIT_LOCK_WAIT_S, Duplicate
 
 
 @dataclass(frozen=True)
@@ -75,23 +74,23 @@ class StoreLedger(CampaignLedger):
         self.store = store
 
     def lock_submit(self) -> bool:
-        return campaigns.lock_submit(self.store)
+        return self.store.campaigns.lock_submit()
 
     def unlock_submit(self) -> None:
-        campaigns.unlock_submit(self.store)
+        self.store.campaigns.unlock_submit()
 
     def find_duplicate(self, key: str, explicit: bool) -> Duplicate | None:
-        return campaigns.find_duplicate(self.store, key, explicit=explicit)
+        return self.store.campaigns.find_duplicate(key, explicit=explicit)
 
     def record(self, campaign_id: str, spec: CampaignSpec, runs: Sequence[RunSpec], key: str | None) -> None:
-        self.store.record_campaign(campaign_id, spec, runs)
-        campaigns.set_key(self.store, campaign_id, key)
+        self.store.campaigns.record(campaign_id, spec, runs)
+        self.store.campaigns.set_key(campaign_id, key)
 
     def delete(self, campaign_id: str) -> None:
-        self.store.delete_campaign(campaign_id)
+        self.store.campaigns.delete(campaign_id)
 
     def cancel(self, campaign_id: str) -> None:
-        campaigns.cancel(self.store, campaign_id, time.time())
+        self.store.campaigns.cancel(campaign_id, time.time())
 
 
 def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id: str, runs: Sequence[RunSpec], *,
@@ -107,8 +106,8 @@ def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id:
     # One submit at a time decides "duplicate or not" and records, so two identical submits
     # racing each other still give one campaign.
     if not ledger.lock_submit():
-        raise SubmitLockBusy(f"another submit has held the submit lock ({campaigns.SUBMIT_LOCK} in the results DB) "
-                             f"for {campaigns.SUBMIT_LOCK_WAIT_S} s; nothing was recorded or published: "
+        raise SubmitLockBusy(f"another submit has held the submit lock ({SUBMIT_LOCK} in the results DB) "
+                             f"for {SUBMIT_LOCK_WAIT_S} s; nothing was recorded or published: "
                              "submit again once it is done")
     try:
         if interrupted():

@@ -18,7 +18,7 @@ import re
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 import mysql.connector
 import numpy as np
@@ -26,6 +26,7 @@ import numpy as np
 from services.common.errors import DbError
 from services.common.spec.fields import IDENT_PATTERN
 from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import connect
 from services.workload.distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
 from services.workload.registry import SYSBENCH_10, TableLayout, definition
@@ -121,7 +122,7 @@ def auto_inc_of(workload: WorkloadSpec) -> bool | None:
     return bool(workload.option("auto_inc"))
 
 
-def ensure_workload_tables(params: Mapping[str, Any], data: DataShape, workload: WorkloadSpec) -> bool:
+def ensure_workload_tables(params: ConnectParams, data: DataShape, workload: WorkloadSpec) -> bool:
     """The tables ``workload`` runs on, prepared unless already there (see ensure_tables)."""
     return ensure_tables(params, data, auto_inc=auto_inc_of(workload), layout=definition(workload.name).tables)
 
@@ -132,11 +133,11 @@ PREPARE_LOCK_TIMEOUT_S = 3600
 
 
 @contextlib.contextmanager
-def prepare_lock(params: Mapping[str, Any], timeout_s: float = PREPARE_LOCK_TIMEOUT_S) -> Iterator[None]:
+def prepare_lock(params: ConnectParams, timeout_s: float = PREPARE_LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold the target server's named lock on the run's database while preparing: the parts of
     one run (spec load_hosts) prepare on the same server at once, so one loads the tables and
     the others find them ready. DbError when it cannot be had within ``timeout_s``."""
-    name = f"benchfleet_prepare.{params['database']}"[:64]
+    name = f"benchfleet_prepare.{params.database}"[:64]
     try:
         conn = connect(params, database=False)
     except mysql.connector.Error as e:
@@ -157,7 +158,7 @@ def prepare_lock(params: Mapping[str, Any], timeout_s: float = PREPARE_LOCK_TIME
         conn.close()
 
 
-def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0, auto_inc: bool | None = True,
+def ensure_tables(params: ConnectParams, data: DataShape, seed: int = 0, auto_inc: bool | None = True,
                   layout: TableLayout = SYSBENCH_10) -> bool:
     """Create the database and sbtest1..N for ``data`` unless tables of that exact shape and
     ``layout`` are already there (a fresh layout is built every time); return True if it
@@ -170,9 +171,9 @@ def ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int = 0, aut
         raise DbError(e.errno or 0, e.msg) from None
 
 
-def _ensure_tables(params: Mapping[str, Any], data: DataShape, seed: int, auto_inc: bool | None,
+def _ensure_tables(params: ConnectParams, data: DataShape, seed: int, auto_inc: bool | None,
                    layout: TableLayout) -> bool:
-    database = str(params["database"])
+    database = params.database
     conn = connect(params, database=False)
     try:
         cur = conn.cursor()
@@ -218,12 +219,12 @@ def _infile_dir() -> Iterator[str]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _load_table(params: Mapping[str, Any], data: DataShape, n: int, seed: int, auto_inc: bool, infiles: str,
+def _load_table(params: ConnectParams, data: DataShape, n: int, seed: int, auto_inc: bool, infiles: str,
                 layout: TableLayout = SYSBENCH_10) -> None:
     gen = rng_for(seed, n)
     old = layout.schema == "0.5"
     make = rows_05 if old else rows
-    conn = connect(dict(params, allow_local_infile=False, allow_local_infile_in_path=infiles))
+    conn = connect(params, allow_local_infile=False, allow_local_infile_in_path=infiles)
     try:
         cur = conn.cursor()
         for sql in LOAD_SESSION:
@@ -380,9 +381,9 @@ def special_many(gen: np.random.Generator, a: int, b: int, count: int, iters: in
     return a + np.where(cold, spread * t / iters, hot).astype(np.int64)
 
 
-def cleanup(params: Mapping[str, Any], data: DataShape) -> None:
+def cleanup(params: ConnectParams, data: DataShape) -> None:
     """Drop the sbtest tables of ``data`` (and any others recorded) and the shape record."""
-    database = str(params["database"])
+    database = params.database
     conn = connect(params, database=False)
     try:
         cur = conn.cursor()

@@ -17,7 +17,7 @@ from services.common.messages.results import RunResult
 from services.common.messages.runs import RunSpec
 from services.worker.parts.share import share_of
 from services.worker import fdlimit, prepare
-from services.worker.driver.contract import LoadError, ProgressCallback
+from services.worker.driver.contract import LoadError, LoadRequest, ProgressCallback
 from services.worker.driver.registry import check_target, driver_for
 from services.worker.target import dsn as target
 from services.worker.target import lifecycle as server_run
@@ -92,13 +92,13 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         if on_measuring is not None and run.part is None:
             on_measuring(time.time())
         with server_run.sampling(session):
-            outcome = drive(
+            outcome = drive(LoadRequest(
                 params, run.workload, run.data, share.threads, run.warmup, run.duration, share.seed,
                 rate=share.rate, latency_by_kind=bool(run.latency_by_kind), ignore_errors=run.ignored_errors,
-                client_cpus=client_cpus,
-                stop=stop, on_progress=on_progress, **({"start_gate": start_gate} if start_gate else {}),
-                **({"first_thread": share.first_thread, "run_threads": share.run_threads} if run.part else {}),
-            )
+                client_cpus=tuple(client_cpus) if client_cpus else None, stop=stop, on_progress=on_progress,
+                start_gate=start_gate, first_thread=share.first_thread,
+                run_threads=share.run_threads if run.part is not None else None,
+            ))
     except (target.TargetError, fdlimit.FdLimitError) as e:
         if settling is not None:
             base["quiesce"] = settling.report
@@ -122,6 +122,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         errors_by_code=outcome.errors_by_code,
         series=outcome.series,
         latency=outcome.latency,
+        window=outcome.window,
         server=server_run.report(session, outcome),
         quality=quality,
         **base,

@@ -124,8 +124,8 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5) -> Non
 def assert_exactly_once(fleet: Fleet, campaign_id: str, total: int) -> None:
     """Every planned run has one stored result, ok, and the runs queue holds nothing."""
     with Store(fleet.settings) as store:
-        results = store.results(campaign_id)
-        planned = [r[0] for r in store._rows("SELECT run_id FROM runs WHERE campaign_id=%s", (campaign_id,))]
+        results = store.results.rows(campaign_id)
+        planned = [r[0] for r in store.db.rows("SELECT run_id FROM runs WHERE campaign_id=%s", (campaign_id,))]
     assert len(planned) == total
     assert sorted(r.run_id for r in results) == sorted(planned), "a run has no result, or a result no run"
     assert all(r.status == "ok" and r.qps > 0 for r in results), [(r.run_id, r.status, r.error) for r in results]

@@ -110,7 +110,7 @@ def test_a_campaign_compares_the_two_builds_and_each_allocator(fleet, registry, 
     def announced() -> bool:
         try:
             with Store(fleet.settings) as store:
-                return any("mariadb-10.11.19" in a.names() for a in store.pool_builds(fleet.pool))
+                return any("mariadb-10.11.19" in a.names() for a in store.workers.pool_builds(fleet.pool))
         except Exception:
             return False
 
@@ -135,7 +135,7 @@ def test_a_campaign_compares_the_two_builds_and_each_allocator(fleet, registry, 
     assert done.returncode == 0, done.stdout + done.stderr + fleet.logs()
     cid = re.search(r"campaign (\S+): \d+ runs published", done.stdout).group(1)
     with Store(fleet.settings) as store:
-        results = {r.cell.target: r for r in store.stored_results(cid)}
+        results = {r.cell.target: r for r in store.results.whole(cid)}
     records = {r["name"]: r for r in json.loads(worker_cli("builds", "list", "--json", "--builds-dir",
                                                            str(registry)).stdout)}
     for target, build, malloc in (("old", "mariadb-10.11.18", "glibc"), ("new", "mariadb-10.11.19", "glibc"),

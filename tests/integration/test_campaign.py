@@ -61,13 +61,13 @@ def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
 
     campaign_id = next(l.split()[1].rstrip(":") for l in lines if l.startswith("campaign "))
     with Store(fleet.settings) as store:
-        results = store.results(campaign_id)
+        results = store.results.rows(campaign_id)
         assert len(results) == 2 * 2 * 2 * 2
         assert len({r.run_id for r in results}) == len(results)
         assert all(r.status == "ok" and r.qps > 0 for r in results), [(r.run_id, r.error) for r in results]
-        counts = store.run_counts(campaign_id)
+        counts = store.runs.counts(campaign_id)
         assert counts["done"] == 16 and counts["pending"] == counts["running"] == 0
-        detail = store.result(results[0].run_id)
+        detail = store.results.get(results[0].run_id)
         assert detail is not None and detail.latency.p95_ms > 0 and detail.series.queries
 
     with RabbitBus(fleet.settings) as bus:
@@ -100,15 +100,15 @@ def test_redelivered_result_replaces_not_duplicates(fleet, tmp_path):
     spec = parse_spec(spec_text(fleet))
     runs = plan.run_specs(spec, "c-dup")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-dup", spec, runs)
+        store.campaigns.record("c-dup", spec, runs)
         r = runs[0]
         for qps_tx in (100, 200):
-            store.store_result(RunResult(run_id=r.run_id, campaign_id="c-dup", cell=r.cell, repetition=1, status="ok",
+            store.results.store(RunResult(run_id=r.run_id, campaign_id="c-dup", cell=r.cell, repetition=1, status="ok",
                                          worker="w", host="h", started_at=0, ended_at=1, measured_s=1,
                                          totals={"transactions": qps_tx, "reads": qps_tx}))
-        assert store.result_count(r.run_id) == 1
-        assert store.results("c-dup")[0].qps == 200
-        assert store.run_counts("c-dup")["done"] == 1
+        assert store.results.count(r.run_id) == 1
+        assert store.results.rows("c-dup")[0].qps == 200
+        assert store.runs.counts("c-dup")["done"] == 1
 
 
 def test_validate_cli_names_the_field(tmp_path, fleet):
@@ -148,9 +148,9 @@ def test_results_dashboard_sql_runs_on_the_results_db(fleet, tmp_path):
     spec = parse_spec(spec_text(fleet))
     runs = plan.run_specs(spec, "c-sql")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-sql", spec, runs)
+        store.campaigns.record("c-sql", spec, runs)
         for r in runs:
-            store.store_result(RunResult(run_id=r.run_id, campaign_id="c-sql", cell=r.cell, repetition=r.repetition,
+            store.results.store(RunResult(run_id=r.run_id, campaign_id="c-sql", cell=r.cell, repetition=r.repetition,
                                          status="ok", worker="w", host="h", started_at=0, ended_at=1, measured_s=1,
                                          totals={"transactions": 10, "reads": 100}))
         refresh_cell_stats(store, "c-sql")  # what the collector does after each stored result

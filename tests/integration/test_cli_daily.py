@@ -85,7 +85,7 @@ def test_wait_without_a_worker_says_so_and_ctrl_c_exits_130(fleet, tmp_path):
     assert len(notice) < 80 and "worker --pool itest" in notice
     campaign_id = re.search(r"campaign (daily-\S+):", seen).group(1)  # type: ignore[union-attr]
     with Store(fleet.settings) as store:
-        assert store.run_counts(campaign_id)["pending"] == 2  # still queued: Ctrl-C stopped only the waiting
+        assert store.runs.counts(campaign_id)["pending"] == 2  # still queued: Ctrl-C stopped only the waiting
 
 
 def test_wait_json_prints_one_json_document(fleet, tmp_path):
@@ -107,10 +107,10 @@ def test_history_takes_p50_and_status_metrics(fleet):
     for n, cid in enumerate(("c-hist-1", "c-hist-2")):
         runs = plan.run_specs(spec, cid)
         with Store(fleet.settings) as store:
-            store.record_campaign(cid, spec, runs, now=1000.0 + n)
+            store.campaigns.record(cid, spec, runs, now=1000.0 + n)
             for r in runs:
                 p50 = 2.0 + n + r.repetition / 10
-                store.store_result(RunResult(
+                store.results.store(RunResult(
                     run_id=r.run_id, campaign_id=cid, cell=r.cell, repetition=r.repetition, status="ok", worker="w",
                     host="h", started_at=0, ended_at=1, measured_s=1, totals={"transactions": 10, "reads": 100},
                     latency=Latency(p50_ms=p50, p95_ms=9, p99_ms=9, max_ms=9),

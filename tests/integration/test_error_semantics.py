@@ -18,6 +18,9 @@ from bench.scratch_server import ScratchServer
 from services.common.errors import LoadError
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare
+from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
+from services.common.spec.ignore_errors import IgnoreErrors
+from services.worker.driver.contract import ConnectParams, LoadRequest
 from services.worker.driver.native.parent import run_load
 from services.worker.driver.sysbench.driver import run_sysbench
 
@@ -37,15 +40,17 @@ def server(mariadb_params):
     if shutil.which("sysbench") is None:
         pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
     with ScratchServer() as srv:
-        srv.db = dict(srv.params, database="sbtest")  # type: ignore[attr-defined]
+        srv.db = ConnectParams(**srv.params, database="sbtest")  # type: ignore[attr-defined]
         yield srv
 
 
-def _run(server, driver: str, **kw):
+def _run(server, driver: str, ignore_errors: IgnoreErrors = IGNORE_DEFAULT, processes: int | None = None):
     # Back to four rows before each run, so no driver inherits the other's missing ids.
     prepare.cleanup(server.db, SHAPE)
     prepare.ensure_tables(server.db, SHAPE)
-    return DRIVERS[driver](server.db, DELETE_INSERT, SHAPE, THREADS, 0.0, None, 11, events=EVENTS, **kw)
+    request = LoadRequest(server.db, DELETE_INSERT, SHAPE, THREADS, 0.0, None, 11, events=EVENTS,
+                          ignore_errors=ignore_errors)
+    return run_load(request, processes=processes) if driver == "native" else DRIVERS[driver](request)
 
 
 @pytest.mark.parametrize("driver", sorted(DRIVERS))

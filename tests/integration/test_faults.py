@@ -63,20 +63,20 @@ def submit_waiting(fleet: Fleet, text: str) -> subprocess.Popen:
 def campaign_of(fleet: Fleet, name: str) -> str:
     def found() -> bool:
         with Store(fleet.settings) as store:
-            return store.campaign(name) is not None
+            return store.campaigns.get(name) is not None
     wait_for(found, 60, f"campaign {name} recorded")
     with Store(fleet.settings) as store:
-        return store.campaign(name).campaign_id
+        return store.campaigns.get(name).campaign_id
 
 
 def counts(fleet: Fleet, campaign_id: str) -> dict[str, int]:
     with Store(fleet.settings) as store:
-        return store.run_counts(campaign_id)
+        return store.runs.counts(campaign_id)
 
 
 def campaign_state(fleet: Fleet, campaign_id: str) -> str:
     with Store(fleet.settings) as store:
-        return store.campaign(campaign_id).state
+        return store.campaigns.get(campaign_id).state
 
 
 def finished(fleet: Fleet, campaign_id: str, total: int) -> bool:
@@ -87,7 +87,7 @@ def finished(fleet: Fleet, campaign_id: str, total: int) -> bool:
 def running_on(fleet: Fleet, campaign_id: str, min_age_s: float = 1.0) -> list[str]:
     """Workers with a run of the campaign in progress for at least ``min_age_s``."""
     with Store(fleet.settings) as store:
-        return [w for *_, w, started in store.active_runs(campaign_id) if started and time.time() - started >= min_age_s]
+        return [w for *_, w, started in store.runs.active(campaign_id) if started and time.time() - started >= min_age_s]
 
 
 def test_worker_sigkilled_three_times(fleet):
@@ -116,7 +116,7 @@ def test_worker_sigkilled_three_times(fleet):
     wait_for(lambda: finished(fleet, cid, total), 240, "the campaign to finish")
     assert_exactly_once(fleet, cid, total)
     with Store(fleet.settings) as store:
-        again = store._rows("SELECT SUM(attempts - 1) FROM runs WHERE campaign_id=%s", (cid,))[0][0]
+        again = store.db.rows("SELECT SUM(attempts - 1) FROM runs WHERE campaign_id=%s", (cid,))[0][0]
     assert again >= 3, "each interrupted run should have been delivered again"
 
 
@@ -174,7 +174,7 @@ def test_target_killed_mid_run(fleet):
 
         def k_running() -> bool:
             with Store(fleet.settings) as store:
-                return any(t == "K" and s and time.time() - s > 2 for t, _, _, _, _, s in store.active_runs(cid))
+                return any(t == "K" and s and time.time() - s > 2 for t, _, _, _, _, s in store.runs.active(cid))
         wait_for(k_running, 120, "a run on target K in progress")
         target.kill()
         wait_for(lambda: finished(fleet, cid, 4), 240, "the campaign to finish")
@@ -182,9 +182,9 @@ def test_target_killed_mid_run(fleet):
     finally:
         target.cleanup()
     with Store(fleet.settings) as store:
-        results = {(r.target, r.repetition): r for r in store.results(cid)}
-        attempts = dict(store._rows("SELECT run_id, attempts FROM runs WHERE campaign_id=%s", (cid,)))
-        state = store.campaign(cid).state
+        results = {(r.target, r.repetition): r for r in store.results.rows(cid)}
+        attempts = dict(store.db.rows("SELECT run_id, attempts FROM runs WHERE campaign_id=%s", (cid,)))
+        state = store.campaigns.get(cid).state
     assert results[("A", 1)].status == results[("A", 2)].status == "ok"
     killed = results[("K", 1)]
     assert killed.status == "failed" and "MySQL error" in killed.error, killed.error
@@ -241,8 +241,8 @@ def test_cancel_drops_pending_and_stops_the_active_run(fleet):
     wait_for(lambda: counts(fleet, cid)["running"] == 0, 30, "the active run to stop")
     assert time.time() - t0 < 15
     with Store(fleet.settings) as store:
-        results = store.results(cid)
-        assert store.campaign(cid).state == "cancelled"
+        results = store.results.rows(cid)
+        assert store.campaigns.get(cid).state == "cancelled"
     assert len(results) == 1 and results[0].status == "cancelled" and 0 < results[0].measured_s < 20
     assert counts(fleet, cid)["cancelled"] == 4
     other = submit(fleet, spec_text(fleet, name="after", threads="[1]", duration="1s", repeat=1))
@@ -269,8 +269,8 @@ def test_worker_started_after_a_cancel_drops_the_campaigns_runs(fleet):
     assert counts(fleet, other)["done"] == 1
     time.sleep(1)  # give a wrongly measured result of the cancelled campaign the time to be stored
     with Store(fleet.settings) as store:
-        assert store.results(cid) == []
-        assert store.campaign(cid).state == "cancelled"
+        assert store.results.rows(cid) == []
+        assert store.campaigns.get(cid).state == "cancelled"
     c = counts(fleet, cid)
     assert c["cancelled"] == 4 and c["done"] == c["failed"] == c["running"] == 0, c
     with RabbitBus(fleet.settings) as bus:
@@ -301,7 +301,7 @@ def test_duplicate_submission_is_refused_unless_forced(fleet):
     with RabbitBus(fleet.settings) as bus:
         assert bus.queue_depth(bus.names.runs_queue(fleet.pool)) == 3
     with Store(fleet.settings) as store:
-        assert len(store.campaigns()) == 3
+        assert len(store.campaigns.latest()) == 3
 
 
 def test_bad_messages_on_every_queue_are_dead_lettered(fleet):

@@ -15,6 +15,7 @@ from bench.scratch_server import ScratchServer
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare
 from services.worker.driver.sysbench import driver as sysbench_driver
+from services.worker.driver.contract import ConnectParams, LoadRequest
 from services.worker.driver.native.parent import run_load
 
 pytestmark = pytest.mark.integration
@@ -50,7 +51,7 @@ def server(mariadb_params):
     if shutil.which("sysbench") is None:
         pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
     with ScratchServer() as srv:
-        params = dict(srv.params, database="sbtest")
+        params = ConnectParams(**srv.params, database="sbtest")
         prepare.ensure_tables(params, SHAPE)
         srv.db = params  # type: ignore[attr-defined]
         yield srv
@@ -70,8 +71,9 @@ def test_native_sends_the_same_statements_as_sysbench(server, name, options):
     shape = ONE_TABLE if name.startswith("select_random") else SHAPE
     # The tables the workload runs on (auto_inc off: id not AUTO_INCREMENT; select_random_*: k = id).
     prepare.ensure_workload_tables(server.db, shape, w)
-    ref = _delta(server, lambda: sysbench_driver.run_sysbench(server.db, w, shape, 1, 0.0, None, 5, events=EVENTS))
-    native = _delta(server, lambda: run_load(server.db, w, shape, 1, 0.0, None, 5, events=EVENTS))
+    request = LoadRequest(server.db, w, shape, 1, 0.0, None, 5, events=EVENTS)
+    ref = _delta(server, lambda: sysbench_driver.run_sysbench(request))
+    native = _delta(server, lambda: run_load(request))
     assert sum(ref.values()) >= EVENTS, f"sysbench sent less than one statement per event: {ref}"
     assert native == ref
 
@@ -85,6 +87,7 @@ def test_each_connection_prepares_what_sysbench_prepares(server):
         run()
         return server.status()["Com_stmt_prepare"] - before
 
-    ref = prepared(lambda: sysbench_driver.run_sysbench(server.db, w, SHAPE, 2, 0.0, None, 5, events=10))
-    native = prepared(lambda: run_load(server.db, w, SHAPE, 2, 0.0, None, 5, events=10))
+    request = LoadRequest(server.db, w, SHAPE, 2, 0.0, None, 5, events=10)
+    ref = prepared(lambda: sysbench_driver.run_sysbench(request))
+    native = prepared(lambda: run_load(request))
     assert native == ref

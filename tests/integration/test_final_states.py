@@ -76,10 +76,10 @@ def test_a_run_whose_result_is_dead_lettered_fails_with_the_reason(fleet, tmp_pa
     # Refused by the DB (1406) or, where messages bound their names, by the collector's decoding.
     assert f"failed: {run.run_id}: its result was dead-lettered: " in err and "worker" in err, err
     with Store(fleet.settings) as store:
-        c = store.campaign(run.campaign_id)
+        c = store.campaigns.get(run.campaign_id)
         assert c is not None and c.state == "finished_with_failures"
-        assert store.run_counts(run.campaign_id)["failed"] == 1
-        assert store.result_count(run.run_id) == 0
+        assert store.runs.counts(run.campaign_id)["failed"] == 1
+        assert store.results.count(run.run_id) == 0
     with RabbitBus(fleet.settings) as bus:
         assert bus.queue_depth(bus.names.dead) == 1, "the dead letter stays for people to look at"
 
@@ -98,7 +98,7 @@ def test_a_run_whose_worker_froze_is_reaped(fleet, tmp_path):
 
         def measuring() -> bool:
             # updated_at passes started_at when the worker's "measuring" event is stored.
-            rows = store._rows("SELECT campaign_id FROM runs WHERE state='running' AND updated_at > started_at")
+            rows = store.db.rows("SELECT campaign_id FROM runs WHERE state='running' AND updated_at > started_at")
             cid[:] = [r[0] for r in rows]
             return bool(rows)
 
@@ -108,7 +108,7 @@ def test_a_run_whose_worker_froze_is_reaped(fleet, tmp_path):
             code, out, err = finished(waiting, fleet)
             assert code == 1, err + fleet.logs()
             assert "its worker is gone" in err and "on frozen" in err, err
-            c = store.campaign(cid[0])
+            c = store.campaigns.get(cid[0])
             assert c is not None and c.state == "finished_with_failures"
         finally:
             os.killpg(worker.pid, signal.SIGKILL)
@@ -126,26 +126,25 @@ def test_the_reaper_allows_a_runs_start_and_counts_warm_up_from_the_measuring_ev
     import mysql.connector
 
     from services.common.messages.events import RunEvent
-    from services.common.store.finality import RunStore
 
     from tests.unit.consumer_fixtures import SPEC, runs
 
     s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
-    store = RunStore(s).open()
+    store = Store(s).open()
     now = time.time()
     try:
-        store.record_campaign("c1", SPEC, runs("c1"))  # 10 s runs, no warm-up, dsn targets
+        store.campaigns.record("c1", SPEC, runs("c1"))  # 10 s runs, no warm-up, dsn targets
         starting, measured, late = (r.run_id for r in runs("c1")[:3])
 
         def event(run_id: str, state: str, at: float) -> RunEvent:
             return RunEvent(run_id=run_id, campaign_id="c1", state=state, worker="w1", at=at)
 
-        store.mark_running(event(starting, "running", now - 100))
-        store.mark_running(event(measured, "running", now - 400))
-        store.mark_running(event(measured, "measuring", now - 10))
-        store.mark_running(event(late, "running", now - 400))
-        store.mark_running(event(late, "measuring", now - 30))
-        overdue = {o.run_id: o for o in store.overdue_runs(now, 5)}
+        store.runs.mark_running(event(starting, "running", now - 100))
+        store.runs.mark_running(event(measured, "running", now - 400))
+        store.runs.mark_running(event(measured, "measuring", now - 10))
+        store.runs.mark_running(event(late, "running", now - 400))
+        store.runs.mark_running(event(late, "measuring", now - 30))
+        overdue = {o.run_id: o for o in store.runs.overdue(now, 5)}
         assert starting not in overdue and measured not in overdue
         assert list(overdue) == [late]
         assert overdue[late].allowed_s == pytest.approx(400 - 30 + 10 + 5)

@@ -116,9 +116,9 @@ def test_announcements_not_refreshed_within_the_ttl_are_ignored(fleet, tmp_path)
 
     old = time.time() - 3600
     with Store(fleet.settings) as store:
-        store.record_announcement(WorkerAnnouncement(worker="ghost", pool=fleet.pool, state="up",
+        store.workers.record_announcement(WorkerAnnouncement(worker="ghost", pool=fleet.pool, state="up",
                                                      address="127.0.0.1:9", at=old))
-        store.record_worker_builds(WorkerBuilds(
+        store.workers.record_builds(WorkerBuilds(
             worker="ghost", host="h-gone", pool=fleet.pool, at=old,
             builds=[BuildInfo(name="only-there", version="10.11.18-MariaDB", server_sha256="a" * 64, source="debian")]))
     cport, wport = fixed_port(), fixed_port()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import threading
 import time
@@ -11,9 +12,10 @@ import pytest
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare
 from services.common.errors import LoadError
-from services.worker.driver.contract import Progress
+from services.worker.driver.contract import LoadRequest, Progress
 from services.worker.driver.native.parent import run_load
 from services.worker.target.dsn import connect
+from services.worker.target.connect_params import ConnectParams
 
 pytestmark = pytest.mark.integration
 
@@ -22,13 +24,13 @@ SHAPE = DataShape(tables=2, table_size=1000)
 
 
 @pytest.fixture(scope="module")
-def _mariadb(mariadb_params) -> dict:
-    params = dict(mariadb_params, database=DB)
+def _mariadb(mariadb_params) -> ConnectParams:
+    params = ConnectParams(**mariadb_params, database=DB)
     prepare.ensure_tables(params, SHAPE)
     return params
 
 
-def _query(params: dict, sql: str, database: bool = False) -> list[tuple]:
+def _query(params: ConnectParams, sql: str, database: bool = False) -> list[tuple]:
     conn = connect(params, database=database)
     try:
         cur = conn.cursor()
@@ -75,7 +77,7 @@ def _sane_latency(out) -> None:
 
 def test_prepare_reuses_a_matching_shape_and_recreates_a_changed_one(mariadb_params):
     """Tables are loaded once per shape: same shape reused, other shape rebuilt, both sysbench's."""
-    params = dict(mariadb_params, database="bf_test_loadgen_prep")
+    params = ConnectParams(**mariadb_params, database="bf_test_loadgen_prep")
     small = DataShape(tables=2, table_size=300)
     prepare.cleanup(params, small)
     try:
@@ -100,7 +102,7 @@ def test_prepare_reuses_a_matching_shape_and_recreates_a_changed_one(mariadb_par
 def test_auto_inc_off_prepares_plain_ids_and_oltp_insert_runs_on_them(mariadb_params):
     """auto_inc false is sysbench's --auto_inc=off: id is not AUTO_INCREMENT, ids 1..table_size
     are explicit, the shape is told apart from the default one, and oltp_insert inserts its own ids."""
-    params = dict(mariadb_params, database="bf_test_loadgen_noinc")
+    params = ConnectParams(**mariadb_params, database="bf_test_loadgen_noinc")
     shape = DataShape(tables=1, table_size=300)
     prepare.cleanup(params, shape)
     try:
@@ -111,7 +113,7 @@ def test_auto_inc_off_prepares_plain_ids_and_oltp_insert_runs_on_them(mariadb_pa
         assert "AUTO_INCREMENT" not in ddl.upper() and "`id` int(11) NOT NULL," in ddl
         assert _query(params, "SELECT COUNT(*), MIN(id), MAX(id) FROM sbtest1", database=True) == [(300, 1, 300)]
         wl = WorkloadSpec(name="oltp_insert", options={"auto_inc": False})
-        out = run_load(params, wl, shape, threads=2, warmup=0, duration=1, seed=5, processes=1)
+        out = run_load(LoadRequest(params, wl, shape, threads=2, warmup=0, duration=1, seed=5), processes=1)
         assert out.totals.transactions > 0 and out.totals.errors == 0 and out.totals.writes == out.totals.transactions
         (n,), = _query(params, "SELECT COUNT(*) FROM sbtest1", database=True)
         # A statement in flight at the deadline may land without being counted, one per thread at most.
@@ -137,11 +139,13 @@ def test_connections_use_the_c_extension(_mariadb):
 
 
 def test_point_select_reads_equal_the_servers_select_count(_mariadb, primary_rows_read):
-    """Every counted read is one SELECT the server executed, and nothing else is counted."""
+    """Every counted read is one SELECT the server executed, and nothing else is counted: the
+    SELECTs in flight at the window's end complete after it, uncounted."""
     before = primary_rows_read()
-    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
-                   threads=4, warmup=0, duration=2, seed=1, processes=2)
-    assert out.totals.reads == primary_rows_read() - before
+    out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
+                               threads=4, warmup=0, duration=2, seed=1), processes=2)
+    assert out.window is not None and out.window.in_flight_at_end <= 4
+    assert out.totals.reads == primary_rows_read() - before - out.window.in_flight_at_end
     assert out.totals.transactions == out.totals.reads > 1000
     assert out.totals.errors == out.totals.writes == out.totals.other == 0
     assert len(out.series.transactions) == 2 and sum(out.series.queries) == out.totals.queries
@@ -150,14 +154,19 @@ def test_point_select_reads_equal_the_servers_select_count(_mariadb, primary_row
 
 
 def test_read_only_counts_14_reads_and_2_other_per_transaction(_mariadb, primary_rows_read):
-    """oltp_read_only: the server ran exactly the SELECTs counted; BEGIN/COMMIT are 'other'."""
+    """oltp_read_only: the server ran the SELECTs counted, and the rest of the transactions in
+    flight at the window's end (a statement counts in the window it completes in); BEGIN/COMMIT
+    are 'other'."""
     before = primary_rows_read()
     # range_size=1 makes each range select read one row, so rows read count statements.
-    out = run_load(_mariadb, WorkloadSpec(name="oltp_read_only", options={"range_size": 1}), SHAPE,
-                   threads=4, warmup=0, duration=2, seed=2, processes=2)
+    out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_read_only", options={"range_size": 1}), SHAPE,
+                               threads=4, warmup=0, duration=2, seed=2), processes=2)
     t = out.totals
-    assert t.reads == primary_rows_read() - before
-    assert (t.reads, t.other) == (14 * t.transactions, 2 * t.transactions)
+    assert out.window is not None
+    partial = out.window.in_flight_at_end
+    assert t.reads <= primary_rows_read() - before <= t.reads + 14 * partial
+    assert 14 * t.transactions <= t.reads <= 14 * (t.transactions + partial)
+    assert 2 * t.transactions <= t.other <= 2 * (t.transactions + partial)
     assert sum(out.series.transactions) == t.transactions
     _sane_latency(out)
 
@@ -165,8 +174,8 @@ def test_read_only_counts_14_reads_and_2_other_per_transaction(_mariadb, primary
 def test_warmup_is_run_but_never_counted(_mariadb, primary_rows_read):
     """The server runs warm-up queries, the outcome leaves them out."""
     before = primary_rows_read()
-    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
-                   threads=2, warmup=2, duration=1, seed=3, processes=1)
+    out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
+                               threads=2, warmup=2, duration=1, seed=3), processes=1)
     executed = primary_rows_read() - before
     # Two warm-up seconds against one measured: the server saw well over the counted reads even
     # when a busy machine slows one of the three seconds (a 1:1 split failed at load average 80).
@@ -187,8 +196,8 @@ def test_stop_cancels_a_run_early_and_on_progress_reports_progress(_mariadb):
             threading.Timer(0.5, stop.set).start()
 
     started = time.monotonic()
-    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0,
-                   duration=60, seed=4, processes=2, stop=stop, on_progress=note)
+    out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0,
+                               duration=60, seed=4, stop=stop, on_progress=note), processes=2)
     assert time.monotonic() - started < 15
     assert 2.0 <= out.measured_s < 4.0 and len(out.series.transactions) == 3
     measured = [s for s in seen if s.phase == "measure"]
@@ -200,8 +209,9 @@ def test_stop_cancels_a_run_early_and_on_progress_reports_progress(_mariadb):
 def test_unreachable_database_raises_load_error_with_the_mysql_code(_mariadb):
     """A target that refuses connections fails the run with the server's error code."""
     with pytest.raises(LoadError) as e:
-        run_load(dict(_mariadb, database="bf_no_such_db"), WorkloadSpec(name="oltp_point_select"),
-                 SHAPE, threads=2, warmup=0, duration=1, seed=0, processes=1)
+        run_load(LoadRequest(dataclasses.replace(_mariadb, database="bf_no_such_db"),
+                             WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0, duration=1, seed=0),
+                 processes=1)
     assert e.value.code == 1049
     assert "Unknown database" in str(e.value) and "1049" in str(e.value)
 
@@ -218,11 +228,11 @@ def test_unreachable_database_raises_load_error_with_the_mysql_code(_mariadb):
 ])
 def test_other_workloads_run_cleanly(mariadb_params, name, per_tx):
     """Every catalogue workload runs on sysbench tables without errors, with sysbench's mix."""
-    params = dict(mariadb_params, database="bf_test_loadgen_rw")
+    params = ConnectParams(**mariadb_params, database="bf_test_loadgen_rw")
     # select_random_* run on one table, as sysbench's scripts do, whose k = id
     shape = DataShape(tables=1 if name.startswith("select_random") else 2, table_size=1000)
     prepare.ensure_workload_tables(params, shape, WorkloadSpec(name=name))
-    out = run_load(params, WorkloadSpec(name=name), shape, threads=2, warmup=0, duration=1, seed=5,
+    out = run_load(LoadRequest(params, WorkloadSpec(name=name), shape, threads=2, warmup=0, duration=1, seed=5),
                    processes=1)
     t = out.totals
     assert t.transactions > 0 and t.errors == 0
@@ -230,16 +240,19 @@ def test_other_workloads_run_cleanly(mariadb_params, name, per_tx):
     # a retried transaction ran before the deadlock still count, the transaction does not.
     assert set(out.errors_by_code) <= {"1213", "1205", "1020"}
     reads, changes = per_tx[0], per_tx[1] + per_tx[2]
-    assert reads * t.transactions <= t.reads <= reads * (t.transactions + t.ignored_errors)
+    # The statements of a transaction in flight at the window's end that completed in it count too.
+    assert out.window is not None
+    partial = t.ignored_errors + out.window.in_flight_at_end
+    assert reads * t.transactions <= t.reads <= reads * (t.transactions + partial)
     # A write that changed no row (a delete of an id already gone) counts as "other", as in sysbench 1.0.
-    assert changes * t.transactions <= t.writes + t.other <= changes * (t.transactions + t.ignored_errors)
-    assert t.writes <= per_tx[1] * (t.transactions + t.ignored_errors)
+    assert changes * t.transactions <= t.writes + t.other <= changes * (t.transactions + partial)
+    assert t.writes <= per_tx[1] * (t.transactions + partial)
 
 
 def test_open_loop_below_capacity_runs_at_the_rate_with_no_queue(_mariadb):
     """A rate far below capacity: tps is the rate (Poisson noise aside) and nothing queues."""
-    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=4, warmup=0.5,
-                   duration=4, seed=11, rate=300)
+    out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=4, warmup=0.5,
+                               duration=4, seed=11, rate=300))
     tps = out.totals.transactions / out.measured_s
     assert abs(tps - 300) < 0.15 * 300, tps
     assert len(out.series.queue) == len(out.series.transactions) >= 4
@@ -250,11 +263,11 @@ def test_open_loop_below_capacity_runs_at_the_rate_with_no_queue(_mariadb):
 def test_open_loop_above_capacity_queues_and_latency_grows_with_the_queue(_mariadb):
     """Three times what one connection can do: the queue grows every second, and the last
     transactions waited about queue / rate, since latency counts from the intended start."""
-    closed = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=1, warmup=0,
-                      duration=1, seed=12)
+    closed = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=1, warmup=0,
+                                  duration=1, seed=12))
     rate = 3 * closed.totals.transactions / closed.measured_s
-    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=1, warmup=0,
-                   duration=3, seed=12, rate=rate)
+    out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=1, warmup=0,
+                               duration=3, seed=12, rate=rate))
     q = out.series.queue
     assert len(q) >= 3 and q[0] < q[1] < q[2], q
     assert q[-1] > rate  # more than a second's arrivals are waiting at the end
@@ -268,8 +281,8 @@ def test_latency_by_kind_times_every_statement_and_merges_exactly(_mariadb):
     """Asked for it, a run reports latency per statement kind: one sample per statement of that
     kind, merged across load processes, and no per-kind data when not asked."""
     wl = WorkloadSpec(name="oltp_read_only")
-    out = run_load(_mariadb, wl, SHAPE, threads=4, warmup=0.3, duration=1.5, seed=9, processes=2,
-                   latency_by_kind=True)
+    out = run_load(LoadRequest(_mariadb, wl, SHAPE, threads=4, warmup=0.3, duration=1.5, seed=9,
+                               latency_by_kind=True), processes=2)
     by_kind = out.latency.by_kind
     assert set(by_kind) == {"read", "other"}
     totals = {k: sum(v["histogram"]["buckets"].values()) for k, v in by_kind.items()}
@@ -277,11 +290,11 @@ def test_latency_by_kind_times_every_statement_and_merges_exactly(_mariadb):
     assert 0 < by_kind["read"]["p50_ms"] <= by_kind["read"]["p99_ms"] <= by_kind["read"]["max_ms"]
     # A statement never takes longer than the slowest transaction it was part of.
     assert by_kind["read"]["max_ms"] <= out.latency.max_ms * 1.01
-    plain = run_load(_mariadb, wl, SHAPE, threads=2, warmup=0, duration=0.5, seed=9)
+    plain = run_load(LoadRequest(_mariadb, wl, SHAPE, threads=2, warmup=0, duration=0.5, seed=9))
     assert plain.latency.by_kind == {}
 
 
-def _kill_load_connections_after(params: dict, delay: float, connections: int) -> threading.Thread:
+def _kill_load_connections_after(params: ConnectParams, delay: float, connections: int) -> threading.Thread:
     """Once the run's ``connections`` are open (load processes take a while to spawn on a busy
     machine), wait ``delay`` seconds and kill them all."""
     def load_connections() -> list[tuple]:
@@ -310,8 +323,8 @@ def test_a_killed_connection_ends_the_run_with_its_error_by_default(_mariadb):
     killer = _kill_load_connections_after(_mariadb, 0.5, 2)
     t0 = time.monotonic()
     with pytest.raises(LoadError) as e:
-        run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0, duration=30,
-                 seed=7, processes=2)
+        run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0, duration=30,
+                             seed=7), processes=2)
     killer.join()
     assert e.value.code in (2013, 2006), str(e.value)
     assert str(e.value).startswith(f"MySQL error {e.value.code}: ") and "not in ignore_errors: 1020, 1205, 1213" in str(e.value)
@@ -325,9 +338,9 @@ def test_connections_killed_mid_run_are_reconnected_counted_and_the_run_goes_on(
     reconnects (not as ignored errors) and the error codes, per second too. Alike whether a load
     process multiplexes its connections or drives its only one with blocking calls."""
     killer = _kill_load_connections_after(_mariadb, 1.0, threads)
-    out = run_load(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
-                   threads=threads, warmup=0, duration=3, seed=7, processes=processes,
-                   ignore_errors=(1020, 1205, 1213, 2006, 2013, 2055))
+    out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE,
+                               threads=threads, warmup=0, duration=3, seed=7,
+                               ignore_errors=(1020, 1205, 1213, 2006, 2013, 2055)), processes=processes)
     killer.join()
     assert out.totals.ignored_errors == 0 and sum(out.series.reconnects) == threads
     assert out.totals.reconnects == threads

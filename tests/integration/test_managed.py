@@ -100,7 +100,7 @@ def test_two_targets_differing_in_one_option_and_a_server_that_cannot_start(flee
     cid = campaign_id(done.stdout)
     assert "8 / off" in done.stdout or re.search(r"^\s*8\b", done.stdout, re.M), done.stdout
     with Store(fleet.settings) as store:
-        results = {r.cell.target: r for r in store.stored_results(cid)}
+        results = {r.cell.target: r for r in store.results.whole(cid)}
     off, eight, broken = results["off"], results["8"], results["broken"]
     assert off.status == "ok" and eight.status == "ok", (off.error, eight.error)
     assert off.server.variables == {"key_buffer_size": "8388608", "key_cache_segments": "0"}

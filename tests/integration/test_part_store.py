@@ -33,20 +33,20 @@ def test_parts_wait_across_a_restart_and_merge_into_one_stored_result(db_setting
     planned = runs("c1")
     a, b = part_result(0, 2, [1000.0] * 10, tx=100), part_result(1, 2, [3000.0] * 10, tx=50)
     with Store(db_settings).open() as store:
-        store.record_campaign("c1", SPEC, planned)
+        store.campaigns.record("c1", SPEC, planned)
         assert Collector._store_part(store, a) is None, "part 0 alone is kept, not stored as the run's result"
-        assert store.result(a.run_id) is None
+        assert store.results.get(a.run_id) is None
     with Store(db_settings).open() as store:  # a collector restarted in between
         merged = Collector._store_part(store, b)
         assert merged is not None and merged.totals.transactions == 150
-        stored = store.result(a.run_id)
+        stored = store.results.get(a.run_id)
         assert stored == merged and [p.worker for p in stored.parts] == ["w0", "w1"]
         # Part 1 delivered again (the ack was lost): ignored, the run keeps its one result.
         assert Collector._store_part(store, b) is None
-        assert store.result_count(a.run_id) == 1
-        [(state,)] = store._rows("SELECT state FROM runs WHERE run_id=%s", (a.run_id,))
+        assert store.results.count(a.run_id) == 1
+        [(state,)] = store.db.rows("SELECT state FROM runs WHERE run_id=%s", (a.run_id,))
         assert state == "done"
-        assert store._rows("SELECT COUNT(*) FROM run_parts WHERE merged_at IS NULL")[0][0] == 0
+        assert store.db.rows("SELECT COUNT(*) FROM run_parts WHERE merged_at IS NULL")[0][0] == 0
 
 
 def test_a_late_part_of_another_group_leaves_the_group_in_flight_whole(db_settings):
@@ -56,20 +56,20 @@ def test_a_late_part_of_another_group_leaves_the_group_in_flight_whole(db_settin
     a, b = part_result(0, 2, [1000.0] * 10, tx=100, group="g1"), part_result(1, 2, [3000.0] * 10, tx=50, group="g1")
     late = part_result(0, 2, [9000.0] * 10, tx=7, group="g0")
     with Store(db_settings).open() as store:
-        store.record_campaign("c1", SPEC, planned)
+        store.campaigns.record("c1", SPEC, planned)
         assert Collector._store_part(store, a) is None
         assert Collector._store_part(store, late) is None
         merged = Collector._store_part(store, b)
         assert merged is not None and merged.totals.transactions == 150
         assert {p.group for p in merged.parts} == {"g1"}
-        rows = store._rows("SELECT part_group, part_index, merged_at IS NULL FROM run_parts ORDER BY 1, 2")
+        rows = store.db.rows("SELECT part_group, part_index, merged_at IS NULL FROM run_parts ORDER BY 1, 2")
         assert rows == [("g0", 0, 1), ("g1", 0, 0), ("g1", 1, 0)]
 
 
 def test_a_part_of_a_run_never_planned_is_refused(db_settings):
     with Store(db_settings).open() as store:
         with pytest.raises(StoreRefused, match="no run .* was planned"):
-            store.store_part(part_result(0, 2, [1000.0]))
+            store.parts.keep(part_result(0, 2, [1000.0]))
 
 
 
@@ -80,8 +80,9 @@ def test_parts_preparing_one_database_at_once_load_it_once(mariadb_params):
 
     from services.common.spec.workloads import DataShape, WorkloadSpec
     from services.worker import prepare
+    from services.worker.target.connect_params import ConnectParams
 
-    params = dict(mariadb_params, database=f"bf_test_parts_{secrets.token_hex(3)}")
+    params = ConnectParams(**mariadb_params, database=f"bf_test_parts_{secrets.token_hex(3)}")
     data = DataShape(tables=2, table_size=2000)
     outcomes: list[bool] = []
     errors: list[BaseException] = []
@@ -103,7 +104,7 @@ def test_parts_preparing_one_database_at_once_load_it_once(mariadb_params):
         assert sorted(outcomes) == [False, True]
     finally:
         conn = mysql.connector.connect(**mariadb_params)
-        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{params['database']}`")
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{params.database}`")
         conn.close()
 
 
@@ -114,11 +115,11 @@ def test_a_part_that_never_joined_fails_the_run_only_while_it_has_no_result(db_s
     bad = part_result(1, 2, [1000.0], status="failed")
     lone = bad.model_copy(update={"part": None, "parts": [], "error": "load_hosts part 1 (w9): nobody joined"})
     with Store(db_settings).open() as store:
-        store.record_campaign("c1", SPEC, planned)
+        store.campaigns.record("c1", SPEC, planned)
         assert not Collector._spoils_a_merge(store, lone)
-        store.store_result(lone)
-        assert store.result(lone.run_id).parts == []
+        store.results.store(lone)
+        assert store.results.get(lone.run_id).parts == []
         failed = Collector._store_part(store, part_result(0, 2, [1000.0], status="failed", group="g2"))
         assert failed is None, "the run already has its failure"
         assert Collector._spoils_a_merge(store, lone)
-        assert store.result(lone.run_id).error == "load_hosts part 1 (w9): nobody joined"
+        assert store.results.get(lone.run_id).error == "load_hosts part 1 (w9): nobody joined"

@@ -35,6 +35,8 @@ from services.common.bus.stub import StubBroker
 from services.worker import prepare, runner
 from services.worker.consumer import Worker
 from services.worker.target import managed
+from services.worker.target.connect_params import ConnectParams
+from services.worker.target.dsn import connector_kwargs
 
 from tests.integration.fleet import wait_for
 
@@ -166,7 +168,7 @@ def params(mariadb_params) -> dict:
     """The bench user on a database of this module's own, with the sbtest tables."""
     db = f"bf_test_quiesce_{secrets.token_hex(3)}"
     p = dict(mariadb_params, database=db)
-    prepare.ensure_tables(p, SHAPE)
+    prepare.ensure_tables(ConnectParams(**p), SHAPE)
     yield p
     with mysql.connector.connect(use_pure=False, **mariadb_params) as c:
         c.cursor().execute(f"DROP DATABASE IF EXISTS `{db}`")
@@ -351,7 +353,7 @@ def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_optio
     q = after_writes.quiesce
     assert q is not None and q.settled and q.dirty_pct is not None and q.dirty_pct <= 1.0
     server = servers.current
-    params = server.connect_params()
+    params = connector_kwargs(server.connect_params())
 
     def dirty_options() -> tuple:
         with mysql.connector.connect(use_pure=False, **params) as c:
@@ -392,14 +394,14 @@ def test_a_managed_server_whose_flushing_was_not_put_back_is_started_again(serve
                            quiesce=Quiesce(enabled=False))
     assert runner.execute(run_of(target, 1), WHO, servers=servers).status == "ok"
     server = servers.current
-    pid, params = server.pid, server.connect_params()
+    pid, params = server.pid, connector_kwargs(server.connect_params())
     with mysql.connector.connect(use_pure=False, **params) as c:
         c.cursor().execute("SET GLOBAL innodb_max_dirty_pages_pct = 0")  # what the failed restore left
     server.restart_before_reuse = True
     again = runner.execute(run_of(target, 2), WHO, servers=servers)
     assert again.status == "ok", again.error
     assert servers.current.pid != pid
-    with mysql.connector.connect(use_pure=False, **servers.current.connect_params()) as c:
+    with mysql.connector.connect(use_pure=False, **connector_kwargs(servers.current.connect_params())) as c:
         cur = c.cursor()
         cur.execute("SELECT @@innodb_max_dirty_pages_pct")
         assert cur.fetchone()[0] == 75.0
@@ -418,13 +420,13 @@ def test_the_wait_is_stored_in_its_own_column(mariadb_params, settings):
     s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
     store = Store(s).open()
     try:
-        store.record_campaign("c1", SPEC, runs("c1"))
+        store.campaigns.record("c1", SPEC, runs("c1"))
         waited, plain = runs("c1")[:2]
-        store.store_result(result(waited).model_copy(update={"quiesce": QuiesceReport(waited_s=4.028, settled=True)}))
-        store.store_result(result(plain))
-        rows = dict(store._rows("SELECT run_id, quiesce_s FROM results"))
+        store.results.store(result(waited).model_copy(update={"quiesce": QuiesceReport(waited_s=4.028, settled=True)}))
+        store.results.store(result(plain))
+        rows = dict(store.db.rows("SELECT run_id, quiesce_s FROM results"))
         assert rows == {waited.run_id: 4.028, plain.run_id: None}
-        assert store.result(waited.run_id).quiesce.waited_s == 4.028
+        assert store.results.get(waited.run_id).quiesce.waited_s == 4.028
         assert store.migrate() >= 8
     finally:
         store.close()

@@ -16,8 +16,9 @@ from services.common.store import Store
 from services.reporting.cell_stats import cell_stat_rows
 from services.reporting.load import load, load_for
 from services.reporting.render import html as html_module
-from services.reporting.render.exports import render_json, render_ods
-from services.reporting.report import ReportOptions, analyse, render_html_report
+from services.reporting.render.html import render_html_report
+from services.reporting.render.machine_formats import render_json, render_ods
+from services.reporting.report import ReportOptions, analyse
 from services.scheduler.plan import run_specs
 from tests.unit.report_sample import CAMPAIGN_ID, REPEAT, TARGETS, THREADS, WORKLOADS, sample_results
 from bench.synthetic import synthetic_spec
@@ -38,18 +39,18 @@ def results_db(mariadb_params, settings, monkeypatch):
 
 def _store(store: Store) -> None:
     spec = synthetic_spec("sample", TARGETS, WORKLOADS, THREADS, REPEAT, duration=12, warmup=2)
-    store.record_campaign(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
+    store.campaigns.record(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
     for r in sample_results():
-        store.store_result(r)
+        store.results.store(r)
 
 
 def _reports(store: Store) -> tuple[str, str, str, bytes]:
     """The HTML of the fast path, and the HTML, JSON and ODS from every whole result."""
-    html = ReportOptions(fmt="html")
-    fast = render_html_report(analyse(load_for(store, CAMPAIGN_ID, html), html))
+    html = ReportOptions(all_tables=True)
+    fast = render_html_report(analyse(load_for(store, CAMPAIGN_ID, html, plots=True), html))
     whole = load(store, CAMPAIGN_ID, with_results=True)
-    return (fast, render_html_report(analyse(whole, html)), render_json(analyse(whole, ReportOptions(fmt="json"))),
-            render_ods(analyse(whole, ReportOptions(fmt="ods"))))
+    return (fast, render_html_report(analyse(whole, html)), render_json(analyse(whole, ReportOptions(all_tables=True))),
+            render_ods(analyse(whole, ReportOptions(all_tables=True))))
 
 
 def test_full_reports_from_figure_columns_equal_those_from_whole_results(results_db):
@@ -60,18 +61,18 @@ def test_full_reports_from_figure_columns_equal_those_from_whole_results(results
         fast, html, js, ods = _reports(store)
         assert fast == html
         for fmt, expected in (("json", js), ("ods", ods)):
-            opts = ReportOptions(fmt=fmt)
+            opts = ReportOptions(all_tables=True)
             got = analyse(load_for(store, CAMPAIGN_ID, opts), opts)
             assert (render_json(got) if fmt == "json" else render_ods(got)) == expected, fmt
         # Rows stored before schema 16 have no figures: the report reads their whole results.
-        store._execute("UPDATE results SET series_seconds=NULL, status_deltas_json=NULL WHERE campaign_id=%s",
+        store.db.execute("UPDATE results SET series_seconds=NULL, status_deltas_json=NULL WHERE campaign_id=%s",
                        (CAMPAIGN_ID,))
-        assert {r.figures for r in store.results(CAMPAIGN_ID, figures=True)} == {None}
-        assert render_html_report(analyse(load_for(store, CAMPAIGN_ID, ReportOptions(fmt="html")),
-                                          ReportOptions(fmt="html"))) == html
+        assert {r.figures for r in store.results.rows(CAMPAIGN_ID, figures=True)} == {None}
+        assert render_html_report(analyse(load_for(store, CAMPAIGN_ID, ReportOptions(all_tables=True), plots=True),
+                                          ReportOptions(all_tables=True))) == html
         # `collector stats` fills them in.
-        store.rewrite_series(CAMPAIGN_ID)
-        assert all(r.figures is not None for r in store.results(CAMPAIGN_ID, figures=True))
+        store.results.rewrite_series(CAMPAIGN_ID)
+        assert all(r.figures is not None for r in store.results.rows(CAMPAIGN_ID, figures=True))
         assert _reports(store)[0] == html
 
 
@@ -83,13 +84,13 @@ def test_cell_stats_refreshed_after_each_result_equal_a_whole_refresh(results_db
 
     spec = synthetic_spec("sample", TARGETS, WORKLOADS, THREADS, REPEAT, duration=12, warmup=2)
     with Store(results_db) as store:
-        store.record_campaign(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
+        store.campaigns.record(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
         for r in sample_results():
-            store.store_result(r)
+            store.results.store(r)
             refresh_cell_stats(store, CAMPAIGN_ID, r.cell.workload, cell=r.cell)
             whole = cell_stat_rows(load(store, CAMPAIGN_ID, with_results=False))
-            assert sorted(store.cell_stats(CAMPAIGN_ID), key=key) == sorted(whole, key=key), r.run_id
-        after_each = store.cell_stats(CAMPAIGN_ID)
+            assert sorted(store.results.cell_stats(CAMPAIGN_ID), key=key) == sorted(whole, key=key), r.run_id
+        after_each = store.results.cell_stats(CAMPAIGN_ID)
         assert len(after_each) == 4 * len(TARGETS) * len(WORKLOADS) * len(THREADS)
         assert any(r.collapsed for r in after_each) and any(r.stalled_runs for r in after_each)
 
@@ -101,11 +102,11 @@ def test_a_baseline_result_after_results_stored_without_statistics_reads_the_who
     results = sample_results()
     last_baseline = next(r for r in reversed(results) if r.cell.target == TARGETS[0] and r.cell.threads == THREADS[-1])
     with Store(results_db) as store:
-        store.record_campaign(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
+        store.campaigns.record(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
         for r in results:
-            store.store_result(r)
+            store.results.store(r)
         refresh_cell_stats(store, CAMPAIGN_ID, last_baseline.cell.workload, cell=last_baseline.cell)
-        written = store.cell_stats(CAMPAIGN_ID, workload=last_baseline.cell.workload, threads=THREADS[-1])
+        written = store.results.cell_stats(CAMPAIGN_ID, workload=last_baseline.cell.workload, threads=THREADS[-1])
         whole = [s for s in cell_stat_rows(load(store, CAMPAIGN_ID, with_results=False))
                  if s.workload == last_baseline.cell.workload and s.threads == THREADS[-1]]
         key = lambda s: (s.metric, s.target)  # noqa: E731

@@ -44,9 +44,9 @@ def results_db(mariadb_params, settings):
 def _store_campaign(s, cid: str, *, collapse: str | None, seed: int) -> None:
     spec = synthetic_spec("synthetic", ["off", "8", "32"], WORKLOADS, THREADS, 3, duration=20, warmup=2)
     with Store(s) as store:
-        store.record_campaign(cid, spec, run_specs(spec, cid), now=1_700_000_000.0 + seed)
+        store.campaigns.record(cid, spec, run_specs(spec, cid), now=1_700_000_000.0 + seed)
         for r in synthetic_results(spec, cid, seconds=20, seed=seed, collapse_target=collapse):
-            store.store_result(r)
+            store.results.store(r)
 
 
 def _cli(s, *args: str) -> subprocess.CompletedProcess:

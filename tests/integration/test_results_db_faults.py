@@ -157,7 +157,7 @@ def test_results_db_connections_killed_and_the_db_restarted_mid_campaign(rabbitm
 def _campaign(fleet: Fleet, name: str) -> str | None:
     try:
         with Store(fleet.settings) as store:
-            c = store.campaign(name)
+            c = store.campaigns.get(name)
     except Exception:  # the DB may not have the schema yet
         return None
     return None if c is None else c.campaign_id
@@ -188,7 +188,7 @@ def publish_results(fleet: Fleet, *bodies: bytes) -> None:
 
 def stored(fleet: Fleet, run_id: str) -> bool:
     with Store(fleet.settings) as store:
-        return store.result_count(run_id) == 1
+        return store.results.count(run_id) == 1
 
 
 def aborted_clients(db: ThrowawayMariadb) -> int:
@@ -208,7 +208,7 @@ def test_an_idle_pause_longer_than_wait_timeout_loses_nothing(small_fleet, small
     fleet = small_fleet
     planned = runs("c-idle")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-idle", SPEC, planned)
+        store.campaigns.record("c-idle", SPEC, planned)
     start_collector(fleet)
     publish_results(fleet, result(planned[0]).encode())
     wait_for(lambda: stored(fleet, planned[0].run_id), 60, "the first result")
@@ -236,12 +236,12 @@ def test_results_bigger_than_max_allowed_packet(small_fleet):
                                                                  for i in range(8_000)}})
     assert len(big.encode()) > 2 * 64 * 1024
     with Store(fleet.settings) as store:
-        store.record_campaign("c-big", SPEC, planned)
-        store.store_result(big)
-        assert store.result(big.run_id) == big
+        store.campaigns.record("c-big", SPEC, planned)
+        store.results.store(big)
+        assert store.results.get(big.run_id) == big
         with pytest.raises(StoreRefused, match="max_allowed_packet"):
-            store.store_result(too_big)
-        assert store.result(too_big.run_id) is None
+            store.results.store(too_big)
+        assert store.results.get(too_big.run_id) is None
     start_collector(fleet)
     publish_results(fleet, too_big.encode(), result(planned[2]).encode())
     wait_for(lambda: stored(fleet, planned[2].run_id), 60, "the result behind the too-big one")
@@ -261,7 +261,7 @@ def test_poison_messages_on_both_queues(rabbitmq, mariadb_params, settings, tmp_
     try:
         planned = runs("c-poison")
         with Store(fleet.settings) as store:
-            store.record_campaign("c-poison", SPEC, planned)
+            store.campaigns.record("c-poison", SPEC, planned)
         poison_runs = run_bodies(planned[0])
         poison_results = result_bodies(planned[0], planned[1])
         with RabbitBus(fleet.settings) as bus:
@@ -285,8 +285,8 @@ def test_poison_messages_on_both_queues(rabbitmq, mariadb_params, settings, tmp_
         for name, _, reason in poison_results:
             assert any(reason in r for r in by_queue[results_q]), (name, reason, by_queue[results_q])
         with Store(fleet.settings) as store:
-            assert store.results("c-poison") == []
-            states = dict(store._rows("SELECT run_id, state FROM runs WHERE campaign_id=%s", ("c-poison",)))
+            assert store.results.rows("c-poison") == []
+            states = dict(store.db.rows("SELECT run_id, state FROM runs WHERE campaign_id=%s", ("c-poison",)))
         # A poison message that still names a planned run and its cell fails that run with its
         # reason (every run ends in a final state); the runs no message named still wait.
         named = {planned[0].run_id, planned[1].run_id}
@@ -347,7 +347,7 @@ def test_a_statement_the_results_db_does_not_answer_within_the_read_timeout_is_u
     store = Store(dc_replace(settings, db_name=name, db_read_timeout_s=1), attempts=1).open(migrate=True)
     try:
         with pytest.raises(StoreUnavailable, match="2013"):
-            store._execute("SELECT SLEEP(30)")
+            store.db.execute("SELECT SLEEP(30)")
         assert store.reachable(), "a new connection answers again"
     finally:
         store.close()

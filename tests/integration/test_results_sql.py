@@ -71,14 +71,14 @@ def test_series_times_and_cell_statistics_are_plain_sql(fleet):
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "c-sql")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-sql", spec, runs, now=1_700_000_000.0)
+        store.campaigns.record("c-sql", spec, runs, now=1_700_000_000.0)
         for r in runs:
             # B is twice as fast as A, with a little noise; A/8 threads stalls for one second.
             base = 1000 * (2 if r.cell.target == "B" else 1) + 7 * r.repetition
             queries = [base, base + 3, base - 2]
             if r.cell.target == "A" and r.cell.threads == 8 and r.repetition == 1:
                 queries[1] = 0
-            store.store_result(_result(r, "c-sql", queries))
+            store.results.store(_result(r, "c-sql", queries))
         assert refresh_cell_stats(store, "c-sql") == 4 * 4  # 4 metrics x (2 targets x 2 thread counts)
         report = load_report(store, "c-sql", ReportOptions())
 
@@ -109,9 +109,9 @@ def test_a_redelivered_shorter_result_hides_the_seconds_it_no_longer_has(fleet):
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "c-red")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-red", spec, runs)
-        store.store_result(_result(runs[0], "c-red", [10, 20, 30, 40]))
-        store.store_result(_result(runs[0], "c-red", [11, 21]))
+        store.campaigns.record("c-red", spec, runs)
+        store.results.store(_result(runs[0], "c-red", [10, 20, 30, 40]))
+        store.results.store(_result(runs[0], "c-red", [11, 21]))
     assert _query(fleet, "SELECT second, qps FROM series_v WHERE run_id=%s ORDER BY second",
                   (runs[0].run_id,)) == [(0, 11), (1, 21)]
 
@@ -122,12 +122,12 @@ def test_migration_11_and_collector_stats_fill_what_was_stored_before(fleet):
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "c-old")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-old", spec, runs)
-        store.store_result(_result(runs[0], "c-old", [5, 6, 7]))
+        store.campaigns.record("c-old", spec, runs)
+        store.results.store(_result(runs[0], "c-old", [5, 6, 7]))
         # Back to how a pre-11 database looked: no series table, no views, version 11 not applied.
         for stmt in ("DROP VIEW IF EXISTS campaigns_v, runs_v, results_v, series_v, cell_stats_v",
                      "DROP TABLE result_series", "DROP TABLE cell_stats", "DELETE FROM schema_migrations WHERE version = 11"):
-            store._execute(stmt)
+            store.db.execute(stmt)
         assert store.migrate() >= 11
     r = fleet.cli("collector", "stats", "c-old")
     assert r.returncode == 0 and r.stdout.startswith("4 cell statistics stored"), r.stderr
@@ -149,11 +149,11 @@ def test_a_campaign_stored_before_build_names_still_reads(fleet):
     doc = json.loads(spec.model_dump_json())
     doc["targets"][1].update(binary="/opt/mariadb-10.6/bin/mariadbd", basedir="/opt/mariadb-10.6")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-oldspec", spec, runs)
+        store.campaigns.record("c-oldspec", spec, runs)
         for r in runs:
-            store.store_result(_result(r, "c-oldspec", [100, 110, 120]))
-        store._execute("UPDATE campaigns SET spec_json=%s WHERE campaign_id='c-oldspec'", (json.dumps(doc),))
-        assert "binary: /opt/mariadb-10.6/bin/mariadbd" in store.campaign("c-oldspec").spec.description
+            store.results.store(_result(r, "c-oldspec", [100, 110, 120]))
+        store.db.execute("UPDATE campaigns SET spec_json=%s WHERE campaign_id='c-oldspec'", (json.dumps(doc),))
+        assert "binary: /opt/mariadb-10.6/bin/mariadbd" in store.campaigns.get("c-oldspec").spec.description
     report = fleet.cli("collector", "report", "c-oldspec")
     assert report.returncode == 0 and "oltp_point_select" in report.stdout, report.stderr
     status = fleet.cli("scheduler", "status")
@@ -171,10 +171,10 @@ def test_a_stored_spec_that_cannot_be_read_is_an_error_naming_the_campaign(fleet
 
     spec = _spec(fleet)
     with Store(fleet.settings) as store:
-        store.record_campaign("c-badspec", spec, plan.run_specs(spec, "c-badspec"))
+        store.campaigns.record("c-badspec", spec, plan.run_specs(spec, "c-badspec"))
         doc = json.loads(spec.model_dump_json())
         doc["threads"] = "many"
-        store._execute("UPDATE campaigns SET spec_json=%s WHERE campaign_id='c-badspec'", (json.dumps(doc),))
+        store.db.execute("UPDATE campaigns SET spec_json=%s WHERE campaign_id='c-badspec'", (json.dumps(doc),))
     r = fleet.cli("collector", "report", "c-badspec")
     assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
     assert "campaign c-badspec" in r.stderr and "threads" in r.stderr, r.stderr
@@ -183,15 +183,14 @@ def test_a_stored_spec_that_cannot_be_read_is_an_error_naming_the_campaign(fleet
 def test_runs_failed_without_a_result_count_in_cell_stats(fleet):
     """A run the collector fails with no result (dead-lettered, reaped) counts in its cell's failed
     runs once the statistics are refreshed, as the collector does after failing it."""
-    from services.common.store.finality import fail_run
 
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "c-reap")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-reap", spec, runs)
+        store.campaigns.record("c-reap", spec, runs)
         for r in runs[1:]:
-            store.store_result(_result(r, "c-reap", [100, 110, 120]))
-        assert fail_run(store, runs[0].run_id, "c-reap", "no result: its worker is gone", 1.0)
+            store.results.store(_result(r, "c-reap", [100, 110, 120]))
+        assert store.runs.fail(runs[0].run_id, "c-reap", "no result: its worker is gone", now=1.0)
         refresh_cell_stats(store, "c-reap", runs[0].cell.workload)
     c = runs[0].cell
     assert _query(fleet, "SELECT failed, n FROM cell_stats WHERE campaign_id='c-reap' AND metric='qps'"
@@ -204,19 +203,19 @@ def test_views_gain_the_columns_their_tables_gain(fleet):
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "c-views")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-views", spec, runs)
-        store.store_result(_result(runs[0], "c-views", [10, 20]))
+        store.campaigns.record("c-views", spec, runs)
+        store.results.store(_result(runs[0], "c-views", [10, 20]))
         # As a results DB migrated before migration 18: results_v as migration 11 made it.
-        store._execute("DROP VIEW results_v")
-        store._execute("""CREATE VIEW results_v AS
+        store.db.execute("DROP VIEW results_v")
+        store.db.execute("""CREATE VIEW results_v AS
                SELECT r.run_id, r.campaign_id, r.target, r.workload, r.threads, r.repetition, r.status, r.measured_s,
                       r.transactions, r.queries, r.errors, r.qps, r.tps, r.p50_ms, r.p95_ms, r.p99_ms, r.max_ms,
                       r.worker, r.host, r.error, r.started_at, r.ended_at, r.stored_at,
                       FROM_UNIXTIME(r.started_at) AS started_time, FROM_UNIXTIME(r.ended_at) AS ended_time,
                       FROM_UNIXTIME(r.stored_at) AS stored_time
                FROM results r""")
-        store._execute("DROP TABLE schema_views")
-        store._execute("DELETE FROM schema_migrations WHERE version = 18")
+        store.db.execute("DROP TABLE schema_views")
+        store.db.execute("DELETE FROM schema_migrations WHERE version = 18")
         store.migrate()
     cols = [r[0] for r in _query(fleet, "SELECT COLUMN_NAME FROM information_schema.COLUMNS"
                                         " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'results_v'")]
@@ -224,8 +223,8 @@ def test_views_gain_the_columns_their_tables_gain(fleet):
     assert "result_z" not in cols and "result_json" not in cols
     assert _query(fleet, "SELECT build, qps FROM results_v WHERE campaign_id='c-views'") == [(None, 15.0)]
     with Store(fleet.settings) as store:
-        store._execute("ALTER TABLE results ADD COLUMN bf_test_extra INT NULL")
-        store._execute("ALTER TABLE campaigns ADD COLUMN bf_test_extra INT NULL")
+        store.db.execute("ALTER TABLE results ADD COLUMN bf_test_extra INT NULL")
+        store.db.execute("ALTER TABLE campaigns ADD COLUMN bf_test_extra INT NULL")
         store.migrate()
     for view in ("results_v", "campaigns_v"):
         assert _query(fleet, f"SELECT COUNT(bf_test_extra) FROM {view} WHERE campaign_id='c-views'") == [(0,)]
@@ -271,7 +270,7 @@ def collector_on_fresh_db(mariadb_params, settings: Settings) -> Iterator[tuple[
 def _views(s: Settings) -> dict[str, list[str]]:
     """Each view of the results DB and its columns, read by ``s``'s user."""
     with Store(s).open(migrate=False) as store:
-        rows = store._rows("SELECT c.TABLE_NAME, c.COLUMN_NAME FROM information_schema.COLUMNS c"
+        rows = store.db.rows("SELECT c.TABLE_NAME, c.COLUMN_NAME FROM information_schema.COLUMNS c"
                            " JOIN information_schema.VIEWS v ON v.TABLE_SCHEMA = c.TABLE_SCHEMA"
                            " AND v.TABLE_NAME = c.TABLE_NAME WHERE c.TABLE_SCHEMA = DATABASE()"
                            " ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION")
@@ -294,9 +293,9 @@ def test_the_collectors_db_user_makes_every_view_of_a_new_results_db_and_a_missi
     assert set(views) == {name for name, _ in VIEWS}
     assert {"build", "build_version", "malloc", "started_time"} <= set(views["results_v"])
     with Store(root).open(migrate=False) as store:
-        assert len(store._rows("SELECT name FROM schema_views")) == len(VIEWS)
-        store._execute("DROP VIEW series_v")
-        store._execute("UPDATE schema_views SET fingerprint = 'older' WHERE name = 'campaigns_v'")
+        assert len(store.db.rows("SELECT name FROM schema_views")) == len(VIEWS)
+        store.db.execute("DROP VIEW series_v")
+        store.db.execute("UPDATE schema_views SET fingerprint = 'older' WHERE name = 'campaigns_v'")
 
     with capture_logs() as logged:
         with Store(collector):

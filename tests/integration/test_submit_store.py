@@ -9,11 +9,9 @@ from dataclasses import replace
 import mysql.connector
 import pytest
 
-from services.scheduler import campaigns
-from services.scheduler.campaigns import Duplicate
 from services.common.errors import BusError
 from services.common.store import Store
-from services.common.store.campaigns import spec_hash
+from services.common.store.campaigns import SUBMIT_LOCK, Duplicate, default_key, spec_hash
 from services.common.bus.stub import StubBroker
 from services.scheduler.submit import StoreLedger, Submitted, submit
 
@@ -34,11 +32,11 @@ def store(mariadb_params, settings):
 
 
 def lock_is_free(store: Store) -> bool:
-    return bool(store._rows("SELECT IS_FREE_LOCK(%s)", (campaigns.SUBMIT_LOCK,))[0][0])
+    return bool(store.db.rows("SELECT IS_FREE_LOCK(%s)", (SUBMIT_LOCK,))[0][0])
 
 
 def go(broker: StubBroker, store: Store, campaign_id: str) -> Submitted | Duplicate:
-    key = campaigns.default_key(spec_hash(SPEC))
+    key = default_key(spec_hash(SPEC))
     with broker.bus("scheduler") as bus:
         return submit(StoreLedger(store), bus, SPEC, campaign_id, runs(campaign_id), key=key, explicit_key=False, force=False)
 
@@ -50,11 +48,11 @@ def test_a_failed_publish_leaves_nothing_in_the_results_db(store):
     broker.lose_connections(after_publishes=3)
     with pytest.raises(BusError):
         go(broker, store, "units-1")
-    assert store.campaign("units-1") is None
-    assert store._rows("SELECT COUNT(*) FROM runs")[0][0] == 0
+    assert store.campaigns.get("units-1") is None
+    assert store.db.rows("SELECT COUNT(*) FROM runs")[0][0] == 0
     assert lock_is_free(store)
     assert go(broker, store, "units-2") == Submitted("units-2", 8, "default")
-    assert store.run_counts("units-2")["pending"] == 8
+    assert store.runs.counts("units-2")["pending"] == 8
     assert len(broker.messages(broker.names.runs_queue("default"))) == 8
 
 
@@ -63,7 +61,7 @@ def test_the_same_spec_is_refused_while_its_campaign_is_submitted(store):
     broker = StubBroker()
     go(broker, store, "units-1")
     assert go(broker, store, "units-2") == Duplicate("units-1", "submitted")
-    assert store.campaign("units-2") is None and lock_is_free(store)
+    assert store.campaigns.get("units-2") is None and lock_is_free(store)
 
 
 def test_a_failed_remeasurement_never_replaces_an_ok_result(store):
@@ -72,12 +70,12 @@ def test_a_failed_remeasurement_never_replaces_an_ok_result(store):
     broker = StubBroker()
     go(broker, store, "keep-1")
     run = runs("keep-1")[0]
-    store.store_result(result(run, "ok"))
-    store.store_result(result(run, "failed", attempt=3, error="quiesce: Unknown database 'sbtest'"))
-    store.store_result(result(run, "cancelled", attempt=3))
-    assert store._rows("SELECT status, error FROM results WHERE run_id=%s", (run.run_id,)) == [("ok", None)]
-    assert store._rows("SELECT state FROM runs WHERE run_id=%s", (run.run_id,)) == [("done",)]
+    store.results.store(result(run, "ok"))
+    store.results.store(result(run, "failed", attempt=3, error="quiesce: Unknown database 'sbtest'"))
+    store.results.store(result(run, "cancelled", attempt=3))
+    assert store.db.rows("SELECT status, error FROM results WHERE run_id=%s", (run.run_id,)) == [("ok", None)]
+    assert store.db.rows("SELECT state FROM runs WHERE run_id=%s", (run.run_id,)) == [("done",)]
     other = runs("keep-1")[1]
-    store.store_result(result(other, "failed", error="boom"))
-    store.store_result(result(other, "ok", attempt=2))
-    assert store._rows("SELECT status FROM results WHERE run_id=%s", (other.run_id,)) == [("ok",)]
+    store.results.store(result(other, "failed", error="boom"))
+    store.results.store(result(other, "ok", attempt=2))
+    assert store.db.rows("SELECT status FROM results WHERE run_id=%s", (other.run_id,)) == [("ok",)]

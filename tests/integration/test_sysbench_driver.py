@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 
@@ -11,7 +12,7 @@ from services.common.messages.runs import Cell, RunSpec
 from services.common.spec.targets import DsnTarget
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare, runner
-from services.worker.driver.contract import Progress
+from services.worker.driver.contract import ConnectParams, LoadRequest, Progress
 from services.worker.driver.sysbench import driver as sysbench_driver
 from services.common.errors import LoadError
 
@@ -22,10 +23,10 @@ SHAPE = DataShape(tables=2, table_size=1000)
 
 
 @pytest.fixture(scope="module")
-def params(mariadb_params) -> dict:
+def params(mariadb_params) -> ConnectParams:
     if shutil.which("sysbench") is None:
         pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
-    p = dict(mariadb_params, database=DB)
+    p = ConnectParams(**mariadb_params, database=DB)
     prepare.ensure_tables(p, SHAPE)
     return p
 
@@ -33,8 +34,8 @@ def params(mariadb_params) -> dict:
 def test_sysbench_run_becomes_a_result_with_series_and_histogram(params):
     """A sysbench run yields totals, one series entry per second and a latency histogram, like a native run."""
     seconds: list[Progress] = []
-    out = sysbench_driver.run_sysbench(params, WorkloadSpec(name="oltp_read_only"), SHAPE, 2, 1.0, 2.0, 7,
-                                       on_progress=seconds.append)
+    out = sysbench_driver.run_sysbench(LoadRequest(params, WorkloadSpec(name="oltp_read_only"), SHAPE, 2, 1.0, 2.0,
+                                                   7, on_progress=seconds.append))
     t = out.totals
     assert t.transactions > 0 and t.reads == 14 * t.transactions and t.other == 2 * t.transactions
     assert len(out.series.transactions) == 2
@@ -47,16 +48,16 @@ def test_sysbench_run_becomes_a_result_with_series_and_histogram(params):
 
 def test_sysbench_fixed_events_runs_exactly_that_many(params):
     """--events=N --time=0 runs exactly N transactions, the fidelity tests' reference mode."""
-    out = sysbench_driver.run_sysbench(params, WorkloadSpec(name="oltp_point_select"), SHAPE, 2, 0.0, None, 1,
-                                       events=300)
+    out = sysbench_driver.run_sysbench(LoadRequest(params, WorkloadSpec(name="oltp_point_select"), SHAPE, 2, 0.0,
+                                                   None, 1, events=300))
     assert out.totals.transactions == 300 and out.totals.reads == 300
 
 
 def test_runner_dispatches_driver_sysbench_and_fails_clearly_without_it(params, monkeypatch, tmp_path):
     """A run spec with driver sysbench runs sysbench; on a worker without sysbench the run fails naming the package."""
-    target = DsnTarget(name="local", host=params["host"], port=params["port"], user=params["user"],
+    target = DsnTarget(name="local", host=params.host, port=params.port, user=params.user,
                        password_env="BF_TEST_SB_PW", database=DB)
-    monkeypatch.setenv("BF_TEST_SB_PW", params["password"])
+    monkeypatch.setenv("BF_TEST_SB_PW", params.password)
     monkeypatch.setenv("BENCHFLEET_TARGET_PASSWORD_ENV", "BF_TEST_SB_PW")  # the worker operator allows it
     run = RunSpec(run_id="c1.local.oltp_point_select.t1.r1", campaign_id="c1", campaign_name="c", seq=1, total_runs=1,
                   cell=Cell(target="local", workload="oltp_point_select", threads=1), repetition=1, target=target,
@@ -74,8 +75,8 @@ def test_runner_dispatches_driver_sysbench_and_fails_clearly_without_it(params, 
 def test_sysbench_failure_is_a_load_error_with_the_mysql_code(params):
     """When sysbench cannot run (here: no such database), the error carries its FATAL message and MySQL code."""
     with pytest.raises(LoadError) as e:
-        sysbench_driver.run_sysbench(dict(params, database="bf_test_sb_nodb"), WorkloadSpec(name="oltp_point_select"),
-                                     SHAPE, 1, 0.0, 1.0, 1)
+        sysbench_driver.run_sysbench(LoadRequest(dataclasses.replace(params, database="bf_test_sb_nodb"),
+                                                 WorkloadSpec(name="oltp_point_select"), SHAPE, 1, 0.0, 1.0, 1))
     assert e.value.code == 1049 and "Unknown database 'bf_test_sb_nodb'" in str(e.value)
 
 
@@ -99,10 +100,10 @@ def test_a_rogue_server_reads_no_file_through_sysbench(rogue):
     built with local infile always on would fail this test."""
     if shutil.which("sysbench") is None:
         pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
-    params = {"host": "127.0.0.1", "port": rogue.port, "user": "bench", "password": "", "database": "sbtest"}
+    params = ConnectParams(host="127.0.0.1", port=rogue.port, user="bench", password="", database="sbtest")
     with pytest.raises(LoadError) as e:
-        sysbench_driver.run_sysbench(params, WorkloadSpec(name="oltp_point_select"), DataShape(tables=1), 1, 0.0,
-                                     2.0, 1)
+        sysbench_driver.run_sysbench(LoadRequest(params, WorkloadSpec(name="oltp_point_select"), DataShape(tables=1),
+                                                 1, 0.0, 2.0, 1))
     assert rogue.requests >= 1, "the rogue server was never asked a query"
     assert e.value.code == 2000 and "Load data local infile forbidden" in str(e.value), e.value
     assert rogue.received == []
@@ -117,6 +118,6 @@ def test_a_rogue_server_reads_no_file_through_the_workers_own_connections(rogue)
 
     with pytest.raises(mysql.connector.Error) as e:
         # The connector's first statement (autocommit) already meets the request.
-        dsn.connect({"host": "127.0.0.1", "port": rogue.port, "user": "bench", "password": "", "database": "sbtest"})
+        dsn.connect(ConnectParams(host="127.0.0.1", port=rogue.port, user="bench", password="", database="sbtest"))
     assert e.value.errno == 2068, e.value  # "LOAD DATA LOCAL INFILE file request rejected"
     assert rogue.requests >= 1 and rogue.received == []

@@ -73,12 +73,11 @@ def test_export_import_round_trips_a_campaign_exactly(fleet, other_db, tmp_path)
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "travel-1")
     with Store(fleet.settings) as store:
-        store.record_campaign("travel-1", spec, runs, now=1_700_000_000.0)
+        store.campaigns.record("travel-1", spec, runs, now=1_700_000_000.0)
         for r in runs[:-1]:
-            store.store_result(_rich_result(r, "travel-1"))
+            store.results.store(_rich_result(r, "travel-1"))
         # The last run never ran: failed without a result, its state and reason travel too.
-        from services.common.store.finality import fail_run
-        assert fail_run(store, runs[-1].run_id, "travel-1", "no result: its worker is gone", 1_700_000_100.0)
+        assert store.runs.fail(runs[-1].run_id, "travel-1", "no result: its worker is gone", now=1_700_000_100.0)
     out = tmp_path / "travel.json"
     r = fleet.cli("collector", "export", "travel-1", "--json", str(out))
     assert r.returncode == 0, r.stderr
@@ -95,8 +94,8 @@ def test_export_import_round_trips_a_campaign_exactly(fleet, other_db, tmp_path)
         r = other.cli("collector", "import", str(out))
         assert r.returncode == 0 and r.stdout.startswith("imported campaign travel-1: 8 runs, 7 results"), r.stderr
     with Store(other.settings) as store:
-        assert len(store.results("travel-1")) == 7 and store.run_counts("travel-1")["failed"] == 1
-        assert [store.result_count(x.run_id) for x in runs] == [1] * 7 + [0]
+        assert len(store.results.rows("travel-1")) == 7 and store.runs.counts("travel-1")["failed"] == 1
+        assert [store.results.count(x.run_id) for x in runs] == [1] * 7 + [0]
     again = tmp_path / "again.json"
     assert other.cli("collector", "export", "travel-1", "--json", str(again)).returncode == 0
     assert again.read_text() == out.read_text()
@@ -159,7 +158,7 @@ def test_import_sysbench_of_a_real_run_reproduces_its_numbers(fleet, tmp_path):
     assert round(run["qps"], 2) == qps and run["threads"] == 2
     assert abs(run["p95_ms"] - p95) <= 0.02 * p95 + 0.01
     with Store(fleet.settings) as store:
-        stored = store.result(run["run_id"])
+        stored = store.results.get(run["run_id"])
         assert stored is not None and len(stored.series.queries) >= 3 and stored.latency.histogram
     # The same command again replaces the run; another target joins the campaign for `report`.
     for target in ("mariadb-10.11", "mysql-8.0"):
@@ -178,20 +177,20 @@ def test_import_sysbench_never_overwrites_a_campaign_the_fleet_ran_unless_forced
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "c-fleet")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-fleet", spec, runs)
+        store.campaigns.record("c-fleet", spec, runs)
         for r in runs:
-            store.store_result(_rich_result(r, "c-fleet"))
+            store.results.store(_rich_result(r, "c-fleet"))
     out = Path(__file__).parent.parent / "unit" / "fixtures" / "sysbench" / "oltp_read_write_pareto_histogram.txt"
     args = ("collector", "import-sysbench", str(out), "--campaign", "c-fleet", "--target", "old",
             "--workload", "oltp_read_write")
     r = fleet.cli(*args)
     assert r.returncode == 2 and "--campaign: c-fleet is a campaign the fleet ran" in r.stderr, r.stderr
     with Store(fleet.settings) as store:
-        assert store.campaign("c-fleet").spec == spec
+        assert store.campaigns.get("c-fleet").spec == spec
     r = fleet.cli(*args, "--force")
     assert r.returncode == 0, r.stderr
     with Store(fleet.settings) as store:
-        assert "old" in [t.name for t in store.campaign("c-fleet").spec.targets]
+        assert "old" in [t.name for t in store.campaigns.get("c-fleet").spec.targets]
 
 
 def test_an_unfinished_campaign_is_not_exported(fleet, tmp_path):
@@ -200,8 +199,8 @@ def test_an_unfinished_campaign_is_not_exported(fleet, tmp_path):
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "c-busy")
     with Store(fleet.settings) as store:
-        store.record_campaign("c-busy", spec, runs)
-        store.store_result(_rich_result(runs[0], "c-busy"))
+        store.campaigns.record("c-busy", spec, runs)
+        store.results.store(_rich_result(runs[0], "c-busy"))
     r = fleet.cli("collector", "export", "c-busy", "--json", str(tmp_path / "busy.json"))
     assert r.returncode == 2, r.stderr
     assert f"campaign c-busy is not finished ({len(runs) - 1} pending runs)" in r.stderr, r.stderr

@@ -4,6 +4,7 @@ data gives (a select_random_points point is one row, since k = id)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from services.common.errors import LoadError
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import prepare
+from services.worker.driver.contract import ConnectParams, LoadRequest
 from services.worker.driver.native.parent import run_load
 from services.worker.target.dsn import connect
 from services.workload.statements import Generator
@@ -24,13 +26,13 @@ EVENTS = 300
 
 @pytest.fixture(scope="module")
 def params(mariadb_params):
-    p = dict(mariadb_params, database=DB)
+    p = ConnectParams(**mariadb_params, database=DB)
     yield p
     _query(p, f"DROP DATABASE IF EXISTS {DB}", database=False)
     _query(p, f"DROP DATABASE IF EXISTS {DB}_myisam", database=False)
 
 
-def _query(params: dict, sql: str, args: tuple = (), database: bool = True) -> list[tuple]:
+def _query(params: ConnectParams, sql: str, args: tuple = (), database: bool = True) -> list[tuple]:
     conn = connect(params, database=database)
     try:
         cur = conn.cursor()
@@ -78,7 +80,7 @@ def test_each_2010_workload_runs_its_script_mix_on_its_data(params, name, per_tx
     INSERT/UPDATE/DELETE as a write, even one that changed no row), no error."""
     w = WorkloadSpec(name=name)
     prepare.ensure_workload_tables(params, SHAPE, w)
-    out = run_load(params, w, SHAPE, 1, 0.0, None, 5, events=EVENTS)
+    out = run_load(LoadRequest(params, w, SHAPE, 1, 0.0, None, 5, events=EVENTS))
     t = out.totals
     assert (t.transactions, t.errors, t.ignored_errors) == (EVENTS, 0, 0)
     assert (t.reads, t.writes, t.other) == tuple(n * EVENTS for n in per_tx)
@@ -87,7 +89,7 @@ def test_each_2010_workload_runs_its_script_mix_on_its_data(params, name, per_tx
         assert _query(params, "SELECT COUNT(*) FROM sbtest1")[0] == (EVENTS,)
 
 
-def _rows(params: dict, sql: str, args: tuple) -> list[tuple]:
+def _rows(params: ConnectParams, sql: str, args: tuple) -> list[tuple]:
     return _query(params, sql, args)
 
 
@@ -144,12 +146,12 @@ def test_complex_rw_on_myisam_hits_the_seeds_duplicate_keys_unless_tables_are_lo
     """The seeds' "oltp_complex_rw: Dup key errors (due to sysbench)" on MyISAM: with BEGIN/COMMIT
     (what the pages ran) concurrent delete+reinsert of one id fails with 1062; LOCK TABLES (the
     scripts' lower-case myisam path) serialises them and the run finishes."""
-    p = dict(params, database=f"{DB}_myisam")
+    p = dataclasses.replace(params, database=f"{DB}_myisam")
     shape = DataShape(tables=1, table_size=1000, engine="MyISAM")
     prepare.ensure_workload_tables(p, shape, WorkloadSpec(name="oltp_complex_rw"))
     with pytest.raises(LoadError) as e:
-        run_load(p, WorkloadSpec(name="oltp_complex_rw"), shape, 4, 0.0, None, 5, events=3000)
+        run_load(LoadRequest(p, WorkloadSpec(name="oltp_complex_rw"), shape, 4, 0.0, None, 5, events=3000))
     assert e.value.code == 1062 and str(e.value).startswith("MySQL error 1062: Duplicate entry")
     locked = WorkloadSpec(name="oltp_complex_rw", options={"lock_tables": True})
-    out = run_load(p, locked, shape, 4, 0.0, None, 5, events=1000)
+    out = run_load(LoadRequest(p, locked, shape, 4, 0.0, None, 5, events=1000))
     assert out.totals.transactions == 1000 and out.totals.errors == 0

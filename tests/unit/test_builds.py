@@ -231,21 +231,26 @@ def test_the_collector_records_announcements_and_acks_them():
     broker = StubBroker()
     kept: list[WorkerBuilds] = []
 
-    class Store:
-        def record_worker_builds(self, msg):
+    class Workers:
+        def record_builds(self, msg):
             kept.append(msg)
-
-        def recent_results(self, campaigns):
-            return []
 
         def announcements(self):
             return []
 
-        def overdue_runs(self, now, grace_s):
+    class Results:
+        def recent(self, campaigns):
             return []
 
-        def fail_run(self, run_id, campaign_id, reason, cell=None):
+    class Runs:
+        def overdue(self, now, grace_s):
+            return []
+
+        def fail(self, run_id, campaign_id, reason, cell=None):
             return False
+
+    class Store:
+        workers, results, runs = Workers(), Results(), Runs()
 
         def reachable(self):
             return True

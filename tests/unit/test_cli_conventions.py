@@ -109,10 +109,10 @@ def test_help_lists_exit_codes(service, capsys):
     assert all(code in codes for code in EXIT_CODES)
 
 
-def test_readme_lists_exit_codes():
-    """The README says what each exit code means."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Exit codes")[1].split("\n## ")[0]
+def test_operations_page_lists_exit_codes():
+    """docs/operations.md says what each exit code means."""
+    page = (ROOT / "docs/operations.md").read_text()
+    section = page.split("\n## Exit codes")[1].split("\n## ")[0]
     for code in EXIT_CODES:
         assert f"| {code} |" in section
 
@@ -143,8 +143,8 @@ def test_history_takes_every_metric_report_takes():
 
 
 def test_readme_demo_time_and_validate_line_are_what_the_cli_prints(tmp_path):
-    """The README's demo duration is `scheduler plan`'s estimate, and its validate example is the line
-    validate really prints (`error: file:line: field: why`)."""
+    """The README's demo duration is `scheduler plan`'s estimate, and the validate example of the README
+    and of docs/specs.md is the line validate really prints (`error: file:line: field: why`)."""
     r = _run("scheduler", "plan", "examples/quickstart.yaml")
     estimate = r.stdout.splitlines()[1].rsplit(": ", 1)[1]
     readme = (ROOT / "README.md").read_text()
@@ -154,8 +154,9 @@ def test_readme_demo_time_and_validate_line_are_what_the_cli_prints(tmp_path):
     r = _run("scheduler", "validate", str(bad))
     line = r.stderr.strip().replace(str(bad), "spec.yaml")
     assert r.returncode == EXIT_USAGE
-    shown = readme.split("# exit 2, one line per wrong field: ")[1].split("\n")[0]
-    assert line.split(":", 2)[0] == shown.split(":", 2)[0] == "error" and line.split(":")[3:] == shown.split(":")[3:]
+    for page in (readme, (ROOT / "docs/specs.md").read_text()):
+        shown = page.split("# exit 2, one line per wrong field: ")[1].split("\n")[0]
+        assert line.split(":", 2)[0] == shown.split(":", 2)[0] == "error" and line.split(":")[3:] == shown.split(":")[3:]
 
 
 def test_license_file_is_mit():

@@ -27,16 +27,29 @@ class FakeStore:
     """The results DB as the collector sees it: results by run id (an upsert, like the real
     one), runs marked running; like the real store it refuses a result whose run was not planned
     or differs from it (when ``planned`` is given), and results of the run ids in ``refuse`` (a
-    value the DB rejects); it is away for the next ``away`` writes and while ``down`` is set."""
+    value the DB rejects); it is away for the next ``away`` writes and while ``down`` is set.
+    One object plays every part of the store (runs, results, workers)."""
 
     def __init__(self, db: "FakeDb"):
         self.db = db
+
+    @property
+    def runs(self) -> "FakeStore":
+        return self
+
+    @property
+    def results(self) -> "FakeStore":
+        return self
+
+    @property
+    def workers(self) -> "FakeStore":
+        return self
 
     def mark_running(self, event: RunEvent) -> None:
         self.db.write()
         self.db.running.append(event.run_id)
 
-    def store_result(self, result: RunResult) -> None:
+    def store(self, result: RunResult) -> None:
         self.db.write(result.run_id)
         if self.db.planned is not None:
             run = self.db.planned.get(result.run_id)
@@ -49,13 +62,13 @@ class FakeStore:
         self.db.results[result.run_id] = result
         self.db.order.append(result.run_id)
 
-    def result(self, run_id: str) -> RunResult | None:
+    def get(self, run_id: str) -> RunResult | None:
         return self.db.results.get(run_id)
 
     def reachable(self) -> bool:
         return not self.db.gone and not self.db.down.is_set()
 
-    def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
+    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
         if self.db.fail_away:
             self.db.fail_away -= 1
             raise StoreUnavailable("results DB: 2013 Lost connection to MySQL server during query")
@@ -67,10 +80,10 @@ class FakeStore:
         self.db.failed[run_id] = reason
         return True
 
-    def overdue_runs(self, now: float, grace_s: float) -> list:
+    def overdue(self, now: float, grace_s: float) -> list:
         return [o for o in self.db.overdue if o.run_id not in self.db.failed and o.run_id not in self.db.results]
 
-    def recent_results(self, campaigns: int) -> list:
+    def recent(self, campaigns: int) -> list:
         return []
 
     def record_announcement(self, announcement: WorkerAnnouncement) -> None:
@@ -92,8 +105,8 @@ class FakeDb:
         self.order: list[str] = []
         self.running: list[str] = []
         self.announcements: dict[str, WorkerAnnouncement] = {}
-        #: The planned runs (fail_run fails only these), the failed ones with their reasons,
-        #: and what overdue_runs answers.
+        #: The planned runs (runs.fail fails only these), the failed ones with their reasons,
+        #: and what runs.overdue answers.
         self.runs: dict[str, RunSpec] = {}
         self.failed: dict[str, str] = {}
         self.overdue: list = []
@@ -102,7 +115,7 @@ class FakeDb:
         self.planned = None if planned is None else {r.run_id: r for r in planned}
         self.away = away
         self.unavailable = unavailable
-        #: fail_run finds the DB away this many times.
+        #: runs.fail finds the DB away this many times.
         self.fail_away = 0
         self.opened = self.closed = 0
         #: Whether the last write found the DB away (what reachable() answers).

@@ -13,7 +13,7 @@ from services.common.results.histogram import Histogram
 from services.common.messages.results import Series
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.workloads import DataShape, WorkloadSpec
-from services.worker.driver.contract import Counts, Driver
+from services.worker.driver.contract import ConnectParams, Counts, Driver
 from services.worker.driver.native.protocol import Done, Failed, Go, Job, Ready, Stop, Tick, merged_kinds
 from services.worker.driver.registry import DRIVERS, driver_for
 
@@ -36,8 +36,8 @@ def test_pipe_messages_survive_pickling():
     h = Histogram()
     for us in (120, 340, 9000):
         h.record(us)
-    job = Job({"host": "127.0.0.1"}, WorkloadSpec(name="oltp_point_select"), DataShape(), (0, 2), 4, 7, (1,),
-              rate=10.0, index=1, by_kind=True)
+    job = Job(ConnectParams(host="127.0.0.1", password="pw"), WorkloadSpec(name="oltp_point_select"), DataShape(),
+              (0, 2), 4, 7, (1,), rate=10.0, index=1, by_kind=True)
     done = Done(Counts(transactions=3, reads=3, errors_by_code={"1205": 1}),
                 Series(transactions=[2, 1], queries=[2, 1], errors=[0, 0]), h, {"read": h}, 12.5, 0.25, None)
     for msg in (job, Ready(), Failed(1049, "Unknown database"), Go(1.0, 2.0, 3.0), Stop(),
@@ -60,18 +60,17 @@ def test_per_kind_histograms_merge_kind_by_kind():
 
 
 def test_every_spec_driver_is_registered_with_the_one_signature():
-    """Each driver a spec may name is registered, and takes every parameter of the Driver protocol
-    by the same name, kind and default."""
+    """Each driver a spec may name is registered and takes the Driver protocol's one LoadRequest
+    first; anything else it takes is a keyword with a default."""
     names = typing.get_args(CampaignSpec.model_fields["driver"].annotation)
     assert set(DRIVERS) == set(names)
     protocol = list(inspect.signature(Driver.__call__).parameters.values())[1:]  # without self
+    assert [(p.name, p.annotation) for p in protocol] == [("request", "LoadRequest")]
     for name, drive in DRIVERS.items():
-        params = inspect.signature(drive).parameters
-        for p in protocol:
-            assert p.name in params, f"{name} lacks {p.name}"
-            assert (params[p.name].kind, params[p.name].default) == (p.kind, p.default), f"{name}: {p.name}"
-        extra = [q for q in params.values() if q.name not in {p.name for p in protocol}]
-        assert all(q.default is not inspect.Parameter.empty for q in extra), name
+        first, *extra = inspect.signature(drive).parameters.values()
+        assert (first.name, first.kind, first.annotation) == ("request", protocol[0].kind, "LoadRequest"), name
+        assert all(q.kind is inspect.Parameter.KEYWORD_ONLY and q.default is not inspect.Parameter.empty
+                   for q in extra), name
 
 
 def test_unknown_driver_name_fails_the_run_naming_the_known_ones():

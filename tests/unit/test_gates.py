@@ -80,9 +80,10 @@ def test_collector_compare_exits_5_naming_the_slower_cells(monkeypatch, capsys):
     import contextlib
 
     from services.collector import cli as collector_cli
+    from services.collector.commands import compare as compare_command
     from services.reporting import load as load_module
 
-    monkeypatch.setattr(collector_cli, "Store", lambda settings: contextlib.nullcontext())
+    monkeypatch.setattr(compare_command, "Store", lambda settings: contextlib.nullcontext())
     monkeypatch.setattr(load_module, "load", lambda store, ref, with_results=True: {"a": A, "b": B}[ref])
     assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "5"]) == cli.EXIT_SLOWER
     out, err = capsys.readouterr()
@@ -122,9 +123,19 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
     from services.scheduler import cli as scheduler_cli
     from tests.unit.test_report_formats import POOL_RUNS, campaign as pool_campaign
 
+    class Runs:
+        def counts(self, campaign_id):
+            return {"pending": 0, "running": 0, "done": 12, "failed": 0, "cancelled": 0}
+
+        def active(self, campaign_id):
+            return []
+
+        def failed(self, campaign_id):
+            return []
+
     class DoneStore:
         def __init__(self, settings):
-            pass
+            self.runs = Runs()
 
         def __enter__(self):
             return self
@@ -138,15 +149,8 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
         def close(self):
             pass
 
-        def run_counts(self, campaign_id):
-            return {"pending": 0, "running": 0, "done": 12, "failed": 0, "cancelled": 0}
-
-        def active_runs(self, campaign_id):
-            return []
-
     monkeypatch.setattr(scheduler_cli, "Store", DoneStore)
-    monkeypatch.setattr(scheduler_cli, "failed_runs", lambda store, campaign_id: [])
-    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts: analyse(pool_campaign(POOL_RUNS), opts))
+    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts, plots=False: analyse(pool_campaign(POOL_RUNS), opts))
     spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
     args = argparse.Namespace(poll=0.01, fail_on_collapse=True)

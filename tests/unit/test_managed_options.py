@@ -7,6 +7,7 @@ import pytest
 from services.common.spec import server_options as so
 from services.common.spec.loading import SpecError, parse_spec
 from services.worker.target import info as server_info
+from services.worker.target.connect_params import ConnectParams
 
 HELP = """\
 Usage: mariadbd [OPTIONS]
@@ -122,7 +123,7 @@ def test_status_deltas_interpolate_between_samples():
                (13.0, {"Questions": 2100, "Threads_running": 30}, 3.1)]
     assert server_info.status_deltas(samples, 10.5, 12.0, ["Questions"]) == {"Questions": 1500}
     assert server_info.peak(samples, 10.5, 12.0) == 9
-    sampler = server_info.StatusSampler({})
+    sampler = server_info.StatusSampler(ConnectParams())
     sampler.samples = samples
     report = sampler.report(10.5, 12.0)
     assert report.server_cpu_s == 1.5 and report.status_deltas["Questions"] == 1500

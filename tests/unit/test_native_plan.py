@@ -7,6 +7,7 @@ from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.native.client import runs_blocking
 from services.worker.driver.native.parent import OWN_PROCESS_MAX_PER_CPU, _plan
 from services.worker.driver.native.protocol import Job
+from services.worker.target.connect_params import ConnectParams
 
 
 def test_low_concurrency_gives_each_connection_its_own_process():
@@ -22,7 +23,7 @@ def test_low_concurrency_gives_each_connection_its_own_process():
 
 
 def _job(threads: tuple[int, ...], rate: float = 0.0) -> Job:
-    return Job({}, WorkloadSpec(name="oltp_point_select"), DataShape(), threads, 4, 1, (), rate=rate)
+    return Job(ConnectParams(), WorkloadSpec(name="oltp_point_select"), DataShape(), threads, 4, 1, (), rate=rate)
 
 
 def test_only_a_lone_closed_loop_connection_blocks():

@@ -69,8 +69,8 @@ def test_a_part_whose_barrier_crashed_is_stored_failed_never_as_the_whole_run():
     publish_runs(broker, [p.encode() for p in split_run(run, 2)])
     load = FakeLoad(hub, "w1")
     with fleet(broker, hub, store, {"w1": load}, attempts=1):
-        wait_until(lambda: run.run_id in store.results, "the run's result", timeout=15)
-    r = store.results[run.run_id]
+        wait_until(lambda: run.run_id in store.stored, "the run's result", timeout=15)
+    r = store.stored[run.run_id]
     assert r.status == "failed" and "barrier error" in (r.error or ""), r.error
     assert r.totals == Totals() and load.starts == []
 
@@ -174,5 +174,5 @@ def test_cancelling_a_campaign_while_its_parts_measure_stores_it_cancelled_with_
         wait_until(lambda: not broker.messages(queue) and not broker.unacked(queue), "both parts acked", timeout=10)
         wait_until(lambda: not broker.messages(broker.names.results) and not broker.unacked(broker.names.results),
                    "every result handled", timeout=10)
-    assert store.results[run.run_id].status == "cancelled"
+    assert store.stored[run.run_id].status == "cancelled"
     assert broker.messages(broker.names.dead) == []

@@ -76,50 +76,68 @@ class FakeLoad:
 
 
 class PartsStore:
-    """The results DB as the collector sees it, with the parts table (run_parts) in memory."""
+    """The results DB as the collector sees it, with the parts table (run_parts) in memory; one
+    object plays every part of the store (runs, results, parts, workers)."""
 
     def __init__(self, planned: list[RunSpec]):
         self.planned = {r.run_id: r for r in planned}
-        self.results: dict[str, RunResult] = {}
+        #: The stored results by run id.
+        self.stored: dict[str, RunResult] = {}
         #: Run ids in the order results were stored: a run stored twice shows twice.
         self.order: list[str] = []
         #: run_parts: (run id, group, index) -> (result, merged), as migration 19 keys it.
-        self.parts: dict[tuple[str, str, int], tuple[RunResult, bool]] = {}
+        self.kept: dict[tuple[str, str, int], tuple[RunResult, bool]] = {}
         self.lock = threading.Lock()
+
+    @property
+    def runs(self) -> "PartsStore":
+        return self
+
+    @property
+    def results(self) -> "PartsStore":
+        return self
+
+    @property
+    def parts(self) -> "PartsStore":
+        return self
+
+    @property
+    def workers(self) -> "PartsStore":
+        return self
 
     def open(self) -> "PartsStore":
         return self
 
-    def store_result(self, result: RunResult) -> None:
+    def store(self, result: RunResult) -> None:
         assert result.part is None, "a part is never stored as a run's result"
-        self.results[result.run_id] = result
+        self.stored[result.run_id] = result
         self.order.append(result.run_id)
 
-    def result(self, run_id: str) -> RunResult | None:
-        return self.results.get(run_id)
+    def get(self, run_id: str) -> RunResult | None:
+        return self.stored.get(run_id)
 
-    def store_part(self, result: RunResult) -> list[RunResult]:
+    def keep(self, result: RunResult) -> list[RunResult]:
         assert result.part is not None
         key = (result.run_id, result.part.group, result.part.index)
-        if not self.parts.get(key, (None, False))[1]:
-            self.parts[key] = (result, False)
-        return [r for (rid, g, _), (r, merged) in sorted(self.parts.items())
+        if not self.kept.get(key, (None, False))[1]:
+            self.kept[key] = (result, False)
+        return [r for (rid, g, _), (r, merged) in sorted(self.kept.items())
                 if rid == result.run_id and not merged and g == result.part.group]
 
-    def parts_merged(self, run_id: str, group: str) -> None:
-        for key, (r, _) in list(self.parts.items()):
+    def merged(self, run_id: str, group: str) -> None:
+        for key, (r, _) in list(self.kept.items()):
             if key[0] == run_id and r.part is not None and r.part.group == group:
-                self.parts[key] = (r, True)
+                self.kept[key] = (r, True)
 
     def mark_running(self, event: RunEvent) -> None: ...
 
-    def fail_run(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
+    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
         return False
 
-    def overdue_runs(self, now: float, grace_s: float) -> list:
+    def overdue(self, now: float, grace_s: float) -> list:
         return []
 
-    def recent_results(self, campaigns: int) -> list:
+    def recent(self, campaigns: int) -> list:
         return []
 
     def record_announcement(self, announcement: WorkerAnnouncement) -> None: ...
@@ -165,8 +183,8 @@ def test_two_workers_measure_the_two_parts_and_one_merged_result_is_stored():
     publish_runs(broker, [p.encode() for p in split_run(run, 2)])
     loads = {"w1": FakeLoad(hub, "w1"), "w2": FakeLoad(hub, "w2")}
     with fleet(broker, hub, store, loads, attempts=3):
-        wait_until(lambda: run.run_id in store.results, "the merged result", timeout=15)
-    r = store.results[run.run_id]
+        wait_until(lambda: run.run_id in store.stored, "the merged result", timeout=15)
+    r = store.stored[run.run_id]
     assert r.status == "ok" and store.order == [run.run_id]
     assert sorted(p.worker for p in r.parts) == ["w1", "w2"] and [p.threads for p in r.parts] == [2, 2]
     assert r.totals.transactions == 40 and r.totals.reads == 400, "the sum of the two parts"
@@ -186,9 +204,9 @@ def test_a_part_lost_mid_run_fails_the_whole_run_and_stores_no_half():
     publish_runs(broker, [p.encode() for p in split_run(run, 2)])
     loads = {"w1": FakeLoad(hub, "w1", measure_s=5.0), "w2": FakeLoad(hub, "w2", lose_on=(1,))}
     with fleet(broker, hub, store, loads, attempts=1):
-        wait_until(lambda: run.run_id in store.results, "the run's final result", timeout=15)
+        wait_until(lambda: run.run_id in store.stored, "the run's final result", timeout=15)
         time.sleep(0.3)  # the other part's failed result arrives too, and changes nothing
-    r = store.results[run.run_id]
+    r = store.stored[run.run_id]
     assert r.status == "failed" and "load_hosts" in (r.error or "")
     assert r.totals == Totals() and r.series == Series() and r.measured_s == 0
     assert store.order == [run.run_id]
@@ -204,9 +222,9 @@ def test_a_part_lost_mid_run_fails_the_whole_run_at_once_even_with_attempts_left
     loads = {"w1": FakeLoad(hub, "w1", measure_s=5.0), "w2": FakeLoad(hub, "w2", lose_on=(1,))}
     queue = broker.names.runs_queue(POOL)
     with fleet(broker, hub, store, loads, attempts=3):
-        wait_until(lambda: run.run_id in store.results, "the run's final result", timeout=20)
+        wait_until(lambda: run.run_id in store.stored, "the run's final result", timeout=20)
         wait_until(lambda: not broker.messages(queue) and not broker.unacked(queue), "both parts acked", timeout=10)
-    r = store.results[run.run_id]
+    r = store.stored[run.run_id]
     assert r.status == "failed" and "load_hosts" in (r.error or "") and r.totals == Totals()
     assert store.order == [run.run_id]
     assert sorted(loads["w1"].taken + loads["w2"].taken) == [(0, 1), (1, 1)], "no part was taken twice"
@@ -223,17 +241,17 @@ def test_a_part_failed_after_its_partner_finished_fails_the_run_at_once_naming_i
     loads = {"w1": FakeLoad(hub, "w1", fail_part=1), "w2": FakeLoad(hub, "w2", fail_part=1)}
     queue = broker.names.runs_queue(POOL)
     with fleet(broker, hub, store, loads, attempts=2):
-        wait_until(lambda: run.run_id in store.results, "the run's final result", timeout=20)
+        wait_until(lambda: run.run_id in store.stored, "the run's final result", timeout=20)
         wait_until(lambda: not broker.messages(queue) and not broker.unacked(queue), "both parts acked", timeout=10)
         wait_until(lambda: not broker.messages(broker.names.results) and not broker.unacked(broker.names.results),
                    "every result handled", timeout=10)
     taken = {i: name for name, load in loads.items() for (i, _a) in load.taken}
     assert sorted(a for load in loads.values() for (_i, a) in load.taken) == [1, 1], "no part retried alone"
-    r = store.results[run.run_id]
+    r = store.stored[run.run_id]
     assert r.status == "failed" and store.order == [run.run_id]
     assert r.error == f"load_hosts part 1 ({taken[1]}): MySQL error 2013: Lost connection", r.error
     assert 1 in [p.index for p in r.parts]
-    assert all(merged for (_r, merged) in store.parts.values()), "no part left waiting in run_parts"
+    assert all(merged for (_r, merged) in store.kept.values()), "no part left waiting in run_parts"
 
 
 def test_a_part_nobody_takes_gives_up_at_the_join_timeout_naming_the_pool():
@@ -243,8 +261,8 @@ def test_a_part_nobody_takes_gives_up_at_the_join_timeout_naming_the_pool():
     store = PartsStore(runs())
     publish_runs(broker, [p.encode() for p in split_run(run, 2)])
     with fleet(broker, hub, store, {"w1": FakeLoad(hub, "w1")}, attempts=1):
-        wait_until(lambda: run.run_id in store.results, "the failed run", timeout=30)
-    r = store.results[run.run_id]
+        wait_until(lambda: run.run_id in store.stored, "the failed run", timeout=30)
+    r = store.stored[run.run_id]
     assert r.status == "failed"
     assert "load_hosts: 2 but" in (r.error or "") and "pool default" in (r.error or ""), r.error
     assert r.totals == Totals()
@@ -259,7 +277,7 @@ def test_a_part_taken_again_after_its_run_was_merged_cannot_spoil_the_stored_res
     parts = split_run(run, 2)
     publish_runs(broker, [p.encode() for p in parts])
     with fleet(broker, hub, store, {"w1": FakeLoad(hub, "w1"), "w2": FakeLoad(hub, "w2")}, attempts=1):
-        wait_until(lambda: run.run_id in store.results, "the merged result", timeout=15)
+        wait_until(lambda: run.run_id in store.stored, "the merged result", timeout=15)
     publish_runs(broker, [parts[1].encode()])
     lone = FakeLoad(hub, "w3")
     queue = broker.names.runs_queue(POOL)
@@ -269,7 +287,7 @@ def test_a_part_taken_again_after_its_run_was_merged_cannot_spoil_the_stored_res
         wait_until(lambda: not broker.messages(broker.names.results) and not broker.unacked(broker.names.results),
                    "its result handled", timeout=10)
     assert lone.starts == [], "it never started: nobody joined"
-    r = store.results[run.run_id]
+    r = store.stored[run.run_id]
     assert r.status == "ok" and store.order == [run.run_id]
 
 
@@ -283,6 +301,6 @@ def test_a_failed_part_records_every_part_of_its_group_known_so_far():
     ok, bad = part_result(0, 2, [1000.0]), part_result(1, 2, [1000.0], status="failed")
     assert Collector._store_part(store, ok) is None
     r = Collector._store_part(store, bad)
-    assert r is not None and r.status == "failed" and store.results[run.run_id] == r
+    assert r is not None and r.status == "failed" and store.stored[run.run_id] == r
     assert [(p.index, p.transactions) for p in r.parts] == [(0, 100), (1, 100)]
-    assert all(merged for (_r, merged) in store.parts.values())
+    assert all(merged for (_r, merged) in store.kept.values())

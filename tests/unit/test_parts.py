@@ -20,6 +20,7 @@ from services.common.messages.parts import PartOf, PartReport, PartSignal
 from services.worker.parts.share import part_seed, share_of, split_threads
 from services.common.spec.loading import parse_spec
 from services.scheduler.submit import split_run
+from services.worker.target.connect_params import ConnectParams
 
 from tests.unit.consumer_fixtures import runs
 
@@ -287,7 +288,8 @@ def test_the_parts_drive_exactly_the_runs_thread_ids_each_sliced_as_in_the_unspl
     ids = [t for s in shares for t in s.thread_ids]
     assert sorted(ids) == list(range(threads)) and {s.run_threads for s in shares} == {threads}
     run = runs()[0]
-    jobs = [part_job(Job({}, run.workload, run.data, tids, s.threads, s.seed, cpus), s.first_thread, s.run_threads)
+    jobs = [part_job(Job(ConnectParams(), run.workload, run.data, tids, s.threads, s.seed, cpus), s.first_thread,
+                     s.run_threads)
             for s in shares for tids, cpus in _plan(s.threads, [0, 1], processes)]
     assert sorted(t for j in jobs for t in j.thread_ids) == list(range(threads))
     assert {j.threads for j in jobs} == {threads}

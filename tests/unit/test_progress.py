@@ -83,21 +83,25 @@ def test_wait_tells_once_that_the_broker_is_away_and_keeps_following(monkeypatch
 
     polls = iter([0, 0, 0, 0, 12])
 
+    class Runs:
+        def counts(self, campaign_id):
+            return {"pending": 0, "running": 0, "done": next(polls), "failed": 0, "cancelled": 0}
+
+        def active(self, campaign_id):
+            return []
+
+        def failed(self, campaign_id):
+            return []
+
     class Store:
         def __init__(self, settings):
-            pass
+            self.runs = Runs()
 
         def open(self):
             return self
 
         def close(self):
             pass
-
-        def run_counts(self, campaign_id):
-            return {"pending": 0, "running": 0, "done": next(polls), "failed": 0, "cancelled": 0}
-
-        def active_runs(self, campaign_id):
-            return []
 
     class AwayBus:
         def __init__(self, *a, **k):
@@ -108,8 +112,7 @@ def test_wait_tells_once_that_the_broker_is_away_and_keeps_following(monkeypatch
 
     monkeypatch.setattr(scheduler_cli, "Store", Store)
     monkeypatch.setattr(scheduler_cli, "RabbitBus", AwayBus)
-    monkeypatch.setattr(scheduler_cli, "failed_runs", lambda store, campaign_id: [])
-    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts: analyse(pool_campaign(POOL_RUNS), opts))
+    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts, plots=False: analyse(pool_campaign(POOL_RUNS), opts))
     spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
     assert scheduler_cli._wait(Settings(), "c", spec, argparse.Namespace(poll=0.01)) == 0

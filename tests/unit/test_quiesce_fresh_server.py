@@ -12,6 +12,7 @@ import pytest
 from services.common.errors import DbError
 from services.common.spec.targets import Quiesce
 from services.worker.target import quiesce
+from services.worker.target.connect_params import ConnectParams
 
 
 def refusing(errno: int, msg: str):
@@ -21,7 +22,7 @@ def refusing(errno: int, msg: str):
 
 
 def quiescer() -> quiesce.Quiescer:
-    return quiesce.Quiescer({"unix_socket": "/tmp/none.sock", "database": "sbtest"}, Quiesce(),
+    return quiesce.Quiescer(ConnectParams(unix_socket="/tmp/none.sock", database="sbtest"), Quiesce(),
                             field="targets.M.quiesce", end_leftovers=True, flush=True)
 
 

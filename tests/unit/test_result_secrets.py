@@ -12,6 +12,7 @@ from services.common.messages.codec import decode
 from services.common.spec.loading import parse_spec
 from services.worker.driver.contract import LoadOutcome
 from services.worker.target import info, lifecycle
+from services.worker.target.connect_params import ConnectParams
 
 SPEC = parse_spec("""\
 name: sst
@@ -30,7 +31,7 @@ def _server() -> SimpleNamespace:
     build = SimpleNamespace(name="system", version="11.4", server_sha256="ab" * 32)
     return SimpleNamespace(binary="/usr/sbin/mariadbd", build=build, malloc_loaded="glibc", server_cpus=[1],
                            client_cpus=[0], reused=False, start_s=1.0, pid=4242, port=3399,
-                           connect_params=lambda: {"host": "127.0.0.1", "port": 3399})
+                           connect_params=lambda: ConnectParams(host="127.0.0.1", port=3399))
 
 
 def test_the_worker_reports_secret_options_and_their_live_values_hidden():

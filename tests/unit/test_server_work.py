@@ -19,6 +19,7 @@ from services.reporting.report import analyse, render_lines
 from services.worker.driver.contract import LoadOutcome
 from services.worker.target import info
 from services.worker.target.lifecycle import TargetSession, report
+from services.worker.target.connect_params import ConnectParams
 
 DELTAS = {"Key_reads": 5, "Key_read_requests": 1000,
           "Innodb_buffer_pool_reads": 30, "Innodb_buffer_pool_read_requests": 60000}
@@ -72,7 +73,7 @@ def test_switch_total_only_grows_when_threads_come_and_go():
 
 
 def _sampler() -> info.StatusSampler:
-    sampler = info.StatusSampler({})
+    sampler = info.StatusSampler(ConnectParams())
     sampler.samples = [(10.0, {"Questions": 0, "Key_reads": 0, "Key_read_requests": 0}, 1.0),
                        (11.0, {"Questions": 1000, "Key_reads": 10, "Key_read_requests": 2000}, 1.5),
                        (12.0, {"Questions": 2000, "Key_reads": 20, "Key_read_requests": 4000}, 2.0)]
@@ -86,7 +87,7 @@ def test_process_counters_are_interpolated_over_the_measured_interval():
     st = _sampler().report(10.5, 12.0)
     assert (st.server_ctxt_switches, st.disk_read_bytes, st.disk_write_bytes) == (4500, 4096, 614400)
     assert st.server_cpu_s == 0.75
-    dsn = info.StatusSampler({})
+    dsn = info.StatusSampler(ConnectParams())
     dsn.samples = _sampler().samples
     st = dsn.report(10.5, 12.0)
     assert (st.server_ctxt_switches, st.disk_read_bytes, st.disk_write_bytes) == (None, None, None)
@@ -101,7 +102,7 @@ def _outcome(queries: int, transactions: int) -> LoadOutcome:
 
 def test_the_worker_stores_the_raw_counts_and_the_figures():
     """A managed run's ``server`` field holds switches, bytes and the per-query and per-transaction figures."""
-    session = TargetSession(params={}, client_cpus=None, base=ServerReport(kind="managed"), sampler=_sampler())
+    session = TargetSession(params=ConnectParams(), client_cpus=None, base=ServerReport(kind="managed"), sampler=_sampler())
     server = report(session, _outcome(queries=3000, transactions=300))
     assert (server.server_ctxt_switches, server.client_ctxt_switches) == (4500, 1500)
     assert (server.server_ctxt_switches_per_query, server.client_ctxt_switches_per_query) == (1.5, 0.5)
@@ -109,7 +110,7 @@ def test_the_worker_stores_the_raw_counts_and_the_figures():
     assert server.disk_write_kb_per_transaction == 2.0
     assert server.key_cache_hit_ratio == 0.995 and server.buffer_pool_hit_ratio is None
     assert server.server_cpu_us_per_query == 250.0 and server.client_cpu_us_per_query == 10.0
-    dsn = TargetSession(params={}, client_cpus=None, sampler=info.StatusSampler({}))
+    dsn = TargetSession(params=ConnectParams(), client_cpus=None, sampler=info.StatusSampler(ConnectParams()))
     dsn.sampler.samples = _sampler().samples
     server = report(dsn, _outcome(queries=3000, transactions=300))
     assert server.kind == "dsn" and server.disk_write_bytes is None and server.server_ctxt_switches_per_query is None
@@ -206,7 +207,7 @@ def test_a_server_with_many_threads_has_its_switches_read_less_often(monkeypatch
         reads.clear()
         clock[0] = 1000.0
         monkeypatch.setattr(info, "read_thread_switches", threads_of(count))
-        s = info.StatusSampler({}, server_pid=1)
+        s = info.StatusSampler(ConnectParams(), server_pid=1)
         s._conn = Conn()
         for _ in range(40):  # 20 s of samples every 0.5 s
             s._sample()

@@ -82,10 +82,10 @@ def test_every_connection_names_the_database_and_a_lost_one_is_made_again(monkey
 
     monkeypatch.setattr(mysql.connector, "connect", connect)
     s = store.Store(Settings(db_name="bf_unit"), backoff_s=0.0).open(migrate=False)
-    s._execute("UPDATE runs SET state='running'")
+    s.db.execute("UPDATE runs SET state='running'")
     assert [c["database"] for c in connects] == ["bf_unit", "bf_unit"]
     assert executed == ["UPDATE runs SET state='running'"]
     errors.extend(mysql.connector.Error(msg="Can't connect", errno=2003) for _ in range(store_connection.RETRY_ATTEMPTS))
     with pytest.raises(StoreUnavailable, match="2003"):
-        s._execute("SELECT 1")
+        s.db.execute("SELECT 1")
     assert all(c["database"] == "bf_unit" for c in connects)

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 import pytest
 
-from services.scheduler.campaigns import Duplicate
+from services.common.store.campaigns import Duplicate
 from services.common.bus.control import read_control
 from services.common.errors import BusError, SubmitLockBusy
 from services.common.messages.runs import RunSpec

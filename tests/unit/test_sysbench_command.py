@@ -8,8 +8,9 @@ from services.common.spec.campaign import CampaignSpec
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.sysbench import driver as sd
 from services.common.errors import LoadError
+from services.worker.target.connect_params import ConnectParams
 
-PARAMS = {"host": "db1", "port": 3307, "user": "bench", "password": "s3cret", "database": "sbtest_off"}
+PARAMS = ConnectParams(host="db1", port=3307, user="bench", password="s3cret", database="sbtest_off")
 
 
 def test_command_carries_every_run_option():
@@ -36,7 +37,7 @@ def test_password_never_on_the_command_line():
 def test_fixed_event_mode_and_socket_and_rate():
     """events without a duration runs exactly N events (--events=N --time=0); a socket replaces host and port."""
     argv = sd.command(WorkloadSpec(name="select_random_ranges", options={"delta": 7}), DataShape(), threads=2,
-                      seed=0, events=500, rate=250, params={"unix_socket": "/run/m.sock", "user": "u"})
+                      seed=0, events=500, rate=250, params=ConnectParams(unix_socket="/run/m.sock", user="u"))
     assert "--mysql-socket=/run/m.sock" in argv and not any(a.startswith("--mysql-host") for a in argv)
     assert "--events=500" in argv and "--time=0" in argv and "--rate=250" in argv and "--delta=7" in argv
     # seed 0: sysbench seeds from the clock, exactly what it does when not given a seed

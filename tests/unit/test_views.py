@@ -21,7 +21,7 @@ def test_results_v_lists_every_results_column_but_the_stored_result_and_a_new_co
     assert definitions(more)["campaigns_v"] == definitions(COLUMNS)["campaigns_v"]
 
 
-class _Store:
+class _Connection:
     """Answers the view queries; CREATE OR REPLACE is denied as for the collector's user (no DROP),
     which MariaDB refuses even for a view that does not exist yet."""
 
@@ -29,14 +29,14 @@ class _Store:
         self.executed: list[str] = []
         self.existing = existing
 
-    def _rows(self, sql: str, params=()):
+    def rows(self, sql: str, params=()):
         if "information_schema.COLUMNS" in sql:
             return [(t, c) for t, cols in COLUMNS.items() for c in cols]
         if "information_schema.VIEWS" in sql:
             return [(name,) for name in self.existing]
         return []
 
-    def _execute(self, sql: str, params=()):
+    def execute(self, sql: str, params=()):
         if sql.startswith("CREATE OR REPLACE VIEW"):
             view = sql.split()[4]
             raise StoreError("results DB: 1142 DROP command denied to user 'benchfleet_collector'@'localhost' "
@@ -45,9 +45,9 @@ class _Store:
 
 
 def test_a_view_this_user_may_not_replace_is_left_and_logged():
-    store = _Store()
+    db = _Connection()
     with capture_logs() as logged:
-        made = refresh_views(store)  # type: ignore[arg-type]
+        made = refresh_views(db)  # type: ignore[arg-type]
     assert "results_v" not in made and {"campaigns_v", "runs_v", "series_v", "cell_stats_v"} <= set(made)
     assert [e["view"] for e in logged if e["event"] == "view_out_of_date"] == ["results_v"]
 
@@ -55,8 +55,8 @@ def test_a_view_this_user_may_not_replace_is_left_and_logged():
 def test_a_user_without_drop_makes_every_missing_view():
     """A results DB with no views: a user who may create views but not drop them (the collector)
     makes them all, since a missing view is made without OR REPLACE."""
-    store = _Store(existing=())
+    db = _Connection(existing=())
     with capture_logs() as logged:
-        made = refresh_views(store)  # type: ignore[arg-type]
+        made = refresh_views(db)  # type: ignore[arg-type]
     assert set(made) == {"campaigns_v", "runs_v", "results_v", "series_v", "cell_stats_v"}
     assert not [e for e in logged if e["event"] == "view_out_of_date"]

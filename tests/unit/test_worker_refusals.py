@@ -110,13 +110,15 @@ def test_nothing_is_allowed_until_the_operator_says_so(fleet_env, monkeypatch, n
 def test_allowed_passwords_are_used_with_tls_verified_for_remote_hosts(fleet_env):
     """What the operator allows is read; a password sent to a remote host gets verified TLS,
     a local one the server's TLS as offered, and tls: disabled is the explicit opt-out."""
-    by_env = dsn.connect_params(remote(password_env="BENCH_PW"))
-    by_file = dsn.connect_params(remote(password_file=str(fleet_env / "target-passwords" / "bench")))
+    by_env = dsn.connector_kwargs(dsn.connect_params(remote(password_env="BENCH_PW")))
+    in_file = str(fleet_env / "target-passwords" / "bench")
+    by_file = dsn.connector_kwargs(dsn.connect_params(remote(password_file=in_file)))
     assert by_env["password"] == by_file["password"] == "bench-password"
     assert by_env["ssl_verify_cert"] and by_env["ssl_verify_identity"] and by_env["ssl_ca"]
-    local = dsn.connect_params(DsnTarget(name="a", host="127.0.0.1", password_env="BENCH_PW", database="d"))
+    local = dsn.connector_kwargs(dsn.connect_params(DsnTarget(name="a", host="127.0.0.1", password_env="BENCH_PW",
+                                                             database="d")))
     assert "ssl_verify_cert" not in local and "ssl_disabled" not in local
-    opt_out = dsn.connect_params(remote(password_env="BENCH_PW", tls="disabled"))
+    opt_out = dsn.connector_kwargs(dsn.connect_params(remote(password_env="BENCH_PW", tls="disabled")))
     assert opt_out["ssl_disabled"] and "ssl_verify_cert" not in opt_out
 
 
@@ -198,10 +200,10 @@ def test_sysbench_is_refused_a_target_that_wants_verified_tls(fleet_env, nothing
 
 def test_sysbench_never_sends_a_password_meant_for_verified_tls(monkeypatch):
     """Even called directly with parameters asking for verification, sysbench is not started."""
-    from services.worker.driver.contract import LoadError
+    from services.worker.driver.contract import ConnectParams, LoadError, LoadRequest
     from services.worker.driver.sysbench import driver as sysbench
 
     monkeypatch.setattr(sysbench.subprocess, "Popen", lambda *a, **k: pytest.fail("sysbench started"))
-    params = {"host": "db.example.com", "password": "pw", "ssl_ca": "/ca.pem", "ssl_verify_cert": True}
+    params = ConnectParams(host="db.example.com", password="pw", ssl_ca="/ca.pem", ssl_verify_cert=True)
     with pytest.raises(LoadError, match="cannot check"):
-        sysbench.run_sysbench(params, WorkloadSpec(name="oltp_point_select"), DataShape(), 1, 0.0, 1.0, 1)
+        sysbench.run_sysbench(LoadRequest(params, WorkloadSpec(name="oltp_point_select"), DataShape(), 1, 0.0, 1.0, 1))

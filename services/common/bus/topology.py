@@ -1,5 +1,5 @@
 """What each service declares on the broker, by role, so each role's broker user needs only its
-own permissions (deploy/ensure-services grants them; see the README's security model).
+own permissions (deploy/ensure-services grants them; see docs/security.md).
 
 RabbitMQ checks, per resource name: configure to declare (or delete) an exchange or queue;
 write on the queue and read on the exchange to bind them; write on an exchange to publish; read

@@ -1,5 +1,8 @@
-"""Decoding any message by its ``schema``, with errors that name the wrong field: adding a message
-type means adding it here."""
+"""Decoding any message by its ``schema``, with errors that name the wrong field.
+
+Adding a message type means adding it here: its class in ``Message`` and one ``register(SCHEMA, Class)``
+line below (a class built on ``messages.base._Message``, so it is frozen, bounded and has ``encode``).
+"""
 
 from __future__ import annotations
 
@@ -22,11 +25,32 @@ from services.common.messages.runs import RunSpec
 
 
 Message = Union[RunSpec, RunEvent, RunResult, WorkerBuilds, WorkerAnnouncement, PartSignal]
-_BY_SCHEMA: dict[str, type[BaseModel]] = {RUN_SCHEMA: RunSpec, EVENT_SCHEMA: RunEvent, RESULT_SCHEMA: RunResult,
-                                          BUILDS_SCHEMA: WorkerBuilds, WORKER_SCHEMA: WorkerAnnouncement,
-                                          PART_SCHEMA: PartSignal}
-_BY_SCHEMA[EVENT_SCHEMA_V2] = RunEvent  # "measuring" (messages/events.py)
-_ADAPTERS = {k: TypeAdapter(v) for k, v in _BY_SCHEMA.items()}
+_BY_SCHEMA: dict[str, type[BaseModel]] = {}
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+
+
+def register(schema: str, cls: type[BaseModel]) -> None:
+    """Make ``decode`` read bodies whose ``schema`` is ``schema`` as ``cls``; a schema already taken by
+    another class is refused, since two readings of one schema would split the fleet."""
+    if _BY_SCHEMA.get(schema, cls) is not cls:
+        raise ValueError(f"schema {schema!r} is already {_BY_SCHEMA[schema].__name__}'s")
+    _BY_SCHEMA[schema] = cls
+    _ADAPTERS[schema] = TypeAdapter(cls)
+
+
+def unregister(schema: str) -> None:
+    """Forget ``schema`` (a type registered for a test, or by a plug-in that goes away)."""
+    _BY_SCHEMA.pop(schema, None)
+    _ADAPTERS.pop(schema, None)
+
+
+register(RUN_SCHEMA, RunSpec)
+register(EVENT_SCHEMA, RunEvent)
+register(EVENT_SCHEMA_V2, RunEvent)  # "measuring" (messages/events.py)
+register(RESULT_SCHEMA, RunResult)
+register(BUILDS_SCHEMA, WorkerBuilds)
+register(WORKER_SCHEMA, WorkerAnnouncement)
+register(PART_SCHEMA, PartSignal)
 
 
 def decode(body: bytes | str, expect: tuple[type[BaseModel], ...] | None = None) -> Any:

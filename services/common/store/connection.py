@@ -53,8 +53,8 @@ RETRY_BACKOFF_S = 0.5
 
 
 class StoreConnection:
-    """A connection to the results DB; not thread-safe (one per thread). A lost connection is
-    made again on the next statement, into the same database."""
+    """A connection to the results DB that every part of the Store holds; not thread-safe (one per
+    thread). A lost connection is made again on the next statement, into the same database."""
 
     def __init__(self, settings: Settings, *, attempts: int = RETRY_ATTEMPTS, backoff_s: float = RETRY_BACKOFF_S):
         self.settings = settings
@@ -136,7 +136,7 @@ class StoreConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _execute(self, sql: str, params: Sequence[Any] = (), many: Iterable[Sequence[Any]] | None = None) -> Any:
+    def execute(self, sql: str, params: Sequence[Any] = (), many: Iterable[Sequence[Any]] | None = None) -> Any:
         """Run one statement, connecting again when the connection was lost and trying again
         while the DB is away (every statement here may run twice)."""
         if not self._open:
@@ -174,18 +174,25 @@ class StoreConnection:
     def reachable(self) -> bool:
         """Whether the results DB answers now (tells "DB away" from "DB refused this write")."""
         try:
-            self._execute("SELECT 1").fetchall()
+            self.execute("SELECT 1").fetchall()
             return True
         except StoreError:
             return False
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return list(self._execute(sql, params).fetchall())
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Every row ``sql`` returns (run as ``execute`` does)."""
+        return list(self.execute(sql, params).fetchall())
 
-    def _transaction(self, what: str, statements: Callable[[Any], None]) -> None:
+    def packet_limit(self) -> int:
+        """The server's max_allowed_packet (connecting first when there is no connection)."""
+        if self._conn is None:
+            self.execute("SELECT 1")  # connects, reading the limit
+        return self._packet_limit
+
+    def transaction(self, what: str, statements: Callable[[Any], None]) -> None:
         """Run ``statements`` (given a cursor) in one transaction; rolled back when one fails, and
         StoreUnavailable or StoreError saying ``what`` could not be done."""
-        self._execute("SELECT 1")  # a live connection (made again if it was lost) for the transaction
+        self.execute("SELECT 1")  # a live connection (made again if it was lost) for the transaction
         conn = self._conn
         try:
             conn.start_transaction()
@@ -202,8 +209,8 @@ class StoreConnection:
     # -- schema -----------------------------------------------------------------------------
     def migrate(self) -> int:
         """Apply pending migrations in order; returns the schema version now in force."""
-        self._execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at DOUBLE NOT NULL)")
-        done = {r[0] for r in self._rows("SELECT version FROM schema_migrations")}
+        self.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at DOUBLE NOT NULL)")
+        done = {r[0] for r in self.rows("SELECT version FROM schema_migrations")}
         pending = [(v, statements) for v, statements in MIGRATIONS if v not in done]
         if pending:
             # Backfills may work on big tables longer than a statement's read timeout.
@@ -213,9 +220,9 @@ class StoreConnection:
         try:
             for version, statements in pending:
                 for sql in statements:
-                    self._execute(sql)
+                    self.execute(sql)
                 # INSERT IGNORE: two services starting at once may both apply an idempotent step.
-                self._execute("INSERT IGNORE INTO schema_migrations VALUES (%s, %s)", (version, time.time()))
+                self.execute("INSERT IGNORE INTO schema_migrations VALUES (%s, %s)", (version, time.time()))
                 log.info("schema_migrated", version=version)
         finally:
             if pending:  # back to a connection with the timeouts

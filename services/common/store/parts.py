@@ -1,27 +1,26 @@
 """The results DB's side of runs split over load hosts: each part's result kept in ``run_parts``
-(migration 17; keyed by run, group and index since 19) until its whole group has arrived, so a collector restart, or a part arriving an
-hour after the others, loses nothing. A mixin of services.common.store.Store (its connection and
-retries); the collector merges (services/collector/part_merge.py) and stores the merge as the run's
-one result.
+(migration 17; keyed by run, group and index since 19) until its whole group has arrived, so a
+collector restart, or a part arriving an hour after the others, loses nothing. The collector
+merges (services/collector/part_merge.py) and stores the merge as the run's one result.
 """
 
 from __future__ import annotations
 
 import time
 import zlib
-from typing import Any, Sequence
 
 from services.common.errors import StoreRefused
 from services.common.messages.runs import Cell
 from services.common.messages.results import RunResult
 from services.common.messages.codec import decode
+from services.common.store.connection import StoreConnection
 
 
-def refuse_unless_planned(store: Any, result: RunResult) -> None:
+def refuse_unless_planned(db: StoreConnection, result: RunResult) -> None:
     """StoreRefused unless ``result`` names a planned run with the same campaign, cell and
     repetition (whole results and parts are checked alike)."""
-    planned = store._rows("SELECT campaign_id, target, workload, threads, repetition FROM runs WHERE run_id=%s",
-                          (result.run_id,))
+    planned = db.rows("SELECT campaign_id, target, workload, threads, repetition FROM runs WHERE run_id=%s",
+                      (result.run_id,))
     if not planned:
         raise StoreRefused(f"run_id: no run {result.run_id!r} was planned in the results DB")
     cid, target, workload, threads, repetition = planned[0]
@@ -30,22 +29,21 @@ def refuse_unless_planned(store: Any, result: RunResult) -> None:
         raise StoreRefused(problem)
 
 
-class PartStore:
-    """Keeping parts until their group is complete (mixed into Store)."""
+class Parts:
+    """Parts of runs kept until their group is complete (``Store.parts``)."""
 
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...  # Store's
+    def __init__(self, db: StoreConnection):
+        self.db = db
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...  # Store's
-
-    def store_part(self, result: RunResult) -> list[RunResult]:
+    def keep(self, result: RunResult) -> list[RunResult]:
         """Keep a part's result (again: replaced, never added; a part of another group is a row of
         its own, and a group already merged stays merged) and return every kept, unmerged part of
         its group, this one included. StoreRefused when no such run was planned."""
         part = result.part
         if part is None:
             raise StoreRefused("part: the result is not a part of a run")
-        refuse_unless_planned(self, result)
-        self._execute(
+        refuse_unless_planned(self.db, result)
+        self.db.execute(
             "INSERT INTO run_parts (run_id, part_index, part_count, part_group, status, result_z, stored_at, merged_at)"
             " VALUES (%s,%s,%s,%s,%s,%s,%s,NULL) ON DUPLICATE KEY UPDATE"
             " status=IF(merged_at IS NULL, VALUES(status), status),"
@@ -53,11 +51,11 @@ class PartStore:
             " stored_at=IF(merged_at IS NULL, VALUES(stored_at), stored_at)",
             (result.run_id, part.index, part.count, part.group, result.status, zlib.compress(result.encode(), 6),
              time.time()))
-        rows = self._rows("SELECT result_z FROM run_parts WHERE run_id=%s AND part_group=%s AND merged_at IS NULL"
-                          " ORDER BY part_index", (result.run_id, part.group))
+        rows = self.db.rows("SELECT result_z FROM run_parts WHERE run_id=%s AND part_group=%s AND merged_at IS NULL"
+                            " ORDER BY part_index", (result.run_id, part.group))
         return [decode(zlib.decompress(z), expect=(RunResult,)) for (z,) in rows]
 
-    def parts_merged(self, run_id: str, group: str) -> None:
+    def merged(self, run_id: str, group: str) -> None:
         """The group's merge is stored: its parts keep their row, emptied (no DELETE needed)."""
-        self._execute("UPDATE run_parts SET result_z='', merged_at=%s WHERE run_id=%s AND part_group=%s",
-                      (time.time(), run_id, group))
+        self.db.execute("UPDATE run_parts SET result_z='', merged_at=%s WHERE run_id=%s AND part_group=%s",
+                        (time.time(), run_id, group))

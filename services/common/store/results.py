@@ -1,5 +1,6 @@
-"""The results DB's result writes: a run's result (its columns, compressed whole, its figures),
-its per-second series, and the per-cell statistics the collector computes."""
+"""The results DB's results: a run's result stored (its columns, compressed whole, its figures),
+its per-second series and the per-cell statistics the collector computes; and read back for
+reports (columns, whole results decoded, a cell's history, the builds that ran, the statistics)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import time
 import zlib
 from typing import Sequence
 
+from pydantic import ValidationError
+
 from services.common import logs
-from services.common.errors import StoreRefused
+from services.common.errors import StoreError, StoreRefused
 from services.common.messages.results import RunResult
 from services.common.store.parts import refuse_unless_planned
-from services.common.results.rows import CELL_STAT_COLUMNS, CellStatRow, quality_columns
 from services.common.results.figures import FIGURE_COLUMNS, RunFigures
-from services.common.store.campaigns import CampaignRecords
-from services.common.store.reads import decode_stored
+from services.common.results.rows import (CELL_STAT_COLUMNS, COLUMNS, CellStatRow, HistoryEntry, ResultRow, TargetBuild,
+                                          quality_columns)
+from services.common.store.connection import StoreConnection
+from services.common.store.runs import Runs
 
 log = logs.get(__name__)
 
@@ -32,18 +36,27 @@ ROW_OVERHEAD = 8192
 #: The error column is TEXT (65,535 bytes, 4 per character at worst); the whole error stays
 #: in the stored result.
 ERROR_COLUMN_CHARS = 16_000
+#: Run ids per ``IN (...)`` list when reading chosen whole results.
+IDS_PER_SELECT = 500
+_ROW_SELECT = ", ".join(COLUMNS)
+_ROW_SELECT_R = ", ".join(f"r.{c}" for c in COLUMNS)
 
 
-class ResultWrites(CampaignRecords):
-    """Storing results, their series and cell statistics (a part of Store)."""
+class Results:
+    """Stored results, their series and the per-cell statistics, written and read (``Store.results``)."""
 
-    def store_result(self, result: RunResult) -> None:
+    def __init__(self, db: StoreConnection, runs: Runs):
+        self.db = db
+        #: Storing a result sets its run's state, and the campaign's that follows.
+        self.runs = runs
+
+    def store(self, result: RunResult) -> None:
         """Insert or replace the result of a run (keyed by run id) and set the run's state; a failed
         or cancelled result never replaces an ok one.
         StoreRefused, with nothing written, when no such run was planned or the result's
         campaign, cell or repetition differ from the run's, or it cannot fit the DB's packets."""
-        refuse_unless_planned(self, result)
-        if result.status != "ok" and self._rows("SELECT 1 FROM results WHERE run_id=%s AND status='ok'", (result.run_id,)):
+        refuse_unless_planned(self.db, result)
+        if result.status != "ok" and self.db.rows("SELECT 1 FROM results WHERE run_id=%s AND status='ok'", (result.run_id,)):
             # A run redelivered after a broker restart or a worker's death is measured again; a
             # failure of that second measurement says nothing against the one already stored.
             log.warning("result_kept", run_id=result.run_id, kept="ok", dropped=result.status, error=result.error)
@@ -56,7 +69,7 @@ class ResultWrites(CampaignRecords):
         now = time.time()
         lat = result.latency
         quality = quality_columns(result.quality)
-        self._execute(
+        self.db.execute(
             "INSERT INTO results (run_id, campaign_id, target, workload, threads, repetition, status, measured_s,"
             " transactions, queries, errors, qps, tps, p50_ms, p95_ms, p99_ms, max_ms, worker, host, started_at,"
             " ended_at, error, result_json, result_z, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags,"
@@ -85,24 +98,23 @@ class ResultWrites(CampaignRecords):
         )
         self._store_series(result, now)
         state = {"ok": "done", "failed": "failed", "cancelled": "cancelled"}[result.status]
-        self._execute(
+        self.db.execute(
             "UPDATE runs SET state=%s, worker=%s, started_at=%s, ended_at=%s, error=%s,"
             " attempts=GREATEST(attempts, %s), updated_at=%s WHERE run_id=%s",
             (state, result.worker, result.started_at, result.ended_at, error, result.attempt, now, result.run_id),
         )
-        self._finish_campaign_if_done(result.campaign_id)
+        self.runs.finish_campaign_if_done(result.campaign_id)
 
     def _fits_packet(self, run_id: str, packed: bytes, error: str | None) -> None:
         """StoreRefused unless the INSERT of this result fits the server's max_allowed_packet
         (sent bigger, the server drops the connection, and the write looks like a DB away)."""
-        if self._conn is None:
-            self._execute("SELECT 1")  # connects, reading the limit
+        limit = self.db.packet_limit()
         # Escaped for the SQL text, a byte takes two at worst; the error column four per character.
         size = 2 * len(packed) + 4 * len(error or "") + ROW_OVERHEAD
-        if self._packet_limit and size > self._packet_limit:
+        if limit and size > limit:
             raise StoreRefused(
                 f"result of run {run_id}: {len(packed):,} bytes compressed, too big for the results DB's "
-                f"max_allowed_packet ({self._packet_limit:,} bytes; the INSERT may take {size:,}): "
+                f"max_allowed_packet ({limit:,} bytes; the INSERT may take {size:,}): "
                 "raise max_allowed_packet, then move it back from the dead letters")
 
     def _store_series(self, result: RunResult, stored_at: float) -> None:
@@ -121,7 +133,7 @@ class ResultWrites(CampaignRecords):
         # The client sends executemany's rows as one INSERT: in batches, so a long run's series
         # fits any max_allowed_packet that its compressed result fits.
         for first in range(0, n, SERIES_ROWS_PER_INSERT):
-            self._execute(
+            self.db.execute(
                 "INSERT INTO result_series (run_id, second, campaign_id, stored_at, transactions, queries, errors,"
                 " ignored_errors, reconnects, queue) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
                 " ON DUPLICATE KEY UPDATE campaign_id=VALUES(campaign_id), stored_at=VALUES(stored_at),"
@@ -134,12 +146,12 @@ class ResultWrites(CampaignRecords):
         """Write result_series and the figure columns again from a campaign's stored results
         (migration 11 backfills only the results kept as plain JSON, migration 16 none; the
         others come through here); how many results."""
-        rows = self._rows("SELECT run_id, stored_at, result_json, result_z FROM results WHERE campaign_id=%s",
+        rows = self.db.rows("SELECT run_id, stored_at, result_json, result_z FROM results WHERE campaign_id=%s",
                           (campaign_id,))
         for run_id, stored_at, text, packed in rows:
             result = decode_stored(run_id, text, packed)
             self._store_series(result, float(stored_at))
-            self._execute(f"UPDATE results SET {_FIGURES_ASSIGN} WHERE run_id=%s",
+            self.db.execute(f"UPDATE results SET {_FIGURES_ASSIGN} WHERE run_id=%s",
                           RunFigures.columns(result)[3:] + (run_id,))
         return len(rows)
 
@@ -150,8 +162,116 @@ class ResultWrites(CampaignRecords):
         cols = CELL_STAT_COLUMNS + ("computed_at",)
         updates = ", ".join(f"{c}=VALUES({c})" for c in cols[5:])
         at = now if now is not None else time.time()
-        self._execute(
+        self.db.execute(
             f"INSERT INTO cell_stats ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})"
             f" ON DUPLICATE KEY UPDATE {updates}",
             many=[tuple(getattr(r, c) for c in CELL_STAT_COLUMNS) + (at,) for r in rows],
         )
+
+    # -- reads ------------------------------------------------------------------------------
+    def rows(self, campaign_id: str, workload: str | None = None,
+             targets: Sequence[str] | None = None, *, or_threads: int | None = None,
+             figures: bool = False) -> list[ResultRow]:
+        """The columns of every result of a campaign, or of one of its workloads, or of some of
+        its targets in one workload, and then of every target at ``or_threads`` too (no whole
+        results: see ``whole``); with ``figures``, each row's figures too (None for a
+        row stored before schema 16 and not backfilled)."""
+        where, params = ("campaign_id=%s", (campaign_id,)) if workload is None else \
+            ("campaign_id=%s AND workload=%s", (campaign_id, workload))
+        if targets is not None:
+            where += " AND (target IN (" + ",".join(["%s"] * len(targets)) + ")"
+            params = (*params, *targets)
+            if or_threads is not None:
+                where += " OR threads=%s"
+                params = (*params, or_threads)
+            where += ")"
+        n = len(COLUMNS)
+        extra = ", " + ", ".join(FIGURE_COLUMNS) if figures else ""
+        return [
+            ResultRow.from_columns(r[:n], RunFigures.from_columns(r[n:]) if figures else None)
+            for r in self.db.rows(
+                f"SELECT {_ROW_SELECT}{extra} FROM results WHERE {where}"
+                " ORDER BY workload, threads, target, repetition",
+                params,
+            )
+        ]
+
+    def recent(self, campaigns: int) -> list[ResultRow]:
+        """The results of the ``campaigns`` newest campaigns, oldest campaign first."""
+        ids = [r[0] for r in self.db.rows("SELECT campaign_id FROM campaigns ORDER BY created_at DESC LIMIT %s", (campaigns,))]
+        return [row for cid in reversed(ids) for row in self.rows(cid)]
+
+    def target_builds(self, campaign_id: str) -> list[TargetBuild]:
+        """The distinct builds each target of a campaign ran, from the results' columns (results
+        stored before migration 14 kept them only in result_json)."""
+        rows = self.db.rows(
+            "SELECT DISTINCT target, COALESCE(build, JSON_VALUE(result_json, '$.server.build')),"
+            " COALESCE(build_version, JSON_VALUE(result_json, '$.server.build_version')),"
+            " COALESCE(server_sha256, JSON_VALUE(result_json, '$.server.server_sha256')),"
+            " COALESCE(malloc, JSON_VALUE(result_json, '$.server.malloc')) FROM results"
+            " WHERE campaign_id=%s AND status='ok' ORDER BY target", (campaign_id,))
+        return [TargetBuild(*r) for r in rows]
+
+    def whole(self, campaign_id: str, run_ids: Sequence[str] | None = None) -> list[RunResult]:
+        """Every whole stored result of a campaign (or those of ``run_ids``), decoded, for reports
+        that need series, histograms or the server report beyond the result columns."""
+        if run_ids is None:
+            return [decode_stored(run_id, text, packed) for run_id, text, packed in self.db.rows(
+                "SELECT run_id, result_json, result_z FROM results WHERE campaign_id=%s", (campaign_id,))]
+        out, ids = [], list(run_ids)
+        for first in range(0, len(ids), IDS_PER_SELECT):
+            chunk = ids[first:first + IDS_PER_SELECT]
+            out.extend(decode_stored(run_id, text, packed) for run_id, text, packed in self.db.rows(
+                "SELECT run_id, result_json, result_z FROM results WHERE campaign_id=%s AND run_id IN ("
+                + ",".join(["%s"] * len(chunk)) + ")", (campaign_id, *chunk)))
+        return out
+
+    def history(self, target: str, workload: str, threads: int, *, with_results: bool = False) -> list[HistoryEntry]:
+        """One cell's results across every campaign, oldest campaign first; with the whole
+        results when asked (metrics beyond the columns)."""
+        extra = ", r.result_json, r.result_z" if with_results else ""
+        entries = []
+        for r in self.db.rows(
+                f"SELECT c.name, c.created_at, {_ROW_SELECT_R}{extra}"
+                " FROM results r JOIN campaigns c ON c.campaign_id = r.campaign_id"
+                " WHERE r.target=%s AND r.workload=%s AND r.threads=%s ORDER BY c.created_at, r.repetition",
+                (target, workload, threads)):
+            row = ResultRow.from_columns(r[2:2 + len(COLUMNS)])
+            if with_results:
+                row = row.with_result(decode_stored(row.run_id, r[-2], r[-1]))
+            entries.append(HistoryEntry(r[0], float(r[1]), row))
+        return entries
+
+    def get(self, run_id: str) -> RunResult | None:
+        """The whole stored result of one run, decoded; None when the run has none."""
+        rows = self.db.rows("SELECT result_json, result_z FROM results WHERE run_id=%s", (run_id,))
+        return decode_stored(run_id, *rows[0]) if rows else None
+
+    def cell_stats(self, campaign_id: str, *, metric: str | None = None, workload: str | None = None,
+                   threads: int | None = None) -> list[CellStatRow]:
+        """The stored per-cell statistics of a campaign (of one metric, workload, thread count when given)."""
+        where, params = "campaign_id=%s", [campaign_id]
+        for column, value in (("metric", metric), ("workload", workload), ("threads", threads)):
+            if value is not None:
+                where += f" AND {column}=%s"
+                params.append(value)
+        return [CellStatRow(*[bool(v) if c in ("higher_is_better", "high_cv", "collapsed") else v
+                              for c, v in zip(CELL_STAT_COLUMNS, r)])
+                for r in self.db.rows(f"SELECT {', '.join(CELL_STAT_COLUMNS)} FROM cell_stats WHERE {where}"
+                                    " ORDER BY metric, workload, threads, target", params)]
+
+    def count(self, run_id: str) -> int:
+        return int(self.db.rows("SELECT COUNT(*) FROM results WHERE run_id=%s", (run_id,))[0][0])
+
+
+def decode_stored(run_id: str, text: str, packed: bytes | None = None) -> RunResult:
+    # pydantic-core parses the JSON itself: a 10,000-run report decodes every result at once.
+    # Results stored before migration 5 have their JSON in result_json, later ones in result_z.
+    try:
+        return RunResult.model_validate_json(zlib.decompress(packed) if packed is not None else text)
+    except zlib.error as e:
+        raise StoreError(f"stored result of run {run_id} does not decompress: {e}") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise StoreError(f"stored result of run {run_id} does not decode: {where}: {err['msg']}") from None

@@ -6,27 +6,33 @@ from __future__ import annotations
 from typing import Sequence
 
 from services.common.store.campaign_file import CampaignExport, ExportedCampaign, ExportedRun
-from services.common.store.reads import ResultReads
-from services.common.store.results import ResultWrites
+from services.common.store.campaigns import Campaigns
+from services.common.store.connection import StoreConnection
+from services.common.store.results import Results
 
 
-class CampaignTransfer(ResultWrites, ResultReads):
-    """Export and import of whole campaigns (a part of Store)."""
+class Transfer:
+    """Export and import of whole campaigns (``Store.transfer``)."""
+
+    def __init__(self, db: StoreConnection, campaigns: Campaigns, results: Results):
+        self.db = db
+        self.campaigns = campaigns
+        self.results = results
 
     def export_campaign(self, ref: str) -> CampaignExport | None:
         """Everything stored of campaign ``ref`` (id, or name for the latest); None if unknown."""
-        c = self.campaign(ref)
+        c = self.campaigns.get(ref)
         if c is None:
             return None
-        (spec_hash_, pool, key), = self._rows(
+        (spec_hash_, pool, key), = self.db.rows(
             "SELECT spec_hash, pool, idempotency_key FROM campaigns WHERE campaign_id=%s", (c.campaign_id,))
         runs = [ExportedRun(run_id=r[0], seq=int(r[1]), target=r[2], workload=r[3], threads=int(r[4]),
                             repetition=int(r[5]), state=r[6], attempts=int(r[7]), worker=r[8], started_at=r[9],
                             ended_at=r[10], error=r[11], updated_at=float(r[12]))
-                for r in self._rows("SELECT run_id, seq, target, workload, threads, repetition, state, attempts, worker,"
-                                    " started_at, ended_at, error, updated_at FROM runs WHERE campaign_id=%s"
-                                    " ORDER BY seq, run_id", (c.campaign_id,))]
-        results = sorted(self.stored_results(c.campaign_id), key=lambda r: r.run_id)
+                for r in self.db.rows("SELECT run_id, seq, target, workload, threads, repetition, state, attempts, worker,"
+                                      " started_at, ended_at, error, updated_at FROM runs WHERE campaign_id=%s"
+                                      " ORDER BY seq, run_id", (c.campaign_id,))]
+        results = sorted(self.results.whole(c.campaign_id), key=lambda r: r.run_id)
         return CampaignExport(
             campaign=ExportedCampaign(campaign_id=c.campaign_id, name=c.name, spec=c.spec, spec_hash=spec_hash_,
                                       pool=pool, baseline=c.baseline, total_runs=c.total_runs, state=c.state,
@@ -37,7 +43,7 @@ class CampaignTransfer(ResultWrites, ResultReads):
         """Bring an exported campaign in: the same campaign id, run ids and results, replacing
         what an earlier import of it stored (so importing twice changes nothing)."""
         c = export.campaign
-        self._execute(
+        self.db.execute(
             "INSERT INTO campaigns (campaign_id, name, spec_json, spec_hash, pool, baseline, total_runs, state,"
             " created_at, idempotency_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON DUPLICATE KEY UPDATE"
             " name=VALUES(name), spec_json=VALUES(spec_json), spec_hash=VALUES(spec_hash), pool=VALUES(pool),"
@@ -49,14 +55,14 @@ class CampaignTransfer(ResultWrites, ResultReads):
         # state, so the export's rows are written again after, their word being final.
         self._upsert_runs(c.campaign_id, export.runs)
         for result in export.results:
-            self.store_result(result)
+            self.results.store(result)
         self._upsert_runs(c.campaign_id, export.runs)
-        self.set_campaign_state(c.campaign_id, c.state)
+        self.campaigns.set_state(c.campaign_id, c.state)
 
     def _upsert_runs(self, campaign_id: str, runs: Sequence[ExportedRun]) -> None:
         if not runs:
             return
-        self._execute(
+        self.db.execute(
             "INSERT INTO runs (run_id, campaign_id, seq, target, workload, threads, repetition, state, attempts,"
             " worker, started_at, ended_at, error, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
             " ON DUPLICATE KEY UPDATE campaign_id=VALUES(campaign_id), seq=VALUES(seq), target=VALUES(target),"

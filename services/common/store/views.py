@@ -67,21 +67,21 @@ class Statements(Protocol):
     """What refreshing the views needs of the store's connection (which calls it, so it is not
     imported here)."""
 
-    def _execute(self, sql: str, params: Sequence[Any] = (), many: Iterable[Sequence[Any]] | None = None) -> Any: ...
+    def execute(self, sql: str, params: Sequence[Any] = (), many: Iterable[Sequence[Any]] | None = None) -> Any: ...
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
 
-def refresh_views(store: Statements) -> list[str]:
+def refresh_views(db: Statements) -> list[str]:
     """Make every missing view, and again every view whose fingerprint changed; the views made. A
     view this user may not replace is logged and left for a user who may."""
     columns: dict[str, list[str]] = {}
-    for table, column in store._rows(
+    for table, column in db.rows(
             "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
             f" AND TABLE_NAME IN ({', '.join(['%s'] * len(TABLES))}) ORDER BY TABLE_NAME, ORDINAL_POSITION", TABLES):
         columns.setdefault(table, []).append(column)
-    recorded = dict(store._rows("SELECT name, fingerprint FROM schema_views"))
-    existing = {r[0] for r in store._rows("SELECT TABLE_NAME FROM information_schema.VIEWS"
+    recorded = dict(db.rows("SELECT name, fingerprint FROM schema_views"))
+    existing = {r[0] for r in db.rows("SELECT TABLE_NAME FROM information_schema.VIEWS"
                                           " WHERE TABLE_SCHEMA = DATABASE()")}
     made = []
     for name, (sql, fingerprint) in definitions(columns).items():
@@ -91,14 +91,14 @@ def refresh_views(store: Statements) -> list[str]:
         # collector's user lacks. IF NOT EXISTS: two services starting at once may both make it.
         create = "CREATE OR REPLACE VIEW" if name in existing else "CREATE VIEW IF NOT EXISTS"
         try:
-            store._execute(f"{create} {name} AS {sql}")
+            db.execute(f"{create} {name} AS {sql}")
         except StoreError as e:
             if not _denied(e):
                 raise
             log.warning("view_out_of_date", view=name, error=str(e),
                         hint="run any scheduler command (its user may replace views) to bring it up to date")
             continue
-        store._execute("INSERT INTO schema_views (name, fingerprint, made_at) VALUES (%s, %s, %s)"
+        db.execute("INSERT INTO schema_views (name, fingerprint, made_at) VALUES (%s, %s, %s)"
                        " ON DUPLICATE KEY UPDATE fingerprint=VALUES(fingerprint), made_at=VALUES(made_at)",
                        (name, fingerprint, time.time()))
         log.info("view_made", view=name)

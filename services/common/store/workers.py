@@ -12,13 +12,16 @@ from services.common.store.connection import StoreConnection
 log = logs.get(__name__)
 
 
-class WorkerRecords(StoreConnection):
-    """Worker builds and endpoints, the newest announcement kept (a part of Store)."""
+class Workers:
+    """Worker builds and endpoints, the newest announcement kept (``Store.workers``)."""
 
-    def record_worker_builds(self, msg: WorkerBuilds) -> None:
+    def __init__(self, db: StoreConnection):
+        self.db = db
+
+    def record_builds(self, msg: WorkerBuilds) -> None:
         """Keep ``msg`` as its host and pool's builds, unless a newer announcement is kept."""
         # Assignments run left to right: announced_at is compared before it is replaced.
-        self._execute(
+        self.db.execute(
             "INSERT INTO worker_builds (host, pool, worker, announcement_json, announced_at) VALUES (%s,%s,%s,%s,%s)"
             " ON DUPLICATE KEY UPDATE"
             " worker=IF(VALUES(announced_at) >= announced_at, VALUES(worker), worker),"
@@ -30,8 +33,8 @@ class WorkerRecords(StoreConnection):
     def pool_builds(self, pool: str) -> list[WorkerBuilds]:
         """The last build announcement of every host of ``pool``, by host."""
         out = []
-        for host, text in self._rows("SELECT host, announcement_json FROM worker_builds WHERE pool=%s ORDER BY host",
-                                     (pool,)):
+        for host, text in self.db.rows("SELECT host, announcement_json FROM worker_builds WHERE pool=%s ORDER BY host",
+                                       (pool,)):
             try:
                 out.append(WorkerBuilds.model_validate_json(text))
             except ValidationError as e:
@@ -40,7 +43,7 @@ class WorkerRecords(StoreConnection):
 
     def record_announcement(self, a: WorkerAnnouncement) -> None:
         """Keep a worker's newest announcement; an older one arriving late changes nothing."""
-        self._execute(
+        self.db.execute(
             "INSERT INTO worker_endpoints (worker, pool, address, state, announced_at) VALUES (%s, %s, %s, %s, %s)"
             " ON DUPLICATE KEY UPDATE"
             " pool=IF(VALUES(announced_at) >= announced_at, VALUES(pool), pool),"
@@ -53,4 +56,4 @@ class WorkerRecords(StoreConnection):
     def announcements(self) -> list[WorkerAnnouncement]:
         """Every worker's newest announcement, by worker id."""
         return [WorkerAnnouncement(worker=w, pool=p, address=addr, state=st, at=float(at)) for w, p, addr, st, at in
-                self._rows("SELECT worker, pool, address, state, announced_at FROM worker_endpoints ORDER BY worker")]
+                self.db.rows("SELECT worker, pool, address, state, announced_at FROM worker_endpoints ORDER BY worker")]

@@ -1,21 +1,23 @@
 """What every load driver offers the runner, whichever drives the load (benchfleet's own load
-processes or the sysbench binary): one call signature (Driver), a typed Progress about once a
-second while it runs, and a LoadOutcome, or a LoadError, at the end."""
+processes or the sysbench binary): one call taking a LoadRequest (Driver), a typed Progress
+about once a second while it runs, and a LoadOutcome, or a LoadError, at the end."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Protocol
+from typing import Callable, Literal, Mapping, Protocol
 
 from services.common.errors import LoadError
 from services.common.results.histogram import Histogram
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
-from services.common.messages.results import Latency, Series, Totals
+from services.common.messages.results import Latency, Series, Totals, Window
 from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.worker.target.connect_params import ConnectParams
 
-__all__ = ["Counts", "Driver", "LoadError", "LoadOutcome", "Phase", "Progress", "ProgressCallback"]
+__all__ = ["ConnectParams", "Counts", "Driver", "LoadError", "LoadOutcome", "LoadRequest", "Phase", "Progress",
+           "ProgressCallback"]
 
 Phase = Literal["warmup", "measure"]
 
@@ -90,36 +92,46 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
+@dataclass(frozen=True)
+class LoadRequest:
+    """One run as a driver gets it: where to connect, what to run and for how long. The driver
+    warms up for ``warmup`` seconds, then measures for ``duration`` (or ``events``
+    transactions); with ``start_gate``, called once every connection is open, the warm-up starts
+    at the wall-clock instant it returns (one run's parts start together); a part drives the
+    run's thread ids ``first_thread`` onwards of ``run_threads`` (their table slices)."""
+
+    params: ConnectParams
+    workload: WorkloadSpec
+    data: DataShape
+    threads: int
+    warmup: float
+    #: None: no time limit, which needs ``events``.
+    duration: float | None
+    seed: int
+    #: Measure exactly this many transactions (sysbench's --events), or until ``duration``.
+    events: int | None = None
+    #: Open loop: transactions arrive as a Poisson stream of this many per second (sysbench's --rate).
+    rate: float | None = None
+    #: Also time each statement, into one histogram per kind (read, write, other).
+    latency_by_kind: bool = False
+    #: A statement failing with an error outside it ends the run with a LoadError (sysbench's FATAL).
+    ignore_errors: IgnoreErrors = IGNORE_DEFAULT
+    #: The CPUs the load runs on; None: wherever this process may run.
+    client_cpus: tuple[int, ...] | None = None
+    stop: threading.Event | None = None
+    on_progress: ProgressCallback | None = None
+    start_gate: Callable[[], float] | None = None
+    first_thread: int = 0
+    run_threads: int | None = None
+
+
 class Driver(Protocol):
     """How the runner drives a load, whichever driver does it (the registry maps the spec's
     ``driver`` names to implementations)."""
 
-    def __call__(
-        self,
-        params: Mapping[str, Any],
-        workload: WorkloadSpec,
-        data: DataShape,
-        threads: int,
-        warmup: float,
-        duration: float | None,
-        seed: int,
-        *,
-        events: int | None = None,
-        rate: float | None = None,
-        latency_by_kind: bool = False,
-        ignore_errors: IgnoreErrors = IGNORE_DEFAULT,
-        client_cpus: list[int] | None = None,
-        stop: threading.Event | None = None,
-        on_progress: ProgressCallback | None = None,
-        start_gate: Callable[[], float] | None = None,
-        first_thread: int = 0,
-        run_threads: int | None = None,
-    ) -> LoadOutcome:
-        """Warm up for ``warmup`` seconds, then measure for ``duration`` (or ``events``
-        transactions); with ``start_gate``, called once every connection is open, the warm-up
-        starts at the wall-clock instant it returns (one run's parts start together); a part drives
-        the run's thread ids ``first_thread`` onwards of ``run_threads`` (their table slices); LoadError when the load cannot run at all, or when a statement fails with
-        an error outside ``ignore_errors`` (sysbench's FATAL), with its MySQL code."""
+    def __call__(self, request: LoadRequest) -> LoadOutcome:
+        """Run ``request``; LoadError when the load cannot run at all, or when a statement fails
+        with an error outside its ``ignore_errors`` (sysbench's FATAL), with its MySQL code."""
         ...
 
 
@@ -140,6 +152,9 @@ class LoadOutcome:
     #: Context switches (voluntary + involuntary) of the load processes over the measured
     #: interval; None when the driver could not count them.
     client_ctxt_switches: int | None = None
+    #: Per-connection completions in the window and what was in flight at its end; None when the
+    #: driver cannot tell (sysbench).
+    window: Window | None = None
 
     @property
     def client_cpu_us_per_query(self) -> float:

@@ -29,6 +29,7 @@ from services.common.spec import server_binary
 from services.common.messages.builds import SYSTEM_BUILD, BuildInfo, BuildRecord, BuildSource
 from services.common.errors import BuildError
 from services.common.spec.fields import NAME_PATTERN
+from services.worker.target import safe_tar
 
 #: The Debian packages a build is made of: the server (mariadbd, mariadb-install-db, share/mysql
 #: with the system tables' SQL and error messages) and the client tools the install script runs
@@ -273,8 +274,7 @@ class Registry:
             tree = work / "tree"
             tree.mkdir()
             try:
-                with tarfile.open(tarball) as tf:
-                    tf.extractall(tree, filter="data")
+                safe_tar.extract(tarball, tree)
             except (tarfile.TarError, OSError) as e:
                 raise BuildError(f"--tarball: {tarball}: {e}") from None
             return tarball.name, find_basedir(tree)

@@ -1,4 +1,5 @@
-"""Reaching a DSN target: connection parameters from the spec plus the worker's own secrets."""
+"""Reaching a DSN target: connection parameters from the spec plus the worker's own secrets, and
+mysql.connector's form of them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import mysql.connector
 
 from services.common.config import Settings
 from services.common.errors import TargetError
+from services.worker.target.connect_params import ConnectParams
 from services.worker.target.secret_policy import SecretPolicy, resolve_password
 
 try:
@@ -32,42 +34,55 @@ def system_ca_bundle() -> str | None:
 
 
 def connect_params(target: DsnTarget, environ: Mapping[str, str] = os.environ,
-                   policy: SecretPolicy | None = None) -> dict[str, Any]:
-    """mysql.connector keyword arguments for ``target``, with its password resolved here under
-    the worker's secret policy (``policy``, else the one ``environ`` configures). TargetError,
-    naming the spec field, before anything is connected."""
+                   policy: SecretPolicy | None = None) -> ConnectParams:
+    """How to reach ``target``, with its password resolved here under the worker's secret policy
+    (``policy``, else the one ``environ`` configures). TargetError, naming the spec field,
+    before anything is connected."""
     where = f"targets.{target.name}"
     # The scheduler refuses this too; a worker never prepares tables in the results DB.
     if target.database.lower() == environ.get("BENCHFLEET_DB_NAME", Settings.db_name).lower():
         raise TargetError(f"{where}.database", f"{target.database} is the results DB's database")
-    params: dict[str, Any] = {"host": target.host, "port": target.port, "user": target.user,
-                              "database": target.database}
-    if target.socket:
-        params["unix_socket"] = target.socket
     try:
         policy = policy or SecretPolicy.from_environ(environ)
     except ValueError as e:  # SettingsError: the worker checked it at start; the environment changed
         raise TargetError(where, f"the worker's secret policy is unusable: {e}") from None
-    params["password"] = resolve_password(where, target.password_env, target.password_file, environ, policy)
+    password = resolve_password(where, target.password_env, target.password_file, environ, policy)
+    tls: dict[str, Any] = {}
     mode = target.tls_mode
     if mode == "disabled":
-        params["ssl_disabled"] = True
+        tls = {"ssl_disabled": True}
     elif mode == "verify":
         # Certificate and host name, so a password never goes to whoever answers on the way.
         ca = target.ssl_ca or system_ca_bundle()
         if ca is None:
             raise TargetError(f"{where}.tls", "verify needs ssl_ca (this worker has no CA bundle); or set "
                                               "tls: preferred to accept an unverified connection")
-        params.update(ssl_ca=ca, ssl_verify_cert=True, ssl_verify_identity=True)
-    return params
+        tls = {"ssl_ca": ca, "ssl_verify_cert": True, "ssl_verify_identity": True}
+    return ConnectParams(host=target.host, port=target.port, unix_socket=target.socket or None, user=target.user,
+                         password=password, database=target.database, **tls)
 
 
-def connect(params: Mapping[str, Any], database: bool = True) -> Any:
+def connector_kwargs(params: ConnectParams, database: bool = True) -> dict[str, Any]:
+    """mysql.connector's keyword arguments for ``params`` (unset ones left to the connector);
+    ``database=False`` leaves the schema unselected (to create it)."""
+    kwargs: dict[str, Any] = {"user": params.user, "password": params.password}
+    for name in ("host", "port", "unix_socket", "ssl_ca"):
+        value = getattr(params, name)
+        if value is not None:
+            kwargs[name] = value
+    for name in ("ssl_disabled", "ssl_verify_cert", "ssl_verify_identity"):
+        if getattr(params, name):
+            kwargs[name] = True
+    if database and params.database:
+        kwargs["database"] = params.database
+    return kwargs
+
+
+def connect(params: ConnectParams, database: bool = True, **options: Any) -> Any:
     """Open a C-extension connection; ``database=False`` connects without selecting the database
-    (to create it)."""
-    kwargs = dict(params)
-    if not database:
-        kwargs.pop("database", None)
+    (to create it); ``options`` are further mysql.connector options (local infile)."""
+    kwargs = connector_kwargs(params, database)
+    kwargs.update(options)
     # autocommit=True matches the mysql CLI and sysbench: without it the connector runs every
     # statement in one long implicit transaction, holding a read view for the whole run.
     kwargs.setdefault("autocommit", True)

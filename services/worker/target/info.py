@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from services.common import logs
 from services.common.spec import server_options
+from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import connect
 
 log = logs.get(__name__)
@@ -226,7 +227,7 @@ class StatusReport:
     disk_write_bytes: int | None = None
 
 
-def server_identity(params: Mapping[str, Any], options: Mapping[str, Any]) -> ServerIdentity:
+def server_identity(params: ConnectParams, options: Mapping[str, Any]) -> ServerIdentity:
     """Server version and the effective value of every option the spec set."""
     conn = connect(params)
     try:
@@ -252,8 +253,8 @@ def server_identity(params: Mapping[str, Any], options: Mapping[str, Any]) -> Se
 class StatusSampler:
     """Samples SHOW GLOBAL STATUS (and server CPU) in a thread between start() and stop()."""
 
-    def __init__(self, params: Mapping[str, Any], *, server_pid: int | None = None, interval: float = INTERVAL_S):
-        self.params = dict(params)
+    def __init__(self, params: ConnectParams, *, server_pid: int | None = None, interval: float = INTERVAL_S):
+        self.params = params
         self.server_pid = server_pid
         self.interval = interval
         self.samples: list[Sample] = []

@@ -20,6 +20,7 @@ from services.common.messages.server_work import server_work
 from services.common.spec.targets import DsnTarget, ManagedTarget
 from services.common.spec.workloads import DataShape
 from services.worker.target import dsn, info, managed, managed_server, quiesce
+from services.worker.target.connect_params import ConnectParams
 from services.worker.target.quiesce import TargetUnsettled
 
 
@@ -41,7 +42,7 @@ log = logs.get(__name__)
 class TargetSession:
     """One run's target: how to connect, the client CPUs, and what is known of the server."""
 
-    params: dict[str, Any]
+    params: ConnectParams
     client_cpus: list[int] | None
     server: managed_server.ManagedServer | None = None
     #: What the report says before the load: the kind, and for managed targets the start.
@@ -51,7 +52,7 @@ class TargetSession:
     sampler: info.StatusSampler | None = None
 
 
-def open_target(servers: managed.ServerManager | None, spec_target: Any, data: DataShape,
+def open_target(servers: managed.ServerManager | None, spec_target: DsnTarget | ManagedTarget, data: DataShape,
                 client_cpus: list[int] | None) -> TargetSession:
     """Connection parameters for the run (starting a managed server, through the worker's
     ``servers``, when the target is one); raise TargetError naming the field to fix."""

@@ -17,6 +17,7 @@ from services.common import logs
 from services.common.spec import server_binary, server_options
 from services.common.spec.targets import ManagedTarget
 from services.worker.target import flavours
+from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import TargetError, connect
 from services.worker.target.managed_template import CLIENT_USER, ServerBuild, log_tail
 
@@ -106,9 +107,9 @@ class ManagedServer:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def connect_params(self) -> dict[str, Any]:
-        return {"unix_socket": str(self.socket), "user": CLIENT_USER, "password": self.password,
-                "database": self.target.database}
+    def connect_params(self) -> ConnectParams:
+        return ConnectParams(unix_socket=str(self.socket), user=CLIENT_USER, password=self.password,
+                             database=self.target.database)
 
     def argv(self) -> list[str]:
         t = self.target

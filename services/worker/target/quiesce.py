@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import mysql.connector
 
@@ -26,6 +26,7 @@ from services.common.errors import DbError, TargetError
 from services.common.messages.results import QuiesceReport
 from services.common.spec.targets import Quiesce
 from services.worker.target import settling
+from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import connect
 
 log = logs.get(__name__)
@@ -114,9 +115,9 @@ def status(cur: Any) -> dict[str, str]:
     return {str(k): _text(v) or "" for k, v in _rows(cur, f"SHOW GLOBAL STATUS WHERE Variable_name IN ({names})")}
 
 
-def live_ports(params: Mapping[str, Any]) -> set[int] | None:
+def live_ports(params: ConnectParams) -> set[int] | None:
     """The live client ports to the target on this host (None over a unix socket)."""
-    if params.get("unix_socket"):
+    if params.unix_socket:
         return None
     tables = []
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -125,7 +126,7 @@ def live_ports(params: Mapping[str, Any]) -> set[int] | None:
                 tables.append(f.read())
         except OSError:
             pass
-    return settling.live_client_ports(tables, int(params.get("port") or 3306))
+    return settling.live_client_ports(tables, params.port or 3306)
 
 
 def _kill(cur: Any, c: settling.Connection) -> bool:
@@ -195,13 +196,13 @@ class _Flushing:
             raise FlushNotRestored(e.errno or 0, f"quiesce: innodb_max_dirty_pages_pct not put back: {e.msg}") from None
 
 
-def wait(cur: Any, me: settling.Connection, params: Mapping[str, Any], rules: Quiesce, *, end_leftovers: bool,
+def wait(cur: Any, me: settling.Connection, params: ConnectParams, rules: Quiesce, *, end_leftovers: bool,
          managed: bool = False, connections_only: bool = False, spent_s: float = 0.0,
          stop: threading.Event | None = None, poll_s: float = POLL_S) -> Phase:
     """Look at the target (``params``: the run's) until it has settled, the timeout (counted
     from ``spent_s`` already spent) is reached, or ``stop`` is set; first KILL the leftovers
     whose client is gone when ``end_leftovers`` (over a unix socket: only on a ``managed`` server)."""
-    database = str(params.get("database") or "")
+    database = params.database
     history_source = _History()
     killed: set[int] = set()
     ended = 0
@@ -256,9 +257,9 @@ class Quiescer:
     """One run's waits on one connection of its own: ``before_prepare`` ends an earlier failed
     run's statements (they would hold the locks prepare needs), ``settle`` waits for the rest."""
 
-    def __init__(self, params: Mapping[str, Any], rules: Quiesce, *, field: str, end_leftovers: bool, flush: bool,
+    def __init__(self, params: ConnectParams, rules: Quiesce, *, field: str, end_leftovers: bool, flush: bool,
                  managed: bool = False, stop: threading.Event | None = None, poll_s: float = POLL_S):
-        self.params = dict(params)
+        self.params = params
         #: The worker's own server: over its unix socket every leftover is a run's.
         self.managed = managed
         self.rules = rules
@@ -313,7 +314,7 @@ class Quiescer:
             # A fresh server (a managed one just started for a retried or redelivered run) has
             # no database yet: no earlier statement can be running in it, and prepare makes it.
             if e.errno == _NO_DATABASE:
-                log.info("quiesce_no_database", database=self.params.get("database"))
+                log.info("quiesce_no_database", database=self.params.database)
                 return None
             raise
 

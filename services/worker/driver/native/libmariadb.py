@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from services.common.errors import ClientLibraryError, DbError
+from services.worker.target.connect_params import ConnectParams
 
 #: libmariadb's wait flags returned by *_start/*_cont (mysql.h).
 WAIT_READ, WAIT_WRITE, WAIT_EXCEPT, WAIT_TIMEOUT = 1, 2, 4, 8
@@ -211,12 +213,36 @@ class Statement:
         b.length = ctypes.addressof(length)
 
 
-class Connection:
-    """One connection, in non-blocking mode unless ``nonblocking`` is False, opened (blocking)
-    from mysql.connector-style parameters: host, port, user, password, database, unix_socket,
-    ssl_ca, ssl_disabled."""
+@dataclass(frozen=True)
+class ConnectArgs:
+    """ConnectParams as mysql_real_connect and mysql_ssl_set take them (bytes, None for unset)."""
 
-    def __init__(self, params: Mapping[str, Any], connect_timeout: int = 10, *, nonblocking: bool = True):
+    host: bytes
+    user: bytes
+    password: bytes
+    database: bytes | None
+    port: int
+    unix_socket: bytes | None
+    #: Set only when TLS is wanted: the server's certificate is then verified against it.
+    ssl_ca: bytes | None
+
+
+def connect_args(params: ConnectParams) -> ConnectArgs:
+    """libmariadb's form of ``params``; over a socket the host is "localhost", which is how
+    the library is told to use it."""
+    sock = params.unix_socket
+    return ConnectArgs(
+        host=("localhost" if sock else params.host or "127.0.0.1").encode(), user=params.user.encode(),
+        password=params.password.encode(), database=params.database.encode() if params.database else None,
+        port=params.port or 3306, unix_socket=sock.encode() if sock else None,
+        ssl_ca=params.ssl_ca.encode() if params.ssl_ca and not params.ssl_disabled else None)
+
+
+class Connection:
+    """One connection, in non-blocking mode unless ``nonblocking`` is False, opened (blocking)."""
+
+    def __init__(self, params: ConnectParams, connect_timeout: int = 10, *, nonblocking: bool = True):
+        args = connect_args(params)
         fast, blocking, *_ = _load()
         self._lib = fast
         m = fast.mysql_init(None)
@@ -230,16 +256,12 @@ class Connection:
         # Connector/C sends any file a server asks for by default; a rogue target could ask.
         no_infile = ctypes.c_uint(0)
         fast.mysql_options(m, _OPT_LOCAL_INFILE, ctypes.addressof(no_infile))
-        if params.get("ssl_ca") and not params.get("ssl_disabled"):
-            fast.mysql_ssl_set(m, None, None, str(params["ssl_ca"]).encode(), None, None)
+        if args.ssl_ca is not None:
+            fast.mysql_ssl_set(m, None, None, args.ssl_ca, None, None)
             verify = ctypes.c_char(b"\x01")
             fast.mysql_options(m, _OPT_SSL_VERIFY_SERVER_CERT, ctypes.addressof(verify))
-        sock = params.get("unix_socket")
-        host = "localhost" if sock else str(params.get("host") or "127.0.0.1")
-        ok = blocking.mysql_real_connect(
-            m, host.encode(), str(params.get("user") or "").encode(), str(params.get("password") or "").encode(),
-            str(params["database"]).encode() if params.get("database") else None,
-            int(params.get("port") or 3306), str(sock).encode() if sock else None, 0)
+        ok = blocking.mysql_real_connect(m, args.host, args.user, args.password, args.database, args.port,
+                                         args.unix_socket, 0)
         if not ok:
             err = self.error()
             self.close()

@@ -16,22 +16,21 @@ import multiprocessing.connection
 import os
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from services.common.errors import LoadError
 from services.common.results.histogram import Histogram
-from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
-from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.messages.results import Latency, Series
-from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import (
     Counts,
     LoadOutcome,
+    LoadRequest,
     Progress,
     ProgressCallback,
 )
 from services.worker.driver.native import child
 from services.worker.driver.native.loop import DRAIN_GRACE_S
+from services.worker.driver.window import measured_seconds, summarize
 from services.worker.driver.native.protocol import (
     Done,
     Failed,
@@ -80,38 +79,21 @@ def _plan(threads: int, cpus: list[int], processes: int | None) -> list[tuple[tu
     return plan
 
 
-def run_load(
-    params: Mapping[str, Any],
-    workload: WorkloadSpec,
-    data: DataShape,
-    threads: int,
-    warmup: float,
-    duration: float | None,
-    seed: int,
-    *,
-    events: int | None = None,
-    rate: float | None = None,
-    latency_by_kind: bool = False,
-    ignore_errors: IgnoreErrors = IGNORE_DEFAULT,
-    client_cpus: list[int] | None = None,
-    stop: threading.Event | None = None,
-    on_progress: ProgressCallback | None = None,
-    start_gate: Callable[[], float] | None = None,
-    first_thread: int = 0,
-    run_threads: int | None = None,
-    processes: int | None = None,
-) -> LoadOutcome:
-    """Run ``workload`` with ``threads`` connections: warm up, then measure for ``duration``
-    seconds; raise LoadError if it cannot start. With ``events`` (sysbench's --events), the
-    measurement ends after exactly that many transactions, or at ``duration`` if sooner
-    (None: no time limit). With ``rate`` > 0 (sysbench's --rate), transactions arrive as a
-    Poisson stream of that many per second for the whole run (open loop) instead of each
+def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutcome:
+    """Run the request's workload with ``threads`` connections: warm up, then measure for
+    ``duration`` seconds; raise LoadError if it cannot start. With ``events`` (sysbench's
+    --events), the measurement ends after exactly that many transactions, or at ``duration`` if
+    sooner (None: no time limit). With ``rate`` > 0 (sysbench's --rate), transactions arrive as
+    a Poisson stream of that many per second for the whole run (open loop) instead of each
     connection starting its next one as soon as the last ends. ``latency_by_kind`` also times
     every statement, into one histogram per kind (read, write, other). A statement failing with
     an error outside ``ignore_errors`` ends the run with a LoadError carrying its code, as it
     ends a sysbench run; an ignored one restarts its transaction. ``start_gate``, called once
     every connection is open, returns the wall-clock instant the warm-up starts at (the barrier
-    of a run split over load hosts; it raises LoadError when the barrier is not met)."""
+    of a run split over load hosts; it raises LoadError when the barrier is not met).
+    ``processes`` fixes the number of load processes (default: planned from threads and CPUs)."""
+    r = request
+    threads, events, rate, duration = r.threads, r.events, r.rate, r.duration
     if rate is not None and rate < 0:
         raise LoadError("rate must be >= 0")
     if threads < 1:
@@ -120,26 +102,26 @@ def run_load(
         if not events:
             raise LoadError("a run needs a duration or a number of events")
         duration = MAX_EVENTS_RUN_S
-    cpus = sorted(client_cpus) if client_cpus else sorted(os.sched_getaffinity(0))
+    cpus = sorted(r.client_cpus) if r.client_cpus else sorted(os.sched_getaffinity(0))
     ctx = multiprocessing.get_context("spawn")
     procs, pipes = [], []
     try:
         for tids, mine in _plan(threads, cpus, processes):
             parent_end, child_end = ctx.Pipe(duplex=True)
-            job = part_job(Job(dict(params), workload, data, tids, threads, seed, mine,
+            job = part_job(Job(r.params, r.workload, r.data, tids, threads, r.seed, mine,
                                None if not events else tuple(events // threads + (t < events % threads) for t in tids),
-                               rate=(rate or 0.0) * len(tids) / threads, index=len(procs), by_kind=latency_by_kind,
-                               ignore_errors=ignore_errors), first_thread, run_threads)
+                               rate=(rate or 0.0) * len(tids) / threads, index=len(procs), by_kind=r.latency_by_kind,
+                               ignore_errors=r.ignore_errors), r.first_thread, r.run_threads)
             proc = ctx.Process(target=child.main, args=(child_end, job), daemon=True,
                                name=f"benchfleet-load-{len(procs)}")
             proc.start()
             child_end.close()
             procs.append(proc)
             pipes.append(parent_end)
-        if not _await_ready(pipes, procs, stop, 30.0 + CONNECT_BUDGET_S * threads):
+        if not _await_ready(pipes, procs, r.stop, 30.0 + CONNECT_BUDGET_S * threads):
             return _empty(time.time())
-        start_wall = start_gate() if start_gate is not None else None
-        return _drive(pipes, procs, warmup, duration, stop, on_progress, start_wall)
+        start_wall = r.start_gate() if r.start_gate is not None else None
+        return _drive(pipes, procs, r.warmup, duration, r.stop, r.on_progress, start_wall)
     finally:
         for pipe in pipes:
             try:
@@ -254,7 +236,7 @@ def _sum_series(parts: list[list[int]]) -> list[int]:
 def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> LoadOutcome:
     counts = sum((p.counts for p in parts), Counts())
     last_end = max(p.last_end for p in parts)
-    measured = max(0.0, last_end - t_measure)
+    measured = measured_seconds(last_end, max(p.window_end for p in parts), t_measure)
     # Drop trailing empty seconds of a run cancelled during warm-up or at a boundary.
     n = math.ceil(measured) if measured > 0 else 0
     series = Series(
@@ -276,6 +258,7 @@ def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> Load
         ended_at=wall0 + (last_end - t0),
         client_cpu_s=sum(p.cpu_s for p in parts),
         client_ctxt_switches=sum(p.ctxt_switches for p in parts),
+        window=summarize([n for p in parts for n in p.completed], [a for p in parts for a in p.in_flight_ages]),
     )
 
 

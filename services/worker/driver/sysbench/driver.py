@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 from services.common.spec import ignore_errors as ignore
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
@@ -30,7 +30,7 @@ from services.common.messages.base import MAX_RUN_SEED
 from services.common.messages.results import Latency, Series, Totals
 from services.common.spec.targets import DsnTarget
 from services.common.spec.workloads import DataShape, WorkloadSpec
-from services.worker.driver.contract import LoadError, LoadOutcome, ProgressCallback
+from services.worker.driver.contract import ConnectParams, LoadError, LoadOutcome, LoadRequest
 from services.common.results import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
 from services.worker.target import info
@@ -67,6 +67,18 @@ def check_target(target: object) -> None:
                                                          "preferred to send the password unverified")
 
 
+#: sysbench's own defaults, for a command built without a connection (its tests).
+SYSBENCH_DEFAULTS = ConnectParams(host="127.0.0.1", port=3306, user="root", database="sbtest")
+
+
+def mysql_options(params: ConnectParams) -> list[str]:
+    """sysbench's --mysql-* options for ``params``, the password aside (it goes in the config
+    file, where ps cannot see it); a socket replaces host and port."""
+    where = ([f"--mysql-socket={params.unix_socket}"] if params.unix_socket else
+             [f"--mysql-host={params.host or '127.0.0.1'}", f"--mysql-port={params.port or 3306}"])
+    return [*where, f"--mysql-user={params.user}", f"--mysql-db={params.database or 'sbtest'}"]
+
+
 def _option_value(v: object) -> str:
     if isinstance(v, bool):
         return _BOOL[v]
@@ -76,7 +88,7 @@ def _option_value(v: object) -> str:
 def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int, duration: float | None = None,
             events: int | None = None, rate: float | None = None, report_interval: int = 1,
             ignore_errors: IgnoreErrors = IGNORE_DEFAULT, binary: str = BINARY, config_file: str | None = None,
-            params: Mapping[str, Any] | None = None) -> list[str]:
+            params: ConnectParams | None = None) -> list[str]:
     """The sysbench ``run`` command for one run (pure). ``duration`` None with ``events`` gives
     sysbench's fixed-event mode (--events=N --time=0)."""
     rand_type = str(workload.option("rand_type"))
@@ -91,14 +103,9 @@ def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int,
     if config_file:
         argv.append(f"--config-file={config_file}")
     argv.append(test)
-    p = params or {}
-    if p.get("unix_socket"):
-        argv.append(f"--mysql-socket={p['unix_socket']}")
-    else:
-        argv += [f"--mysql-host={p.get('host', '127.0.0.1')}", f"--mysql-port={p.get('port', 3306)}"]
-    argv += [f"--mysql-user={p.get('user', 'root')}", f"--mysql-db={p.get('database', 'sbtest')}"]
+    argv += mysql_options(params or SYSBENCH_DEFAULTS)
     argv.append(f"--mysql-ignore-errors={ignore.sysbench_value(ignore_errors)}")
-    if p.get("ssl_ca") and not p.get("ssl_disabled"):
+    if params is not None and params.ssl_ca and not params.ssl_disabled:
         argv.append("--mysql-ssl=on")
     argv += [f"--tables={data.tables}", f"--table_size={data.table_size}",
              f"--mysql_storage_engine={data.engine}"]
@@ -126,14 +133,14 @@ def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int,
     return argv
 
 
-def _config_file(params: Mapping[str, Any]) -> str:
+def _config_file(params: ConnectParams) -> str:
     fd, path = tempfile.mkstemp(prefix="benchfleet-sysbench-", suffix=".cfg")
     with os.fdopen(fd, "w") as f:  # mkstemp creates it 0600
-        f.write(f"mysql-password={params.get('password', '')}\n")
+        f.write(f"mysql-password={params.password}\n")
     return path
 
 
-def _pin(pid: int, cpus: list[int] | None) -> None:
+def _pin(pid: int, cpus: tuple[int, ...] | None) -> None:
     if not cpus:
         return
     try:
@@ -157,7 +164,7 @@ def _usage_so_far(pid: int) -> tuple[float, int]:
     return (cpu or 0.0), sum((threads or {}).values())
 
 
-def _run_once(argv: list[str], *, cpus: list[int] | None, deadline: float, stop: threading.Event | None,
+def _run_once(argv: list[str], *, cpus: tuple[int, ...] | None, deadline: float, stop: threading.Event | None,
               on_line: Callable[[str], None] | None = None) -> tuple[int, str, float, int]:
     """Run sysbench to its end; return (exit status, stdout+stderr, CPU seconds it used,
     context switches of its threads), both from its STARTED_LINE on: start, connecting and
@@ -198,64 +205,45 @@ def _run_once(argv: list[str], *, cpus: list[int] | None, deadline: float, stop:
             max(0, usage.ru_nvcsw + usage.ru_nivcsw - switches0))
 
 
-def run_sysbench(
-    params: Mapping[str, Any],
-    workload: WorkloadSpec,
-    data: DataShape,
-    threads: int,
-    warmup: float,
-    duration: float | None,
-    seed: int,
-    *,
-    events: int | None = None,
-    rate: float | None = None,
-    latency_by_kind: bool = False,
-    ignore_errors: IgnoreErrors = IGNORE_DEFAULT,
-    client_cpus: list[int] | None = None,
-    stop: threading.Event | None = None,
-    on_progress: ProgressCallback | None = None,
-    start_gate: Callable[[], float] | None = None,
-    first_thread: int = 0,
-    run_threads: int | None = None,
-    binary: str = BINARY,
-) -> LoadOutcome:
+def run_sysbench(request: LoadRequest, *, binary: str = BINARY) -> LoadOutcome:
     """Warm up, then measure with sysbench; the outcome has the native driver's shape."""
-    if start_gate is not None:
+    r = request
+    if r.start_gate is not None:
         raise LoadError("driver sysbench: a run split over load hosts (load_hosts) needs driver: native")
-    if latency_by_kind:
+    if r.latency_by_kind:
         raise LoadError("driver sysbench: sysbench reports latency per event only; "
                         "latency_by_kind needs driver: native")
-    if params.get("ssl_verify_cert"):
+    if r.params.ssl_verify_cert:
         raise LoadError("driver sysbench: these connection parameters ask for a verified certificate, "
                         "which sysbench 1.0.20 cannot check; the password is not sent")
     path = find_binary(binary)
-    cfg = _config_file(params)
+    cfg = _config_file(r.params)
     try:
         started = time.time()
         t0 = time.monotonic()
-        if warmup > 0:
-            argv = command(workload, data, threads=threads, seed=seed, duration=warmup, rate=rate,
-                           report_interval=0, ignore_errors=ignore_errors, binary=path, config_file=cfg,
-                           params=params)
-            rc, out, _, _ = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + warmup + OVERRUN_S,
-                                   stop=stop)
-            _check(rc, out, stop)
+        if r.warmup > 0:
+            argv = command(r.workload, r.data, threads=r.threads, seed=r.seed, duration=r.warmup, rate=r.rate,
+                           report_interval=0, ignore_errors=r.ignore_errors, binary=path, config_file=cfg,
+                           params=r.params)
+            rc, out, _, _ = _run_once(argv, cpus=r.client_cpus, deadline=time.monotonic() + r.warmup + OVERRUN_S,
+                                      stop=r.stop)
+            _check(rc, out, r.stop)
         warm_s = time.monotonic() - t0
-        if stop is not None and stop.is_set():
+        if r.stop is not None and r.stop.is_set():
             now = time.time()
             return _cancelled(started, now, warm_s)
-        argv = command(workload, data, threads=threads, seed=seed, duration=duration, events=events, rate=rate,
-                       ignore_errors=ignore_errors, binary=path, config_file=cfg, params=params)
+        argv = command(r.workload, r.data, threads=r.threads, seed=r.seed, duration=r.duration, events=r.events,
+                       rate=r.rate, ignore_errors=r.ignore_errors, binary=path, config_file=cfg, params=r.params)
         measure_wall = time.time()
-        limit = (duration or 3600.0) + OVERRUN_S
-        live = LiveProgress(on_progress, open_loop=bool(rate)) if on_progress is not None else None
-        rc, out, cpu_s, switches = _run_once(argv, cpus=client_cpus, deadline=time.monotonic() + limit,
-                                             stop=stop, on_line=None if live is None else live.feed)
+        limit = (r.duration or 3600.0) + OVERRUN_S
+        live = LiveProgress(r.on_progress, open_loop=bool(r.rate)) if r.on_progress is not None else None
+        rc, out, cpu_s, switches = _run_once(argv, cpus=r.client_cpus, deadline=time.monotonic() + limit,
+                                             stop=r.stop, on_line=None if live is None else live.feed)
         if live is not None:
             live.flush()
-        if stop is not None and stop.is_set():
+        if r.stop is not None and r.stop.is_set():
             return _from_intervals(so.intervals(out), started, measure_wall, warm_s, cpu_s)
-        _check(rc, out, stop)
+        _check(rc, out, r.stop)
         report = so.parse_final(out)
         totals = so.totals(report)
         return LoadOutcome(

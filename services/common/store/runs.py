@@ -1,0 +1,139 @@
+"""The results DB's run states: a run started and measuring, counted by state, failed with a reason
+(its run spec or result was dead-lettered, or its worker vanished), overdue for a result, and the
+campaign's state that follows its runs'. The deadlines themselves are in store/finality.py."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from services.common.messages.events import RunEvent
+from services.common.messages.runs import Cell
+from services.common.spec.durations import parse_duration
+from services.common.store.connection import StoreConnection
+from services.common.store.finality import FailedRun, OverdueRun, deadline, start_allowance
+
+RUN_STATES = ("pending", "running", "done", "failed", "cancelled")
+#: A run in one of these states has its final word; later "running" events must not undo it.
+FINAL_STATES = ("done", "failed", "cancelled")
+#: The reason kept in runs.error (a TEXT column) is cut to this many characters.
+MAX_REASON = 2000
+
+
+class Runs:
+    """The states of planned runs and what follows from them (``Store.runs``)."""
+
+    def __init__(self, db: StoreConnection):
+        self.db = db
+
+    def mark_running(self, event: RunEvent) -> None:
+        """Note that a worker started a run, unless the run already has its final state; or, for a
+        "measuring" event, when its warm-up began. Both by the worker's clock: updated_at equals
+        started_at until the measured part began, then holds that moment (``overdue`` reads it)."""
+        if event.state == "measuring":
+            self.db.execute(
+                "UPDATE runs SET updated_at=GREATEST(%s, started_at + 0.001) WHERE run_id=%s AND state='running'"
+                " AND started_at <= %s AND attempts <= %s",
+                (event.at, event.run_id, event.at, event.attempt),
+            )
+            return
+        self.db.execute(
+            "UPDATE runs SET state='running', worker=%s, started_at=%s, attempts=GREATEST(attempts, %s), updated_at=%s"
+            " WHERE run_id=%s AND state NOT IN ('done','failed','cancelled')",
+            (event.worker, event.at, event.attempt, event.at, event.run_id),
+        )
+
+    def counts(self, campaign_id: str) -> dict[str, int]:
+        """How many of the campaign's runs are in each state (every state named)."""
+        counts = {s: 0 for s in RUN_STATES}
+        for state, n in self.db.rows("SELECT state, COUNT(*) FROM runs WHERE campaign_id=%s GROUP BY state",
+                                     (campaign_id,)):
+            counts[state] = int(n)
+        return counts
+
+    def span(self, campaign_id: str) -> tuple[float | None, float | None]:
+        """When the campaign's first run started and its last run ended (None before any did)."""
+        (first, last), = self.db.rows("SELECT MIN(started_at), MAX(ended_at) FROM runs WHERE campaign_id=%s",
+                                      (campaign_id,))
+        return first, last
+
+    def active(self, campaign_id: str) -> list[tuple[str, str, int, int, str | None, float | None]]:
+        """Runs in progress: (target, workload, threads, repetition, worker, started_at)."""
+        return [
+            (r[0], r[1], int(r[2]), int(r[3]), r[4], r[5])
+            for r in self.db.rows(
+                "SELECT target, workload, threads, repetition, worker, started_at FROM runs"
+                " WHERE campaign_id=%s AND state='running' ORDER BY seq",
+                (campaign_id,),
+            )
+        ]
+
+    def finish_campaign_if_done(self, campaign_id: str) -> None:
+        """The campaign finished once no run is pending or running, else running once one began."""
+        counts = self.counts(campaign_id)
+        if counts["pending"] == 0 and counts["running"] == 0 and sum(counts.values()) > 0:
+            state = "finished" if counts["failed"] == 0 and counts["cancelled"] == 0 else "finished_with_failures"
+            # A late result can turn a reaped run done again: the campaign's state follows it.
+            self.db.execute("UPDATE campaigns SET state=%s WHERE campaign_id=%s"
+                            " AND state IN ('submitted','running','finished','finished_with_failures')",
+                            (state, campaign_id))
+        else:
+            self.db.execute("UPDATE campaigns SET state='running' WHERE campaign_id=%s AND state='submitted'",
+                            (campaign_id,))
+
+    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None,
+             now: float | None = None) -> bool:
+        """Mark a run of ``campaign_id`` failed with ``reason`` unless it already has its final state
+        (a stored result keeps its own word); with ``cell``, only when the run is of that cell, so a
+        forged message cannot fail another run. Finishes the campaign when that was its last run.
+        Whether the run was changed."""
+        now = now if now is not None else time.time()
+        sql = ("UPDATE runs SET state='failed', error=%s, ended_at=COALESCE(ended_at, %s), updated_at=%s"
+               " WHERE run_id=%s AND campaign_id=%s AND state NOT IN (" + ",".join(["%s"] * len(FINAL_STATES)) + ")")
+        params: list[object] = [reason[:MAX_REASON], now, now, run_id, campaign_id, *FINAL_STATES]
+        if cell is not None:
+            sql += " AND target=%s AND workload=%s AND threads=%s"
+            params += [cell.target, cell.workload, cell.threads]
+        changed = bool(self.db.execute(sql, params).rowcount)
+        # Even when nothing changed: a statement retried after a lost connection reports 0 rows
+        # although its first try failed the run, and the campaign must still be finished.
+        self.finish_campaign_if_done(campaign_id)
+        return changed
+
+    def overdue(self, now: float, grace_s: float) -> list[OverdueRun]:
+        """Runs still marked running past their deadline (see finality.deadline). updated_at is
+        later than started_at once the worker said the warm-up began (``mark_running``)."""
+        rows = self.db.rows(
+            "SELECT r.run_id, r.campaign_id, r.worker, r.started_at, r.updated_at, r.target, c.spec_json, r.workload"
+            " FROM runs r"
+            " JOIN campaigns c ON c.campaign_id = r.campaign_id WHERE r.state='running' AND r.started_at IS NOT NULL")
+        specs: dict[str, dict] = {}
+        out = []
+        for run_id, campaign_id, worker, started_at, updated_at, target, spec_json, workload in rows:
+            if campaign_id not in specs:
+                specs[campaign_id] = json.loads(spec_json)  # recorded by the scheduler from a validated spec
+            spec = specs[campaign_id]
+            span = parse_duration(spec.get("warmup") or 0) + parse_duration(spec["duration"])
+            started = float(started_at)
+            measuring = float(updated_at) if updated_at is not None and float(updated_at) > started else None
+            due = deadline(started, measuring, span, start_allowance(spec, str(target)), grace_s)
+            if due < now:
+                out.append(OverdueRun(run_id, campaign_id, worker, started, due - started, workload))
+        return out
+
+    def failed(self, campaign_id: str) -> list[FailedRun]:
+        """The failed runs of a campaign with their reasons, in plan order."""
+        return [FailedRun(r[0], r[1]) for r in self.db.rows(
+            "SELECT run_id, error FROM runs WHERE campaign_id=%s AND state='failed' ORDER BY seq", (campaign_id,))]
+
+    def unstored_failures(self, campaign_id: str, workload: str | None = None) -> dict[tuple[str, str, int], int]:
+        """How many runs of each (target, workload, threads) cell failed without a stored result
+        (their run spec or result dead-lettered, or reaped): the cell statistics count them as failed."""
+        sql = ("SELECT r.target, r.workload, r.threads, COUNT(*) FROM runs r LEFT JOIN results s ON s.run_id = r.run_id"
+               " WHERE r.campaign_id=%s AND r.state IN ('failed', 'cancelled') AND s.run_id IS NULL")
+        params: list[object] = [campaign_id]
+        if workload is not None:
+            sql += " AND r.workload=%s"
+            params.append(workload)
+        rows = self.db.rows(sql + " GROUP BY r.target, r.workload, r.threads", params)
+        return {(t, w, int(n)): int(c) for t, w, n, c in rows}
