@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from services.common import logs
-from services.common.results import stalls
+from services.common.results import agreement, stalls
 from services.common.errors import DbError
 from services.common.messages.results import RunResult
 from services.common.messages.runs import RunSpec
@@ -22,6 +22,7 @@ from services.worker.driver.registry import check_target, driver_for
 from services.worker.target import dsn as target
 from services.worker.target import lifecycle as server_run
 from services.worker.target.managed import ServerManager
+from services.workload.server_counter import ServerCounter, counter_for
 
 log = logs.get(__name__)
 
@@ -112,6 +113,12 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
     # Only a finished run is judged: a cancelled one stopped early by request.
     quality = stalls.assess(outcome.series.transactions, warmup_s=run.warmup, duration_s=run.duration,
                             wall_s=outcome.ended_at - outcome.started_at, rate=share.rate) if status == "ok" else None
+    server = server_run.report(session, outcome, _counter(run))
+    if quality is not None and server.count is not None:
+        # Seam: in-flight stays 0 until the drivers report what was begun but unfinished at the window's end.
+        in_flight = 0
+        quality = quality.model_copy(update={"server_agreement": agreement.assess(
+            outcome.totals.transactions, server.count.server_transactions, in_flight=in_flight)})
     return RunResult(
         status=status,
         started_at=outcome.started_at,
@@ -122,7 +129,14 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         errors_by_code=outcome.errors_by_code,
         series=outcome.series,
         latency=outcome.latency,
-        server=server_run.report(session, outcome),
+        server=server,
         quality=quality,
         **base,
     )
+
+
+def _counter(run: RunSpec) -> ServerCounter:
+    """The server counter of ``run``'s transactions, or why the server's count is n/a."""
+    if run.part is not None:
+        return ServerCounter((), reason="a part of a split run: the server counts every part's transactions")
+    return counter_for(run.workload, run.data)

@@ -209,6 +209,13 @@ class ServerIdentity:
     version: str
     version_comment: str
     variables: dict[str, str | None]
+    #: @@thread_handling and @@extra_port (0: none; None where the server has no such variable).
+    thread_handling: str | None = None
+    extra_port: int | None = None
+
+    @property
+    def thread_pool(self) -> bool:
+        return (self.thread_handling or "").replace("-", "_") == "pool_of_threads"
 
 
 @dataclass(frozen=True)
@@ -245,7 +252,12 @@ def server_identity(params: ConnectParams, options: Mapping[str, Any]) -> Server
         effective = {}
         for spec_name, var in names.items():
             effective[spec_name] = values.get(var, values.get(var.removeprefix("skip_")))
-        return ServerIdentity(str(version), str(comment), effective)
+        cur.execute("SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES "
+                    "WHERE VARIABLE_NAME IN ('THREAD_HANDLING', 'EXTRA_PORT')")
+        threads = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+        extra = threads.get("extra_port")
+        return ServerIdentity(str(version), str(comment), effective, thread_handling=threads.get("thread_handling"),
+                              extra_port=int(extra) if extra and extra.isdigit() else None)
     finally:
         conn.close()
 
