@@ -1,7 +1,7 @@
 """`collector`: store results from the bus (`serve`), print comparison tables (`report`,
 `compare`, `history`), move campaigns between results DBs (`export`, `import`,
 `import-sysbench`), compute per-cell statistics (`stats`) and write the Grafana dashboards.
-Renderers return text; only this module writes it out."""
+Argument parsing and dispatch; the report commands live in collector/commands/."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ import argparse
 import os
 import signal
 import sys
-from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from services.collector import sysbench_import as sbi
+from services.collector.commands.compare import cmd_compare
+from services.collector.commands.history import cmd_history
+from services.collector.commands.report import cmd_report
 from services.common.cli import (
     EXIT_COLLAPSE,
     EXIT_OK,
@@ -20,21 +23,22 @@ from services.common.cli import (
     EXIT_USAGE,
     Parser,
     run_main,
+    write_output,
 )
-from services.collector import sysbench_import as sbi
 from services.common.config import AMQP, DB, METRICS, Settings, add_settings_flags
 from services.common.store import Store
+from services.reporting import metrics_catalog as mc
+from services.reporting.options import ReportOptions
+from services.reporting.render import registry
 
 if TYPE_CHECKING:
     from services.common.store.campaign_file import CampaignExport
-from services.reporting import metrics_catalog as mc
-from services.reporting.history import HISTORY_FORMATS
-from services.reporting.options import FORMATS, ReportOptions
 
 _DEFAULTS = ReportOptions()
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    # Imported here, not at the top: the report commands then load neither pika nor the consumer.
     from services.collector.consumer import Collector
     from services.collector.http_sd import SD_PATH, WorkerDirectory
     from services.collector.prometheus import CollectorMetrics
@@ -134,11 +138,25 @@ def _mode_flags(s: argparse.ArgumentParser, delta_help: str, absolute_help: str)
     s.set_defaults(mode=_DEFAULTS.mode)
 
 
+def _format_flag(s: argparse.ArgumentParser, document: registry.Document, help: str) -> None:
+    """``--format``: the formats the registry has for ``document``, text by default."""
+    s.add_argument("--format", dest="fmt", choices=registry.names(document),
+                   default=registry.DEFAULT_FORMAT, help=help)
+
+
+def _file_formats(document: registry.Document, *, plots: bool) -> str:
+    """The formats of ``document`` that write only a file (bytes; for a report, a page with plots too)."""
+    found = [n for n in registry.names(document)
+             if registry.renderer(n, document).to_file or (plots and registry.renderer(n, document).plots)]
+    return " and ".join(found) or "none"
+
+
 def add_report_flags(s: argparse.ArgumentParser) -> None:
     _stat_flags(s)
-    s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt,
-                   help="text (the seeds' layout), markdown, csv, json, ods (needs --out) or html (needs --out)")
-    s.add_argument("--out", help="write to this file instead of stdout (required for ods and html)")
+    _format_flag(s, "report", f"text (the seeds' layout, default) or another; --out is required for "
+                              f"{_file_formats('report', plots=True)}")
+    s.add_argument("--out", help="write to this file instead of stdout (required for "
+                                 f"{_file_formats('report', plots=True)})")
     s.add_argument("--html", metavar="FILE", help="write the self-contained HTML report with plots to FILE")
     s.add_argument("--all-tables", action="store_true", help="text/markdown: every recorded metric, not only --metric")
     s.add_argument("--collapse-fraction", type=_fraction, default=_DEFAULTS.collapse_fraction,
@@ -152,9 +170,8 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("campaign_b", help="the campaign compared against A")
     _mode_flags(s, "cells (B/A*100)-100", "mean value of A and B instead of ratios")
     _stat_flags(s)
-    s.add_argument("--format", dest="fmt", choices=FORMATS, default=_DEFAULTS.fmt,
-                   help="text (default), markdown, csv, json, html, or ods (needs --out)")
-    s.add_argument("--out", help="write to this file instead of stdout (needed for ods)")
+    _format_flag(s, "compare", f"text (default) or another; --out is required for {_file_formats('compare', plots=False)}")
+    s.add_argument("--out", help=f"write to this file instead of stdout (needed for {_file_formats('compare', plots=False)})")
     # PCT is required: an optional value took the next word (`--fail-on-slower A B` read A as PCT).
     s.add_argument("--fail-on-slower", metavar="PCT", type=_percent, default=None,
                    help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is significantly slower than A "
@@ -168,116 +185,7 @@ def add_history_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--threads", type=int, required=True, help="thread count of the cell")
     s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric, help=_METRIC_HELP)
     _test_flags(s)
-    s.add_argument("--format", dest="fmt", choices=HISTORY_FORMATS, default=_DEFAULTS.fmt,
-                   help="text (aligned table with a legend), csv or json")
-
-
-def _write(path: str | None, content: str | bytes) -> None:
-    if path is None:
-        sys.stdout.write(content if isinstance(content, str) else content.decode())
-        return
-    p = Path(path)
-    if isinstance(content, bytes):
-        p.write_bytes(content)
-    else:
-        p.write_text(content, encoding="utf-8")
-
-
-def _options(args: argparse.Namespace) -> ReportOptions:
-    """The report options a subcommand's flags set (each flag's dest is the option's name)."""
-    given = {f.name: getattr(args, f.name) for f in fields(ReportOptions) if hasattr(args, f.name)}
-    return ReportOptions(**given)
-
-
-def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    from services.reporting.load import load_for
-    from services.reporting.options import FILE_FORMATS
-    from services.reporting.report import analyse, render_html_report, render_lines
-
-    opts = _options(args)
-    if opts.fmt in FILE_FORMATS and not args.out:
-        print(f"error: --format {opts.fmt} writes a file: give --out FILE", file=sys.stderr)
-        return EXIT_USAGE
-    with Store(settings) as store:
-        try:
-            data = load_for(store, args.campaign, opts, html=bool(args.html))
-        except LookupError:
-            print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
-            return EXIT_USAGE
-    report = analyse(data, opts)
-    if opts.fmt == "json":
-        from services.reporting.render.exports import render_json
-
-        _write(args.out, render_json(report))
-    elif opts.fmt == "ods":
-        from services.reporting.render.exports import render_ods
-
-        _write(args.out, render_ods(report))
-    elif opts.fmt == "html":
-        _write(args.out, render_html_report(report))
-    else:
-        _write(args.out, "\n".join(render_lines(report)) + "\n")
-    if args.html:
-        _write(args.html, render_html_report(analyse(data, replace(opts, fmt="html"))))
-        print(f"wrote {args.html}", file=sys.stderr)
-    if args.fail_on_collapse and report.collapsed:
-        print(f"error: {len(report.collapsed)} collapsed cell(s) in {data.campaign_id}", file=sys.stderr)
-        return EXIT_COLLAPSE
-    return EXIT_OK
-
-
-def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
-    from services.reporting.compare import compare_campaigns, render_compare
-    from services.reporting.load import load
-
-    opts = _options(args)
-    if opts.fmt == "ods" and not args.out:
-        print("error: --format ods needs --out FILE", file=sys.stderr)
-        return EXIT_USAGE
-    # A comparison shows the chosen metric only: whole results only for a metric they alone hold.
-    whole = not opts.table_metric.column
-    with Store(settings) as store:
-        try:
-            a = load(store, args.campaign_a, with_results=whole)
-            b = load(store, args.campaign_b, with_results=whole)
-        except LookupError as e:
-            print(f"error: {e.args[0]}", file=sys.stderr)
-            return EXIT_USAGE
-    try:
-        c = compare_campaigns(a, b, opts)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    if opts.fmt == "ods":
-        from services.reporting.compare import render_compare_ods
-
-        _write(args.out, render_compare_ods(c))
-    else:
-        _write(args.out, render_compare(c, opts.fmt))
-    if args.fail_on_slower is not None:
-        from services.reporting.compare import regressions
-
-        slower = regressions(c, args.fail_on_slower)
-        if slower:
-            print(f"error: {len(slower)} cell(s) of {c.b.campaign_id} significantly slower than {c.a.campaign_id} "
-                  f"by more than {max(args.fail_on_slower, opts.min_effect) * 100:g}%:", file=sys.stderr)
-            for r in slower:
-                print(f"error:   {r.describe(c.metric.unit)}", file=sys.stderr)
-            return EXIT_SLOWER
-    return EXIT_OK
-
-
-def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
-    from services.reporting.history import history_points, render_history
-
-    opts = _options(args)
-    with Store(settings) as store:
-        # Metrics beyond the result columns (p50, CPU, status deltas) need the whole results.
-        entries = store.results.history(args.target, args.workload, args.threads,
-                                     with_results=not opts.table_metric.column)
-    cell = f"{args.target} / {args.workload} / {args.threads} threads"
-    _write(None, render_history(history_points(entries, opts), cell, opts))
-    return EXIT_OK
+    _format_flag(s, "history", "text (aligned table with a legend, default) or another")
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
@@ -289,7 +197,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     if (why := export.unfinished()) is not None:
         print(f"error: {why}", file=sys.stderr)
         return EXIT_USAGE
-    _write(args.json, export.encode())
+    write_output(args.json, export.encode())
     if args.json:
         print(f"wrote {args.json}: campaign {export.campaign.campaign_id}, {len(export.runs)} runs, "
               f"{len(export.results)} results", file=sys.stderr)

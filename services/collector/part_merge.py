@@ -2,7 +2,8 @@
 
 Counts are summed; per-second series are summed second by second; latency histograms are
 merged bucket-wise (services/common/results/histogram.py) and the percentiles read from the merged
-histogram, never averaged; the maximum is the largest part's. Every part warmed up from the
+histogram, never averaged; the maximum is the largest part's. The per-connection Window: minimum
+of minimums, in-flight and starved summed, oldest in flight the maximum, median weighted (merge_windows). Every part warmed up from the
 same agreed instant (each on its own clock corrected by its measured offset to the
 coordinator's), so second i of every part's series is second i after the one agreed
 measurement start; a part whose series is shorter (its last partial second) counts 0 there.
@@ -19,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from services.common.results import stalls
 from services.common.results.histogram import Histogram
-from services.common.messages.results import Latency, RunResult, Series, Totals
+from services.common.messages.results import Latency, RunResult, Series, Totals, Window
 from services.common.messages.parts import PartReport
 from services.common.messages.server_work import server_work
 
@@ -80,6 +81,32 @@ def merge_latency(latencies: Sequence[Latency]) -> Latency:
     return Latency(**_summary(hist), by_kind=by_kind)
 
 
+def merge_windows(windows: Sequence[Window | None]) -> Window | None:
+    """One Window from the parts': connections, starved connections and transactions in flight
+    summed, the minimum the parts' least, the oldest in flight the parts' oldest. A part carries
+    its median, not its connections' counts, so the run's median is the median of the parts'
+    medians, each weighted by its connections: exact for one part or for parts alike, otherwise
+    a value between the parts' medians. None when a part has none (no per-connection counts)."""
+    if not windows or any(w is None for w in windows):
+        return None
+    parts = [w for w in windows if w is not None]
+    by_median = sorted(parts, key=lambda w: w.completed_per_connection_median)
+    half, seen, median = sum(w.connections for w in parts) / 2, 0, by_median[-1].completed_per_connection_median
+    for w in by_median:
+        seen += w.connections
+        if seen >= half:
+            median = w.completed_per_connection_median
+            break
+    return Window(
+        connections=sum(w.connections for w in parts),
+        completed_per_connection_min=min(w.completed_per_connection_min for w in parts),
+        completed_per_connection_median=median,
+        starved_connections=sum(w.starved_connections for w in parts),
+        in_flight_at_end=sum(w.in_flight_at_end for w in parts),
+        oldest_in_flight_s=max(w.oldest_in_flight_s for w in parts),
+    )
+
+
 def _reports(parts: Sequence[RunResult]) -> list[PartReport]:
     return sorted((p.part for p in parts if p.part is not None), key=lambda r: r.index)
 
@@ -131,6 +158,7 @@ def merge_parts(parts: Sequence[RunResult]) -> RunResult:
         "warmup_s": max(p.warmup_s for p in ordered), "measured_s": max(p.measured_s for p in ordered),
         "totals": totals, "errors_by_code": codes, "series": series,
         "latency": merge_latency([p.latency for p in ordered]),
+        "window": merge_windows([p.window for p in ordered]),
         "server": server.model_copy(update=update), "quality": quality, "part": None, "parts": reports,
     })
 

@@ -1,5 +1,5 @@
-"""What the three CLIs share: exit codes, defined once, and ``run_main``, which turns the error
-tree into one-line messages and exit codes so no command ends in a traceback."""
+"""What the three CLIs share: exit codes, defined once, ``run_main``, which turns the error tree
+into one-line messages and exit codes so no command ends in a traceback, and writing a rendering out."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from services.common import logs
@@ -80,6 +81,17 @@ def error(message: str) -> None:
     """Print ``message`` as ``error: ...`` lines on stderr (one per line of the message)."""
     for line in str(message).splitlines() or [""]:
         print(f"error: {line}", file=sys.stderr)
+
+
+def write_output(path: str | None, content: str | bytes) -> None:
+    """A command's rendered output into the file ``path``, or to stdout without one."""
+    if path is None:
+        sys.stdout.write(content if isinstance(content, str) else content.decode())
+        return
+    if isinstance(content, bytes):
+        Path(path).write_bytes(content)
+    else:
+        Path(path).write_text(content, encoding="utf-8")
 
 
 def _quiet_stdout() -> None:

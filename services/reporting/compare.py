@@ -2,7 +2,8 @@
 week's), with the same statistics and table formats as a report.
 
 Each target present in both campaigns gets its own table in the seeds' two-target shape: one
-row per workload, one column per thread count, cells ``B / A`` with significance marks.
+row per workload, one column per thread count, cells ``B / A`` with significance marks. Text,
+Markdown and CSV here; JSON and ODS in render/machine_formats.py, HTML in render/html.py.
 """
 
 from __future__ import annotations
@@ -10,14 +11,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 from dataclasses import dataclass
 
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, NamedTable
-from services.reporting.options import Format, ReportOptions
-from services.reporting.render.formats import md_text, render_markdown
-from services.reporting.stalls import StalledRun, mark_stalls, stall_lines, stall_rows, stalled_runs
+from services.reporting.options import ReportOptions
+from services.reporting.render.formats import md_text, render_csv, render_markdown
+from services.reporting.stalls import StalledRun, mark_stalls, stall_lines, stalled_runs
 from services.reporting.tables import Measurement, TableSpec, build_table, render_text
 
 #: Row labels of the two campaigns in every comparison table (the header says which is which).
@@ -25,7 +25,10 @@ LABEL_A, LABEL_B = "A", "B"
 
 
 @dataclass(frozen=True)
-class Comparison:
+class CampaignComparison:
+    """Campaign B against campaign A: one table per target both ran (a cell's own test is
+    ``stats.Comparison``)."""
+
     a: CampaignData
     b: CampaignData
     metric: mc.Metric
@@ -39,7 +42,7 @@ class Comparison:
     stalled_b: tuple[StalledRun, ...] = ()
 
 
-def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = ReportOptions()) -> Comparison:
+def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = ReportOptions()) -> CampaignComparison:
     """One table per target common to both campaigns, over their common workloads and thread
     counts, of ``opts.metric`` in ``opts.mode``."""
     m = opts.table_metric
@@ -65,11 +68,11 @@ def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = Re
         tables.append(NamedTable(f"{m.key}_{target}", f"target {target}: {m.description}, B against A",
                                  m, mark_stalls(build_table(ms, spec), here)))
     unmatched = tuple(sorted(set(a.targets) ^ set(b.targets)))
-    return Comparison(a, b, m, tuple(tables), tuple(targets), unmatched,
+    return CampaignComparison(a, b, m, tuple(tables), tuple(targets), unmatched,
                       tuple(stalled[LABEL_A]), tuple(stalled[LABEL_B]))
 
 
-def compare_stall_lines(c: Comparison) -> list[str]:
+def compare_stall_lines(c: CampaignComparison) -> list[str]:
     """The runs behind the ``~`` marks, per campaign; nothing when no compared run was marked."""
     lines: list[str] = []
     for label, data, found in ((LABEL_A, c.a, c.stalled_a), (LABEL_B, c.b, c.stalled_b)):
@@ -94,7 +97,7 @@ class Regression:
                 f"({(self.ratio - 1) * 100:+.1f}% {unit}, p = {self.p:.3g})")
 
 
-def regressions(c: Comparison, beyond: float) -> list[Regression]:
+def regressions(c: CampaignComparison, beyond: float) -> list[Regression]:
     """Cells where B is significantly slower than A (Welch, the comparison's alpha and min-effect)
     by more than ``beyond`` (a fraction: 0.05 is 5%) in the direction the metric counts as worse."""
     out = []
@@ -119,7 +122,7 @@ def _ran(data: CampaignData, target: str) -> str:
     return ""
 
 
-def header_lines(c: Comparison) -> list[str]:
+def header_lines(c: CampaignComparison) -> list[str]:
     lines = [f"A = {c.a.campaign_id} ({c.a.name}, {c.a.state})", f"B = {c.b.campaign_id} ({c.b.name}, {c.b.state})"]
     for t in c.targets:
         a, b = _ran(c.a, t), _ran(c.b, t)
@@ -130,67 +133,36 @@ def header_lines(c: Comparison) -> list[str]:
     return lines + [""]
 
 
-def render_compare_ods(c: Comparison) -> bytes:
-    """The comparison as a spreadsheet: which campaign is A and B, one sheet per table, both campaigns' runs."""
-    from services.reporting.render.exports import ods_document, run_rows, table_rows
-
-    sheets = [("campaigns", [[line] for line in header_lines(c)])]
-    sheets += [(t.key, table_rows(t)) for t in c.tables]
-    sheets += [("stalls A", stall_rows(c.stalled_a)), ("stalls B", stall_rows(c.stalled_b))]
-    sheets += [("runs A", run_rows(c.a.runs)), ("runs B", run_rows(c.b.runs))]
-    return ods_document(sheets)
+def render_compare_text(c: CampaignComparison) -> str:
+    """The comparison as aligned text tables under the campaigns' header."""
+    return _text(c, markdown=False)
 
 
-def render_compare_html(c: Comparison) -> str:
-    """The comparison as one self-contained HTML page with the same tables, marks and legends."""
-    from services.reporting.render.html import _CSS, _e, render_table_html
-
-    title = f"benchfleet compare: {c.b.name} against {c.a.name}"
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
-             f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>",
-             "<p>" + "<br>".join(_e(line) for line in header_lines(c) if line) + "</p>"]
-    for t in c.tables:
-        parts.extend(render_table_html(t))
-    stalls = compare_stall_lines(c)
-    if stalls:
-        parts.append('<h2 id="stalls">Stalls and overruns</h2>')
-        parts.append("<p>" + "<br>".join(_e(x) for x in stalls if x) + "</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+def render_compare_markdown(c: CampaignComparison) -> str:
+    """The comparison as GitHub Markdown tables."""
+    return _text(c, markdown=True)
 
 
-def render_compare(c: Comparison, fmt: Format) -> str:
-    """The comparison as text, markdown, csv, json or html (``render_compare_ods`` makes the ODS file)."""
-    if fmt == "ods":
-        raise ValueError("an ODS comparison is bytes: use render_compare_ods")
-    if fmt == "html":
-        return render_compare_html(c)
-    if fmt == "json":
-        from services.reporting.render.exports import table_data
+def render_compare_csv(c: CampaignComparison) -> str:
+    """Every table's long-format CSV lines, each row led by the target it compares."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    for i, (t, target) in enumerate(zip(c.tables, c.targets)):
+        rows = list(csv.reader(render_csv(t.table)))
+        for j, row in enumerate(rows):
+            if j == 0 and i > 0:
+                continue
+            w.writerow(["compared_target" if j == 0 else target] + row)
+    return out.getvalue()
 
-        return json.dumps({"a": c.a.campaign_id, "b": c.b.campaign_id, "metric": c.metric.key,
-                           "unmatched_targets": list(c.unmatched),
-                           "stalls": {"a": [s.as_data() for s in c.stalled_a], "b": [s.as_data() for s in c.stalled_b]},
-                           "tables": [dict(table_data(t), target=target) for t, target in zip(c.tables, c.targets)]},
-                          indent=1) + "\n"
-    if fmt == "csv":
-        from services.reporting.render.formats import render_csv
 
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\n")
-        for i, (t, target) in enumerate(zip(c.tables, c.targets)):
-            rows = list(csv.reader(render_csv(t.table)))
-            for j, row in enumerate(rows):
-                if j == 0 and i > 0:
-                    continue
-                w.writerow(["compared_target" if j == 0 else target] + row)
-        return out.getvalue()
+def _text(c: CampaignComparison, *, markdown: bool) -> str:
     lines = header_lines(c)
     for i, t in enumerate(c.tables):
         if i:
             lines.append("")
-        lines.extend([f"## {t.title}", ""] if fmt == "markdown" else [t.title, ""])
-        lines.extend(render_markdown(t.table) if fmt == "markdown" else render_text(t.table))
+        lines.extend([f"## {t.title}", ""] if markdown else [t.title, ""])
+        lines.extend(render_markdown(t.table) if markdown else render_text(t.table))
     stalls = compare_stall_lines(c)
-    lines.extend([md_text(x) for x in stalls] if fmt == "markdown" else stalls)
+    lines.extend([md_text(x) for x in stalls] if markdown else stalls)
     return "\n".join(lines) + "\n"

@@ -13,12 +13,9 @@ from typing import Iterable
 
 from services.common.results.rows import HistoryEntry
 from services.reporting.metrics_catalog import row_value
-from services.reporting.options import Format, ReportOptions
+from services.reporting.options import ReportOptions
 from services.reporting.stats import CellStats, Comparison, compare_stats, describe
 from services.reporting.tables import MARK_FASTER, MARK_SLOWER, MARK_STALL, MARK_UNTESTED
-
-#: A history is one small table: these of the report formats fit it.
-HISTORY_FORMATS: tuple[Format, ...] = ("text", "csv", "json")
 
 
 @dataclass(frozen=True)
@@ -83,29 +80,46 @@ def _row(p: HistoryPoint, places: int) -> list[str]:
 COLUMNS = ["campaign", "created (UTC)", "n", "mean", "stdev", "cv %", "95% CI", "failed", "stalled", "vs previous"]
 
 
-def render_history(points: list[HistoryPoint], cell: str, opts: ReportOptions = ReportOptions()) -> str:
-    """The history as aligned text (with a legend), csv or json (``opts.fmt``)."""
-    m, fmt, alpha, min_effect = opts.table_metric, opts.fmt, opts.alpha, opts.min_effect
-    if fmt not in HISTORY_FORMATS:
-        raise ValueError(f"a history renders as {', '.join(HISTORY_FORMATS)}, not {fmt}")
-    places = 0 if m.key in ("qps", "tps") else 2
-    rows = [_row(p, places) for p in points]
-    if fmt == "json":
-        return json.dumps({"cell": cell, "metric": m.key, "points": [dict(zip(COLUMNS, r)) for r in rows]},
-                          indent=1) + "\n"
-    if fmt == "csv":
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow(COLUMNS)
-        w.writerows(rows)
-        return out.getvalue()
+@dataclass(frozen=True)
+class History:
+    """One cell's history, ready for any renderer: its points, which cell, and the options that made them."""
+
+    cell: str
+    points: tuple[HistoryPoint, ...]
+    opts: ReportOptions = ReportOptions()
+
+    def rows(self) -> list[list[str]]:
+        """One row of ``COLUMNS`` per campaign, numbers to the metric's places."""
+        places = 0 if self.opts.table_metric.key in ("qps", "tps") else 2
+        return [_row(p, places) for p in self.points]
+
+
+def render_history_json(h: History) -> str:
+    """The history as one JSON document: the cell, the metric, one object per campaign."""
+    return json.dumps({"cell": h.cell, "metric": h.opts.table_metric.key,
+                       "points": [dict(zip(COLUMNS, r)) for r in h.rows()]}, indent=1) + "\n"
+
+
+def render_history_csv(h: History) -> str:
+    """The history as CSV: a header, then one line per campaign."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(COLUMNS)
+    w.writerows(h.rows())
+    return out.getvalue()
+
+
+def render_history_text(h: History) -> str:
+    """The history as an aligned table with a legend."""
+    m, alpha, min_effect = h.opts.table_metric, h.opts.alpha, h.opts.min_effect
+    rows = h.rows()
     if not rows:
-        return f"No stored result for {cell}.\n"
+        return f"No stored result for {h.cell}.\n"
     widths = [max(len(x) for x in col) for col in zip(COLUMNS, *rows)]
     right = {2, 3, 4, 5, 7, 8, 9}
     fmt_row = lambda r: "  ".join(x.rjust(w) if i in right else x.ljust(w)  # noqa: E731
                                   for i, (x, w) in enumerate(zip(r, widths))).rstrip()
-    lines = [f"History of {cell} ({m.unit})", "", fmt_row(COLUMNS)] + [fmt_row(r) for r in rows]
+    lines = [f"History of {h.cell} ({m.unit})", "", fmt_row(COLUMNS)] + [fmt_row(r) for r in rows]
     lines += ["", f" vs previous: change of the mean against the campaign before; {MARK_FASTER} / {MARK_SLOWER} "
               f"significantly better / worse (Welch t test, p < {alpha:g}, at least "
               f"{min_effect * 100:g}%), {MARK_UNTESTED} too few repetitions to test",

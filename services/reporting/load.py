@@ -83,15 +83,15 @@ def describe_builds(settings: dict[str, Any], builds: Sequence[TargetBuild]) -> 
             t[key] = values[0] if len(values) == 1 else values
 
 
-def load_report(store: Store, ref: str, opts: ReportOptions) -> Report:
-    """The report of campaign ``ref``, reading of the stored results only what ``opts`` needs."""
-    return analyse(load_for(store, ref, opts), opts)
+def load_report(store: Store, ref: str, opts: ReportOptions, *, plots: bool = False) -> Report:
+    """The report of campaign ``ref``, reading of the stored results only what ``opts`` (and
+    ``plots``) need."""
+    return analyse(load_for(store, ref, opts, plots=plots), opts)
 
 
-def load_for(store: Store, ref: str, opts: ReportOptions, *, html: bool = False) -> CampaignData:
+def load_for(store: Store, ref: str, opts: ReportOptions, *, plots: bool = False) -> CampaignData:
     """The campaign as a report with ``opts`` reads it: the columns for a text table of a column
-    metric, else the figure columns, and the plotted runs' series for HTML (``html`` or the format)."""
-    html = html or opts.fmt == "html"
-    if not (opts.needs_results() or html):
+    metric, else the figure columns, and with ``plots`` the plotted runs' series too."""
+    if not (opts.needs_results() or plots):
         return load(store, ref, with_results=False)
-    return load(store, ref, with_results=False, figures=True, series=html)
+    return load(store, ref, with_results=False, figures=True, series=plots)

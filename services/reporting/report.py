@@ -1,5 +1,5 @@
-"""`collector report`: a campaign's settings, comparison tables and collapse list, as text,
-Markdown, CSV, JSON, ODS or a self-contained HTML file with plots.
+"""`collector report`: a campaign's settings, comparison tables and collapse list, analysed once,
+and its text, Markdown and CSV lines (JSON and ODS: render/machine_formats.py; HTML: render/html.py).
 
 Pure: the campaign comes in as ``CampaignData`` (``load.load`` reads it from the results DB).
 """
@@ -51,7 +51,7 @@ def analyse(data: CampaignData, opts: ReportOptions) -> Report:
     collapsed = tuple(collapse_findings(data, opts))
     stalled = tuple(stalled_runs(data.runs))
     m = opts.table_metric
-    if opts.every_table:
+    if opts.all_tables:
         tables = tuple(all_tables(data, m, opts.mode, opts, collapsed, stalled))
     else:
         shape = opts.mode if len(data.targets) > 1 else "absolute"
@@ -65,31 +65,33 @@ def head_lines(data: CampaignData) -> list[str]:
 
 
 def render_lines(report: Report) -> list[str]:
-    """Text, Markdown or CSV lines of a report."""
-    fmt = report.opts.fmt
-    if fmt == "csv":
-        return render_csv(report.main.table)
+    """The report as the seeds' text: settings, the table(s), stalls and collapse list."""
+    return _lines(report, markdown=False)
+
+
+def render_markdown_lines(report: Report) -> list[str]:
+    """The report as GitHub Markdown, user text escaped."""
+    return _lines(report, markdown=True)
+
+
+def render_csv_lines(report: Report) -> list[str]:
+    """The chosen table as long-format CSV lines."""
+    return render_csv(report.main.table)
+
+
+def _lines(report: Report, *, markdown: bool) -> list[str]:
     lines = head_lines(report.data)
-    if fmt == "markdown":
+    if markdown:
         lines = [md_text(line) for line in lines]  # the settings hold user text (description)
     tables = report.tables if report.opts.all_tables else report.tables[:1]
     for i, named in enumerate(tables):
         if len(tables) > 1:
-            lines.extend(([""] if i else []) + ([f"## {named.title}", ""] if fmt == "markdown" else [named.title, ""]))
-        lines.extend(render_markdown(named.table) if fmt == "markdown" else render_text(named.table))
+            lines.extend(([""] if i else []) + ([f"## {named.title}", ""] if markdown else [named.title, ""]))
+        lines.extend(render_markdown(named.table) if markdown else render_text(named.table))
     lines.append("")
     stalls = stall_lines(report.stalled, report.stalls_checked)
     if stalls:
-        lines.extend([md_text(line) for line in stalls] if fmt == "markdown" else stalls)
+        lines.extend([md_text(line) for line in stalls] if markdown else stalls)
         lines.append("")
     lines.extend(collapse_lines(report.collapsed, report.opts.collapse_fraction))
     return lines
-
-
-def render_html_report(report: Report) -> str:
-    """The self-contained HTML report with plots."""
-    from services.reporting.render.html import render_html
-    from services.reporting.render.plots import all_plots
-
-    return render_html(report.data, report.tables, report.collapsed, report.opts.collapse_fraction,
-                       all_plots(report.data), stall_lines(report.stalled, report.stalls_checked))

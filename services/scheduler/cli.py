@@ -20,6 +20,7 @@ from services.common.cli import (
     Parser,
     error,
     run_main,
+    write_output,
 )
 from services.common.config import AMQP, DB, Settings, add_settings_flags
 from services.common.spec.durations import format_duration
@@ -28,6 +29,9 @@ from services.common.spec.campaign import CampaignSpec
 from services.common.spec.loading import load_spec_source
 from services.common.store import Store
 from services.common.store.campaigns import Duplicate
+from services.reporting import load as loading
+from services.reporting.options import ReportOptions
+from services.reporting.render import registry
 from services.scheduler import plan, preflight
 from services.scheduler.deferred import deferred_sigint
 from services.scheduler.progress import ConsumerWatch, Progress, ProgressLine
@@ -99,6 +103,9 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     from services.common.store.campaigns import default_key, spec_hash
 
+    if (why := _report_flags_refused(args)) is not None:
+        _err(why)
+        return EXIT_USAGE
     spec = _load(args, settings)
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
@@ -128,9 +135,9 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     if args.json and not args.wait:
         print(json.dumps({"campaign_id": campaign_id, "runs": outcome.runs, "pool": outcome.pool}))
     else:
-        # With --wait --json, stdout is one JSON document at the end; this line goes to stderr.
+        # With --wait --json or --format, stdout is one document at the end; this line goes to stderr.
         print(f"campaign {campaign_id}: {outcome.runs} runs published to pool {outcome.pool}",
-              file=sys.stderr if args.json else sys.stdout)
+              file=sys.stderr if args.json or args.fmt is not None else sys.stdout)
     if not args.wait:
         return EXIT_OK
     return _wait(settings, campaign_id, spec, args)
@@ -194,11 +201,20 @@ def _warn_few_workers(settings: Settings, spec: CampaignSpec) -> None:
              f"each run needs {spec.load_hosts} free workers at once")
 
 
-def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
-    from services.reporting.load import load_report
-    from services.reporting.options import ReportOptions
-    from services.reporting.report import render_lines
+def _report_flags_refused(args: argparse.Namespace) -> str | None:
+    """Why ``--format``/``--out`` cannot be honoured (checked before submitting, not after the wait)."""
+    chosen = args.fmt is not None or args.out is not None
+    if chosen and not args.wait:
+        return "--format and --out choose the report of --wait: add --wait"
+    if chosen and args.json:
+        return "--json prints the report inside its JSON document: leave out --format and --out"
+    r = registry.renderer(args.fmt or registry.DEFAULT_FORMAT, "report")
+    if (r.to_file or r.plots) and not args.out:
+        return f"--format {r.name} writes a file: give --out FILE"
+    return None
 
+
+def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
     started = time.time()
     total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
     planned = spec.warmup + spec.duration + plan.RUN_OVERHEAD_S
@@ -206,6 +222,8 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
     watch = ConsumerWatch(spec.pool, needed=spec.load_hosts)
     consumers = _PoolConsumers(settings, spec.pool)
     as_json = getattr(args, "json", False)
+    # --json wraps the JSON report in its own document; otherwise the report's --format.
+    r = registry.renderer("json" if as_json else getattr(args, "fmt", None) or registry.DEFAULT_FORMAT, "report")
     away = False
     store: Store | None = None
     try:
@@ -236,7 +254,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
                 shown.note(notice)
             time.sleep(args.poll)
         shown.close()
-        report = load_report(store, campaign_id, ReportOptions(fmt="json" if as_json else "text"))
+        report = loading.load_report(store, campaign_id, r.options(ReportOptions()), plots=r.plots)
         failures = store.runs.failed(campaign_id)
     except KeyboardInterrupt:
         shown.close()
@@ -247,16 +265,17 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
         consumers.close()
         if store is not None:
             store.close()
+    rendered = r.render_report(report)
     if as_json:
-        from services.reporting.render.exports import render_json
-
         print(json.dumps({"campaign_id": campaign_id, "runs": total, "pool": spec.pool, "done": p.done,
                           "failed": p.failed, "cancelled": p.cancelled,
                           "failures": [{"run_id": f.run_id, "error": f.error} for f in failures],
-                          "report": json.loads(render_json(report))}, indent=1))
+                          "report": json.loads(rendered)}, indent=1))
     else:
-        for line in render_lines(report):
-            print(line)
+        out = getattr(args, "out", None)
+        write_output(out, rendered)
+        if out:
+            print(f"wrote {out}", file=sys.stderr)
         for f in failures:
             print(f"failed: {f.run_id}: {f.error}", file=sys.stderr)
     if p.failed:
@@ -372,6 +391,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--poll", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     s.add_argument("--json", action="store_true",
                    help="print JSON: the campaign id and runs, or with --wait the final report")
+    s.add_argument("--format", dest="fmt", choices=registry.names("report"),
+                   help=f"with --wait: the final report's format (default {registry.DEFAULT_FORMAT}, as "
+                        "`collector report` takes)")
+    s.add_argument("--out", help="with --wait: write the final report to this file instead of stdout (needed "
+                                 "for the formats that write a file)")
     s.add_argument("--idempotency-key", help="refuse a second submit with this key (default: the spec's hash, "
                                              "while its campaign is still running)")
     s.add_argument("--force", action="store_true", help="submit even if the same spec or key was submitted")

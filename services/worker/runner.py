@@ -115,8 +115,8 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
                             wall_s=outcome.ended_at - outcome.started_at, rate=share.rate) if status == "ok" else None
     server = server_run.report(session, outcome, _counter(run))
     if quality is not None and server.count is not None:
-        # Seam: in-flight stays 0 until the drivers report what was begun but unfinished at the window's end.
-        in_flight = 0
+        # sysbench reports no window: nothing known in flight, the 2 % alone applies.
+        in_flight = outcome.window.in_flight_at_end if outcome.window is not None else 0
         quality = quality.model_copy(update={"server_agreement": agreement.assess(
             outcome.totals.transactions, server.count.server_transactions, in_flight=in_flight)})
     return RunResult(
@@ -129,6 +129,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
         errors_by_code=outcome.errors_by_code,
         series=outcome.series,
         latency=outcome.latency,
+        window=outcome.window,
         server=server,
         quality=quality,
         **base,

@@ -136,6 +136,9 @@ def test_one_run_from_two_load_hosts(topo):  # noqa: F811
         assert [p.threads for p in r.parts] == [2, 2]
         assert r.totals.transactions > 0
         assert r.totals.transactions == sum(p.transactions or 0 for p in r.parts)
+        # The parts' per-connection windows merged: the run's 4 connections, each completing some.
+        assert r.window is not None and r.window.connections == 4, r.window
+        assert r.window.completed_per_connection_min >= 1 and r.window.starved_connections == 0
         assert len({p.group for p in r.parts}) == 1
         # Part 1 measured its clock against part 0's over the bus (one machine: about 0 apart).
         assert r.parts[0].clock_offset_s == 0.0 and r.parts[1].rtt_s is not None

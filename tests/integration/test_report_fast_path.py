@@ -16,8 +16,9 @@ from services.common.store import Store
 from services.reporting.cell_stats import cell_stat_rows
 from services.reporting.load import load, load_for
 from services.reporting.render import html as html_module
-from services.reporting.render.exports import render_json, render_ods
-from services.reporting.report import ReportOptions, analyse, render_html_report
+from services.reporting.render.html import render_html_report
+from services.reporting.render.machine_formats import render_json, render_ods
+from services.reporting.report import ReportOptions, analyse
 from services.scheduler.plan import run_specs
 from tests.unit.report_sample import CAMPAIGN_ID, REPEAT, TARGETS, THREADS, WORKLOADS, sample_results
 from bench.synthetic import synthetic_spec
@@ -45,11 +46,11 @@ def _store(store: Store) -> None:
 
 def _reports(store: Store) -> tuple[str, str, str, bytes]:
     """The HTML of the fast path, and the HTML, JSON and ODS from every whole result."""
-    html = ReportOptions(fmt="html")
-    fast = render_html_report(analyse(load_for(store, CAMPAIGN_ID, html), html))
+    html = ReportOptions(all_tables=True)
+    fast = render_html_report(analyse(load_for(store, CAMPAIGN_ID, html, plots=True), html))
     whole = load(store, CAMPAIGN_ID, with_results=True)
-    return (fast, render_html_report(analyse(whole, html)), render_json(analyse(whole, ReportOptions(fmt="json"))),
-            render_ods(analyse(whole, ReportOptions(fmt="ods"))))
+    return (fast, render_html_report(analyse(whole, html)), render_json(analyse(whole, ReportOptions(all_tables=True))),
+            render_ods(analyse(whole, ReportOptions(all_tables=True))))
 
 
 def test_full_reports_from_figure_columns_equal_those_from_whole_results(results_db):
@@ -60,15 +61,15 @@ def test_full_reports_from_figure_columns_equal_those_from_whole_results(results
         fast, html, js, ods = _reports(store)
         assert fast == html
         for fmt, expected in (("json", js), ("ods", ods)):
-            opts = ReportOptions(fmt=fmt)
+            opts = ReportOptions(all_tables=True)
             got = analyse(load_for(store, CAMPAIGN_ID, opts), opts)
             assert (render_json(got) if fmt == "json" else render_ods(got)) == expected, fmt
         # Rows stored before schema 16 have no figures: the report reads their whole results.
         store.db.execute("UPDATE results SET series_seconds=NULL, status_deltas_json=NULL WHERE campaign_id=%s",
                        (CAMPAIGN_ID,))
         assert {r.figures for r in store.results.rows(CAMPAIGN_ID, figures=True)} == {None}
-        assert render_html_report(analyse(load_for(store, CAMPAIGN_ID, ReportOptions(fmt="html")),
-                                          ReportOptions(fmt="html"))) == html
+        assert render_html_report(analyse(load_for(store, CAMPAIGN_ID, ReportOptions(all_tables=True), plots=True),
+                                          ReportOptions(all_tables=True))) == html
         # `collector stats` fills them in.
         store.results.rewrite_series(CAMPAIGN_ID)
         assert all(r.figures is not None for r in store.results.rows(CAMPAIGN_ID, figures=True))

@@ -80,9 +80,10 @@ def test_collector_compare_exits_5_naming_the_slower_cells(monkeypatch, capsys):
     import contextlib
 
     from services.collector import cli as collector_cli
+    from services.collector.commands import compare as compare_command
     from services.reporting import load as load_module
 
-    monkeypatch.setattr(collector_cli, "Store", lambda settings: contextlib.nullcontext())
+    monkeypatch.setattr(compare_command, "Store", lambda settings: contextlib.nullcontext())
     monkeypatch.setattr(load_module, "load", lambda store, ref, with_results=True: {"a": A, "b": B}[ref])
     assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "5"]) == cli.EXIT_SLOWER
     out, err = capsys.readouterr()
@@ -149,7 +150,7 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
             pass
 
     monkeypatch.setattr(scheduler_cli, "Store", DoneStore)
-    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts: analyse(pool_campaign(POOL_RUNS), opts))
+    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts, plots=False: analyse(pool_campaign(POOL_RUNS), opts))
     spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
     args = argparse.Namespace(poll=0.01, fail_on_collapse=True)

@@ -125,7 +125,7 @@ def test_markdown_reports_show_user_text_as_text():
     """A description's HTML, links, emphasis and table pipes are escaped in Markdown reports."""
     from services.reporting.options import ReportOptions
     from services.reporting.render.formats import md_text
-    from services.reporting.report import analyse, render_lines
+    from services.reporting.report import analyse, render_markdown_lines
     from tests.unit.test_report_formats import POOL_RUNS, campaign
 
     out = md_text("<img src=x onerror=alert(1)> [click](http://evil) *bold* a|b")
@@ -134,5 +134,5 @@ def test_markdown_reports_show_user_text_as_text():
     assert md_text("# not a heading").startswith("\\#") and md_text("key_buffer_size=8M") == "key_buffer_size=8M"
     data = campaign(POOL_RUNS)
     data.settings["description"] = "<script>alert(1)</script>"
-    lines = render_lines(analyse(data, ReportOptions(fmt="markdown")))
+    lines = render_markdown_lines(analyse(data, ReportOptions()))
     assert "\\<script\\>alert(1)\\</script\\>" in lines and "<script>" not in "\n".join(lines)

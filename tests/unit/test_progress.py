@@ -112,7 +112,7 @@ def test_wait_tells_once_that_the_broker_is_away_and_keeps_following(monkeypatch
 
     monkeypatch.setattr(scheduler_cli, "Store", Store)
     monkeypatch.setattr(scheduler_cli, "RabbitBus", AwayBus)
-    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts: analyse(pool_campaign(POOL_RUNS), opts))
+    monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts, plots=False: analyse(pool_campaign(POOL_RUNS), opts))
     spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
     assert scheduler_cli._wait(Settings(), "c", spec, argparse.Namespace(poll=0.01)) == 0

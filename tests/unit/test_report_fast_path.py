@@ -12,7 +12,8 @@ from services.common.results.figures import RunFigures
 from services.reporting.analysis import CampaignData
 from services.reporting.render import html as html_module
 from services.reporting.render.plots import series_runs
-from services.reporting.report import ReportOptions, analyse, render_html_report
+from services.reporting.render.html import render_html_report
+from services.reporting.report import ReportOptions, analyse
 from tests.unit.report_sample import sample_data
 
 #: The sample campaign's page as the report rendered it before the fast path (commit e2f8045).
@@ -33,7 +34,7 @@ def lean(data: CampaignData) -> CampaignData:
 
 
 def page(data: CampaignData) -> str:
-    return render_html_report(analyse(data, ReportOptions(fmt="html")))
+    return render_html_report(analyse(data, ReportOptions(all_tables=True)))
 
 
 def test_the_page_from_whole_results_is_the_page_rendered_before():

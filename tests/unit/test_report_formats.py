@@ -15,10 +15,11 @@ from services.common.messages.results import Latency, RunResult, ServerReport, T
 from services.common.results.rows import HistoryEntry, ResultRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, collapse_findings
-from services.reporting.compare import compare_campaigns, render_compare
-from services.reporting.history import history_points, render_history
+from services.reporting.compare import compare_campaigns, render_compare_csv, render_compare_text
+from services.reporting.history import History, history_points, render_history_text
 from services.reporting.options import ReportOptions
-from services.reporting.render.exports import render_json, render_ods
+from services.reporting.render.html import render_compare_html
+from services.reporting.render.machine_formats import render_json, render_ods
 from services.reporting.report import analyse, render_lines
 
 
@@ -111,7 +112,7 @@ def test_key_reads_per_transaction_table_says_fewer_is_better():
 
 def test_json_export_carries_every_table_with_marks_statistics_and_legend():
     """The JSON export has the main table first, each cell's mark, verdict and p, the legend and the collapse."""
-    doc = json.loads(render_json(analyse(campaign(POOL_RUNS), ReportOptions(fmt="json"))))
+    doc = json.loads(render_json(analyse(campaign(POOL_RUNS), ReportOptions(all_tables=True))))
     assert doc["format_version"] == 1
     main = doc["tables"][0]
     assert (main["key"], main["mode"], main["threads"]) == ("qps_ratio", "ratio", [16, 4096])
@@ -128,7 +129,7 @@ def test_ods_export_has_a_sheet_per_table_and_the_raw_runs():
     from odf.opendocument import load
     from odf.table import Table, TableRow
 
-    data = analyse(campaign(POOL_RUNS), ReportOptions(fmt="ods"))
+    data = analyse(campaign(POOL_RUNS), ReportOptions(all_tables=True))
     blob = render_ods(data)
     assert zipfile.ZipFile(io.BytesIO(blob)).read("mimetype") == b"application/vnd.oasis.opendocument.spreadsheet"
     sheets = {t.getAttribute("name"): t for t in load(io.BytesIO(blob)).spreadsheet.getElementsByType(Table)}
@@ -146,12 +147,12 @@ def test_compare_two_campaigns_cell_by_cell():
               for r in POOL_RUNS if r.target == "pool"]
     b = campaign(faster + [run("extra", "oltp_point_select", 16, 1, 1.0)], targets=("pool", "extra"), cid="pool-b")
     c = compare_campaigns(a, b, ReportOptions(metric="qps"))
-    out = render_compare(c, "text").splitlines()
+    out = render_compare_text(c).splitlines()
     assert out[:3] == ["A = pool-a (pool, finished)", "B = pool-b (pool, finished)",
                        "Targets in only one campaign (not compared): extra, tpc"]
     assert "  oltp_point_select    105.00+  100.00" in out
     assert " (B q/s / A q/s * 100)" in out
-    rows = render_compare(c, "csv").splitlines()
+    rows = render_compare_csv(c).splitlines()
     assert rows[0].startswith("compared_target,workload,target,baseline,threads")
     assert rows[1].startswith("pool,oltp_point_select,B,A,16,ratio,105.00,+,faster")
 
@@ -161,13 +162,13 @@ def test_compare_as_html_and_spreadsheet():
     import io
     import zipfile
 
-    from services.reporting.compare import render_compare_ods
+    from services.reporting.render.machine_formats import render_compare_ods
 
     a = campaign(POOL_RUNS, cid="pool-a")
     faster = [run(r.target, r.workload, r.threads, r.repetition, r.qps * (1.05 if r.threads == 16 else 1.0))
               for r in POOL_RUNS if r.target == "pool"]
     c = compare_campaigns(a, campaign(faster, targets=("pool",), cid="pool-b"), ReportOptions(metric="qps"))
-    page = render_compare(c, "html")
+    page = render_compare_html(c)
     assert page.startswith("<!DOCTYPE html>") and "http" not in page.split("<body>")[1]
     assert 'class="num faster"' in page and "105.00+" in page and "B = pool-b" in page
     content = zipfile.ZipFile(io.BytesIO(render_compare_ods(c))).read("content.xml").decode()
@@ -186,7 +187,7 @@ def test_history_compares_each_campaign_with_the_one_before():
     points = history_points(rows, ReportOptions(metric="qps"))
     assert [(p.campaign_id, p.stats.n, p.failed) for p in points] == [("c1", 3, 0), ("c2", 3, 1)]
     assert points[1].vs_previous.verdict == "slower"
-    text = render_history(points, "off / w / 8 threads", ReportOptions(metric="qps")).splitlines()
+    text = render_history_text(History("off / w / 8 threads", tuple(points), ReportOptions(metric="qps"))).splitlines()
     assert text[0] == "History of off / w / 8 threads (q/s)"
     assert text[3].split()[:4] == ["c1", "1970-01-01", "00:01", "3"]
     assert text[4].endswith("-10.00%-")

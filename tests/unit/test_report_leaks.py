@@ -14,8 +14,10 @@ from services.common.messages.results import RunResult, ServerReport, Totals
 from services.common.spec.loading import parse_spec
 from services.reporting.analysis import CampaignData
 from services.reporting.options import ReportOptions
-from services.reporting.render.exports import render_json, render_ods
-from services.reporting.report import analyse, render_html_report, render_lines
+from services.reporting.render import registry
+from services.reporting.render.html import render_html_report
+from services.reporting.render.machine_formats import render_json, render_ods
+from services.reporting.report import analyse, render_lines, render_markdown_lines
 
 from tests.unit.test_report_formats import run
 
@@ -81,11 +83,11 @@ def test_no_report_format_nor_the_export_shows_where_passwords_are_kept():
     results' server options and variables), name neither the variable, the file nor the option's value."""
     spec = parse_spec(SECRET_SPEC)
     data = _data(spec)
-    outputs = {fmt: "\n".join(render_lines(analyse(data, ReportOptions(fmt=fmt, all_tables=True))))
-               for fmt in ("text", "markdown")}
-    outputs["html"] = render_html_report(analyse(data, ReportOptions(fmt="html")))
-    outputs["json"] = render_json(analyse(data, ReportOptions(fmt="json")))
-    outputs["ods"] = _ods_text(render_ods(analyse(data, ReportOptions(fmt="ods"))))
+    outputs = {"text": "\n".join(render_lines(analyse(data, ReportOptions(all_tables=True)))),
+               "markdown": "\n".join(render_markdown_lines(analyse(data, ReportOptions(all_tables=True))))}
+    outputs["html"] = render_html_report(analyse(data, ReportOptions(all_tables=True)))
+    outputs["json"] = render_json(analyse(data, ReportOptions(all_tables=True)))
+    outputs["ods"] = _ods_text(render_ods(analyse(data, ReportOptions(all_tables=True))))
     outputs["export"] = _export(spec).encode()
     for where, text in outputs.items():
         assert "db.example.com" in text or where == "ods", f"{where} lost the targets"
@@ -109,12 +111,10 @@ def test_an_export_imports_into_the_same_reports_without_the_secret_locations():
     assert remote.password_env is None and remote.tls_mode == "verify"
     assert imported.encode() == text
     for fmt in ("text", "markdown", "json"):
-        opts = ReportOptions(fmt=fmt)
+        r = registry.renderer(fmt)
+        opts = r.options(ReportOptions())
         original, again = analyse(_data(spec), opts), analyse(_data(imported.campaign.spec), opts)
-        if fmt == "json":
-            assert render_json(original) == render_json(again)
-        else:
-            assert render_lines(original) == render_lines(again)
+        assert r.render_report(original) == r.render_report(again), fmt
 
 
 def test_an_export_written_with_secret_locations_imports_without_them():
@@ -134,11 +134,11 @@ def test_markdown_reports_show_a_multi_line_description_as_text():
     spec = parse_spec(SECRET_SPEC.replace(
         'description: "<script>alert(1)</script> see [here](http://evil.example/x) <b>bold</b>"',
         'description: "intro\\n# Owned\\n<script>alert(1)</script>\\n[here](http://evil.example/x)\\n---"'))
-    md = render_lines(analyse(_data(spec), ReportOptions(fmt="markdown")))
+    md = render_markdown_lines(analyse(_data(spec), ReportOptions()))
     page = "\n".join(md)
     assert "\n# Owned" not in page and "\n\\# Owned" in page and "\n\\---" in page
     assert "<script>" not in page and "\\<script\\>" in page and "\\[here\\](http://evil.example/x)" in page
-    text = "\n".join(render_lines(analyse(_data(spec), ReportOptions(fmt="text"))))
+    text = "\n".join(render_lines(analyse(_data(spec), ReportOptions())))
     assert "intro\n# Owned\n<script>alert(1)</script>" in text
 
 
@@ -159,8 +159,8 @@ def test_markdown_reports_show_underscores_and_numbered_lines_as_written():
     spec = parse_spec(SECRET_SPEC.replace(
         'description: "<script>alert(1)</script> see [here](http://evil.example/x) <b>bold</b>"',
         'description: "_draft_ of big_table\\n1. item\\n  2) two"'))
-    page = "\n".join(render_lines(analyse(_data(spec), ReportOptions(fmt="markdown"))))
+    page = "\n".join(render_markdown_lines(analyse(_data(spec), ReportOptions())))
     assert "\\_draft\\_ of big_table\n1\\. item\n  2\\) two" in page
     assert "strict_password_validation=hidden" in page
-    text = "\n".join(render_lines(analyse(_data(spec), ReportOptions(fmt="text"))))
+    text = "\n".join(render_lines(analyse(_data(spec), ReportOptions())))
     assert "_draft_ of big_table\n1. item\n  2) two" in text

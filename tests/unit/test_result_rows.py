@@ -14,8 +14,9 @@ from services.common.messages.runs import Cell
 from services.common.messages.results import Latency, RunResult, ServerReport, Totals
 from services.common.results.rows import COLUMNS, ResultRow
 from services.reporting.analysis import CampaignData
-from services.reporting.options import FORMATS, ReportOptions
-from services.reporting.render.exports import render_json, render_ods
+from services.reporting.options import ReportOptions
+from services.reporting.render import registry
+from services.reporting.render.machine_formats import render_json, render_ods
 from services.reporting.report import analyse, render_lines
 
 
@@ -65,7 +66,7 @@ def test_exported_runs_carry_every_column_of_the_row_type():
 
     every = [f.name for f in dataclasses.fields(ResultRow) if f.name not in ("result", "figures")]
     assert list(COLUMNS) == every
-    report = analyse(_campaign(ROWS), ReportOptions(fmt="json"))
+    report = analyse(_campaign(ROWS), ReportOptions(all_tables=True))
     runs = json.loads(render_json(report))["runs"]
     assert runs[0] == {name: getattr(ROWS[0], name) for name in every}
     sheets = {t.getAttribute("name"): t for t in load(io.BytesIO(render_ods(report))).spreadsheet.getElementsByType(Table)}
@@ -78,7 +79,7 @@ def test_status_delta_report_reads_the_typed_server_report():
     with fewer reads marked better; every-table formats add that metric's table."""
     lines = render_lines(analyse(_campaign(ROWS), ReportOptions(metric="status:Key_reads", mode="absolute")))
     assert "    off           0.50" in lines and "    8             0.10+" in lines
-    keys = [t.key for t in analyse(_campaign(ROWS), ReportOptions(fmt="json")).tables]
+    keys = [t.key for t in analyse(_campaign(ROWS), ReportOptions(all_tables=True)).tables]
     assert "status:Key_reads_absolute" in keys and "p50_ms_absolute" in keys
 
 
@@ -86,7 +87,7 @@ def test_rows_read_without_their_results_give_no_status_values():
     """A row read without its whole result has no status delta value (missing, not zero) and the
     report's metric list stays at the column metrics."""
     bare = [r.with_result(None) for r in ROWS]
-    keys = [t.key for t in analyse(_campaign(bare), ReportOptions(fmt="json")).tables]
+    keys = [t.key for t in analyse(_campaign(bare), ReportOptions(all_tables=True)).tables]
     assert keys == ["qps_ratio", "qps_absolute", "tps_absolute", "p95_ms_absolute", "p99_ms_absolute"]
     table = analyse(_campaign(bare), ReportOptions(metric="status:Key_reads")).main.table
     assert all(c.value is None for row in table.rows for c in row.cells)
@@ -96,7 +97,8 @@ def test_report_and_compare_take_every_format_and_history_its_few():
     """`collector report` and `collector compare` accept the same formats, html and ods included;
     the flags land in one options type."""
     p = _parser()
-    for fmt in FORMATS:
+    assert registry.names("report") == registry.names("compare") == ("text", "markdown", "csv", "json", "ods", "html")
+    for fmt in registry.names("report"):
         assert p.parse_args(["report", "c", "--format", fmt]).fmt == fmt
         assert p.parse_args(["compare", "a", "b", "--format", fmt]).fmt == fmt
     args = p.parse_args(["compare", "a", "b", "--delta", "--mark-high-cv", "--metric", "status:Key_reads"])
@@ -104,4 +106,5 @@ def test_report_and_compare_take_every_format_and_history_its_few():
     with pytest.raises(SystemExit):
         p.parse_args(["history", "--target", "t", "--workload", "w", "--threads", "1", "--format", "markdown"])
     with pytest.raises(ValueError, match="format must be one of"):
-        ReportOptions(fmt="pdf")  # type: ignore[arg-type]
+        registry.renderer("pdf")
+    assert registry.names("history") == ("text", "csv", "json")

@@ -11,11 +11,12 @@ from services.common.messages.results import Latency, RunResult, Totals
 from services.common.results.rows import ResultRow
 from services.common.results.stalls import assess
 from services.reporting.analysis import CampaignData
-from services.reporting.compare import compare_campaigns, render_compare, render_compare_ods
+from services.reporting.compare import compare_campaigns, render_compare_text
 from services.reporting.options import ReportOptions
-from services.reporting.render.exports import render_json, render_ods
+from services.reporting.render.html import render_compare_html, render_html_report
+from services.reporting.render.machine_formats import render_compare_json, render_compare_ods, render_json, render_ods
 from services.reporting.render.formats import render_csv
-from services.reporting.report import analyse, render_html_report, render_lines
+from services.reporting.report import analyse, render_lines, render_markdown_lines
 
 STEADY = [5400] * 8
 #: Issue 18's run: the server stopped after 3 seconds, and the last transactions finished 29 s late.
@@ -105,18 +106,18 @@ def test_clean_campaign_says_no_stall_and_old_results_say_nothing():
 def test_markdown_csv_and_html_carry_the_mark():
     """Markdown escapes the ~ (GitHub would strike through), CSV has it in the mark column, HTML
     marks the cell and lists the run in its own section."""
-    md = render_lines(analyse(campaign(runs()), ReportOptions(mode="absolute", fmt="markdown")))
+    md = render_markdown_lines(analyse(campaign(runs()), ReportOptions(mode="absolute")))
     row = next(x for x in md if x.startswith("| oltp_update_index | on |"))
     assert row.endswith("\\~ |")
     assert any(x.startswith("- `~` stall:") for x in md)
     assert any(x.startswith("Stalls and overruns (\\~)") for x in md)
-    report = analyse(campaign(runs()), ReportOptions(mode="absolute", fmt="csv"))
+    report = analyse(campaign(runs()), ReportOptions(mode="absolute"))
     csv = render_csv(report.main.table)
     head = csv[0].split(",")
     hit = [dict(zip(head, x.split(","))) for x in csv if x.startswith("oltp_update_index,on,off,24,")]
     assert hit and hit[0]["mark"].endswith("~") and hit[0]["stalled_runs"] == "1"
     assert all(x.endswith(",0") for x in csv[1:] if not x.startswith("oltp_update_index,on,off,24,"))
-    report = analyse(campaign(runs()), ReportOptions(mode="absolute", fmt="html"))
+    report = analyse(campaign(runs()), ReportOptions(mode="absolute", all_tables=True))
     html = render_html_report(report)
     # One cell in each table: every metric of a stalled run is off, not only q/s.
     assert len(report.tables) > 1 and html.count('class="num stalled"') == len(report.tables)
@@ -128,7 +129,7 @@ def test_json_and_ods_list_the_stalled_runs():
     from odf.opendocument import load
     from odf.table import Table, TableRow
 
-    report = analyse(campaign(runs()), ReportOptions(fmt="json"))
+    report = analyse(campaign(runs()), ReportOptions(all_tables=True))
     doc = json.loads(render_json(report))
     assert doc["stalls"]["checked"] is True
     assert [(s["run_id"], s["stalled_s"], s["max_ms"], s["overrun_s"]) for s in doc["stalls"]["runs"]] == [
@@ -153,23 +154,23 @@ def test_compare_marks_the_campaign_row_holding_the_stall_and_lists_it():
     on = {n: cell.mark for n, cell in zip(by_target["on"].threads, by_target["on"].rows[0].cells)}
     off = [cell.mark for cell in by_target["off"].rows[0].cells]
     assert "~" in on[24] and "~" not in on[3] and not any("~" in m for m in off)
-    text = render_compare(c, "text")
+    text = render_compare_text(c)
     assert "B = b:" in text and "(run b.on.t24.r2): stalled 5 s" in text
     assert "A = a:" not in text
-    assert json.loads(render_compare(c, "json"))["stalls"]["b"][0]["run_id"] == "b.on.t24.r2"
-    assert "Stalls and overruns" in render_compare(c, "html")
+    assert json.loads(render_compare_json(c))["stalls"]["b"][0]["run_id"] == "b.on.t24.r2"
+    assert "Stalls and overruns" in render_compare_html(c)
     assert render_compare_ods(c)[:2] == b"PK"
 
 
 def test_history_counts_the_marked_runs_of_each_campaign():
     """A cell's history says how many of each campaign's runs were marked, with the ~."""
     from services.common.results.rows import HistoryEntry
-    from services.reporting.history import history_points, render_history
+    from services.reporting.history import History, history_points, render_history_text
 
     entries = [HistoryEntry("a", 100.0, result("on", 24, r, STEADY, cid="a")) for r in (1, 2)] + [
         HistoryEntry("b", 200.0, result("on", 24, 1, STEADY, cid="b")),
         HistoryEntry("b", 200.0, result("on", 24, 2, STALLED, wall=39.0, cid="b"))]
     points = history_points(entries)
     assert [(p.campaign_id, p.stalled) for p in points] == [("a", 0), ("b", 1)]
-    text = render_history(points, "on / oltp_update_index / 24 threads").splitlines()
+    text = render_history_text(History("on / oltp_update_index / 24 threads", tuple(points))).splitlines()
     assert text[3].split()[8:10] == ["0", "0"] and text[4].split()[8:10] == ["0", "1~"]

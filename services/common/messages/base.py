@@ -15,9 +15,11 @@ Additive, optional fields (no version change): run ``rate``, ``latency_by_kind``
 ``server.server_sha256``, ``server.malloc``; result ``server``: context switches
 (``server_ctxt_switches``, ``client_ctxt_switches`` and per query), disk bytes (``disk_read_bytes``,
 ``disk_write_bytes`` and KB per transaction) and hit ratios (``key_cache_hit_ratio``,
-``buffer_pool_hit_ratio``), the server's count of the measured window's transactions
-(``server.count``: ``counter``, ``per_transaction``, ``server_transactions``, ``reason`` when n/a)
-and ``quality.server_agreement`` (the client's count against it).
+``buffer_pool_hit_ratio``); result ``window`` (``Window``: completed transactions per connection,
+minimum and median, starved connections, transactions in flight at the window's end and the
+oldest one's age; the native driver only); the server's count of the measured window's
+transactions (``server.count``: ``counter``, ``per_transaction``, ``server_transactions``,
+``reason`` when n/a) and ``quality.server_agreement`` (the client's count against it).
 Result ``quality`` (stalls and overrun, ``RunQuality``) carries its own ``version`` (history in
 its docstring); results without it were stored before runs were assessed.
 

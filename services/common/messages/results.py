@@ -73,6 +73,23 @@ class ServerCount(_Message):
     reason: str | None = None
 
 
+class Window(_Message):
+    """Who completed what in the measured window, per connection, and what was still running at
+    its end (the native driver; None from sysbench, which reports no per-connection counts)."""
+
+    #: Connections of the run (of the part, before load_hosts parts are merged).
+    connections: Count = 0
+    #: The fewest and the median transactions one connection completed in the window.
+    completed_per_connection_min: Count = 0
+    completed_per_connection_median: NonNegative = 0.0
+    #: Connections that completed no transaction in the window.
+    starved_connections: Count = 0
+    #: Transactions in flight at the window's end (begun before it, completed after or never).
+    in_flight_at_end: Count = 0
+    #: The age at the window's end of the oldest of them (window end - its start); 0 when none.
+    oldest_in_flight_s: NonNegative = 0.0
+
+
 class ServerReport(_Message):
     """What the server did during a run's measured interval, and what it was (``server`` of a
     result). Managed-target fields stay None for dsn targets; CPU seconds need the server's
@@ -156,7 +173,7 @@ class ServerAgreement(_Message):
 
     client_transactions: Count
     server_transactions: Count
-    #: Transactions the client had begun but not finished at the window's end (0 until drivers report it).
+    #: Transactions begun but not finished at the window's end (``window.in_flight_at_end``; 0 without a window).
     in_flight: Count = 0
     #: |client - server| / server, and the largest share allowed.
     off: NonNegative
@@ -234,6 +251,9 @@ class RunResult(_Message):
     errors_by_code: dict[str, Count] = Field(default_factory=dict)
     series: Series = Series()
     latency: Latency = Latency()
+    #: Per-connection completions and what was in flight at the window's end; None from sysbench
+    #: and in results stored before the window was recorded.
+    window: Window | None = None
     server: ServerReport = ServerReport()
     #: The wait for the target to settle before the warm-up; None when the target's quiesce is off.
     quiesce: QuiesceReport | None = None

@@ -4,7 +4,8 @@ behind the load), so a run whose client miscounts is marked rather than believed
 
 Rule: the counts may differ by max(``TOLERANCE``, in-flight / server count) of the server's
 count. In-flight transactions (begun, not finished at the window's end) are counted by one side
-and not yet by the other; until the drivers report them, callers pass 0. Pure.
+and not yet by the other; the native driver reports them (``window.in_flight_at_end``), sysbench
+does not (0). Pure.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`collector report --html`: one self-contained HTML file with the settings, every table, the
-collapse list and the plots (inline SVG, so it opens without a network)."""
+"""HTML: a report as one self-contained file with the settings, every table, the collapse list and
+the plots (inline SVG, so it opens without a network); a comparison as one page of its tables."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ from services.reporting.analysis import (
     NamedTable,
     collapse_lines,
 )
+from services.reporting.compare import CampaignComparison, compare_stall_lines, header_lines
 from services.reporting.per_query import CellWork, cell_work, format_figure
 from services.reporting.render.formats import render_settings
-from services.reporting.render.plots import Plot
+from services.reporting.render.plots import Plot, all_plots
+from services.reporting.report import Report
+from services.reporting.stalls import stall_lines
 from services.reporting.tables import (
     MARK_FASTER,
     MARK_SLOWER,
@@ -135,5 +138,27 @@ def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Seq
         parts.extend(_plot_html(p))
     # After the plots: one table per cell makes a long section, read after the overview.
     parts.extend(render_per_query_html(cell_work(data)))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def render_html_report(report: Report) -> str:
+    """The self-contained HTML report with plots."""
+    return render_html(report.data, report.tables, report.collapsed, report.opts.collapse_fraction,
+                       all_plots(report.data), stall_lines(report.stalled, report.stalls_checked))
+
+
+def render_compare_html(c: CampaignComparison) -> str:
+    """The comparison as one self-contained HTML page with the same tables, marks and legends."""
+    title = f"benchfleet compare: {c.b.name} against {c.a.name}"
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
+             f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>",
+             "<p>" + "<br>".join(_e(line) for line in header_lines(c) if line) + "</p>"]
+    for t in c.tables:
+        parts.extend(render_table_html(t))
+    stalls = compare_stall_lines(c)
+    if stalls:
+        parts.append('<h2 id="stalls">Stalls and overruns</h2>')
+        parts.append("<p>" + "<br>".join(_e(x) for x in stalls if x) + "</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

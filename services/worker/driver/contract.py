@@ -12,7 +12,7 @@ from services.common.errors import LoadError
 from services.common.results.histogram import Histogram
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
-from services.common.messages.results import Latency, Series, Totals
+from services.common.messages.results import Latency, Series, Totals, Window
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.target.connect_params import ConnectParams
 
@@ -152,6 +152,9 @@ class LoadOutcome:
     #: Context switches (voluntary + involuntary) of the load processes over the measured
     #: interval; None when the driver could not count them.
     client_ctxt_switches: int | None = None
+    #: Per-connection completions in the window and what was in flight at its end; None when the
+    #: driver cannot tell (sysbench).
+    window: Window | None = None
 
     @property
     def client_cpu_us_per_query(self) -> float:

@@ -9,7 +9,8 @@ from time import monotonic as _mono
 
 from services.worker.driver.native.client import Client
 from services.worker.driver.native.libmariadb import DbError
-from services.worker.driver.native.sinks import kind_hist
+from services.worker.driver.native.sinks import Sink, kind_hist
+from services.worker.driver.window import AFTER, MEASURED, WARMUP
 from services.workload.registry import OTHER, WRITE
 
 
@@ -19,6 +20,7 @@ class BlockingConnection:
 
     deadline: list[float]
     by_kind: bool
+    warm: Sink
     timers: list[tuple[float, int, Client]]
     retry: list[tuple[float, int, Client, float]]
 
@@ -51,12 +53,15 @@ class BlockingConnection:
         """Run the rest of ``c``'s transaction and begin the next; False when no next one began.
 
         The blocking twin of _advance, written out for the same reason: it calls no function
-        of its own between two statements."""
+        of its own between two statements. The clock is read once per statement, when it ends:
+        a statement counts in the window it ended in (window.py), and the last one's reading
+        ends the transaction too."""
         execute, store = self._b_execute, self._b_store
         free, stmt_rows, by_kind, by_rows = self._free, self._stmt_rows, self.by_kind, c.by_rows
         stmts, event, rng, deadline = c.stmts, c.event, c.rng, self.deadline
-        ops, i, sink = c.ops, c.i, c.now_sink
-        counts = sink.counts
+        sink, warm = c.sink, self.warm.counts
+        counts, hist = sink.counts, sink.hist
+        ops, i = c.ops, c.i
         while True:
             kind, sql, params = ops[i]
             if by_kind:
@@ -84,34 +89,43 @@ class BlockingConnection:
                 elif by_rows:
                     c.rows = stmt_rows(ref)
                 free(ref)
+            now = _mono()
             if kind == WRITE and by_rows and not c.rows:
                 kind = OTHER
-            counts[kind] += 1
-            if by_kind and c.measuring:
-                kind_hist(sink.kinds, kind).record((_mono() - c.ts) * 1e6)
+            if deadline[0] <= now < deadline[1]:
+                where = MEASURED
+                counts[kind] += 1
+                if by_kind:
+                    kind_hist(sink.kinds, kind).record((now - c.ts) * 1e6)
+            elif now < deadline[0]:
+                where = WARMUP
+                warm[kind] += 1
+            else:
+                where = AFTER
             i += 1
             if i < len(ops):
                 # _failed names the statement c.i, so it always points at the one running.
                 c.i = i
                 continue
-            # The clock is read once per transaction unless statements are timed too.
-            now = _mono()
-            if c.measuring:
-                sink.hist.record((now - c.t_start) * 1e6)
+            c.last_end = now
+            if where == MEASURED:
+                hist.record((now - c.t_start) * 1e6)
                 counts["transactions"] += 1
                 if c.left > 0:
                     c.left -= 1
-            c.last_end = now
-            if c.measuring and c.left and now < deadline[1] and deadline[0] <= now:
-                # _begin's usual outcome, inline: the next transaction, measured like this one.
-                c.ops = ops = event(rng)
-                c.i = i = 0
-                c.t_start = now
-                continue
+                if c.left:
+                    # _begin's usual outcome, inline: the next transaction.
+                    c.ops = ops = event(rng)
+                    c.i = i = 0
+                    c.t_start = now
+                    continue
+            elif where == WARMUP:
+                warm["transactions"] += 1
+            elif not c.in_flight_from:
+                c.in_flight_from = c.t_start
             if not self._begin(c, now):
                 return False
-            ops, i, sink = c.ops, 0, c.now_sink
-            counts = sink.counts
+            ops, i = c.ops, 0
 
     def _text_blocking(self, c: Client, sql: str) -> None:
         """A plain-text statement (oltp_insert's) on a blocking connection; DbError if it fails."""

@@ -19,7 +19,7 @@ from services.common.results.histogram import Histogram
 from services.common.messages.results import Series
 from services.worker.driver.contract import Counts
 from services.worker.driver.native.arrivals import Schedule
-from services.worker.driver.native.client import Client
+from services.worker.driver.native.client import IDLE, Client
 from services.worker.driver.native.libmariadb import ClientLibraryError, DbError
 from services.worker.driver.native.loop import DRAIN_GRACE_S, drive_clients
 from services.worker.driver.native.protocol import (
@@ -114,6 +114,27 @@ def _switches() -> int:
     return usage.ru_nvcsw + usage.ru_nivcsw
 
 
+def _stop(deadline: list[float]) -> None:
+    """End the window now: nothing completing from here on counts, and no transaction begins."""
+    now = time.monotonic()
+    deadline[0] = min(deadline[0], now)
+    deadline[1] = min(deadline[1], now)
+
+
+def _in_flight_ages(clients: list[Client], window_end: float, *, stuck: bool) -> tuple[float, ...]:
+    """How long each transaction in flight at the window's end had been running then: those that
+    completed after it, and those still running when the loop gave up (``stuck``: its thread is
+    still inside a blocking call)."""
+    starts = []
+    for c in clients:
+        began = c.in_flight_from
+        if not began and c.t_start and (c.stage != IDLE or (stuck and c.blocking and not c.done)):
+            began = c.t_start
+        if began and began < window_end:
+            starts.append(window_end - began)
+    return tuple(starts)
+
+
 def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
     """Open the connections, report ready, run on Go, report done."""
     try:
@@ -150,9 +171,9 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
 
     # Client CPU over the measured interval tells whether the client, not the server, was
     # the limit; waiting here also keeps the control thread off the CPU during warm-up.
-    while time.monotonic() < t_measure and deadline[1]:
+    while time.monotonic() < min(t_measure, deadline[1]):
         if pipe.poll(max(0.0, t_measure - time.monotonic())) and isinstance(pipe.recv(), Stop):
-            deadline[0] = deadline[1] = 0.0
+            _stop(deadline)
     cpu0, switches0 = time.process_time(), _switches()
     second = 1
     while driver.is_alive():
@@ -160,7 +181,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
         timeout = max(0.0, min(boundary, deadline[1]) - time.monotonic())
         if pipe.poll(timeout):
             if isinstance(pipe.recv(), Stop):
-                deadline[0] = deadline[1] = 0.0
+                _stop(deadline)
             continue
         now_t = time.monotonic()
         if now_t >= boundary and boundary < deadline[1]:
@@ -174,6 +195,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
     pipe.send(last)
 
     failure = next((c.failure for c in clients if c.failure is not None), None)
+    window_end = deadline[1]
     pipe.send(Done(
         counts=last.counts,
         series=seconds.series(),
@@ -184,6 +206,9 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
         ctxt_switches=switches,
         failure=None if failure is None else f"{type(failure).__name__}: {failure}",
         fatal=fatal[0] if fatal else None,
+        completed=tuple(c.sink.counts["transactions"] for c in clients),
+        in_flight_ages=_in_flight_ages(clients, window_end, stuck=driver.is_alive()),
+        window_end=window_end,
     ))
     if driver.is_alive():
         # A connection stuck past the grace period, maybe inside a blocking call: closing it

@@ -29,7 +29,7 @@ class Client:
 
     # Slots: the loop reads and writes a dozen of these per query.
     __slots__ = ("params", "rng", "gen", "sink", "left", "last_end", "failure", "event", "ret", "ret_ref",
-                 "res", "ops", "i", "stage", "cur", "text", "t_start", "ts", "now_sink", "measuring", "done",
+                 "res", "ops", "i", "stage", "cur", "text", "t_start", "ts", "in_flight_from", "done",
                  "conn", "fd", "stmts", "mask", "by_rows", "rows", "blocking")
 
     def __init__(self, job: Job, thread_id: int, budget: int | None = None):
@@ -58,8 +58,9 @@ class Client:
         self.text = b""
         self.t_start = 0.0
         self.ts = 0.0
-        self.now_sink = self.sink
-        self.measuring = False
+        #: The start of this connection's transaction that was in flight at the window's end
+        #: (it completed after it); 0.0: none.
+        self.in_flight_from = 0.0
         self.done = False
         self.conn: Connection | None = None
         #: The epoll events this connection is registered for (0: not registered).

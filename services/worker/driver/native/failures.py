@@ -11,6 +11,8 @@ from services.common.spec.ignore_errors import RECONNECT_ON, IgnoreErrors
 from services.worker.driver.native.client import IDLE, Client
 from services.worker.driver.native.libmariadb import DbError
 from services.worker.driver.native.protocol import Fatal
+from services.worker.driver.native.sinks import Sink
+from services.worker.driver.window import MEASURED, WARMUP, window_of
 
 
 class FailureHandling:
@@ -19,6 +21,7 @@ class FailureHandling:
 
     ignore_errors: IgnoreErrors
     fatal: Fatal | None
+    warm: Sink
     deadline: list[float]
     active: int
     timers: list[tuple[float, int, Client]]
@@ -28,7 +31,12 @@ class FailureHandling:
         """A statement failed. As sysbench's check_error decides: an error of the ignore list
         restarts the transaction (a lost connection reconnects first); any other ends the run."""
         code = int(e.errno or 0)
-        sink = c.now_sink
+        now = time.monotonic()
+        sink = self._sink_at(c, now)
+        if sink is None:
+            # After the window: not counted in it, and the transaction was in flight at its end.
+            sink = Sink()
+            c.in_flight_from = c.in_flight_from or c.t_start
         key = str(code)
         sink.errors_by_code[key] = sink.errors_by_code.get(key, 0) + 1
         sql = c.ops[c.i][1] if c.i < len(c.ops) else ""
@@ -39,12 +47,18 @@ class FailureHandling:
             self._fatal(c, code, e.msg, sql)
             return
         if code in RECONNECT_ON:
-            self._lost(c, time.monotonic(), 0.05)
+            self._lost(c, now, 0.05)
             return
         sink.counts["ignored_errors"] += 1
         # No ROLLBACK, as in sysbench: the server has rolled a deadlocked transaction back, and
         # the restarted transaction's BEGIN ends whatever else was left open.
         self._restart(c)
+
+    def _sink_at(self, c: Client, now: float) -> Sink | None:
+        """Where what happens at ``now`` counts: the warm-up's sink, the connection's, or none
+        after the window (window.py's rule)."""
+        where = window_of(now, self.deadline)
+        return c.sink if where == MEASURED else self.warm if where == WARMUP else None
 
     def _restart(self, c: Client) -> None:
         # The same event again (sysbench's RESTART_EVENT): new statements, the event's start time
@@ -74,6 +88,8 @@ class FailureHandling:
         except DbError:
             heapq.heappush(self.retry, (now + pause, id(c), c, min(1.0, pause * 2)))
             return
-        c.now_sink.counts["reconnects"] += 1
+        sink = self._sink_at(c, time.monotonic())
+        if sink is not None:
+            sink.counts["reconnects"] += 1
         self._register(c)
         self._restart(c)

@@ -43,6 +43,7 @@ from services.worker.driver.native.libmariadb import (
 )
 from services.worker.driver.native.protocol import Fatal
 from services.worker.driver.native.sinks import Sink, kind_hist
+from services.worker.driver.window import AFTER, MEASURED, WARMUP
 from services.workload.registry import OTHER, WRITE
 
 #: Seconds after the deadline a stuck connection may hold up the end of a run.
@@ -57,7 +58,9 @@ _IN = select.EPOLLIN
 
 class Loop(BlockingConnection, FailureHandling):
     """Runs every client of a load process from ``t0`` until ``deadline[1]`` (warming up until
-    ``deadline[0]``); zeroing both stops it early, letting transactions in flight finish."""
+    ``deadline[0]``); moving both to now (a Stop) or to zero (a fatal error) stops it early,
+    letting transactions in flight finish uncounted. What completes counts in the window it
+    completes in (window.py)."""
 
     def __init__(self, clients: list[Client], deadline: list[float], *, by_kind: bool,
                  schedule: Schedule | None = None, ignore_errors: IgnoreErrors = ignore.DEFAULT):
@@ -150,18 +153,12 @@ class Loop(BlockingConnection, FailureHandling):
     # -- transactions
 
     def _begin(self, c: Client, now: float, intended: float | None = None) -> bool:
-        """Start the client's next transaction if the run allows one; False if it did not."""
+        """Start the client's next transaction if the run allows one; False if it did not. Where
+        it counts is decided when it completes (window.py)."""
         d = self.deadline
-        if now >= d[1] or c.done:
+        if now >= d[1] or c.done or (c.left == 0 and d[0] <= now):
             c.done = True
             return False
-        if d[0] <= now:
-            if c.left == 0:
-                c.done = True
-                return False
-            c.measuring, c.now_sink = True, c.sink
-        else:
-            c.measuring, c.now_sink = False, self.warm
         c.ops = c.event(c.rng)
         c.i = 0
         c.t_start = now if intended is None else intended
@@ -195,7 +192,7 @@ class Loop(BlockingConnection, FailureHandling):
         The per-query path, and the only place prepared statements are started and finished;
         it calls no function of its own between two statements of a closed-loop transaction,
         each call being a measurable share of the client's CPU per point select."""
-        stage = c.stage
+        stage, deadline = c.stage, self.deadline
         if start:
             wait = 0
         elif stage == EXEC:
@@ -226,21 +223,33 @@ class Loop(BlockingConnection, FailureHandling):
                         c.rows = self._stmt_rows(c.cur.ref)
                     self._free(c.cur.ref)
                     c.stage = IDLE
-                # A statement finished.
-                sink = c.now_sink
+                # A statement finished: it counts in the window it finished in (window.py's
+                # window_of, inline), and so does the transaction it may end.
                 kind = c.ops[c.i][0]
                 if kind == WRITE and c.by_rows and not c.rows:
                     kind = OTHER
-                sink.counts[kind] += 1
-                if c.measuring and self.by_kind:
-                    kind_hist(sink.kinds, kind).record((now - c.ts) * 1e6)
+                if deadline[0] <= now < deadline[1]:
+                    where = MEASURED
+                    sink = c.sink
+                    sink.counts[kind] += 1
+                    if self.by_kind:
+                        kind_hist(sink.kinds, kind).record((now - c.ts) * 1e6)
+                elif now < deadline[0]:
+                    where = WARMUP
+                    self.warm.counts[kind] += 1
+                else:
+                    where = AFTER
                 c.i += 1
                 if c.i == len(c.ops):
-                    if c.measuring:
+                    if where == MEASURED:
                         sink.hist.record((now - c.t_start) * 1e6)
                         sink.counts["transactions"] += 1
                         if c.left > 0:
                             c.left -= 1
+                    elif where == WARMUP:
+                        self.warm.counts["transactions"] += 1
+                    elif not c.in_flight_from:
+                        c.in_flight_from = c.t_start
                     c.last_end = now
                     if not self._next(c, now):
                         self.active -= 1

@@ -30,6 +30,7 @@ from services.worker.driver.contract import (
 )
 from services.worker.driver.native import child
 from services.worker.driver.native.loop import DRAIN_GRACE_S
+from services.worker.driver.window import measured_seconds, summarize
 from services.worker.driver.native.protocol import (
     Done,
     Failed,
@@ -235,7 +236,7 @@ def _sum_series(parts: list[list[int]]) -> list[int]:
 def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> LoadOutcome:
     counts = sum((p.counts for p in parts), Counts())
     last_end = max(p.last_end for p in parts)
-    measured = max(0.0, last_end - t_measure)
+    measured = measured_seconds(last_end, max(p.window_end for p in parts), t_measure)
     # Drop trailing empty seconds of a run cancelled during warm-up or at a boundary.
     n = math.ceil(measured) if measured > 0 else 0
     series = Series(
@@ -257,6 +258,7 @@ def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> Load
         ended_at=wall0 + (last_end - t0),
         client_cpu_s=sum(p.cpu_s for p in parts),
         client_ctxt_switches=sum(p.ctxt_switches for p in parts),
+        window=summarize([n for p in parts for n in p.completed], [a for p in parts for a in p.in_flight_ages]),
     )
 
 

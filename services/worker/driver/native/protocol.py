@@ -7,7 +7,7 @@ process:
     child  -> parent  Ready, or Failed (it could not open its connections)
     parent -> child   Go, or Stop (cancelled before the start)
     child  -> parent  Tick once a measured second, the last one for the partial second
-    parent -> child   Stop, at any time (ends the run early)
+    parent -> child   Stop, at any time (ends the window at once)
     child  -> parent  Done
 """
 
@@ -114,6 +114,12 @@ class Done:
     failure: str | None = None
     #: The first error outside the ignore list; the run fails with its code and message.
     fatal: Fatal | None = None
+    #: Transactions each connection completed in the measured window, connection by connection.
+    completed: tuple[int, ...] = ()
+    #: Per transaction in flight at the window's end, its age then (window end - its start).
+    in_flight_ages: tuple[float, ...] = ()
+    #: Where the window ended (monotonic clock): the planned end, or the instant of a Stop.
+    window_end: float = 0.0
 
 
 def merged_kinds(parts: Iterable[Mapping[str, Histogram]]) -> dict[str, Histogram]:

@@ -1,6 +1,6 @@
-"""Machine formats of a report: JSON (every table with its statistics, the legend, collapse
-findings, settings) and ODS (a spreadsheet with one sheet per table plus the raw runs, as the
-seeds kept their results, with the settings beside them)."""
+"""Machine formats of a report and of a comparison: JSON (every table with its statistics, the
+legend, collapse findings, settings) and ODS (a spreadsheet with one sheet per table plus the raw
+runs, as the seeds kept their results, with the settings beside them)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from typing import Any, Iterable
 
 from services.common.results.rows import COLUMNS, ResultRow
 from services.reporting.analysis import NamedTable
-from services.reporting.report import Report
+from services.reporting.compare import CampaignComparison, header_lines
+from services.reporting.report import Report, head_lines
 from services.reporting.stalls import stall_rows
 from services.reporting.tables import format_value, formula_lines, legend_lines
 
@@ -165,8 +166,6 @@ def render_ods(report: Report) -> bytes:
 
 def ods_sheets(report: Report) -> list[tuple[str, list[list[Any]]]]:
     """The report's spreadsheet as (sheet name, rows)."""
-    from services.reporting.report import head_lines
-
     sheets: list[tuple[str, list[list[Any]]]] = [("settings", [[line] for line in head_lines(report.data)])]
     sheets += [(named.key, table_rows(named)) for named in report.tables]
     sheets.append(("stalls", stall_rows(report.stalled)))
@@ -175,3 +174,21 @@ def ods_sheets(report: Report) -> list[tuple[str, list[list[Any]]]]:
                       for f in report.collapsed]))
     sheets.append(("runs", run_rows(report.data.runs)))
     return sheets
+
+
+def render_compare_json(c: CampaignComparison) -> str:
+    """The comparison as one JSON document: both campaigns, the metric, each target's table."""
+    return json.dumps({"a": c.a.campaign_id, "b": c.b.campaign_id, "metric": c.metric.key,
+                       "unmatched_targets": list(c.unmatched),
+                       "stalls": {"a": [s.as_data() for s in c.stalled_a], "b": [s.as_data() for s in c.stalled_b]},
+                       "tables": [dict(table_data(t), target=target) for t, target in zip(c.tables, c.targets)]},
+                      indent=1) + "\n"
+
+
+def render_compare_ods(c: CampaignComparison) -> bytes:
+    """The comparison as a spreadsheet: which campaign is A and B, one sheet per table, both campaigns' runs."""
+    sheets = [("campaigns", [[line] for line in header_lines(c)])]
+    sheets += [(t.key, table_rows(t)) for t in c.tables]
+    sheets += [("stalls A", stall_rows(c.stalled_a)), ("stalls B", stall_rows(c.stalled_b))]
+    sheets += [("runs A", run_rows(c.a.runs)), ("runs B", run_rows(c.b.runs))]
+    return ods_document(sheets)
