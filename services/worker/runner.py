@@ -26,6 +26,10 @@ from services.workload.server_counter import ServerCounter, counter_for
 
 log = logs.get(__name__)
 
+#: Drivers whose totals are their measured process's run totals (sysbench counts every event
+#: of its run, which begins when its threads have started), not a window the worker timed.
+WHOLE_PROCESS_DRIVERS = frozenset({"sysbench"})
+
 
 @dataclass
 class WorkerIdentity:
@@ -99,6 +103,8 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
                 client_cpus=tuple(client_cpus) if client_cpus else None, stop=stop, on_progress=on_progress,
                 start_gate=start_gate, first_thread=share.first_thread,
                 run_threads=share.run_threads if run.part is not None else None,
+                # The monitor reads the server's counters at the window's first and last instant.
+                on_window=session.sampler.sample_at if session.sampler is not None else None,
             ))
     except (target.TargetError, fdlimit.FdLimitError) as e:
         if settling is not None:
@@ -113,7 +119,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
     # Only a finished run is judged: a cancelled one stopped early by request.
     quality = stalls.assess(outcome.series.transactions, warmup_s=run.warmup, duration_s=run.duration,
                             wall_s=outcome.ended_at - outcome.started_at, rate=share.rate) if status == "ok" else None
-    server = server_run.report(session, outcome, _counter(run))
+    server = server_run.report(session, outcome, _counter(run), to_end=run.driver in WHOLE_PROCESS_DRIVERS)
     if quality is not None and server.count is not None:
         # sysbench reports no window: nothing known in flight, the 2 % alone applies.
         in_flight = outcome.window.in_flight_at_end if outcome.window is not None else 0

@@ -128,3 +128,38 @@ def test_the_row_shows_the_servers_count_and_the_mark():
     row = ResultRow.of(again)
     assert row.server_count.server_transactions == 1000
     assert row.server_agreement.agrees is False and row.server_agreement.off == 0.1
+
+
+class _StatusConn:
+    """A connection whose SHOW GLOBAL STATUS answers at once (the sampler's timing alone is tested)."""
+
+    def cursor(self):
+        return self
+
+    def execute(self, sql):
+        pass
+
+    def fetchall(self):
+        return [("Com_commit", "1")]
+
+    def close(self):
+        pass
+
+
+def test_the_monitor_samples_at_the_windows_edges_between_its_regular_samples():
+    """With a sample due only every 10 s, the window's edges are still read within a few ms of them."""
+    import threading
+    import time
+
+    s = info.StatusSampler(ConnectParams(), interval=10.0)
+    s._conn = _StatusConn()
+    s._thread = threading.Thread(target=s._loop, daemon=True)
+    s._thread.start()
+    edges = (time.time() + 0.1, time.time() + 0.25)
+    s.sample_at(*edges)
+    time.sleep(0.4)
+    s.stop()
+    times = [t for t, _, _ in s.samples]
+    assert len(times) == 3, times  # two edges and the last one at stop
+    for edge, t in zip(edges, times):
+        assert 0 <= t - edge < 0.05, (edge, t)

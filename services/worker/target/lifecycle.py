@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
@@ -138,9 +139,11 @@ def server_count(counter: ServerCounter | None, session: TargetSession,
     return named.model_copy(update={"server_transactions": n, "reason": problem})
 
 
-def report(session: TargetSession, outcome: Measured, counter: ServerCounter | None = None) -> ServerReport:
+def report(session: TargetSession, outcome: Measured, counter: ServerCounter | None = None, *,
+           to_end: bool = False) -> ServerReport:
     """The result's ``server`` field for a finished load ``outcome``, with the server's count of
-    its transactions by ``counter`` (the workload's: services.workload.server_counter)."""
+    its transactions by ``counter`` (the workload's: services.workload.server_counter); ``to_end``:
+    the client's totals are a whole process's run (sysbench), so the server's count runs to its end."""
     out: dict[str, Any] = {"identity_error": session.identity_error}
     if session.identity is not None:
         # The live values of secret-named options stay on the worker: the result is stored and exported.
@@ -153,7 +156,12 @@ def report(session: TargetSession, outcome: Measured, counter: ServerCounter | N
                    threads_running_peak=st.threads_running_peak, server_cpu_s=st.server_cpu_s,
                    status_error=st.status_error, server_ctxt_switches=st.server_ctxt_switches,
                    disk_read_bytes=st.disk_read_bytes, disk_write_bytes=st.disk_write_bytes)
-    out["count"] = server_count(counter, session, out.get("status_deltas"))
+    deltas = out.get("status_deltas")
+    if to_end and session.sampler is not None and deltas is not None and counter is not None:
+        # The client's totals are its whole measured process's: the server's count runs from the
+        # window's start to the monitor's last sample, taken after that process ended.
+        deltas = info.status_deltas(session.sampler.samples, t0, math.inf, counter.counters)
+    out["count"] = server_count(counter, session, deltas)
     out["client_cpu_s"] = round(outcome.client_cpu_s, 3)
     out["client_ctxt_switches"] = outcome.client_ctxt_switches
     work = server_work(queries=outcome.totals.queries, transactions=outcome.totals.transactions,
