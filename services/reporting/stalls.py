@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from services.common.results.rows import ResultRow
 from services.common.results.stalls import OVERRUN_FRACTION, OVERRUN_MIN_S
@@ -57,19 +57,31 @@ def mark_stalls(table: Table, found: Sequence[StalledRun]) -> Table:
     baseline cell holds one (its number depends on both)."""
     if not found:
         return table
-    hits = Counter((s.target, s.workload, s.threads) for s in found)
+    hits = stall_counts(found)
     spec = table.spec
+    compared_with = None if spec.mode == "absolute" else spec.baseline
     rows = []
     for row in table.rows:
         cells = []
         for t, c in zip(table.threads, row.cells):
-            n = hits[(row.target, row.workload, t)]
-            if spec.mode != "absolute" and row.target != spec.baseline:
-                n += hits[(spec.baseline, row.workload, t)]
+            n = stalled_behind(hits, (row.target, row.workload, t), compared_with)
             marked = n and c.value is not None
             cells.append(dataclasses.replace(c, mark=c.mark + MARK_STALL, stalled=n) if marked else c)
         rows.append(dataclasses.replace(row, cells=tuple(cells)))
     return dataclasses.replace(table, rows=tuple(rows))
+
+
+def stall_counts(found: Iterable[StalledRun]) -> Counter[tuple[str, str, int]]:
+    """How many marked runs each cell (target, workload, threads) holds."""
+    return Counter((s.target, s.workload, s.threads) for s in found)
+
+
+def stalled_behind(hits: Mapping[tuple[str, str, int], int], cell: tuple[str, str, int], baseline: str | None) -> int:
+    """The marked runs behind a cell's number: its own, and, when it is compared with ``baseline``'s
+    cell (None: not compared), the baseline cell's too (the comparison depends on both)."""
+    target, workload, threads = cell
+    own = hits.get(cell, 0)
+    return own + hits.get((baseline, workload, threads), 0) if baseline is not None and target != baseline else own
 
 
 def _threads(n: int) -> str:

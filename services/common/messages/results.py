@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from services.common.messages.base import RESULT_SCHEMA, Count, Int64, NonNegative, _Message
 from services.common.messages.parts import PartReport
@@ -264,8 +264,6 @@ class RunResult(_Message):
     #: A part's result (merged by the collector, never stored alone), and a merged result's parts.
     part: PartReport | None = None
     parts: list[PartReport] | None = None
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     def encode(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()

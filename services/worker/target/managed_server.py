@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common import logs
-from services.common.spec import server_options
-from services.common.messages.builds import ALLOCATOR_LIBRARIES, ALLOCATOR_PACKAGES
+from services.common.spec import server_binary, server_options
 from services.common.spec.targets import ManagedTarget
 from services.worker.target import flavours
 from services.worker.target.connect_params import ConnectParams
@@ -24,6 +23,10 @@ from services.worker.target.managed_template import CLIENT_USER, ServerBuild, lo
 
 log = logs.get(__name__)
 
+#: The shared-library name of each preloaded allocator (spec ``malloc``), as it appears in /proc/PID/maps.
+ALLOCATOR_LIBRARIES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
+#: Debian packages that ship them (deploy/ensure-services worker installs them).
+ALLOCATOR_PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}
 #: Where a preloaded allocator may come from: the system's library directories only (a spec
 #: names the allocator, never a file).
 LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib")
@@ -135,8 +138,7 @@ class ManagedServer:
         extra = ([f"--extra-port={self.extra_port}", f"--extra-max-connections={EXTRA_MAX_CONNECTIONS}"]
                  if self.monitored_past_pool and self.extra_port else [])
         return [
-            str(self.binary), "--no-defaults",
-            *([f"--basedir={self.build.basedir}"] if self.build.basedir else []),
+            *server_binary.server_argv(self.binary, self.build.basedir),
             f"--datadir={self.datadir}", f"--port={self.port}", "--bind-address=127.0.0.1",
             f"--socket={self.socket}", f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.error_log}",
             *extra,
