@@ -17,7 +17,9 @@ Additive, optional fields (no version change): run ``rate``, ``latency_by_kind``
 ``disk_write_bytes`` and KB per transaction) and hit ratios (``key_cache_hit_ratio``,
 ``buffer_pool_hit_ratio``); result ``window`` (``Window``: completed transactions per connection,
 minimum and median, starved connections, transactions in flight at the window's end and the
-oldest one's age; the native driver only).
+oldest one's age; the native driver only); the server's count of the measured window's
+transactions (``server.count``: ``counter``, ``per_transaction``, ``server_transactions``,
+``reason`` when n/a) and ``quality.server_agreement`` (the client's count against it).
 Result ``quality`` (stalls and overrun, ``RunQuality``) carries its own ``version`` (history in
 its docstring); results without it were stored before runs were assessed.
 

@@ -59,6 +59,20 @@ class Latency(_Message):
     by_kind: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
+class ServerCount(_Message):
+    """The server's own count of the measured window's transactions (``server.count`` of a
+    result): the SHOW GLOBAL STATUS counters it sums, read on a connection opened before the
+    load (pool-of-threads: the server's extra_port), or why there is none (``reason``)."""
+
+    #: The counters summed (Com_commit + Com_rollback for BEGIN/COMMIT workloads, the statement
+    #: counter otherwise), and how many counts one transaction adds (statements per transaction).
+    counter: list[str] = Field(default_factory=list)
+    per_transaction: Annotated[int, Field(ge=1)] = 1
+    #: None when the server's count is n/a; ``reason`` then says why.
+    server_transactions: Count | None = None
+    reason: str | None = None
+
+
 class Window(_Message):
     """Who completed what in the measured window, per connection, and what was still running at
     its end (the native driver; None from sysbench, which reports no per-connection counts)."""
@@ -132,6 +146,8 @@ class ServerReport(_Message):
     #: Innodb_buffer_pool_read_requests from the status deltas; None when nothing was requested.
     key_cache_hit_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
     buffer_pool_hit_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    #: The server's count of the measured window's transactions; None in results stored before it.
+    count: ServerCount | None = None
 
     @field_validator("options", "variables")
     @classmethod
@@ -148,6 +164,21 @@ class ServerReport(_Message):
 
 QualityFlag = Literal["stall", "overrun"]
 QUALITY_VERSION = 1
+
+
+class ServerAgreement(_Message):
+    """Whether the client's and the server's counts of a measured window agree: they may differ by
+    ``tolerance`` (max(2 %, in-flight / server count)) of the server's count; rules in
+    ``services.common.results.agreement``."""
+
+    client_transactions: Count
+    server_transactions: Count
+    #: Transactions begun but not finished at the window's end (``window.in_flight_at_end``; 0 without a window).
+    in_flight: Count = 0
+    #: |client - server| / server, and the largest share allowed.
+    off: NonNegative
+    tolerance: NonNegative
+    agrees: bool
 
 
 class RunQuality(_Message):
@@ -170,6 +201,9 @@ class RunQuality(_Message):
     #: transaction every second): stalled_s is then 0 by rule, not by measurement.
     stalls_checked: bool = True
     flags: list[QualityFlag] = Field(default_factory=list)
+    #: The client's count against the server's (additive, no version change); None where the
+    #: server's count is n/a (``server.count.reason``) or for results stored before it.
+    server_agreement: ServerAgreement | None = None
 
 
 class QuiesceReport(_Message):
