@@ -78,3 +78,19 @@ def test_judge_groups_is_one_bh_family_over_metrics_of_both_directions():
     assert pages[0].selection is pages[1].selection and pages[0].selection.family_size == 2
     assert [p.verdicts[0].decision for p in pages] == ["faster", "slower"]
     assert judge([up], family="one", higher_is_better=True).selection.family_size == 1
+
+
+def test_a_collapse_is_reported_only_when_the_drop_clears_the_fraction_with_confidence():
+    """49% of the peak is below the 50% fraction, but its interval reaches above it: no collapse;
+    a fall to 10% is one, with its interval and how sure the report is."""
+    from services.reporting.analysis import collapse_findings
+
+    def curve(top):
+        runs = tuple(run("new", n, i + 1, q) for n, qs in ((4, [1000.0, 1010.0, 990.0]), (8, top))
+                     for i, q in enumerate(qs))
+        return CampaignData("c", "c", "finished", ("new",), "new", ("w",), (4, 8), {}, runs)
+
+    assert collapse_findings(curve([480.0, 520.0, 470.0])) == []
+    [found] = collapse_findings(curve([100.0, 104.0, 96.0]))
+    assert found.basis == "significant" and found.p < 0.05
+    assert -0.92 < found.drop_low < found.drop_high < -0.88 and found.level == 0.95

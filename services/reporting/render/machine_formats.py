@@ -77,7 +77,8 @@ def render_json(report: Report) -> str:
         "statistics": {"alpha": report.opts.alpha, "min_effect": report.opts.min_effect,
                        "cv_threshold": report.opts.cv_threshold, "collapse_fraction": report.opts.collapse_fraction},
         "tables": [table_data(t) for t in report.tables],
-        "collapse": [dict(f.__dict__, p=_num(f.p)) for f in report.collapsed],
+        "collapse": [dict(f.__dict__, p=_num(f.p), drop_low=_num(f.drop_low), drop_high=_num(f.drop_high),
+                          level=_num(f.level)) for f in report.collapsed],
         "stalls": {"checked": report.stalls_checked, "runs": [s.as_data() for s in report.stalled]},
         "runs": [dict(zip(COLUMNS, r.columns())) for r in d.runs],
     }
