@@ -94,3 +94,13 @@ def test_a_collapse_is_reported_only_when_the_drop_clears_the_fraction_with_conf
     [found] = collapse_findings(curve([100.0, 104.0, 96.0]))
     assert found.basis == "significant" and found.p < 0.05
     assert -0.92 < found.drop_low < found.drop_high < -0.88 and found.level == 0.95
+
+
+def test_two_noisy_repetitions_at_a_strict_level_give_an_unbounded_interval_not_an_error():
+    """Paired over 2 blocks (1 df) at a 99.99% level the upper bound overflows exp(): it is infinite."""
+    from services.reporting.log_ratio import log_ratio
+
+    est = log_ratio({1: 1.0, 2: 1000.0}, {1: 1000.0, 2: 1.0})
+    low, high = est.interval(0.9999)
+    assert low == 0.0 or low < 1e-300
+    assert high == float("inf")
