@@ -151,7 +151,8 @@ def merge_parts(parts: Sequence[RunResult]) -> RunResult:
     plan = reports[0]
     rates = [r.rate for r in reports if r.rate]
     quality = stalls.assess(series.transactions, warmup_s=plan.warmup, duration_s=plan.duration,
-                            wall_s=ended - started, rate=sum(rates) if rates else None)
+                            wall_s=ended - started, rate=sum(rates) if rates else None,
+                            completed=totals.transactions, threads=first.cell.threads)
     return first.model_copy(update={
         "worker": _joined_workers(reports), "attempt": max(p.attempt for p in ordered),
         "started_at": started, "ended_at": ended,

@@ -146,16 +146,17 @@ class ServerReport(_Message):
         return self.model_copy(update={"options": hide_secrets(self.options), "variables": hide_secrets(self.variables)})
 
 
-QualityFlag = Literal["stall", "overrun"]
-QUALITY_VERSION = 1
+QualityFlag = Literal["stall", "overrun", "short"]
+QUALITY_VERSION = 2
 
 
 class RunQuality(_Message):
-    """Whether a run's numbers hide a stall: measured seconds with no completed transaction, and
-    wall time past the plan (warm-up + duration). ``flags`` is what reports mark; the rules are
-    in ``services.common.stalls``. History of ``version``: 1 = first version."""
+    """Whether a run's numbers hide a stall: measured seconds with no completed transaction, wall
+    time past the plan (warm-up + duration), and a window too short to measure. ``flags`` is what
+    reports mark; the rules are in ``services.common.results.stalls``. History of ``version``:
+    1 = first version; 2 = ``completed_per_connection`` and the "short" flag."""
 
-    version: Literal[1] = QUALITY_VERSION
+    version: Literal[1, 2] = QUALITY_VERSION
     #: Warm-up plus duration as the run spec planned them, and the wall time the run took.
     planned_s: Annotated[float, Field(ge=0)]
     wall_s: Annotated[float, Field(ge=0)]
@@ -169,6 +170,9 @@ class RunQuality(_Message):
     #: False when an empty second says nothing (an open-loop rate too low to expect a
     #: transaction every second): stalled_s is then 0 by rule, not by measurement.
     stalls_checked: bool = True
+    #: Transactions completed in the window per connection (closed loop; by Little's law the
+    #: window over the mean response time); None for open-loop runs and version 1.
+    completed_per_connection: NonNegative | None = None
     flags: list[QualityFlag] = Field(default_factory=list)
 
 

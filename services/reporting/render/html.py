@@ -21,6 +21,7 @@ from services.reporting.report import Report
 from services.reporting.stalls import stall_lines
 from services.reporting.tables import (
     MARK_FASTER,
+    MARK_SHORT,
     MARK_SLOWER,
     MARK_STALL,
     failed_lines,
@@ -61,7 +62,7 @@ def render_table_html(named: NamedTable) -> list[str]:
         cells = []
         for c in row.cells:
             cls = "num" + (" faster" if MARK_FASTER in c.mark else " slower" if MARK_SLOWER in c.mark else "") \
-                + (" stalled" if MARK_STALL in c.mark else "")
+                + (" stalled" if MARK_STALL in c.mark or MARK_SHORT in c.mark else "")
             title = c.comparison.reason if c.comparison else ""
             cells.append(f'<td class="{cls}" title="{_e(title)}">{_e(format_value(c, table.places))}'
                          f"{_e(c.mark)}</td>")
