@@ -33,7 +33,8 @@ class StalledRun:
     flags: tuple[str, ...]
     stalled_s: int
     longest_stall_s: int
-    max_ms: float
+    #: None when no transaction completed.
+    max_ms: float | None
     overrun_s: float
     qps: float
     #: Transactions completed per connection in the window, and (native driver) the fewest and
@@ -143,7 +144,8 @@ def describe_short(s: StalledRun) -> str:
 
 def describe(s: StalledRun) -> str:
     """What happened to one marked run, in a few words with its numbers."""
-    return (f"stalled {s.stalled_s} s (longest {s.longest_stall_s} s), max latency {s.max_ms:,.0f} ms, "
+    latency = f"{s.max_ms:,.0f} ms" if s.max_ms is not None else "n/a (no transaction completed)"
+    return (f"stalled {s.stalled_s} s (longest {s.longest_stall_s} s), max latency {latency}, "
             f"overrun {s.overrun_s:.1f} s, {s.qps:,.0f} q/s")
 
 

@@ -302,9 +302,18 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
                                     "transactions per connection, so its window was shorter than that many mean "
                                     "response times (runs listed below)"))
     if table.has_missing():
-        entries.append((NO_DATA, "not recorded by the cell's runs (server process figures need a managed target), "
-                                 "or no successful run" if table.unrecorded else "no successful run to compare"))
+        entries.append((NO_DATA, missing_reason(table)))
     return entries
+
+
+def missing_reason(table: Table) -> str:
+    """Why a cell of ``table`` reads n/a: a latency table's runs completed no transaction (an empty
+    histogram has no percentile), another's did not record the figure, or no run succeeded."""
+    if not table.unrecorded:
+        return "no successful run to compare"
+    if table.spec.unit.endswith(" ms"):
+        return "no transaction completed in the cell's runs (no latency to read), or no successful run"
+    return "not recorded by the cell's runs (server process figures need a managed target), or no successful run"
 
 
 def failed_lines(table: Table) -> list[str]:

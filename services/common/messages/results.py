@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from services.common.messages.base import RESULT_SCHEMA, Count, Int64, NonNegative, _Message
 from services.common.messages.parts import PartReport
@@ -46,17 +46,38 @@ class Series(_Message):
     reconnects: list[Count] = Field(default_factory=list)
 
 
-class Latency(_Message):
-    """Transaction latency in milliseconds, from the merged histogram."""
+#: Why a latency figure is None: reports print it beside their n/a.
+NO_LATENCY = "no transaction completed"
 
-    p50_ms: NonNegative = 0.0
-    p95_ms: NonNegative = 0.0
-    p99_ms: NonNegative = 0.0
-    max_ms: NonNegative = 0.0
+
+class Latency(_Message):
+    """Transaction latency in milliseconds, from the merged histogram. A figure is None when no
+    transaction completed (``NO_LATENCY``): an empty histogram has no percentile, never 0."""
+
+    p50_ms: NonNegative | None = None
+    p95_ms: NonNegative | None = None
+    p99_ms: NonNegative | None = None
+    max_ms: NonNegative | None = None
     histogram: dict[str, Any] = Field(default_factory=dict)
     #: Statement latency per kind (read, write, other), each with the fields above, when the
     #: campaign asked for it (spec ``latency_by_kind``).
     by_kind: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_missing(cls, data: Any) -> Any:
+        # Results stored before figures could be None wrote 0.0 beside an empty histogram: a
+        # histogram without a sample has no percentile, so those zeros read as missing.
+        if isinstance(data, dict) and _empty_histogram(data.get("histogram")):
+            data = {**data, **{k: None for k in ("p50_ms", "p95_ms", "p99_ms") if not data.get(k)}}
+            if not data.get("max_ms"):
+                data["max_ms"] = None
+        return data
+
+
+def _empty_histogram(wire: Any) -> bool:
+    """Whether a histogram's wire form holds no sample (an absent histogram is not known empty)."""
+    return isinstance(wire, dict) and bool(wire) and not any((wire.get("buckets") or {}).values())
 
 
 class Window(_Message):

@@ -30,11 +30,12 @@ class ResultRow:
     status: RunStatus
     qps: float
     tps: float
-    p95_ms: float
-    p99_ms: float
+    #: None where no transaction completed (no latency: reports print n/a, never 0).
+    p95_ms: float | None
+    p99_ms: float | None
     measured_s: float
     error: str | None
-    max_ms: float = 0.0
+    max_ms: float | None = None
     #: The run's stalls and overrun (RunQuality); None when the run was not assessed (failed,
     #: cancelled, or stored before runs were). ``quality_flags`` is the flags comma-joined.
     stalled_s: int | None = None
