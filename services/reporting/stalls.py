@@ -63,12 +63,9 @@ def stalled_runs(rows: Iterable[ResultRow]) -> list[StalledRun]:
 
 def _per_connection(r: ResultRow) -> tuple[float | None, int | None, float | None]:
     """A run's completions per connection: the mean from the totals, the fewest and the median
-    from its window when the whole result was read and recorded one."""
+    from its window (None where it recorded none)."""
     mean = r.tps * r.measured_s / r.threads if r.threads > 0 and r.measured_s > 0 else None
-    w = r.result.window if r.result is not None else None
-    if w is None:
-        return mean, None, None
-    return mean, w.completed_per_connection_min, w.completed_per_connection_median
+    return mean, r.completed_per_connection_min, r.completed_per_connection_median
 
 
 def assessed(rows: Iterable[ResultRow]) -> bool:

@@ -124,3 +124,33 @@ def test_a_short_window_fails_the_study_premise_and_long_ones_pass():
     clean = CampaignData("c", "n", "finished", ("off",), "off", ("oltp_update_index",), (4,), {"name": "n"},
                          tuple(result("off", 4, r, 400) for r in (1, 2)))
     assert premises.windows_long_enough(clean).ok
+
+
+def test_starved_connections_of_a_long_enough_window_are_listed_beside_the_collapse_check():
+    """A window of 40 transactions per connection in which 3 of 256 connections completed none
+    is a finding (listed with the oldest in-flight age in every format); the short window's
+    starved connections are not (it is listed as short)."""
+    from odf.opendocument import load
+    from odf.table import Table, TableRow
+
+    data = campaign()
+    w = Window(connections=256, completed_per_connection_min=0, completed_per_connection_median=41.0,
+               starved_connections=3, in_flight_at_end=256, oldest_in_flight_s=12.25)
+    rows = tuple(result("off", 256, 1, 40 * 256, window=w) if r.run_id == "c.off.t256.r1" else r for r in data.runs)
+    report = analyse(CampaignData("c", "n", "finished", ("off", "on"), "off", ("oltp_update_index",), (4, 256),
+                                  {"name": "n"}, rows), ReportOptions(mode="absolute"))
+    assert [(c.target, c.threads, c.runs, c.recorded, c.starved_max, c.oldest_in_flight_s) for c in report.starved] == [
+        ("off", 256, 1, 1, 3, 12.25)]
+    lines = render_lines(report)
+    i = lines.index(next(x for x in lines if x.startswith("Starved connections:")))
+    assert i > lines.index(next(x for x in lines if "ollapse" in x))
+    assert lines[i + 1] == ("  off / oltp_update_index / 256 threads: 1 of 1 runs, at most 3 of 256 connections "
+                            "starved; 256 transactions in flight at the window's end, the oldest for 12.2 s")
+    assert any(x.startswith("Starved connections:") for x in render_markdown_lines(report))
+    html = render_html_report(report)
+    assert '<h2 id="starved">Starved connections</h2>' in html and "the oldest for 12.2 s" in html
+    assert json.loads(render_json(report))["starved"][0]["oldest_in_flight_s"] == 12.25
+    sheets = {t.getAttribute("name"): t for t in load(io.BytesIO(render_ods(report))).spreadsheet.getElementsByType(Table)}
+    assert len(sheets["starved"].getElementsByType(TableRow)) == 2
+    # Without a starved connection in a long window, nothing is said.
+    assert not any("Starved" in x for x in render_lines(analyse(campaign(), ReportOptions(mode="absolute"))))

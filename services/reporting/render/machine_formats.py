@@ -17,6 +17,7 @@ from services.reporting.analysis import NamedTable
 from services.reporting.compare import CampaignComparison, header_lines
 from services.reporting.report import Report, head_lines
 from services.reporting.stalls import stall_rows
+from services.reporting.starved import starved_rows
 from services.reporting.tables import NO_DATA, format_value, formula_lines, legend_lines, missing_reason
 
 #: Version of the JSON export's layout; history: 1 = first version (additive since: each run
@@ -73,6 +74,7 @@ def render_json(report: Report) -> str:
         "tables": [table_data(t) for t in report.tables],
         "collapse": [dict(f.__dict__, p=_num(f.p)) for f in report.collapsed],
         "stalls": {"checked": report.stalls_checked, "runs": [s.as_data() for s in report.stalled]},
+        "starved": [c.as_data() for c in report.starved],
         "runs": [dict(zip(COLUMNS, r.columns())) for r in d.runs],
         "missing": missing_figures(d.runs),
     }
@@ -192,6 +194,7 @@ def ods_sheets(report: Report) -> list[tuple[str, list[list[Any]]]]:
     sheets: list[tuple[str, list[list[Any]]]] = [("settings", [[line] for line in head_lines(report.data)])]
     sheets += [(named.key, table_rows(named)) for named in report.tables]
     sheets.append(("stalls", stall_rows(report.stalled)))
+    sheets.append(("starved", starved_rows(report.starved)))
     sheets.append(("collapse", [["target", "workload", "threads", "q/s", "peak threads", "peak q/s", "ratio", "p", "basis"]]
                    + [[f.target, f.workload, f.threads, f.qps, f.peak_threads, f.peak_qps, f.ratio, _num(f.p), f.basis]
                       for f in report.collapsed]))
