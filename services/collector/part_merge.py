@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from services.common.results import stalls
 from services.common.results.histogram import Histogram, summary_ms
 from services.common.messages.results import Latency, RunResult, Series, Totals, Window
-from services.common.messages.parts import PartReport
+from services.common.messages.parts import PartReport, part_failure
 from services.common.messages.server_work import server_work
 
 _SERIES = ("transactions", "queries", "errors", "queue", "ignored_errors", "reconnects")
@@ -166,7 +166,7 @@ def failed_run(part: RunResult, known: Sequence[RunResult] = ()) -> RunResult:
     reports = _reports([*known, part])
     by_index = {r.index: r for r in reports}
     index = part.part.index if part.part is not None else 0
-    error = f"load_hosts part {index} ({part.worker}): {part.error or part.status}"
+    error = part_failure(index, part.worker, part.error or part.status)
     return RunResult(run_id=part.run_id, campaign_id=part.campaign_id, cell=part.cell, repetition=part.repetition,
                      status=part.status, error=error, error_code=part.error_code, worker=part.worker, host=part.host,
                      attempt=part.attempt, started_at=part.started_at, ended_at=part.ended_at,

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from services.common.results.rows import ResultRow
 from services.reporting import metrics_catalog as mc
-from services.reporting.collapse import CellThroughput, collapse_points
+from services.reporting.collapse import AgainstPeak, CellThroughput, collapse_points
 from services.reporting.options import ReportOptions
 from services.reporting.stalls import StalledRun, mark_stalls
 from services.reporting.stats import describe, welch_from_stats
@@ -70,16 +70,10 @@ class NamedTable:
 
 
 @dataclass(frozen=True)
-class CollapseFinding:
-    """A cell whose throughput fell below ``fraction`` of the peak at fewer threads."""
+class CollapseFinding(AgainstPeak):
+    """A cell whose throughput fell below ``fraction`` of the peak at fewer threads, and how sure
+    the report is of it."""
 
-    target: str
-    workload: str
-    threads: int
-    qps: float
-    peak_threads: int
-    peak_qps: float
-    ratio: float
     #: Welch p of the drop; NaN when either cell has fewer than 2 successful runs.
     p: float
     #: "significant", or "untested" (too few repetitions: the fraction alone decided).

@@ -2,30 +2,23 @@
 the report's tables show (n, mean, stdev, CV, interval, ratio to the baseline, verdict, marks),
 so SQL users and Grafana read them without recomputing Welch tests.
 
-Pure: the campaign comes in as ``CampaignData``.
+Pure: the campaign comes in as ``CampaignData``; the cells, their statistics and their marks
+are the report's own (analysis.cell_runs, tables.cell_mark, stalls.stalled_behind).
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from typing import Mapping
 
 from services.common.results.rows import CellStatRow
 from services.reporting import metrics_catalog as mc
-from services.reporting.analysis import CampaignData, collapse_findings
+from services.reporting.analysis import CampaignData, cell_runs, collapse_findings
 from services.reporting.options import ReportOptions
-from services.reporting.stats import CellStats, compare_stats, describe
-from services.reporting.tables import (
-    MARK_COLLAPSE,
-    MARK_FASTER,
-    MARK_HIGH_CV,
-    MARK_SLOWER,
-    MARK_STALL,
-    MARK_UNTESTED,
-)
+from services.reporting.stalls import stall_counts, stalled_behind, stalled_runs
+from services.reporting.stats import compare_stats
+from services.reporting.tables import MARK_COLLAPSE, MARK_STALL, cell_mark
 
-_VERDICT_MARK = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "same": "", "n/a": MARK_UNTESTED}
 #: The metrics stored per cell: the ones every result row holds as columns.
 STORED_METRICS = ("qps", "tps", "p95_ms", "p99_ms")
 
@@ -48,44 +41,37 @@ def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions(),
             collapsed[cell] = stored.collapse_ratio
         else:
             collapsed.pop(cell, None)
+    unstored = unstored_failures or {}
+    # As the report's ~: runs flagged for a stall or an overrun (RunQuality).
+    hits = stall_counts(stalled_runs(data.runs))
     out: list[CellStatRow] = []
     for key in STORED_METRICS:
         m = mc.BUILTIN[key]
-        values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-        failed: dict[tuple[str, str, int], int] = defaultdict(int, unstored_failures or {})
-        stalls: dict[tuple[str, str, int], int] = defaultdict(int)
-        for r in data.runs:
-            cell = (r.target, r.workload, r.threads)
-            v = mc.row_value(m, r)
-            if r.status != "ok":
-                failed[cell] += 1
-            elif v is not None:
-                values[cell].append(v)
-                # As the report's ~: a run flagged for a stall or an overrun (RunQuality).
-                stalls[cell] += bool(r.flags)
-        summaries: dict[tuple[str, str, int], CellStats] = {c: describe(v) for c, v in values.items()}
-        for cell in sorted(set(values) | set(failed), key=lambda c: (c[1], c[2], c[0])):
+        cells = cell_runs(data, m)
+        summaries = {c: runs.stats for c, runs in cells.items() if runs.values}
+        for cell in sorted({c for c, runs in cells.items() if runs.values or runs.failed} | set(unstored),
+                           key=lambda c: (c[1], c[2], c[0])):
             target, workload, threads = cell
             own = summaries.get(cell)
             base = summaries.get((data.baseline, workload, threads))
+            compared = target != data.baseline
             comp = (compare_stats(own, base, alpha=opts.alpha, min_effect=opts.min_effect,
                                   higher_is_better=m.higher_is_better)
-                    if own is not None and base is not None and target != data.baseline else None)
+                    if own is not None and base is not None and compared else None)
             high_cv = bool(own and own.high_cv(opts.cv_threshold)) or bool(comp and comp.high_cv(opts.cv_threshold))
             col = key in ("qps", "tps") and cell in collapsed
-            # As in the tables: a target without a baseline cell to compare with cannot be tested.
-            untested = own is not None and target != data.baseline
-            mark = _VERDICT_MARK[comp.verdict] if comp else (MARK_UNTESTED if untested else "")
-            # The report's default marks; a high CV (the seeds' *, opt-in there) is its own column.
-            mark += (MARK_HIGH_CV if high_cv and opts.mark_high_cv else "") + (MARK_COLLAPSE if col else "")
+            # The report's marks, in its order; a high CV (the seeds' *, opt-in there) is its own column.
+            mark = cell_mark(own, comp, compared=compared, mark_high_cv=opts.mark_high_cv,
+                             cv_threshold=opts.cv_threshold) if own is not None else ""
+            mark += MARK_COLLAPSE if col else ""
             # As the report's ratio table: the baseline's stalled runs weigh on the comparison too.
-            stalled = stalls.get(cell, 0) + (stalls.get((data.baseline, workload, threads), 0)
-                                             if target != data.baseline else 0)
+            stalled = stalled_behind(hits, cell, data.baseline)
             mark += MARK_STALL if stalled and own is not None else ""
+            failed = (cells[cell].failed if cell in cells else 0) + unstored.get(cell, 0)
             out.append(CellStatRow(
                 campaign_id=data.campaign_id, metric=key, workload=workload, threads=threads, target=target,
                 baseline=data.baseline, higher_is_better=m.higher_is_better, n=own.n if own else 0,
-                failed=failed.get(cell, 0), mean=_f(own.mean) if own else None, stdev=_f(own.stdev) if own else None,
+                failed=failed, mean=_f(own.mean) if own else None, stdev=_f(own.stdev) if own else None,
                 cv=_f(own.cv) if own else None, ci_low=_f(own.ci_low) if own else None,
                 ci_high=_f(own.ci_high) if own else None, ratio=_f(comp.ratio) if comp else None,
                 ratio_low=_f(comp.ratio_low) if comp else None, ratio_high=_f(comp.ratio_high) if comp else None,

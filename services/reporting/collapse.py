@@ -26,8 +26,9 @@ class CellThroughput:
 
 
 @dataclass(frozen=True)
-class CollapsePoint:
-    """One cell compared with the best cell of the same target/workload at fewer threads."""
+class AgainstPeak:
+    """One cell's mean q/s against the best cell of the same target/workload at fewer threads:
+    what a collapse point and a report's collapse finding both say."""
 
     target: str
     workload: str
@@ -35,7 +36,14 @@ class CollapsePoint:
     qps: float
     peak_threads: int
     peak_qps: float
+    #: qps / peak_qps.
     ratio: float
+
+
+@dataclass(frozen=True)
+class CollapsePoint(AgainstPeak):
+    """A cell against its peak, and whether its ratio fell below the collapse fraction."""
+
     collapsed: bool
 
 

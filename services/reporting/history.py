@@ -15,7 +15,7 @@ from services.common.results.rows import HistoryEntry
 from services.reporting.metrics_catalog import row_value
 from services.reporting.options import ReportOptions
 from services.reporting.stats import CellStats, Comparison, compare_stats, describe
-from services.reporting.tables import MARK_FASTER, MARK_SLOWER, MARK_STALL, MARK_UNTESTED
+from services.reporting.tables import MARK_FASTER, MARK_SLOWER, MARK_STALL, MARK_UNTESTED, VERDICT_MARK
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def _row(p: HistoryPoint, places: int) -> list[str]:
     s, c = p.stats, p.vs_previous
     change = ""
     if c is not None:
-        mark = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "n/a": MARK_UNTESTED}.get(c.verdict, "")
+        mark = VERDICT_MARK.get(c.verdict, "")
         change = f"{(c.ratio - 1) * 100:+.2f}%{mark}"
     return [p.campaign_id, time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.created_at)),
             str(s.n if s else 0), _f(s.mean if s else None, places), _f(s.stdev if s else None, places),

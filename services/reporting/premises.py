@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
+from services.common.messages.builds import SYSTEM_BUILD
 from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.targets import ManagedTarget
@@ -72,7 +73,7 @@ def has_shape(spec: CampaignSpec, workloads: Sequence[str], threads: Sequence[in
 
 def names_distinct_builds(spec: CampaignSpec) -> Premise:
     """At least two targets name different registered builds (not two settings of one binary)."""
-    builds = {t.name: t.build or "system" for t in spec.targets if isinstance(t, ManagedTarget)}
+    builds = {t.name: t.build or SYSTEM_BUILD for t in spec.targets if isinstance(t, ManagedTarget)}
     distinct = sorted(set(builds.values()))
     ok = len(distinct) >= 2
     return Premise("two server builds", ok,

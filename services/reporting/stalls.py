@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from services.common.results.rows import ResultRow
 from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION, OVERRUN_FRACTION, OVERRUN_MIN_S
@@ -78,26 +78,38 @@ def mark_stalls(table: Table, found: Sequence[StalledRun]) -> Table:
     baseline cell holds one (its number depends on both)."""
     if not found:
         return table
-    hits = Counter((s.target, s.workload, s.threads) for s in found)
-    stalls = Counter((s.target, s.workload, s.threads) for s in found if _STALL_FLAGS & set(s.flags))
-    shorts = Counter((s.target, s.workload, s.threads) for s in found if s.short)
+    hits = stall_counts(found)
+    stalls = stall_counts(s for s in found if _STALL_FLAGS & set(s.flags))
+    shorts = stall_counts(s for s in found if s.short)
     spec = table.spec
+    compared_with = None if spec.mode == "absolute" else spec.baseline
     rows = []
     for row in table.rows:
         cells = []
         for t, c in zip(table.threads, row.cells):
-            keys = [(row.target, row.workload, t)]
-            if spec.mode != "absolute" and row.target != spec.baseline:
-                keys.append((spec.baseline, row.workload, t))
-            n = sum(hits[k] for k in keys)
+            cell = (row.target, row.workload, t)
+            n = stalled_behind(hits, cell, compared_with)
             if not n or c.value is None:
                 cells.append(c)
                 continue
-            mark = ((MARK_STALL if any(stalls[k] for k in keys) else "")
-                    + (MARK_SHORT if any(shorts[k] for k in keys) else ""))
+            mark = ((MARK_STALL if stalled_behind(stalls, cell, compared_with) else "")
+                    + (MARK_SHORT if stalled_behind(shorts, cell, compared_with) else ""))
             cells.append(dataclasses.replace(c, mark=c.mark + mark, stalled=n))
         rows.append(dataclasses.replace(row, cells=tuple(cells)))
     return dataclasses.replace(table, rows=tuple(rows))
+
+
+def stall_counts(found: Iterable[StalledRun]) -> Counter[tuple[str, str, int]]:
+    """How many marked runs each cell (target, workload, threads) holds."""
+    return Counter((s.target, s.workload, s.threads) for s in found)
+
+
+def stalled_behind(hits: Mapping[tuple[str, str, int], int], cell: tuple[str, str, int], baseline: str | None) -> int:
+    """The marked runs behind a cell's number: its own, and, when it is compared with ``baseline``'s
+    cell (None: not compared), the baseline cell's too (the comparison depends on both)."""
+    target, workload, threads = cell
+    own = hits.get(cell, 0)
+    return own + hits.get((baseline, workload, threads), 0) if baseline is not None and target != baseline else own
 
 
 def _threads(n: int) -> str:

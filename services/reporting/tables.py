@@ -35,7 +35,8 @@ MARK_STALL = "~"
 #: Added by the report (stalls.mark_stalls) to cells holding a run whose window was too short.
 MARK_SHORT = "<"
 NO_DATA = "n/a"
-_VERDICT_MARK = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "same": "", "n/a": MARK_UNTESTED}
+#: The mark of each verdict of a comparison with the baseline's cell.
+VERDICT_MARK = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "same": "", "n/a": MARK_UNTESTED}
 
 
 @dataclass(frozen=True)
@@ -232,23 +233,31 @@ def _cell(spec: TableSpec, summaries, failures, target: str, workload: str, thre
     failed = failures.get((target, workload, threads), 0)
     if own is None:
         return Cell(None, "", failed=failed)
-    if target == spec.baseline:  # only in absolute tables: nothing to test against
-        high = spec.mark_high_cv and own.high_cv(spec.cv_threshold)
-        return Cell(own.mean, MARK_HIGH_CV if high else "", own, None, failed)
-    if base is None:
-        if spec.mode == "absolute":
-            return Cell(own.mean, MARK_UNTESTED, own, None, failed)
-        return Cell(None, "", own, None, failed)
-    comp = compare_stats(
-        own, base, alpha=spec.alpha, min_effect=spec.min_effect, higher_is_better=spec.higher_is_better
-    )
-    mark = _VERDICT_MARK[comp.verdict]
-    if spec.mark_high_cv and comp.high_cv(spec.cv_threshold):
-        mark += MARK_HIGH_CV
+    # The baseline's own cell (only in absolute tables) has nothing to test against.
+    compared = target != spec.baseline
+    comp = (compare_stats(own, base, alpha=spec.alpha, min_effect=spec.min_effect,
+                          higher_is_better=spec.higher_is_better) if compared and base is not None else None)
+    mark = cell_mark(own, comp, compared=compared, mark_high_cv=spec.mark_high_cv, cv_threshold=spec.cv_threshold)
+    if comp is None:
+        if compared and spec.mode != "absolute":
+            return Cell(None, "", own, None, failed)
+        return Cell(own.mean, mark, own, None, failed)
     if math.isnan(comp.ratio) and spec.mode != "absolute":
         return Cell(None, "", own, comp, failed)
     value = {"ratio": comp.ratio * 100, "delta": comp.ratio * 100 - 100, "absolute": own.mean}[spec.mode]
     return Cell(value, mark, own, comp, failed)
+
+
+def cell_mark(own: CellStats, comp: Comparison | None, *, compared: bool, mark_high_cv: bool,
+              cv_threshold: float) -> str:
+    """A cell's marks before collapse and stalls: its verdict against the baseline's cell (``?``
+    for a compared target without one), and the seeds' ``*`` when asked for and a side is noisy.
+    The tables and the stored cell statistics both mark by it."""
+    if comp is not None:
+        return VERDICT_MARK[comp.verdict] + (MARK_HIGH_CV if mark_high_cv and comp.high_cv(cv_threshold) else "")
+    if compared:
+        return MARK_UNTESTED
+    return MARK_HIGH_CV if mark_high_cv and own.high_cv(cv_threshold) else ""
 
 
 def _row_label(spec: TableSpec, workload: str, target: str) -> str:

@@ -26,6 +26,7 @@ from services.common.errors import BusError, DecodeError, TopologyMissing
 from services.common.messages.builds import BuildInfo
 from services.common.messages.events import RunEvent
 from services.common.messages.results import RunResult
+from services.common.messages.parts import part_failure
 from services.common.messages.runs import RunSpec
 from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
 from services.common.messages.codec import decode
@@ -365,7 +366,7 @@ class Worker:
         now = time.time()
         error = f"worker error: {type(e).__name__}: {e}"
         if part_index is not None:
-            error = f"load_hosts part {part_index} ({self.identity.worker_id}): {error}"
+            error = part_failure(part_index, self.identity.worker_id, error)
         return RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                          status="failed", error=error, worker=self.identity.worker_id, host=self.identity.host,
                          attempt=attempt, started_at=now, ended_at=now, **({} if part_index is None else {"parts": []}))
@@ -411,7 +412,7 @@ class Worker:
         # only while the run has no result.
         error = result.error
         if result.status == "failed":
-            error = f"load_hosts part {session.part.index} ({self.identity.worker_id}): {error}"
+            error = part_failure(session.part.index, self.identity.worker_id, error or result.status)
         return result.model_copy(update={"part": None, "parts": [], "error": error})
 
     def _on_own_bus(self, fn: Callable[[Broker], None], run_id: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from services.collector.consumer import Collector
-from services.common.messages.builds import BuildInfo, BuildRecord, parse_version
+from services.common.messages.builds import BuildInfo, BuildRecord
 from services.common.errors import BuildError, TargetError
 from services.common.messages.announcements import WorkerBuilds
 from services.common.messages.codec import decode
@@ -142,10 +142,10 @@ def test_debian_versions_are_chosen_exactly():
 
 
 def test_version_is_read_from_the_servers_banner():
-    assert parse_version("/usr/sbin/mariadbd  Ver 10.11.18-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64") == \
+    assert reg.parse_version("/usr/sbin/mariadbd  Ver 10.11.18-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64") == \
         "10.11.18-MariaDB-0+deb12u1"
-    assert parse_version("mysqld  Ver 8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)") == "8.0.36"
-    assert parse_version("garbage") is None
+    assert reg.parse_version("mysqld  Ver 8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)") == "8.0.36"
+    assert reg.parse_version("garbage") is None
 
 
 MAPS = """7f1c2a000000-7f1c2a021000 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6

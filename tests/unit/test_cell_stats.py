@@ -51,3 +51,21 @@ def test_runs_failed_without_a_result_count_as_failed():
     assert (rows[("qps", "B", 1)].failed, rows[("qps", "B", 1)].n) == (3, 0)
     assert (rows[("qps", "A", 64)].failed, rows[("qps", "A", 64)].n, rows[("qps", "A", 64)].mean) == (3, 0, None)
     assert rows[("qps", "A", 1)].failed == 0
+
+
+def test_stored_marks_are_the_absolute_tables_marks():
+    """With the seeds' `*` asked for, every stored q/s mark is the report's absolute q/s table's mark
+    for that cell, a noisy target without a baseline cell to test against included (`?` alone)."""
+    from services.reporting import metrics_catalog as mc
+    from services.reporting.analysis import build, collapse_findings
+    from services.reporting.options import ReportOptions
+
+    runs = [_row("A", 1, i, v) for i, v in enumerate([100, 150, 60], 1)]
+    runs += [_row("B", 1, i, v) for i, v in enumerate([120, 121, 119], 1)]
+    runs += [_row("B", 64, i, v) for i, v in enumerate([30, 90, 10], 1)]
+    data = _data(runs)
+    opts = ReportOptions(mark_high_cv=True)
+    table = build(data, mc.BUILTIN["qps"], "absolute", opts, collapse_findings(data, opts))
+    shown = {(row.target, t): c.mark for row in table.rows for t, c in zip(table.threads, row.cells) if c.value}
+    stored = {(r.target, r.threads): r.mark for r in cell_stat_rows(data, opts) if r.metric == "qps"}
+    assert stored == shown and shown[("B", 64)] == "?" and shown[("A", 1)] == "*"

@@ -38,10 +38,11 @@ import json
 import time
 from typing import Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from services.common import logs
 from services.common.errors import DecodeError
+from services.common.messages.base import Record
 
 CONTROL_SCHEMA = "benchfleet.control/1"
 
@@ -51,10 +52,8 @@ log = logs.get(__name__)
 SYNC_HEADER = "x-benchfleet-sync"
 
 
-class ControlMessage(BaseModel):
+class ControlMessage(Record):
     """An order to every worker; today only "cancel this campaign"."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     schema_: Literal["benchfleet.control/1"] = Field(CONTROL_SCHEMA, alias="schema")
     action: Literal["cancel"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from services.common.messages.base import BUILDS_SCHEMA, WORKER_SCHEMA, _Message
 from services.common.messages.builds import BuildInfo
@@ -22,8 +22,6 @@ class WorkerAnnouncement(_Message):
     address: Annotated[str, Field(min_length=3, max_length=255, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")]
     at: float
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
     def encode(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
 
@@ -38,8 +36,6 @@ class WorkerBuilds(_Message):
     pool: str
     builds: list[BuildInfo] = Field(default_factory=list)
     at: float
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     def encode(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()

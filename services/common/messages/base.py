@@ -17,7 +17,9 @@ Additive, optional fields (no version change): run ``rate``, ``latency_by_kind``
 ``disk_write_bytes`` and KB per transaction) and hit ratios (``key_cache_hit_ratio``,
 ``buffer_pool_hit_ratio``); result ``window`` (``Window``: completed transactions per connection,
 minimum and median, starved connections, transactions in flight at the window's end and the
-oldest one's age; the native driver only).
+oldest one's age; the native driver only); the server's count of the measured window's
+transactions (``server.count``: ``counter``, ``per_transaction``, ``server_transactions``,
+``reason`` when n/a) and ``quality.server_agreement`` (the client's count against it).
 Result ``quality`` (stalls and overrun, ``RunQuality``) carries its own ``version`` (history in
 its docstring); results without it were stored before runs were assessed.
 
@@ -31,7 +33,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from services.common.spec.fields import Frozen
 
 RUN_SCHEMA = "benchfleet.run/1"
 RESULT_SCHEMA = "benchfleet.result/1"
@@ -57,10 +61,16 @@ Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
 NonNegative = Annotated[float, Field(ge=0)]
 
 
+class Record(Frozen):
+    """What another process or a file reads back (messages, build records, campaign exports): a
+    spec model's strictness, finite floats, and a ``schema`` alias accepted by its field name too."""
 
-class _Message(BaseModel):
     # No NaN or infinity in any float field: JSON has no such numbers, and SQL refuses them.
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False, populate_by_name=True)
+
+
+class _Message(Record):
+    """A message on the bus, encoded as JSON without its unset (None) fields."""
 
     def encode(self) -> bytes:
         return self.model_dump_json(exclude_none=True).encode()

@@ -3,7 +3,7 @@
 A build is a server tree the worker's operator installed (`worker builds add`): Debian packages
 at an exact version, a binary tarball, or a directory the operator compiled. A managed target
 names a build; the spec never names a path. Pure: the registry on disk lives in
-services/worker/builds.py, the announcement's travel in services/common/messages/.
+services/worker/target/builds.py, the announcement's travel in services/common/messages/.
 
 Record history (``schema``):
   benchfleet.build/1   name, source, origin, basedir, binary, version, server_sha256, added_at
@@ -11,38 +11,29 @@ Record history (``schema``):
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from services.common.messages.base import Record
 from services.common.spec.fields import NAME_PATTERN
 
 BUILD_SCHEMA = "benchfleet.build/1"
 #: The default build of a managed target that names none: the worker's system server.
 SYSTEM_BUILD = "system"
-#: Allocators a managed server can run with; glibc means nothing preloaded.
-ALLOCATORS = ("glibc", "jemalloc", "tcmalloc")
-#: The shared-library name of each preloaded allocator, as it appears in /proc/PID/maps.
-ALLOCATOR_LIBRARIES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
-#: Debian packages that ship them (deploy/ensure-services worker installs them).
-ALLOCATOR_PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}
 
 BuildName = Annotated[str, Field(pattern=NAME_PATTERN)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+#: How a registered build was installed: debian (apt-get download + dpkg -x), tarball, or dir (in place).
+BuildSource = Literal["debian", "tarball", "dir"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-
-class BuildRecord(_Frozen):
+class BuildRecord(Record):
     """One registered build, as the registry stores it in ``<registry>/<name>/build.json``."""
 
     schema_: Literal["benchfleet.build/1"] = Field(BUILD_SCHEMA, alias="schema")
     name: BuildName
-    #: How it was installed: debian (apt-get download + dpkg -x), tarball, or dir (in place).
-    source: Literal["debian", "tarball", "dir"]
+    source: BuildSource
     #: What it was installed from: the packages at their exact version, a tarball's file name,
     #: or the registered directory.
     origin: str
@@ -64,19 +55,11 @@ class BuildRecord(_Frozen):
         return BuildInfo(name=self.name, version=self.version, server_sha256=self.server_sha256, source=self.source)
 
 
-class BuildInfo(_Frozen):
+class BuildInfo(Record):
     """What a worker announces of one build: enough to check a spec and describe a result."""
 
     name: BuildName
     version: str
     server_sha256: Sha256
-    source: Literal["debian", "tarball", "dir", "system"]
-
-
-_VERSION = re.compile(r"\bVer\s+(\S+)")
-
-
-def parse_version(text: str) -> str | None:
-    """The version of `mariadbd --version` output ("... Ver 10.11.18-MariaDB-0+deb12u1 for ...")."""
-    m = _VERSION.search(text)
-    return m.group(1) if m else None
+    #: A registered build's source, or "system" for the worker's own server (SYSTEM_BUILD).
+    source: BuildSource | Literal["system"]

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from services.common.messages.base import Record
 
 EVENT_SCHEMA = "benchfleet.run-event/1"
 EVENT_SCHEMA_V2 = "benchfleet.run-event/2"
 
 
-class RunEvent(BaseModel):
+class RunEvent(Record):
     """A worker's note that a run started, or that its measured part began, for progress, status
     and the reaper."""
 
@@ -29,8 +31,6 @@ class RunEvent(BaseModel):
     worker: str
     attempt: int = 1
     at: float
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

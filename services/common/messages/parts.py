@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from services.common.messages.base import Record
 from services.common.spec.load_hosts import MAX_LOAD_HOSTS
 
 PART_SCHEMA = "benchfleet.part/1"
@@ -23,11 +24,8 @@ PartIndex = Annotated[int, Field(ge=0, lt=MAX_LOAD_HOSTS)]
 PartCount = Annotated[int, Field(ge=2, le=MAX_LOAD_HOSTS)]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, populate_by_name=True)
 
-
-class PartOf(_Frozen):
+class PartOf(Record):
     """Which part of a run a run spec is: part ``index`` of ``count`` (0 coordinates the barrier)."""
 
     index: PartIndex
@@ -40,11 +38,14 @@ class PartOf(_Frozen):
         return self
 
 
-class PartReport(_Frozen):
+def part_failure(index: int, worker: str, error: str) -> str:
+    """The error of a run that one of its parts failed: which part, on which worker, and why."""
+    return f"load_hosts part {index} ({worker}): {error}"
+
+
+class PartReport(PartOf):
     """What one part was, recorded in its result and in the merged result's ``parts``."""
 
-    index: PartIndex
-    count: PartCount
     #: The barrier's agreement this part measured in (the coordinator's start message): parts
     #: merge only with parts of the same group, never with a part measured at another start.
     group: Annotated[str, Field(min_length=1, max_length=64)]
@@ -70,7 +71,7 @@ class PartReport(_Frozen):
 SignalKind = Literal["ready", "start", "ping", "pong", "alive", "done", "abort"]
 
 
-class PartSignal(_Frozen):
+class PartSignal(Record):
     """A barrier message between the workers of one run's parts, on the parts exchange with the
     run id as routing key. ``token`` names one worker's take of a part (a retry takes anew)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from services.common.messages.base import RESULT_SCHEMA, Count, Int64, NonNegative, _Message
 from services.common.messages.parts import PartReport
@@ -78,6 +78,20 @@ class Latency(_Message):
 def _empty_histogram(wire: Any) -> bool:
     """Whether a histogram's wire form holds no sample (an absent histogram is not known empty)."""
     return isinstance(wire, dict) and bool(wire) and not any((wire.get("buckets") or {}).values())
+
+
+class ServerCount(_Message):
+    """The server's own count of the measured window's transactions (``server.count`` of a
+    result): the SHOW GLOBAL STATUS counters it sums, read on a connection opened before the
+    load (pool-of-threads: the server's extra_port), or why there is none (``reason``)."""
+
+    #: The counters summed (Com_commit + Com_rollback for BEGIN/COMMIT workloads, the statement
+    #: counter otherwise), and how many counts one transaction adds (statements per transaction).
+    counter: list[str] = Field(default_factory=list)
+    per_transaction: Annotated[int, Field(ge=1)] = 1
+    #: None when the server's count is n/a; ``reason`` then says why.
+    server_transactions: Count | None = None
+    reason: str | None = None
 
 
 class Window(_Message):
@@ -153,6 +167,8 @@ class ServerReport(_Message):
     #: Innodb_buffer_pool_read_requests from the status deltas; None when nothing was requested.
     key_cache_hit_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
     buffer_pool_hit_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    #: The server's count of the measured window's transactions; None in results stored before it.
+    count: ServerCount | None = None
 
     @field_validator("options", "variables")
     @classmethod
@@ -169,6 +185,21 @@ class ServerReport(_Message):
 
 QualityFlag = Literal["stall", "overrun", "short"]
 QUALITY_VERSION = 2
+
+
+class ServerAgreement(_Message):
+    """Whether the client's and the server's counts of a measured window agree: they may differ by
+    ``tolerance`` (max(2 %, in-flight / server count)) of the server's count; rules in
+    ``services.common.results.agreement``."""
+
+    client_transactions: Count
+    server_transactions: Count
+    #: Transactions begun but not finished at the window's end (``window.in_flight_at_end``; 0 without a window).
+    in_flight: Count = 0
+    #: |client - server| / server, and the largest share allowed.
+    off: NonNegative
+    tolerance: NonNegative
+    agrees: bool
 
 
 class RunQuality(_Message):
@@ -195,6 +226,9 @@ class RunQuality(_Message):
     #: window over the mean response time); None for open-loop runs and version 1.
     completed_per_connection: NonNegative | None = None
     flags: list[QualityFlag] = Field(default_factory=list)
+    #: The client's count against the server's (additive, no version change); None where the
+    #: server's count is n/a (``server.count.reason``) or for results stored before it.
+    server_agreement: ServerAgreement | None = None
 
 
 class QuiesceReport(_Message):
@@ -255,8 +289,6 @@ class RunResult(_Message):
     #: A part's result (merged by the collector, never stored alone), and a merged result's parts.
     part: PartReport | None = None
     parts: list[PartReport] | None = None
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     def encode(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from services.common.messages.base import MAX_RUN_SEED, RUN_SCHEMA, _Message
 from services.common.messages.parts import PartOf
@@ -60,8 +60,6 @@ class RunSpec(_Message):
     ignore_errors: IgnoreErrors | None = None
     #: One part of a run spread over several load hosts (spec ``load_hosts``); None: the whole run.
     part: PartOf | None = None
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     @model_validator(mode="after")
     def _agrees_with_its_cell(self) -> "RunSpec":

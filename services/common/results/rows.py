@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-from services.common.messages.results import RunQuality, RunResult, Window
+from services.common.messages.results import RunQuality, RunResult, ServerAgreement, ServerCount, Window
 from services.common.results.figures import RunFigures
 
 RunStatus = Literal["ok", "failed", "cancelled"]
@@ -84,6 +84,19 @@ class ResultRow:
     def flags(self) -> tuple[str, ...]:
         """The run's quality flags ("stall", "overrun"); empty when clean or not assessed."""
         return tuple(f for f in (self.quality_flags or "").split(",") if f)
+
+    @property
+    def server_count(self) -> ServerCount | None:
+        """The server's own count of the run's measured transactions (or why it is n/a); None
+        when the whole result was not read or was stored before it was recorded."""
+        return self.result.server.count if self.result is not None else None
+
+    @property
+    def server_agreement(self) -> ServerAgreement | None:
+        """The client's count against the server's, ``agrees`` False for a run to mark; None
+        where the server's count is n/a or the whole result was not read."""
+        q = self.result.quality if self.result is not None else None
+        return q.server_agreement if q is not None else None
 
     def with_result(self, result: RunResult | None) -> "ResultRow":
         """The same row carrying ``result`` and its figures (built directly: ``dataclasses.replace``

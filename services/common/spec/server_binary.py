@@ -24,6 +24,11 @@ SYSTEM_BINARIES = ("/usr/sbin/mariadbd", "/usr/sbin/mysqld", "/usr/libexec/maria
 HELP_TIMEOUT_S = 30.0
 
 
+def server_argv(binary: str | Path, basedir: str | Path | None) -> list[str]:
+    """How every server binary starts its command line: no option file read (a spec's options are
+    all it gets), and the build's ``basedir`` when it has one (None: the system server)."""
+    return [str(binary), "--no-defaults", *([f"--basedir={basedir}"] if basedir else [])]
+
 
 def system_binary() -> Path:
     """The server installed on this host (a trusted path, never one from a spec)."""
@@ -53,7 +58,7 @@ def install_script(binary: Path, basedir: str | None) -> Path:
 
 @functools.lru_cache(maxsize=32)
 def _help(binary: str, mtime: float, basedir: str | None) -> str:
-    argv = [binary, "--no-defaults", *([f"--basedir={basedir}"] if basedir else []), "--help", "--verbose"]
+    argv = [*server_argv(binary, basedir), "--help", "--verbose"]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=HELP_TIMEOUT_S, stdin=subprocess.DEVNULL)
     if "--help" not in p.stdout and "Variables (--variable-name=value)" not in p.stdout:
         raise BinaryNotFound(f"{binary} --help --verbose printed no option list (exit {p.returncode}): "

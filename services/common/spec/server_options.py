@@ -25,9 +25,10 @@ CPU_LIST_PATTERN = r"^\d{1,4}(-\d{1,4})?(,\d{1,4}(-\d{1,4})?)*$"
 
 #: Options the worker sets itself for every managed server; a spec may not change them,
 #: because they decide where the server keeps its files, who it runs as and how the
-#: clients reach it.
+#: clients reach it (extra_port and extra_max_connections: the monitor's way past a thread pool).
 WORKER_OWNED = frozenset({
     "datadir", "port", "socket", "pid_file", "log_error", "user", "basedir", "bind_address",
+    "extra_port", "extra_max_connections",
     "defaults_file", "defaults_extra_file", "defaults_group_suffix", "no_defaults", "print_defaults",
     "bootstrap", "skip_grant_tables", "skip_networking", "help", "verbose", "version",
     "daemonize", "chroot",
@@ -63,6 +64,13 @@ RESERVED = WORKER_OWNED | RESERVED_CODE | RESERVED_PATHS
 
 #: Prefixes my_getopt accepts in front of option names (`--skip-name-resolve`, `--loose-x`).
 _PREFIXES = ("skip_", "enable_", "disable_", "loose_", "maximum_")
+
+
+def thread_pool(options: Mapping[str, object]) -> bool:
+    """Whether ``options`` give the server a thread pool (thread_handling=pool-of-threads), behind
+    which a monitor's statements queue with the load's unless they come through extra_port."""
+    return any(normalise(k) == "thread_handling" and normalise(str(v)) == "pool_of_threads"
+               for k, v in options.items())
 
 
 def normalise(name: str) -> str:

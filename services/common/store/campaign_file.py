@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from services.common.errors import ExportFileError
+from services.common.messages.base import Record
 from services.common.messages.results import RunResult
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.stored import upgrade
@@ -26,11 +27,8 @@ EXPORT_SCHEMA = "benchfleet.campaign-export/1"
 FINAL_RUN_STATES = ("done", "failed", "cancelled")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-
-class ExportedCampaign(_Frozen):
+class ExportedCampaign(Record):
     """The campaign's row in the results DB."""
 
     campaign_id: str = Field(min_length=1, max_length=128)
@@ -58,7 +56,7 @@ class ExportedCampaign(_Frozen):
         return v.public()
 
 
-class ExportedRun(_Frozen):
+class ExportedRun(Record):
     """One planned run: its cell, repetition, and the state it reached."""
 
     run_id: str = Field(min_length=1, max_length=255)
@@ -76,7 +74,7 @@ class ExportedRun(_Frozen):
     updated_at: float
 
 
-class CampaignExport(_Frozen):
+class CampaignExport(Record):
     """Everything the results DB knows of one campaign."""
 
     schema_: Literal["benchfleet.campaign-export/1"] = Field(EXPORT_SCHEMA, alias="schema")

@@ -121,6 +121,9 @@ class LoadRequest:
     stop: threading.Event | None = None
     on_progress: ProgressCallback | None = None
     start_gate: Callable[[], float] | None = None
+    #: Called with the measured window's wall-clock start and end as soon as the driver has
+    #: fixed them (the native driver), so the server's counters are read at those instants.
+    on_window: Callable[[float, float], None] | None = None
     first_thread: int = 0
     run_threads: int | None = None
 

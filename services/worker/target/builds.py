@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from services.common.spec import server_binary
-from services.common.messages.builds import SYSTEM_BUILD, BuildInfo, BuildRecord, parse_version
+from services.common.messages.builds import SYSTEM_BUILD, BuildInfo, BuildRecord, BuildSource
 from services.common.errors import BuildError
 from services.common.spec.fields import NAME_PATTERN
 from services.worker.target import safe_tar
@@ -43,6 +43,7 @@ SERVER_PATHS = ("sbin/mariadbd", "bin/mariadbd", "libexec/mariadbd", "sbin/mysql
 APT_TIMEOUT_S = 300.0
 VERSION_TIMEOUT_S = 30.0
 RECORD = "build.json"
+_VERSION = re.compile(r"\bVer\s+(\S+)")
 
 
 def default_dir() -> Path:
@@ -69,9 +70,15 @@ def _sha256(path: str, size: int, mtime_ns: int) -> str:
     return h.hexdigest()
 
 
+def parse_version(text: str) -> str | None:
+    """The version of `mariadbd --version` output ("... Ver 10.11.18-MariaDB-0+deb12u1 for ...")."""
+    m = _VERSION.search(text)
+    return m.group(1) if m else None
+
+
 def server_version(binary: Path, basedir: Path | None = None) -> str:
     """The version the server prints with `--version`; BuildError when it does not run."""
-    argv = [str(binary), "--no-defaults", *([f"--basedir={basedir}"] if basedir else []), "--version"]
+    argv = [*server_binary.server_argv(binary, basedir), "--version"]
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as e:
@@ -281,7 +288,7 @@ class Registry:
         base = find_basedir(directory.resolve())
         return self._add(name, "dir", lambda work: (str(directory.resolve()), base))
 
-    def _add(self, name: str, source: str, fill: Callable[[Path], tuple[str, Path]]) -> BuildRecord:
+    def _add(self, name: str, source: BuildSource, fill: Callable[[Path], tuple[str, Path]]) -> BuildRecord:
         if not re.fullmatch(NAME_PATTERN, name):
             raise BuildError(f"build name {name!r}: letters, digits, '_', '.' and '-' only (at most 64)")
         if name == SYSTEM_BUILD:

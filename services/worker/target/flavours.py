@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from services.common.spec.server_binary import server_argv
+
 
 @dataclass(frozen=True)
 class Flavour:
@@ -59,14 +61,14 @@ def init_commands(flavour: Flavour, *, binary: Path, script: Path | None, datadi
     base = [f"--basedir={basedir}"] if basedir else []
     as_user = [f"--user={user}"] if user else []
     if flavour.initialize_in_server:
-        return [[str(binary), "--no-defaults", *base, "--initialize-insecure", f"--datadir={datadir}",
+        return [[*server_argv(binary, basedir), "--initialize-insecure", f"--datadir={datadir}",
                  f"--init-file={sql_file}", f"--log-error={error_log}", *as_user, *init_args,
                  *start_args(flavour)]]
     if script is None:
         raise ValueError("a MariaDB build needs its install script")
     return [
         [str(script), "--no-defaults", f"--datadir={datadir}", "--skip-test-db", *base, *as_user, *init_args],
-        [str(binary), "--no-defaults", *base, "--bootstrap", f"--datadir={datadir}", f"--log-error={error_log}",
+        [*server_argv(binary, basedir), "--bootstrap", f"--datadir={datadir}", f"--log-error={error_log}",
          *as_user, *init_args],
     ]
 

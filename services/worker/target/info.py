@@ -209,6 +209,13 @@ class ServerIdentity:
     version: str
     version_comment: str
     variables: dict[str, str | None]
+    #: @@thread_handling and @@extra_port (0: none; None where the server has no such variable).
+    thread_handling: str | None = None
+    extra_port: int | None = None
+
+    @property
+    def thread_pool(self) -> bool:
+        return (self.thread_handling or "").replace("-", "_") == "pool_of_threads"
 
 
 @dataclass(frozen=True)
@@ -245,7 +252,12 @@ def server_identity(params: ConnectParams, options: Mapping[str, Any]) -> Server
         effective = {}
         for spec_name, var in names.items():
             effective[spec_name] = values.get(var, values.get(var.removeprefix("skip_")))
-        return ServerIdentity(str(version), str(comment), effective)
+        cur.execute("SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES "
+                    "WHERE VARIABLE_NAME IN ('THREAD_HANDLING', 'EXTRA_PORT')")
+        threads = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+        extra = threads.get("extra_port")
+        return ServerIdentity(str(version), str(comment), effective, thread_handling=threads.get("thread_handling"),
+                              extra_port=int(extra) if extra and extra.isdigit() else None)
     finally:
         conn.close()
 
@@ -263,21 +275,29 @@ class StatusSampler:
         #: When the server's threads are read next (switches_interval).
         self._switches_due = 0.0
         self.error: str | None = None
-        self._stop = threading.Event()
+        #: Wall-clock instants still to sample at (the measured window's edges), and the stop;
+        #: the condition wakes the loop for either.
+        self._edges: list[float] = []
+        self._stopping = False
+        self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._conn: Any = None
 
     def _sample(self, *, last: bool = False) -> None:
         cur = self._conn.cursor()
+        sent = time.time()
         cur.execute("SHOW GLOBAL STATUS")
+        rows = cur.fetchall()
+        # The server read its counters somewhere between the send and the reply: under a
+        # 1024-connection load that round trip is tens of ms, a share of a window's edges.
+        now = (sent + time.time()) / 2
         status: dict[str, float] = {}
-        for name, value in cur.fetchall():
+        for name, value in rows:
             try:
                 status[str(name)] = float(value)
             except (TypeError, ValueError):
                 pass
         cpu = read_proc_cpu(self.server_pid) if self.server_pid else None
-        now = time.time()
         self.samples.append((now, status, cpu))
         if self.server_pid:
             switches = None
@@ -300,16 +320,40 @@ class StatusSampler:
         self._thread.start()
         return self
 
+    def sample_at(self, *instants: float) -> None:
+        """Also sample at these wall-clock instants: the measured window's first and last, so
+        its counters are read there rather than interpolated between samples."""
+        with self._wake:
+            self._edges = sorted([*self._edges, *instants])
+            self._wake.notify()
+
+    def _wait(self, regular: float) -> bool:
+        """Sleep until the next regular sample or edge; False when stopped."""
+        with self._wake:
+            while not self._stopping:
+                now = time.time()
+                due = min([regular, *self._edges])
+                if now >= due:
+                    self._edges = [e for e in self._edges if e > now]
+                    return True
+                self._wake.wait(due - now)
+            return False
+
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        regular = time.time() + self.interval
+        while self._wait(regular):
             try:
                 self._sample()
             except Exception as e:
                 self.error = f"{type(e).__name__}: {e}"
                 return
+            if time.time() >= regular:
+                regular = time.time() + self.interval
 
     def stop(self) -> None:
-        self._stop.set()
+        with self._wake:
+            self._stopping = True
+            self._wake.notify()
         if self._thread is not None:
             self._thread.join(10)
         if self._conn is not None:

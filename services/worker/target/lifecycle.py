@@ -8,6 +8,8 @@ a Settling (settling_for()) around the prepare, wraps the load in sampling(), an
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
@@ -15,13 +17,14 @@ from typing import Any, Callable, Iterator, Protocol
 from services.common import logs
 from services.common.spec import server_options
 from services.common.errors import TargetError
-from services.common.messages.results import QuiesceReport, ServerReport, Totals
+from services.common.messages.results import QuiesceReport, ServerCount, ServerReport, Totals
 from services.common.messages.server_work import server_work
 from services.common.spec.targets import DsnTarget, ManagedTarget
 from services.common.spec.workloads import DataShape
 from services.worker.target import dsn, info, managed, managed_server, quiesce
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.quiesce import TargetUnsettled
+from services.workload.server_counter import ServerCounter
 
 
 class Measured(Protocol):
@@ -50,6 +53,9 @@ class TargetSession:
     identity: info.ServerIdentity | None = None
     identity_error: str | None = None
     sampler: info.StatusSampler | None = None
+    #: Why the monitor's counts are not the server's count of the window (it queues behind the
+    #: load in a thread pool without extra_port); None when they are.
+    monitor_problem: str | None = None
 
 
 def open_target(servers: managed.ServerManager | None, spec_target: DsnTarget | ManagedTarget, data: DataShape,
@@ -82,16 +88,62 @@ def sampling(session: TargetSession) -> Iterator[None]:
         session.identity = info.server_identity(session.params, options)
     except Exception as e:  # extra information: a server that answers the load must not fail for it
         session.identity_error = f"{type(e).__name__}: {e}"
+    params, session.monitor_problem = monitor_route(session)
+    # Connected (and a first sample taken) here, before the load opens its connections.
     session.sampler = info.StatusSampler(
-        session.params, server_pid=session.server.pid if session.server is not None else None).start()
+        params, server_pid=session.server.pid if session.server is not None else None).start()
     try:
         yield
     finally:
         session.sampler.stop()
 
 
-def report(session: TargetSession, outcome: Measured) -> ServerReport:
-    """The result's ``server`` field for a finished load ``outcome``."""
+#: Why the monitor cannot see past a thread pool, for a result's ``server.count.reason``.
+POOL_WITHOUT_EXTRA_PORT = ("the server runs a thread pool without an extra_port: the monitor's SHOW GLOBAL STATUS "
+                           "queues behind the load, so its counts are not the window's")
+
+
+def monitor_route(session: TargetSession) -> tuple[ConnectParams, str | None]:
+    """How the status monitor reaches the server without queueing behind the load (a thread
+    pool's extra_port where there is one), and why its counts cannot be trusted where not."""
+    if session.server is not None:
+        if session.server.monitored_past_pool:
+            return session.server.monitor_params(), None
+        if server_options.thread_pool(session.server.target.options):
+            return session.params, POOL_WITHOUT_EXTRA_PORT
+        return session.params, None
+    ident = session.identity
+    if ident is None or not ident.thread_pool:
+        return session.params, None
+    if ident.extra_port and session.params.host:
+        return dataclasses.replace(session.params, port=ident.extra_port, unix_socket=None), None
+    return session.params, POOL_WITHOUT_EXTRA_PORT
+
+
+def server_count(counter: ServerCounter | None, session: TargetSession,
+                 deltas: dict[str, int] | None) -> ServerCount | None:
+    """The server's count of the window's transactions from the monitor's ``deltas`` (None: no
+    report), or the reason it is n/a; None when the run named no counter."""
+    if counter is None:
+        return None
+    if counter.reason is not None:
+        return ServerCount(reason=counter.reason)
+    named = ServerCount(counter=list(counter.counters), per_transaction=counter.per_transaction)
+    problem = session.monitor_problem
+    if problem is None and (session.sampler is None or session.sampler.error is not None or deltas is None):
+        error = session.sampler.error if session.sampler is not None else None
+        problem = f"no SHOW GLOBAL STATUS over the window ({error or 'nothing measured'})"
+    n = counter.transactions(deltas or {}) if problem is None else None
+    if problem is None and n is None:
+        problem = f"the server has no {' or '.join(counter.counters)} counter"
+    return named.model_copy(update={"server_transactions": n, "reason": problem})
+
+
+def report(session: TargetSession, outcome: Measured, counter: ServerCounter | None = None, *,
+           to_end: bool = False) -> ServerReport:
+    """The result's ``server`` field for a finished load ``outcome``, with the server's count of
+    its transactions by ``counter`` (the workload's: services.workload.server_counter); ``to_end``:
+    the client's totals are a whole process's run (sysbench), so the server's count runs to its end."""
     out: dict[str, Any] = {"identity_error": session.identity_error}
     if session.identity is not None:
         # The live values of secret-named options stay on the worker: the result is stored and exported.
@@ -104,6 +156,12 @@ def report(session: TargetSession, outcome: Measured) -> ServerReport:
                    threads_running_peak=st.threads_running_peak, server_cpu_s=st.server_cpu_s,
                    status_error=st.status_error, server_ctxt_switches=st.server_ctxt_switches,
                    disk_read_bytes=st.disk_read_bytes, disk_write_bytes=st.disk_write_bytes)
+    deltas = out.get("status_deltas")
+    if to_end and session.sampler is not None and deltas is not None and counter is not None:
+        # The client's totals are its whole measured process's: the server's count runs from the
+        # window's start to the monitor's last sample, taken after that process ended.
+        deltas = info.status_deltas(session.sampler.samples, t0, math.inf, counter.counters)
+    out["count"] = server_count(counter, session, deltas)
     out["client_cpu_s"] = round(outcome.client_cpu_s, 3)
     out["client_ctxt_switches"] = outcome.client_ctxt_switches
     work = server_work(queries=outcome.totals.queries, transactions=outcome.totals.transactions,

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common import logs
-from services.common.spec import server_options
-from services.common.messages.builds import ALLOCATOR_LIBRARIES, ALLOCATOR_PACKAGES
+from services.common.spec import server_binary, server_options
 from services.common.spec.targets import ManagedTarget
 from services.worker.target import flavours
 from services.worker.target.connect_params import ConnectParams
@@ -24,6 +23,10 @@ from services.worker.target.managed_template import CLIENT_USER, ServerBuild, lo
 
 log = logs.get(__name__)
 
+#: The shared-library name of each preloaded allocator (spec ``malloc``), as it appears in /proc/PID/maps.
+ALLOCATOR_LIBRARIES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
+#: Debian packages that ship them (deploy/ensure-services worker installs them).
+ALLOCATOR_PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}
 #: Where a preloaded allocator may come from: the system's library directories only (a spec
 #: names the allocator, never a file).
 LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib")
@@ -49,6 +52,10 @@ def _child_setup(ids: tuple[int, int] | None, cpus: list[int] | None, parent: in
             os.sched_setaffinity(0, cpus)
 
     return setup
+
+
+#: Connections extra_port admits: the status monitor and the identity query, and one spare.
+EXTRA_MAX_CONNECTIONS = 3
 
 
 def free_port() -> int:
@@ -80,6 +87,8 @@ class ManagedServer:
     #: LD_PRELOAD for the server (the target's allocator), empty for glibc.
     preload: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The monitor's port past the thread pool (monitored_past_pool), chosen at each start.
+    extra_port: int | None = None
 
     @property
     def binary(self) -> Path:
@@ -108,13 +117,31 @@ class ManagedServer:
         return ConnectParams(unix_socket=str(self.socket), user=CLIENT_USER, password=self.password,
                              database=self.target.database)
 
+    @property
+    def monitored_past_pool(self) -> bool:
+        """Whether the server gets an extra_port for the monitor: a MariaDB with a thread pool,
+        whose queue would hold the monitor's SHOW GLOBAL STATUS behind the load."""
+        return (server_options.thread_pool(self.target.options)
+                and flavours.flavour_of(self.build.version).name == "mariadb")
+
+    def monitor_params(self) -> ConnectParams:
+        """How the status monitor reaches the server: through extra_port (its own threads, outside
+        the pool) when the server has one, else as the clients do."""
+        if self.monitored_past_pool and self.extra_port:
+            return ConnectParams(host="127.0.0.1", port=self.extra_port, user=CLIENT_USER, password=self.password,
+                                 database=self.target.database)
+        return self.connect_params()
+
     def argv(self) -> list[str]:
         t = self.target
+        # extra_max_connections: the monitor and the identity query, with room for one more.
+        extra = ([f"--extra-port={self.extra_port}", f"--extra-max-connections={EXTRA_MAX_CONNECTIONS}"]
+                 if self.monitored_past_pool and self.extra_port else [])
         return [
-            str(self.binary), "--no-defaults",
-            *([f"--basedir={self.build.basedir}"] if self.build.basedir else []),
+            *server_binary.server_argv(self.binary, self.build.basedir),
             f"--datadir={self.datadir}", f"--port={self.port}", "--bind-address=127.0.0.1",
             f"--socket={self.socket}", f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.error_log}",
+            *extra,
             *flavours.start_args(flavours.flavour_of(self.build.version)),
             *server_options.argv(t.options),
         ]
@@ -123,6 +150,7 @@ class ManagedServer:
         """Start the server and wait until it answers; raise TargetError with its log tail."""
         offsets = {p: (p.stat().st_size if p.exists() else 0) for p in (self.error_log, self.dir / "stderr.log")}
         self.port = free_port()
+        self.extra_port = free_port() if self.monitored_past_pool else None
         t0 = time.monotonic()
         env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
         if self.preload:

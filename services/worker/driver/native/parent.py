@@ -16,7 +16,7 @@ import multiprocessing.connection
 import os
 import threading
 import time
-from typing import Mapping
+from typing import Callable, Mapping
 
 from services.common.errors import LoadError
 from services.common.results.histogram import Histogram, summary_ms
@@ -121,7 +121,7 @@ def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutco
         if not _await_ready(pipes, procs, r.stop, 30.0 + CONNECT_BUDGET_S * threads):
             return _empty(time.time())
         start_wall = r.start_gate() if r.start_gate is not None else None
-        return _drive(pipes, procs, r.warmup, duration, r.stop, r.on_progress, start_wall)
+        return _drive(pipes, procs, r.warmup, duration, r.stop, r.on_progress, start_wall, r.on_window)
     finally:
         for pipe in pipes:
             try:
@@ -161,7 +161,8 @@ def _await_ready(pipes: list, procs: list, stop: threading.Event | None, budget:
 
 def _drive(pipes: list, procs: list, warmup: float, duration: float,
            stop: threading.Event | None, on_progress: ProgressCallback | None,
-           start_wall: float | None = None) -> LoadOutcome:
+           start_wall: float | None = None,
+           on_window: Callable[[float, float], None] | None = None) -> LoadOutcome:
     mono, wall = time.monotonic(), time.time()
     # An agreed start (wall clock) is kept on the monotonic clock from here on; one already past
     # starts at once.
@@ -171,6 +172,8 @@ def _drive(pipes: list, procs: list, warmup: float, duration: float,
     t_measure, t_end = t0 + warmup, t0 + warmup + duration
     for pipe in pipes:
         pipe.send(Go(t0, t_measure, t_end))
+    if on_window is not None:
+        on_window(wall0 + warmup, wall0 + warmup + duration)
     ticks: dict[int, list[Tick]] = {}
     done: dict[int, Done] = {}
     stopped = False

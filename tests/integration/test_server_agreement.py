@@ -1,0 +1,97 @@
+"""Agreement with the server on a real managed mariadbd: the client's count of a measured window's
+transactions and the server's own (Com_commit + Com_rollback, or Com_select), read by a monitor
+opened before the load (through extra_port past a thread pool), agree within 2 %."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from services.common.messages.results import RunResult
+from services.common.messages.runs import Cell, RunSpec
+from services.common.spec.targets import ManagedTarget
+from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.worker import runner
+from services.worker.target import managed
+
+pytestmark = pytest.mark.integration
+
+MARIADBD = "/usr/sbin/mariadbd"
+SHAPE = DataShape(tables=4, table_size=20000, engine="InnoDB")
+#: One thread per connection (the monitor is an ordinary connection opened before the load) ...
+PLAIN = ManagedTarget(kind="managed", name="plain", options={"innodb_buffer_pool_size": "64M", "max_connections": "100"})
+#: ... and a thread pool with room for 1024 clients (the monitor comes through extra_port).
+POOLED = ManagedTarget(kind="managed", name="pooled", options={
+    "innodb_buffer_pool_size": "64M", "max_connections": "1100", "thread_handling": "pool-of-threads",
+    "max_prepared_stmt_count": "1000000"})
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """A ServerManager of its own (short path: unix socket paths are limited to 107 bytes)."""
+    if not Path(MARIADBD).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{MARIADBD} is missing", pytrace=False)
+        pytest.skip(f"{MARIADBD} is missing")
+    d = Path(tempfile.mkdtemp(prefix="bfa-", dir="/tmp"))
+    d.chmod(0o755)
+    m = managed.ServerManager(base_dir=d)
+    yield m
+    m.close()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+_seq = iter(range(1, 1000))
+
+
+def _run(servers: managed.ServerManager, target: ManagedTarget, workload: str, threads: int,
+         driver: str = "native") -> RunResult:
+    seq = next(_seq)
+    run = RunSpec(run_id=f"agree.{target.name}.{workload}.t{threads}.r1", campaign_id="agree", campaign_name="agree",
+                  seq=seq, total_runs=12, cell=Cell(target=target.name, workload=workload, threads=threads),
+                  repetition=1, target=target, workload=WorkloadSpec(name=workload), data=SHAPE, driver=driver,
+                  duration=4.0, warmup=1.0, seed=seq, published_at=time.time())
+    result = runner.execute(run, runner.WorkerIdentity("w-agree"), servers=servers)
+    assert result.status == "ok", result.error
+    return result
+
+
+def _assert_agrees(result: RunResult, counter: list[str]) -> None:
+    count = result.server.count
+    assert count is not None and count.reason is None, count
+    assert count.counter == counter
+    a = result.quality.server_agreement if result.quality else None
+    assert a is not None, result.quality
+    # Enough transactions that 2 % is a handful of them, not rounding.
+    assert a.server_transactions >= 100, a
+    assert a.client_transactions == result.totals.transactions
+    assert a.off <= 0.02 and a.agrees, (a, result.server.status_deltas)
+
+
+@pytest.mark.parametrize("workload, counter", [
+    ("oltp_read_write", ["Com_commit", "Com_rollback"]),
+    ("oltp_point_select", ["Com_select"]),
+])
+@pytest.mark.parametrize("threads", [1, 16, 1024])
+def test_native_driver_agrees_with_the_server(servers, workload, counter, threads):
+    """1 and 16 connections on a plain server, 1024 on a pooled one whose monitor uses extra_port."""
+    target = POOLED if threads > 100 else PLAIN
+    result = _run(servers, target, workload, threads)
+    if target is POOLED:
+        assert servers.current is not None and servers.current.extra_port, "a pooled server gets an extra_port"
+    _assert_agrees(result, counter)
+
+
+@pytest.mark.parametrize("workload, counter", [
+    ("oltp_read_write", ["Com_commit", "Com_rollback"]),
+    ("oltp_point_select", ["Com_select"]),
+])
+def test_sysbench_totals_agree_with_the_server(servers, workload, counter):
+    if shutil.which("sysbench") is None:
+        pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
+    _assert_agrees(_run(servers, PLAIN, workload, 8, driver="sysbench"), counter)
