@@ -79,8 +79,6 @@ def mark_stalls(table: Table, found: Sequence[StalledRun]) -> Table:
     if not found:
         return table
     hits = stall_counts(found)
-    stalls = stall_counts(s for s in found if _STALL_FLAGS & set(s.flags))
-    shorts = stall_counts(s for s in found if s.short)
     spec = table.spec
     compared_with = None if spec.mode == "absolute" else spec.baseline
     rows = []
@@ -92,11 +90,17 @@ def mark_stalls(table: Table, found: Sequence[StalledRun]) -> Table:
             if not n or c.value is None:
                 cells.append(c)
                 continue
-            mark = ((MARK_STALL if stalled_behind(stalls, cell, compared_with) else "")
-                    + (MARK_SHORT if stalled_behind(shorts, cell, compared_with) else ""))
-            cells.append(dataclasses.replace(c, mark=c.mark + mark, stalled=n))
+            cells.append(dataclasses.replace(c, mark=c.mark + quality_mark(found, cell, compared_with), stalled=n))
         rows.append(dataclasses.replace(row, cells=tuple(cells)))
     return dataclasses.replace(table, rows=tuple(rows))
+
+
+def quality_mark(found: Iterable[StalledRun], cell: tuple[str, str, int], baseline: str | None) -> str:
+    """The marks of the runs behind a cell's number (as ``stalled_behind`` counts them): ``~`` for
+    a stall or an overrun, ``<`` for a short window."""
+    behind = [s for s in found if stalled_behind(stall_counts([s]), cell, baseline)]
+    return ((MARK_STALL if any(_STALL_FLAGS & set(s.flags) for s in behind) else "")
+            + (MARK_SHORT if any(s.short for s in behind) else ""))
 
 
 def stall_counts(found: Iterable[StalledRun]) -> Counter[tuple[str, str, int]]:

@@ -154,3 +154,11 @@ def test_starved_connections_of_a_long_enough_window_are_listed_beside_the_colla
     assert len(sheets["starved"].getElementsByType(TableRow)) == 2
     # Without a starved connection in a long window, nothing is said.
     assert not any("Starved" in x for x in render_lines(analyse(campaign(), ReportOptions(mode="absolute"))))
+
+
+def test_stored_cell_statistics_mark_a_short_cell_as_the_report_does():
+    from services.reporting.cell_stats import cell_stat_rows
+
+    rows = {(r.metric, r.target, r.threads): r for r in cell_stat_rows(campaign())}
+    assert rows[("qps", "on", 256)].mark.endswith("<") and "~" not in rows[("qps", "on", 256)].mark
+    assert rows[("qps", "on", 256)].stalled_runs == 1 and "<" not in rows[("qps", "on", 4)].mark
