@@ -22,7 +22,8 @@ from services.reporting.tables import NO_DATA, format_value, formula_lines, lege
 
 #: Version of the JSON export's layout; history: 1 = first version (additive since: each run
 #: carries every column of ``ResultRow``, campaign_id included; ``stalls``: runs marked for a
-#: stall or an overrun).
+#: stall, an overrun or a short window; ``starved``: cells whose runs starved connections;
+#: ``missing``: why a run's column is null; a table cell's ``missing``: why its value is null).
 JSON_VERSION = 1
 
 
