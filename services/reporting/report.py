@@ -19,6 +19,7 @@ from services.reporting.analysis import (
 )
 from services.reporting.options import ReportOptions
 from services.reporting.stalls import StalledRun, assessed, stall_lines, stalled_runs
+from services.reporting.starved import StarvedCell, starved_cells, starved_lines
 from services.reporting.render.formats import (
     md_text,
     render_csv,
@@ -40,6 +41,8 @@ class Report:
     stalled: tuple[StalledRun, ...] = ()
     #: Whether any run was assessed for stalls (results stored before runs were are not).
     stalls_checked: bool = False
+    #: Cells whose runs left connections without a completed transaction in a long enough window.
+    starved: tuple[StarvedCell, ...] = ()
 
     @property
     def main(self) -> NamedTable:
@@ -57,7 +60,7 @@ def analyse(data: CampaignData, opts: ReportOptions) -> Report:
         shape = opts.mode if len(data.targets) > 1 else "absolute"
         tables = (NamedTable(f"{m.key}_{shape}", f"{m.description} ({shape})", m,
                              build(data, m, opts.mode, opts, collapsed, stalled)),)
-    return Report(data, opts, tables, collapsed, stalled, assessed(data.runs))
+    return Report(data, opts, tables, collapsed, stalled, assessed(data.runs), tuple(starved_cells(data.runs)))
 
 
 def head_lines(data: CampaignData) -> list[str]:
@@ -94,4 +97,7 @@ def _lines(report: Report, *, markdown: bool) -> list[str]:
         lines.extend([md_text(line) for line in stalls] if markdown else stalls)
         lines.append("")
     lines.extend(collapse_lines(report.collapsed, report.opts.collapse_fraction))
+    starved = starved_lines(report.starved)
+    if starved:
+        lines.extend([""] + ([md_text(line) for line in starved] if markdown else starved))
     return lines
