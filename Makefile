@@ -1,10 +1,11 @@
-# The two commands: `make demo` (a small campaign end to end) and `make test` (the whole suite).
+# The two commands: `make demo` (a small campaign end to end) and `make test` (the whole suite);
+# `make unit` runs the unit tests alone (no services, under a minute).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 ENV := set -a; . var/local.env; set +a;
 
-.PHONY: demo test venv services up down clean study study-down
+.PHONY: demo test unit venv services up down clean study study-down
 
 $(BIN)/scheduler: pyproject.toml
 	$(PY) -m venv $(VENV) || (deploy/ensure-services python && $(PY) -m venv $(VENV))
@@ -28,6 +29,9 @@ demo: venv up
 
 test: venv services
 	$(ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+unit: venv
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 clean: down
 	rm -rf var

@@ -1,10 +1,9 @@
-"""Shared fixtures: settings for the real services, and the rule that integration tests fail
-(not skip) under CI=true when a service is missing."""
+"""Shared fixtures: settings for the real services (missing ones follow tests/missing.py's rule:
+skip locally, fail under CI=true)."""
 
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -33,23 +32,7 @@ os.environ["BENCHFLEET_CONFIG"] = ""
 
 from services.common.config import Settings, settings_from  # noqa: E402
 
-
-def _reachable(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-def require_service(name: str, host: str, port: int) -> None:
-    """Skip locally, fail under CI=true: a missing service must never turn CI green."""
-    if _reachable(host, port):
-        return
-    msg = f"{name} is not reachable at {host}:{port} (run deploy/ensure-services)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg)
+from tests.missing import require_service  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from services.common.results import stalls
-from services.common.results.histogram import Histogram
+from services.common.results.histogram import Histogram, summary_ms
 from services.common.messages.results import Latency, RunResult, Series, Totals, Window
 from services.common.messages.parts import PartReport, part_failure
 from services.common.messages.server_work import server_work
@@ -65,20 +65,16 @@ def merge_histograms(wires: Sequence[Mapping[str, Any]]) -> Histogram:
     return Histogram.merged(Histogram.from_wire(w) for w in wires if w)
 
 
-def _summary(hist: Histogram) -> dict[str, Any]:
-    return {"p50_ms": hist.percentile(50) / 1000, "p95_ms": hist.percentile(95) / 1000,
-            "p99_ms": hist.percentile(99) / 1000, "max_ms": hist.max_us / 1000, "histogram": hist.to_wire()}
-
-
 def merge_latency(latencies: Sequence[Latency]) -> Latency:
     """One Latency from the parts': histograms merged, percentiles read from the merge."""
     hist = merge_histograms([lat.histogram for lat in latencies])
     # A part without a histogram (an empty run) still has its max.
-    hist.max_us = max([hist.max_us] + [lat.max_ms * 1000 for lat in latencies if not lat.histogram])
+    hist.max_us = max([hist.max_us] + [lat.max_ms * 1000 for lat in latencies
+                                       if not lat.histogram and lat.max_ms is not None])
     kinds = sorted({k for lat in latencies for k in lat.by_kind})
-    by_kind = {k: _summary(merge_histograms([lat.by_kind[k].get("histogram", {}) for lat in latencies
+    by_kind = {k: summary_ms(merge_histograms([lat.by_kind[k].get("histogram", {}) for lat in latencies
                                              if k in lat.by_kind])) for k in kinds}
-    return Latency(**_summary(hist), by_kind=by_kind)
+    return Latency(**summary_ms(hist), by_kind=by_kind)
 
 
 def merge_windows(windows: Sequence[Window | None]) -> Window | None:
@@ -151,7 +147,8 @@ def merge_parts(parts: Sequence[RunResult]) -> RunResult:
     plan = reports[0]
     rates = [r.rate for r in reports if r.rate]
     quality = stalls.assess(series.transactions, warmup_s=plan.warmup, duration_s=plan.duration,
-                            wall_s=ended - started, rate=sum(rates) if rates else None)
+                            wall_s=ended - started, rate=sum(rates) if rates else None,
+                            completed=totals.transactions, threads=first.cell.threads)
     return first.model_copy(update={
         "worker": _joined_workers(reports), "attempt": max(p.attempt for p in ordered),
         "started_at": started, "ended_at": ended,

@@ -111,7 +111,7 @@ class CollectorMetrics(MetricsEndpoint):
         """Convenience for the consumer: count a stored result and refresh its cell's means."""
         self.results_stored()
         self.ingest_lag((time.time() if now is None else now) - result.ended_at)
-        if result.status != "ok":
+        if result.status != "ok" or result.measured_s <= 0:  # no measured second: no q/s, not 0
             return
         key = (result.cell.target, result.cell.workload, result.cell.threads)
         with self._lock:
@@ -125,7 +125,7 @@ class CollectorMetrics(MetricsEndpoint):
         by_cell: dict[tuple[str, _CellKey], list[tuple[float, float]]] = {}
         with self._lock:
             for row in results:
-                if row.status != "ok":
+                if row.status != "ok" or row.measured_s <= 0:
                     continue
                 key = (row.target, row.workload, row.threads)
                 self._runs[row.run_id] = (row.campaign_id, key, row.qps, row.tps)

@@ -15,9 +15,9 @@ from services.common.results.rows import CellStatRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, cell_runs, collapse_findings
 from services.reporting.options import ReportOptions
-from services.reporting.stalls import stall_counts, stalled_behind, stalled_runs
+from services.reporting.stalls import quality_mark, stall_counts, stalled_behind, stalled_runs
 from services.reporting.stats import compare_stats
-from services.reporting.tables import MARK_COLLAPSE, MARK_STALL, cell_mark
+from services.reporting.tables import MARK_COLLAPSE, cell_mark
 
 #: The metrics stored per cell: the ones every result row holds as columns.
 STORED_METRICS = ("qps", "tps", "p95_ms", "p99_ms")
@@ -43,7 +43,8 @@ def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions(),
             collapsed.pop(cell, None)
     unstored = unstored_failures or {}
     # As the report's ~: runs flagged for a stall or an overrun (RunQuality).
-    hits = stall_counts(stalled_runs(data.runs))
+    found = stalled_runs(data.runs)
+    hits = stall_counts(found)
     out: list[CellStatRow] = []
     for key in STORED_METRICS:
         m = mc.BUILTIN[key]
@@ -66,7 +67,7 @@ def cell_stat_rows(data: CampaignData, opts: ReportOptions = ReportOptions(),
             mark += MARK_COLLAPSE if col else ""
             # As the report's ratio table: the baseline's stalled runs weigh on the comparison too.
             stalled = stalled_behind(hits, cell, data.baseline)
-            mark += MARK_STALL if stalled and own is not None else ""
+            mark += quality_mark(found, cell, data.baseline) if stalled and own is not None else ""
             failed = (cells[cell].failed if cell in cells else 0) + unstored.get(cell, 0)
             out.append(CellStatRow(
                 campaign_id=data.campaign_id, metric=key, workload=workload, threads=threads, target=target,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from services.common.results.rows import HistoryEntry
+from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION
 from services.reporting.metrics_catalog import row_value
 from services.reporting.options import ReportOptions
 from services.reporting.stats import CellStats, Comparison, compare_stats, describe
@@ -123,6 +124,7 @@ def render_history_text(h: History) -> str:
     lines += ["", f" vs previous: change of the mean against the campaign before; {MARK_FASTER} / {MARK_SLOWER} "
               f"significantly better / worse (Welch t test, p < {alpha:g}, at least "
               f"{min_effect * 100:g}%), {MARK_UNTESTED} too few repetitions to test",
-              f" stalled: runs with seconds without a completed transaction or an overrun ({MARK_STALL}; "
-              "`collector report` lists them)"]
+              f" stalled: runs with seconds without a completed transaction, an overrun, or a window of fewer "
+              f"than {MIN_COMPLETED_PER_CONNECTION:g} transactions per connection ({MARK_STALL}; `collector report` "
+              "lists them)"]
     return "\n".join(lines) + "\n"

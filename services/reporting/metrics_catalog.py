@@ -92,7 +92,8 @@ def value(m: Metric, result: RunResult) -> float | None:
     if m.key == "tps":
         return totals.transactions / measured if measured > 0 else None
     if m.key.endswith("_ms") and m.key in BUILTIN:
-        return float(getattr(result.latency, m.key))
+        v = getattr(result.latency, m.key)  # None: no transaction completed
+        return None if v is None else float(v)
     if m.key in WORK_FIELDS:
         # Server figures come from managed targets, client ones from the load processes; a
         # result without them has the metric missing, not zero.
@@ -109,7 +110,9 @@ def row_value(m: Metric, row: ResultRow) -> float | None:
     if row.status != "ok":
         return None
     if m.column:
-        return float(getattr(row, m.key))
+        # q/s and tps over no measured second, or latency of no completed transaction: missing.
+        v = getattr(row, m.key)
+        return None if v is None or (m.key in ("qps", "tps") and row.measured_s <= 0) else float(v)
     f = row.figures
     if f is None:
         return value(m, row.result) if row.result is not None else None
@@ -117,7 +120,7 @@ def row_value(m: Metric, row: ResultRow) -> float | None:
     if m.key == "p50_ms":
         return f.p50_ms
     if m.key == "max_ms":
-        return float(row.max_ms)
+        return None if row.max_ms is None else float(row.max_ms)
     if m.key in WORK_FIELDS:
         return getattr(f.work, WORK_FIELDS[m.key])
     if m.key.startswith(STATUS_PREFIX):

@@ -16,7 +16,7 @@ from typing import Sequence
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import NamedTable
 from services.reporting.log_ratio import Figures
-from services.reporting.tables import DECISION_MARK, MARK_COLLAPSE, MARK_HIGH_CV, MARK_STALL, FamilyNote
+from services.reporting.tables import DECISION_MARK, MARK_COLLAPSE, MARK_HIGH_CV, MARK_SHORT, MARK_STALL, FamilyNote
 from services.reporting.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
@@ -27,7 +27,7 @@ from services.reporting.verdicts import (
 )
 
 #: Marks a page keeps when it replaces a cell's verdict mark: they say something else.
-_KEPT = (MARK_HIGH_CV, MARK_COLLAPSE, MARK_STALL)
+_KEPT = (MARK_HIGH_CV, MARK_COLLAPSE, MARK_STALL, MARK_SHORT)
 
 #: (scope, metric key, target, baseline, workload, threads): one member of a page's family.
 _Ident = tuple[str, str, str, str, str, int]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from services.common.messages.builds import SYSTEM_BUILD
+from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.targets import ManagedTarget
 from services.reporting.analysis import CampaignData
@@ -164,6 +165,22 @@ def key_cache_full(data: CampaignData) -> Premise:
     return Premise(name, False, detail + f"; {len(free)} ended with free blocks (at most {max(e[3] for e in free):,}), "
                    f"all at {', '.join(map(str, threads))} thread(s): {', '.join(cells)}; there part of the misses "
                    "were a started server's first reads, not evictions.")
+
+
+def windows_long_enough(data: CampaignData) -> Premise:
+    """Every successful run's window held at least ``MIN_COMPLETED_PER_CONNECTION`` completed
+    transactions per connection (no "short" quality flag): a shorter window measured its ends."""
+    runs = [row for row in data.runs if row.status == "ok"]
+    short = sorted((row for row in runs if "short" in row.flags), key=lambda r: (r.workload, r.target, r.threads))
+    name = "windows long enough to measure"
+    if not short:
+        return Premise(name, True, f"none of {len(runs)} successful runs completed fewer than "
+                                   f"{MIN_COMPLETED_PER_CONNECTION:g} transactions per connection.")
+    cells = sorted({f"{r.target} {r.workload} t={r.threads} "
+                    f"({r.tps * r.measured_s / r.threads:.1f} per connection)" for r in short})
+    return Premise(name, False, f"{len(short)} of {len(runs)} successful runs completed fewer than "
+                   f"{MIN_COMPLETED_PER_CONNECTION:g} transactions per connection (a window shorter than that many "
+                   f"mean response times): {', '.join(cells)}; give them a longer duration (duration_by_threads).")
 
 
 def ran_distinct_builds(data: CampaignData) -> Premise:

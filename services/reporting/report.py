@@ -20,6 +20,7 @@ from services.reporting.analysis import (
 from services.reporting.options import ReportOptions
 from services.reporting.page_verdicts import judge_tables
 from services.reporting.stalls import StalledRun, assessed, stall_lines, stalled_runs
+from services.reporting.starved import StarvedCell, starved_cells, starved_lines
 from services.reporting.render.formats import (
     md_text,
     render_csv,
@@ -41,6 +42,8 @@ class Report:
     stalled: tuple[StalledRun, ...] = ()
     #: Whether any run was assessed for stalls (results stored before runs were are not).
     stalls_checked: bool = False
+    #: Cells whose runs left connections without a completed transaction in a long enough window.
+    starved: tuple[StarvedCell, ...] = ()
 
     @property
     def main(self) -> NamedTable:
@@ -60,7 +63,7 @@ def analyse(data: CampaignData, opts: ReportOptions) -> Report:
                              build(data, m, opts.mode, opts, collapsed, stalled)),)
     # One family for the page: the tables it shows, paired over the campaign's shared blocks.
     tables = judge_tables(tables, alpha=opts.alpha, min_effect=opts.min_effect).tables
-    return Report(data, opts, tables, collapsed, stalled, assessed(data.runs))
+    return Report(data, opts, tables, collapsed, stalled, assessed(data.runs), tuple(starved_cells(data.runs)))
 
 
 def head_lines(data: CampaignData) -> list[str]:
@@ -97,4 +100,7 @@ def _lines(report: Report, *, markdown: bool) -> list[str]:
         lines.extend([md_text(line) for line in stalls] if markdown else stalls)
         lines.append("")
     lines.extend(collapse_lines(report.collapsed, report.opts.collapse_fraction))
+    starved = starved_lines(report.starved)
+    if starved:
+        lines.extend([""] + ([md_text(line) for line in starved] if markdown else starved))
     return lines

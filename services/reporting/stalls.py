@@ -1,8 +1,9 @@
-"""Runs marked for stalls or overrun, the cells holding them, and the note listing them.
+"""Runs marked for stalls, overrun or a short window, the cells holding them, and the note
+listing them.
 
 A cell's mean over its repetitions looks like any other when one repetition stalled for half its
-time; the ``~`` mark sends the reader to the list of those runs. Pure: result rows in, marks and
-lines out.
+time, or when its window held a few transactions per connection; the ``~`` and ``<`` marks send
+the reader to the list of those runs. Pure: result rows in, marks and lines out.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from services.common.results.rows import ResultRow
-from services.common.results.stalls import OVERRUN_FRACTION, OVERRUN_MIN_S
-from services.reporting.tables import MARK_STALL, Table
+from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION, OVERRUN_FRACTION, OVERRUN_MIN_S
+from services.reporting.tables import MARK_SHORT, MARK_STALL, Table
+
+#: The flags the ``~`` mark stands for; "short" has ``<``.
+_STALL_FLAGS = frozenset({"stall", "overrun"})
 
 
 @dataclass(frozen=True)
@@ -29,9 +33,19 @@ class StalledRun:
     flags: tuple[str, ...]
     stalled_s: int
     longest_stall_s: int
-    max_ms: float
+    #: None when no transaction completed.
+    max_ms: float | None
     overrun_s: float
     qps: float
+    #: Transactions completed per connection in the window, and (native driver) the fewest and
+    #: the median one connection completed; None where not recorded.
+    per_connection: float | None = None
+    per_connection_min: int | None = None
+    per_connection_median: float | None = None
+
+    @property
+    def short(self) -> bool:
+        return "short" in self.flags
 
     def as_data(self) -> dict[str, object]:
         """The run as plain JSON data (what the JSON exports list)."""
@@ -42,9 +56,16 @@ def stalled_runs(rows: Iterable[ResultRow]) -> list[StalledRun]:
     """The successful runs whose quality is flagged (stall or overrun), in cell order; failed runs
     are already left out of the numbers and listed as failures."""
     out = [StalledRun(r.run_id, r.target, r.workload, r.threads, r.repetition, r.flags, r.stalled_s or 0,
-                      r.longest_stall_s or 0, r.max_ms, r.overrun_s or 0.0, r.qps)
+                      r.longest_stall_s or 0, r.max_ms, r.overrun_s or 0.0, r.qps, *_per_connection(r))
            for r in rows if r.status == "ok" and r.flags]
     return sorted(out, key=lambda s: (s.workload, s.target, s.threads, s.repetition))
+
+
+def _per_connection(r: ResultRow) -> tuple[float | None, int | None, float | None]:
+    """A run's completions per connection: the mean from the totals, the fewest and the median
+    from its window (None where it recorded none)."""
+    mean = r.tps * r.measured_s / r.threads if r.threads > 0 and r.measured_s > 0 else None
+    return mean, r.completed_per_connection_min, r.completed_per_connection_median
 
 
 def assessed(rows: Iterable[ResultRow]) -> bool:
@@ -64,11 +85,22 @@ def mark_stalls(table: Table, found: Sequence[StalledRun]) -> Table:
     for row in table.rows:
         cells = []
         for t, c in zip(table.threads, row.cells):
-            n = stalled_behind(hits, (row.target, row.workload, t), compared_with)
-            marked = n and c.value is not None
-            cells.append(dataclasses.replace(c, mark=c.mark + MARK_STALL, stalled=n) if marked else c)
+            cell = (row.target, row.workload, t)
+            n = stalled_behind(hits, cell, compared_with)
+            if not n or c.value is None:
+                cells.append(c)
+                continue
+            cells.append(dataclasses.replace(c, mark=c.mark + quality_mark(found, cell, compared_with), stalled=n))
         rows.append(dataclasses.replace(row, cells=tuple(cells)))
     return dataclasses.replace(table, rows=tuple(rows))
+
+
+def quality_mark(found: Iterable[StalledRun], cell: tuple[str, str, int], baseline: str | None) -> str:
+    """The marks of the runs behind a cell's number (as ``stalled_behind`` counts them): ``~`` for
+    a stall or an overrun, ``<`` for a short window."""
+    behind = [s for s in found if stalled_behind(stall_counts([s]), cell, baseline)]
+    return ((MARK_STALL if any(_STALL_FLAGS & set(s.flags) for s in behind) else "")
+            + (MARK_SHORT if any(s.short for s in behind) else ""))
 
 
 def stall_counts(found: Iterable[StalledRun]) -> Counter[tuple[str, str, int]]:
@@ -96,23 +128,44 @@ def stall_lines(found: Sequence[StalledRun], checked: bool = True) -> list[str]:
             return []
         return [f"No stall: every run completed transactions every second and ended within "
                 f"{OVERRUN_FRACTION * 100:g}% of its planned time."]
-    lines = [f"Stalls and overruns ({MARK_STALL}): runs with seconds without a completed transaction, or "
-             f"wall time more than {OVERRUN_FRACTION * 100:g}% (and {OVERRUN_MIN_S:g} s) past warm-up + duration:"]
-    for s in found:
+    lines = []
+    stalled = [s for s in found if _STALL_FLAGS & set(s.flags)]
+    if stalled:
+        lines.append(f"Stalls and overruns ({MARK_STALL}): runs with seconds without a completed transaction, or "
+                     f"wall time more than {OVERRUN_FRACTION * 100:g}% (and {OVERRUN_MIN_S:g} s) past warm-up + duration:")
+    for s in stalled:
         lines.append(f"  {s.target} / {s.workload} / {_threads(s.threads)} / repetition {s.repetition} "
                      f"(run {s.run_id}): {describe(s)}")
+    short = [s for s in found if s.short]
+    if short:
+        lines.append(f"Short windows ({MARK_SHORT}): runs that completed fewer than {MIN_COMPLETED_PER_CONNECTION:g} "
+                     "transactions per connection (a window shorter than that many mean response times; the "
+                     "transactions in flight at its ends weigh on the figures):")
+    for s in short:
+        lines.append(f"  {s.target} / {s.workload} / {_threads(s.threads)} / repetition {s.repetition} "
+                     f"(run {s.run_id}): {describe_short(s)}")
     return lines
+
+
+def describe_short(s: StalledRun) -> str:
+    """A short run's completions per connection: the mean, and the fewest and median when recorded."""
+    text = f"{s.per_connection:,.1f} transactions per connection" if s.per_connection is not None else "n/a"
+    if s.per_connection_min is not None and s.per_connection_median is not None:
+        text += f" (fewest {s.per_connection_min:,}, median {s.per_connection_median:,.1f})"
+    return text + f", {s.qps:,.0f} q/s"
 
 
 def describe(s: StalledRun) -> str:
     """What happened to one marked run, in a few words with its numbers."""
-    return (f"stalled {s.stalled_s} s (longest {s.longest_stall_s} s), max latency {s.max_ms:,.0f} ms, "
+    latency = f"{s.max_ms:,.0f} ms" if s.max_ms is not None else "n/a (no transaction completed)"
+    return (f"stalled {s.stalled_s} s (longest {s.longest_stall_s} s), max latency {latency}, "
             f"overrun {s.overrun_s:.1f} s, {s.qps:,.0f} q/s")
 
 
 def stall_rows(found: Sequence[StalledRun]) -> list[list[object]]:
     """The marked runs as spreadsheet rows, header first."""
     return [["run_id", "target", "workload", "threads", "repetition", "flags", "stalled_s", "longest_stall_s",
-             "max_ms", "overrun_s", "qps"]] + [
+             "max_ms", "overrun_s", "qps", "per_connection", "per_connection_min", "per_connection_median"]] + [
         [s.run_id, s.target, s.workload, s.threads, s.repetition, ",".join(s.flags), s.stalled_s,
-         s.longest_stall_s, s.max_ms, s.overrun_s, s.qps] for s in found]
+         s.longest_stall_s, s.max_ms, s.overrun_s, s.qps, s.per_connection, s.per_connection_min,
+         s.per_connection_median] for s in found]

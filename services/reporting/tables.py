@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Mapping
 
+from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION
 from services.reporting.stats import (
     DEFAULT_ALPHA,
     DEFAULT_CV_THRESHOLD,
@@ -33,6 +34,8 @@ MARK_FASTER, MARK_SLOWER, MARK_UNTESTED, MARK_HIGH_CV = "+", "-", "?", "*"
 MARK_COLLAPSE = "!"
 #: Added by the report (stalls.mark_stalls) to cells holding a run that stalled or overran.
 MARK_STALL = "~"
+#: Added by the report (stalls.mark_stalls) to cells holding a run whose window was too short.
+MARK_SHORT = "<"
 NO_DATA = "n/a"
 #: Marks of a page's verdicts (``verdicts.judge`` over the page's family) beside ``+`` and ``-``.
 MARK_EQUIVALENT, MARK_UNDECIDED, MARK_DIFFERS = "=", "°", "≠"
@@ -365,9 +368,13 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
         whose = "a run of this cell" if spec.mode == "absolute" else f"a run of this cell or of {spec.baseline}'s"
         entries.append((MARK_STALL, f"stall: {whose} had seconds without a completed transaction, or overran "
                                     "its planned time (runs listed below)"))
+    if MARK_SHORT in used:
+        whose = "a run of this cell" if spec.mode == "absolute" else f"a run of this cell or of {spec.baseline}'s"
+        entries.append((MARK_SHORT, f"short window: {whose} completed fewer than {MIN_COMPLETED_PER_CONNECTION:g} "
+                                    "transactions per connection, so its window was shorter than that many mean "
+                                    "response times (runs listed below)"))
     if table.has_missing():
-        entries.append((NO_DATA, "not recorded by the cell's runs (server process figures need a managed target), "
-                                 "or no successful run" if table.unrecorded else "no successful run to compare"))
+        entries.append((NO_DATA, missing_reason(table)))
     return entries
 
 
@@ -395,6 +402,16 @@ def _verdict_legend(table: Table, family: FamilyNote, used: set[str]) -> list[tu
     if MARK_DIFFERS in used:
         entries.append((MARK_DIFFERS, f"differs from {base} (a counter, which has no better direction): {beyond}"))
     return entries + [("", line) for line in family.lines()]
+
+
+def missing_reason(table: Table) -> str:
+    """Why a cell of ``table`` reads n/a: a latency table's runs completed no transaction (an empty
+    histogram has no percentile), another's did not record the figure, or no run succeeded."""
+    if not table.unrecorded:
+        return "no successful run to compare"
+    if table.spec.unit.endswith(" ms"):
+        return "no transaction completed in the cell's runs (no latency to read), or no successful run"
+    return "not recorded by the cell's runs (server process figures need a managed target), or no successful run"
 
 
 def failed_lines(table: Table) -> list[str]:

@@ -22,9 +22,9 @@ from services.common.cli import (
     run_main,
     write_output,
 )
-from services.common.config import AMQP, DB, Settings, add_settings_flags
+from services.common.config import AMQP, DB, Settings, add_settings_flags, with_db_password
 from services.common.spec.durations import format_duration
-from services.common.errors import BusError, ConnectError, StoreError, StoreUnavailable
+from services.common.errors import BusError, ConnectError, SettingsError, StoreError, StoreUnavailable
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.loading import load_spec_source
 from services.common.store import Store
@@ -33,7 +33,7 @@ from services.reporting import load as loading
 from services.reporting.options import ReportOptions
 from services.reporting.plan_power import PlanPower
 from services.reporting.render import registry
-from services.scheduler import plan, preflight
+from services.scheduler import plan, preflight, windows
 from services.scheduler.deferred import deferred_sigint
 from services.scheduler.plan_history import power_of
 from services.scheduler.progress import ConsumerWatch, Progress, ProgressLine
@@ -50,6 +50,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, key, None)
         if value is not None:
             out[key] = value
+    if "duration" in out:
+        out["duration_by_threads"] = {}  # --duration sets the measured time of every run
     if getattr(args, "threads", None):
         out["threads"] = [int(t) if t.strip().isdigit() else t for t in args.threads.split(",")]
     return out
@@ -82,6 +84,8 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps({"runs": len(runs), "estimated_seconds": est, "workers": args.workers,
                           "load_hosts": spec.load_hosts,
+                          "duration_by_threads": {str(t): spec.duration_for(t) for t in spec.threads},
+                          "window_warnings": _window_warnings(spec, settings),
                           "power": power.as_data() if power else {"message": [why]},
                           "order": [{"seq": r.seq, "run_id": r.run_id, **r.cell.model_dump(), "repetition": r.repetition,
                                      "position": r.position}
@@ -89,8 +93,12 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     print(f"campaign {spec.name}: {len(spec.targets)} targets x {len(spec.workloads)} workloads x "
           f"{len(spec.threads)} thread counts x {spec.repeat} repetitions = {len(runs)} runs")
-    print(f"each run: {format_duration(spec.warmup)} warm-up + {format_duration(spec.duration)} measured; "
+    measured = ", ".join(f"{format_duration(spec.duration_for(t))} at {t} threads" for t in spec.threads) \
+        if spec.duration_by_threads else format_duration(spec.duration)
+    print(f"each run: {format_duration(spec.warmup)} warm-up + {measured} measured; "
           f"estimated wall time with {args.workers} worker(s): {format_duration(round(est))}")
+    for warning in _window_warnings(spec, settings):
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"baseline: {spec.baseline_name}; pool: {spec.pool}; data: {spec.data.tables} tables x "
           f"{spec.data.table_size} rows, {spec.data.engine}")
     if spec.load_hosts > 1:
@@ -123,6 +131,24 @@ def _change(text: str) -> float:
     if not 0 < value < 100:
         raise argparse.ArgumentTypeError(f"{text!r}: the change must be above 0% and below 100%")
     return value / 100
+
+
+def _window_warnings(spec: CampaignSpec, settings: Settings) -> list[str]:
+    """Warnings for windows shorter than 10 mean response times the results DB last measured on
+    the spec's cells; none when the DB cannot be read (a plan needs no DB, and says nothing
+    when there is none, as on a fresh host)."""
+    try:
+        store = Store(with_db_password(settings)).open(migrate=False)
+    except (StoreError, SettingsError):
+        return []
+    try:
+        found = [windows.previous_measurement(store.results.history(t.name, w.key, n))
+                 for t in spec.targets for w in spec.workloads for n in spec.threads]
+    except StoreError:
+        return []
+    finally:
+        store.close()
+    return windows.window_warnings(spec, [m for m in found if m is not None])
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
@@ -242,7 +268,7 @@ def _report_flags_refused(args: argparse.Namespace) -> str | None:
 def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
     started = time.time()
     total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
-    planned = spec.warmup + spec.duration + plan.RUN_OVERHEAD_S
+    planned = spec.warmup + sum(map(spec.duration_for, spec.threads)) / len(spec.threads) + plan.RUN_OVERHEAD_S
     shown = ProgressLine(sys.stderr, tty=sys.stderr.isatty(), columns=shutil.get_terminal_size().columns)
     watch = ConsumerWatch(spec.pool, needed=spec.load_hosts)
     consumers = _PoolConsumers(settings, spec.pool)

@@ -106,7 +106,7 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
             workload=spec.workload(p.cell.workload),
             data=spec.data,
             driver=spec.driver,
-            duration=spec.duration,
+            duration=spec.duration_for(p.cell.threads),
             warmup=spec.warmup,
             seed=p.seed,
             published_at=at,
@@ -120,7 +120,6 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
 
 def estimated_seconds(spec: CampaignSpec, workers: int = 1) -> float:
     """Wall time of the whole campaign with ``workers`` workers, preparation excluded."""
-    runs = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
-    per_run = spec.warmup + spec.duration + RUN_OVERHEAD_S
+    per_threads = sum(spec.warmup + spec.duration_for(t) + RUN_OVERHEAD_S for t in spec.threads)
     # A run split over load hosts occupies that many workers at once.
-    return runs * per_run / max(1, workers // spec.load_hosts)
+    return spec.repeat * len(spec.workloads) * len(spec.targets) * per_threads / max(1, workers // spec.load_hosts)

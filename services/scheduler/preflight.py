@@ -40,10 +40,11 @@ def run_length_errors(spec: CampaignSpec, settings: Settings, source: SpecSource
     """A run (warm-up + measurement + overhead) may not outlast max_run_s: the broker closes a
     consumer whose delivery stays unacked past its consumer_timeout, and the run would be
     delivered again."""
-    run_s = spec.warmup + spec.duration + plan.RUN_OVERHEAD_S
+    run_s = spec.warmup + spec.longest_duration + plan.RUN_OVERHEAD_S
     if run_s <= settings.max_run_s:
         return []
-    return [source.error(("duration",), (
+    field = "duration" if spec.longest_duration == spec.duration else "duration_by_threads"
+    return [source.error((field,), (
         f"a run of {format_duration(round(run_s))} (warmup + duration) exceeds the longest allowed run "
         f"{format_duration(settings.max_run_s)} (BENCHFLEET_MAX_RUN_S; keep it below RabbitMQ's consumer_timeout)"))]
 

@@ -53,8 +53,9 @@ class _Run:
     last: Counts = field(default_factory=Counts)
     base_latency: Histogram = field(default_factory=Histogram)
     last_latency: Histogram | None = None
-    qps: float = 0.0
-    tps: float = 0.0
+    #: Over the last reported second; None until a second was reported (no sample, never 0).
+    qps: float | None = None
+    tps: float | None = None
     #: Open-loop rate (None: closed loop) and the stalled seconds counted live so far.
     rate: float | None = None
     stalled_s: int = 0
@@ -126,8 +127,9 @@ def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> It
             errors.add_metric(lv + [code], n)
         ignored.add_metric(lv, total.ignored_errors)
         reconnects.add_metric(lv, total.reconnects)
-        qps.add_metric(lv, r.qps)
-        tps.add_metric(lv, r.tps)
+        if r.qps is not None and r.tps is not None:
+            qps.add_metric(lv, r.qps)
+            tps.add_metric(lv, r.tps)
         progress.add_metric(lv, r.progress())
         for p in ("starting", "warmup", "measure"):
             phase.add_metric(lv + [p], 1.0 if r.phase == p else 0.0)

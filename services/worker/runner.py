@@ -118,7 +118,8 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
     status = "cancelled" if stop is not None and stop.is_set() else "ok"
     # Only a finished run is judged: a cancelled one stopped early by request.
     quality = stalls.assess(outcome.series.transactions, warmup_s=run.warmup, duration_s=run.duration,
-                            wall_s=outcome.ended_at - outcome.started_at, rate=share.rate) if status == "ok" else None
+                            wall_s=outcome.ended_at - outcome.started_at, rate=share.rate,
+                            completed=outcome.totals.transactions, threads=share.threads) if status == "ok" else None
     server = server_run.report(session, outcome, _counter(run), to_end=run.driver in WHOLE_PROCESS_DRIVERS)
     if quality is not None and server.count is not None:
         # sysbench reports no window: nothing known in flight, the 2 % alone applies.

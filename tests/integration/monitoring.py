@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -19,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.missing import missing
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,10 +27,7 @@ def need(binary: str) -> str:
     """The binary's path; skip locally, fail under CI=true, when it is not installed."""
     path = shutil.which(binary)
     if path is None:
-        msg = f"{binary} not installed (run deploy/ensure-services prometheus alertmanager)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
+        missing(f"{binary} not installed (run deploy/ensure-services prometheus alertmanager)")
     return path
 
 

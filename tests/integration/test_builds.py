@@ -19,18 +19,13 @@ import pytest
 
 from services.common.store import Store
 
-from tests.integration.fleet import ROOT, Fleet, wait_for
+from tests.integration.fleet import ROOT, wait_for
+from tests.missing import missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: The two MariaDB builds Debian 12's package index holds (bookworm and bookworm-security).
 VERSIONS = ("10.11.18", "10.11.19")
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(what, pytrace=False)
-    pytest.skip(what)
 
 
 def worker_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -43,14 +38,14 @@ def registry():
     """A build registry holding both Debian builds, registered with `worker builds add --debian`.
     Short paths: the managed servers' unix sockets live under the managed directory."""
     if shutil.which("apt-get") is None:
-        _missing("apt-get is missing: Debian builds cannot be registered here")
+        missing("apt-get is missing: Debian builds cannot be registered here")
     d = Path(tempfile.mkdtemp(prefix="bfb-", dir="/tmp"))
     d.chmod(0o755)
     for v in VERSIONS:
         p = worker_cli("builds", "add", f"mariadb-{v}", "--debian", v, "--builds-dir", str(d))
         if p.returncode != 0 and "no version" in p.stderr:
             shutil.rmtree(d, ignore_errors=True)
-            _missing(f"Debian's index has no MariaDB {v} here: {p.stderr.strip()}")
+            missing(f"Debian's index has no MariaDB {v} here: {p.stderr.strip()}")
         assert p.returncode == 0, p.stdout + p.stderr
         assert f"registered build mariadb-{v}: {v}-MariaDB" in p.stdout, p.stdout
     yield d
@@ -63,13 +58,6 @@ def managed_dir():
     d.chmod(0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    yield f
-    f.teardown()
 
 
 def test_registry_lists_both_builds_with_their_versions_and_digests(registry):

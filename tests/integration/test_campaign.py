@@ -15,13 +15,6 @@ from tests.integration.fleet import Fleet, target_yaml
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    yield f
-    f.teardown()
-
-
 def spec_text(fleet: Fleet) -> str:
     s = fleet.settings
     return (

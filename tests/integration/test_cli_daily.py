@@ -28,13 +28,6 @@ from tests.integration.fleet import ROOT, Fleet, target_yaml
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    yield f
-    f.teardown()
-
-
 def _spec(fleet: Fleet, name: str = "daily", threads: str = "[1]", repeat: int = 1) -> str:
     s = fleet.settings
     return (f"name: {name}\npool: {fleet.pool}\ntargets:\n" + target_yaml(s, "A", "bf_daily_a")

@@ -22,13 +22,6 @@ from tests.integration.fleet import ROOT, Fleet, assert_exactly_once, target_yam
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    yield f
-    f.teardown()
-
-
 def spec_text(fleet: Fleet, *, name: str = "faults", targets: str | None = None, threads: str = "[1, 2]",
               duration: str = "3s", repeat: int = 3) -> str:
     s = fleet.settings

@@ -24,13 +24,6 @@ from tests.integration.fleet import ROOT, Fleet, target_yaml, wait_for
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    yield f
-    f.teardown()
-
-
 def spec_file(fleet: Fleet, tmp_path) -> str:
     path = tmp_path / "spec.yaml"
     path.write_text(f"name: finality\npool: {fleet.pool}\ntargets:\n" + target_yaml(fleet.settings, "A", "bf_it_final") +

@@ -13,17 +13,10 @@ import socket
 import pytest
 import yaml
 
-from tests.integration.fleet import ROOT, Fleet
+from tests.integration.fleet import ROOT
 from tests.integration.monitoring import free_port, get_json, need, start, stop, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    yield f
-    f.teardown()
 
 
 def fixed_port() -> int:

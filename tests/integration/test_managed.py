@@ -21,6 +21,7 @@ import pytest
 from services.common.store import Store
 
 from tests.integration.fleet import ROOT, Fleet, wait_for
+from tests.missing import missing
 
 pytestmark = pytest.mark.integration
 
@@ -32,20 +33,11 @@ def managed_dir():
     """One managed directory for the module, so the template is built once. Short on purpose:
     unix socket paths are limited to 107 bytes. Traversable by the mysql user."""
     if not Path(MARIADBD).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{MARIADBD} is missing", pytrace=False)
-        pytest.skip(f"{MARIADBD} is missing")
+        missing(f"{MARIADBD} is missing")
     d = Path(tempfile.mkdtemp(prefix="bfm-", dir="/tmp"))
     d.chmod(0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    yield f
-    f.teardown()
 
 
 def servers_under(path: Path) -> list[int]:
@@ -119,7 +111,7 @@ def test_two_targets_differing_in_one_option_and_a_server_that_cannot_start(flee
 def test_bad_option_fails_validation_naming_it(tmp_path):
     """A typo in an option name fails `scheduler validate` with exit 2, the name and a suggestion."""
     if not Path(MARIADBD).exists():
-        pytest.skip(f"{MARIADBD} is missing")
+        missing(f"{MARIADBD} is missing")
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         "name: typo\n"

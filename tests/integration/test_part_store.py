@@ -5,7 +5,6 @@ as the run's one result, and a part delivered again afterwards adds nothing."""
 from __future__ import annotations
 
 import secrets
-from dataclasses import replace
 
 import mysql.connector
 import pytest
@@ -21,12 +20,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def db_settings(mariadb_params, settings):
-    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
-    yield s
-    conn = mysql.connector.connect(**mariadb_params)
-    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
-    conn.close()
+def db_settings(results_db):
+    return results_db
 
 
 def test_parts_wait_across_a_restart_and_merge_into_one_stored_result(db_settings):

@@ -5,10 +5,7 @@ result leaves the rows a whole refresh writes."""
 
 from __future__ import annotations
 
-import secrets
-from dataclasses import replace
 
-import mysql.connector
 import pytest
 
 from services.collector.statistics import refresh_cell_stats
@@ -27,14 +24,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def results_db(mariadb_params, settings, monkeypatch):
-    """Settings pointing at a results DB of its own, dropped afterwards; a fixed rendering time."""
+def results_db(results_db, monkeypatch):
+    """The test's own results DB (tests/integration/conftest.py), with a fixed rendering time."""
     monkeypatch.setattr(html_module.time, "strftime", lambda fmt, *a: "2026-01-01 00:00:00 UTC")
-    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
-    yield s
-    conn = mysql.connector.connect(**mariadb_params)
-    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
-    conn.close()
+    return results_db
 
 
 def _store(store: Store) -> None:

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
-import mysql.connector
 import pytest
 
 from services.common.cli import EXIT_COLLAPSE
@@ -21,6 +18,7 @@ from services.common.store import Store
 from services.scheduler.plan import run_specs
 
 from tests.integration.fleet import ROOT
+from tests.missing import missing
 
 pytestmark = pytest.mark.integration
 
@@ -29,16 +27,6 @@ THREADS = [1, 4, 16, 64, 256]
 #: matplotlib's first three default line colours (tab:blue, tab:orange, tab:green): only the
 #: plots draw them, the page's own styles use none of them.
 PLOT_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44)]
-
-
-@pytest.fixture
-def results_db(mariadb_params, settings):
-    """Settings pointing at a results DB of its own, dropped afterwards."""
-    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
-    yield s
-    conn = mysql.connector.connect(**mariadb_params)
-    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
-    conn.close()
 
 
 def _store_campaign(s, cid: str, *, collapse: str | None, seed: int) -> None:
@@ -61,10 +49,7 @@ def _cli(s, *args: str) -> subprocess.CompletedProcess:
 def _chromium() -> str:
     path = shutil.which("chromium")
     if path is None:
-        msg = "chromium is not installed (deploy/ensure-services chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
+        missing("chromium is not installed (deploy/ensure-services chromium)")
     return path
 
 

@@ -16,20 +16,13 @@ import pytest
 
 from services.common.bus.rabbitmq import RabbitBus
 
-from tests.integration.fleet import Fleet, wait_for
+from tests.integration.fleet import wait_for
 
 pytestmark = pytest.mark.integration
 
 
 def root_sql(sql: str) -> None:
     subprocess.run(["mariadb", "--protocol=socket", "-uroot", "-e", sql], check=True, capture_output=True, timeout=30)
-
-
-@pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    yield f
-    f.teardown()
 
 
 def test_passwords_never_leak(fleet, tmp_path):

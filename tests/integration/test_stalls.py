@@ -14,7 +14,6 @@ import shutil
 import threading
 import time
 import urllib.request
-from dataclasses import replace
 
 import mysql.connector
 import pytest
@@ -86,15 +85,11 @@ class TableLock:
 
 
 @pytest.fixture
-def results_settings(settings, mariadb_params, monkeypatch):
-    """A results DB of this test's own, dropped afterwards; the worker may read the target's password."""
+def results_settings(results_db, settings, monkeypatch):
+    """The test's own results DB (tests/integration/conftest.py); the worker may read the target's password."""
     monkeypatch.setenv(TARGET_PASSWORD_ENV, TEST_PASSWORD_PREFIX + "*")
     monkeypatch.setenv(TEST_TARGET_PASSWORD, settings.db_password or "")
-    s = replace(settings, db_name=f"benchfleet_test_stalls_{secrets.token_hex(3)}")
-    yield s
-    conn = mysql.connector.connect(**mariadb_params)
-    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
-    conn.close()
+    return results_db
 
 
 def execute(run: RunSpec, metrics: WorkerMetrics, lock: TableLock | None) -> RunResult:

@@ -3,10 +3,7 @@ ledger's SQL (lock, duplicate check, record, delete) does what the unit tests as
 
 from __future__ import annotations
 
-import secrets
-from dataclasses import replace
 
-import mysql.connector
 import pytest
 
 from services.common.errors import BusError
@@ -21,14 +18,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def store(mariadb_params, settings):
-    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
-    st = Store(s).open()
+def store(results_db):
+    st = Store(results_db).open()
     yield st
     st.close()
-    conn = mysql.connector.connect(**mariadb_params)
-    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
-    conn.close()
 
 
 def lock_is_free(store: Store) -> bool:

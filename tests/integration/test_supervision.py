@@ -21,12 +21,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    # The collector of `up` declares the "default" pool's queue (teardown deletes it).
-    f.pool = "default"
-    yield f
-    f.teardown()
+def fleet_pool() -> str:
+    # The collector of `up` declares the "default" pool's queue (the fleet's teardown deletes it).
+    return "default"
 
 
 def local_env(fleet: Fleet, var: Path) -> dict[str, str]:

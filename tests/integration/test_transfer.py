@@ -5,7 +5,6 @@ stores a real sysbench 1.0 run with the q/s and percentiles sysbench printed."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import shutil
@@ -22,15 +21,9 @@ from services.common.store import Store
 from services.scheduler import plan
 
 from tests.integration.fleet import TEST_TARGET_PASSWORD, Fleet, target_yaml
+from tests.missing import missing
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def fleet(rabbitmq, mariadb_params, settings, tmp_path):
-    f = Fleet.create(settings, tmp_path)
-    yield f
-    f.teardown()
 
 
 @pytest.fixture
@@ -126,9 +119,7 @@ def test_import_sysbench_of_a_real_run_reproduces_its_numbers(fleet, tmp_path):
     """A real `sysbench oltp_read_only run --report-interval=1 --histogram` imported: the report's
     q/s is the q/s sysbench printed, p95 its 95th percentile (within a histogram bucket)."""
     if shutil.which("sysbench") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
-        pytest.skip("sysbench is not installed")
+        missing("sysbench is not installed (deploy/ensure-services sysbench)")
     s = fleet.settings
     db = f"bf_sysimp_{secrets.token_hex(3)}"
     cnf = tmp_path / "sysbench.cnf"

@@ -97,7 +97,7 @@ def test_quality_round_trips_in_a_result_and_old_results_decode_without_it():
                 status="ok", worker="w", host="h", started_at=0, ended_at=9)
     res = RunResult(quality=r, **base)
     back = RunResult.model_validate_json(res.encode())
-    assert back.quality == r and back.quality.version == 1
+    assert back.quality == r and back.quality.version == 2  # version 2: the short flag
     assert RunResult.model_validate_json(RunResult(**base).encode()).quality is None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from services.common.messages.base import RESULT_SCHEMA, Count, Int64, NonNegative, _Message
 from services.common.messages.parts import PartReport
@@ -46,17 +46,38 @@ class Series(_Message):
     reconnects: list[Count] = Field(default_factory=list)
 
 
-class Latency(_Message):
-    """Transaction latency in milliseconds, from the merged histogram."""
+#: Why a latency figure is None: reports print it beside their n/a.
+NO_LATENCY = "no transaction completed"
 
-    p50_ms: NonNegative = 0.0
-    p95_ms: NonNegative = 0.0
-    p99_ms: NonNegative = 0.0
-    max_ms: NonNegative = 0.0
+
+class Latency(_Message):
+    """Transaction latency in milliseconds, from the merged histogram. A figure is None when no
+    transaction completed (``NO_LATENCY``): an empty histogram has no percentile, never 0."""
+
+    p50_ms: NonNegative | None = None
+    p95_ms: NonNegative | None = None
+    p99_ms: NonNegative | None = None
+    max_ms: NonNegative | None = None
     histogram: dict[str, Any] = Field(default_factory=dict)
     #: Statement latency per kind (read, write, other), each with the fields above, when the
     #: campaign asked for it (spec ``latency_by_kind``).
     by_kind: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_missing(cls, data: Any) -> Any:
+        # Results stored before figures could be None wrote 0.0 beside an empty histogram: a
+        # histogram without a sample has no percentile, so those zeros read as missing.
+        if isinstance(data, dict) and _empty_histogram(data.get("histogram")):
+            data = {**data, **{k: None for k in ("p50_ms", "p95_ms", "p99_ms") if not data.get(k)}}
+            if not data.get("max_ms"):
+                data["max_ms"] = None
+        return data
+
+
+def _empty_histogram(wire: Any) -> bool:
+    """Whether a histogram's wire form holds no sample (an absent histogram is not known empty)."""
+    return isinstance(wire, dict) and bool(wire) and not any((wire.get("buckets") or {}).values())
 
 
 class ServerCount(_Message):
@@ -162,8 +183,8 @@ class ServerReport(_Message):
         return self.model_copy(update={"options": hide_secrets(self.options), "variables": hide_secrets(self.variables)})
 
 
-QualityFlag = Literal["stall", "overrun"]
-QUALITY_VERSION = 1
+QualityFlag = Literal["stall", "overrun", "short"]
+QUALITY_VERSION = 2
 
 
 class ServerAgreement(_Message):
@@ -182,11 +203,12 @@ class ServerAgreement(_Message):
 
 
 class RunQuality(_Message):
-    """Whether a run's numbers hide a stall: measured seconds with no completed transaction, and
-    wall time past the plan (warm-up + duration). ``flags`` is what reports mark; the rules are
-    in ``services.common.stalls``. History of ``version``: 1 = first version."""
+    """Whether a run's numbers hide a stall: measured seconds with no completed transaction, wall
+    time past the plan (warm-up + duration), and a window too short to measure. ``flags`` is what
+    reports mark; the rules are in ``services.common.results.stalls``. History of ``version``:
+    1 = first version; 2 = ``completed_per_connection`` and the "short" flag."""
 
-    version: Literal[1] = QUALITY_VERSION
+    version: Literal[1, 2] = QUALITY_VERSION
     #: Warm-up plus duration as the run spec planned them, and the wall time the run took.
     planned_s: Annotated[float, Field(ge=0)]
     wall_s: Annotated[float, Field(ge=0)]
@@ -200,6 +222,9 @@ class RunQuality(_Message):
     #: False when an empty second says nothing (an open-loop rate too low to expect a
     #: transaction every second): stalled_s is then 0 by rule, not by measurement.
     stalls_checked: bool = True
+    #: Transactions completed in the window per connection (closed loop; by Little's law the
+    #: window over the mean response time); None for open-loop runs and version 1.
+    completed_per_connection: NonNegative | None = None
     flags: list[QualityFlag] = Field(default_factory=list)
     #: The client's count against the server's (additive, no version change); None where the
     #: server's count is n/a (``server.count.reason``) or for results stored before it.

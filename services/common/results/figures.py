@@ -28,7 +28,8 @@ FIGURE_COLUMNS: tuple[str, ...] = (
 class RunFigures:
     """One run's figures beyond the row's columns; ``work`` is derived from the raw counts."""
 
-    p50_ms: float
+    #: None where no transaction completed.
+    p50_ms: float | None
     transactions: int
     #: "managed", "dsn", or None when the run did not say.
     kind: str | None
@@ -41,7 +42,7 @@ class RunFigures:
     @classmethod
     def of(cls, result: RunResult) -> "RunFigures":
         """The figures of a whole result."""
-        return cls(p50_ms=float(result.latency.p50_ms), transactions=result.totals.transactions, kind=result.server.kind,
+        return cls(p50_ms=result.latency.p50_ms, transactions=result.totals.transactions, kind=result.server.kind,
                    status_deltas=result.server.status_deltas, work=result.work,
                    series_seconds=len(result.series.queries))
 
@@ -66,7 +67,7 @@ class RunFigures:
                            server_cpu_s=_float(server_cpu), client_cpu_s=_float(client_cpu),
                            server_ctxt_switches=_int(server_cs), client_ctxt_switches=_int(client_cs),
                            disk_read_bytes=_int(disk_read), disk_write_bytes=_int(disk_write))
-        return cls(p50_ms=float(p50), transactions=int(transactions), kind=kind, status_deltas=deltas, work=work, series_seconds=int(seconds))
+        return cls(p50_ms=_float(p50), transactions=int(transactions), kind=kind, status_deltas=deltas, work=work, series_seconds=int(seconds))
 
 
 def _float(v: Any) -> float | None:

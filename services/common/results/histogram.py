@@ -92,3 +92,14 @@ class Histogram:
         for h in hists:
             out.merge(h)
         return out
+
+
+def summary_ms(hist: Histogram) -> dict[str, object]:
+    """A histogram's p50, p95, p99 and max in milliseconds with its wire form, as ``Latency``
+    takes them; without a sample there is no percentile (None, never 0)."""
+
+    def pct(p: float) -> float | None:
+        return hist.percentile(p) / 1000 if hist.total else None
+
+    return {"p50_ms": pct(50), "p95_ms": pct(95), "p99_ms": pct(99),
+            "max_ms": hist.max_us / 1000 if hist.total or hist.max_us else None, "histogram": hist.to_wire()}

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-from services.common.messages.results import RunQuality, RunResult, ServerAgreement, ServerCount
+from services.common.messages.results import RunQuality, RunResult, ServerAgreement, ServerCount, Window
 from services.common.results.figures import RunFigures
 
 RunStatus = Literal["ok", "failed", "cancelled"]
@@ -30,17 +30,26 @@ class ResultRow:
     status: RunStatus
     qps: float
     tps: float
-    p95_ms: float
-    p99_ms: float
+    #: None where no transaction completed (no latency: reports print n/a, never 0).
+    p95_ms: float | None
+    p99_ms: float | None
     measured_s: float
     error: str | None
-    max_ms: float = 0.0
+    max_ms: float | None = None
     #: The run's stalls and overrun (RunQuality); None when the run was not assessed (failed,
     #: cancelled, or stored before runs were). ``quality_flags`` is the flags comma-joined.
     stalled_s: int | None = None
     longest_stall_s: int | None = None
     overrun_s: float | None = None
     quality_flags: str | None = None
+    #: The run's window (``Window``, native driver): connections that completed no transaction,
+    #: transactions in flight at its end and the age of the oldest, the fewest and the median
+    #: transactions one connection completed; None from sysbench and results stored before.
+    starved_connections: int | None = None
+    in_flight_at_end: int | None = None
+    oldest_in_flight_s: float | None = None
+    completed_per_connection_min: int | None = None
+    completed_per_connection_median: float | None = None
     #: The whole stored result (series, histograms, server report); None when only the columns
     #: were read, which is all a text table of q/s, tps or p95/p99 needs. Not a column, and
     #: left out of equality: two reads of one run compare equal with or without it.
@@ -56,7 +65,8 @@ class ResultRow:
                    workload=result.cell.workload, threads=result.cell.threads, repetition=result.repetition,
                    status=result.status, qps=result.qps, tps=result.tps, p95_ms=result.latency.p95_ms,
                    p99_ms=result.latency.p99_ms, measured_s=result.measured_s, error=result.error,
-                   max_ms=result.latency.max_ms, **quality_columns(result.quality), result=result,
+                   max_ms=result.latency.max_ms, **quality_columns(result.quality),
+                   **window_columns(result.window), result=result,
                    figures=RunFigures.of(result))
 
     @classmethod
@@ -107,6 +117,16 @@ def quality_columns(q: RunQuality | None) -> dict[str, Any]:
             "quality_flags": ",".join(q.flags)}
 
 
+#: The results table's columns of a run's window (schema 20), in ``window_columns`` order.
+WINDOW_COLUMNS = ("starved_connections", "in_flight_at_end", "oldest_in_flight_s", "completed_per_connection_min",
+                  "completed_per_connection_median")
+
+
+def window_columns(w: Window | None) -> dict[str, Any]:
+    """The results table's window columns of a run (all None when it recorded no window)."""
+    return {name: None if w is None else getattr(w, name) for name in WINDOW_COLUMNS}
+
+
 #: The results table's columns a row holds, in order: derived from the type, so the store's
 #: SELECT and every export's run columns follow a field added here.
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ResultRow) if f.metadata.get("column", True))
@@ -116,7 +136,11 @@ def _same(v: Any) -> Any:
     return v
 
 
-_COERCE = {"int": int, "float": float}
+def _or_none(convert: Any) -> Any:
+    return lambda v: None if v is None else convert(v)
+
+
+_COERCE = {"int": int, "float": float, "int | None": _or_none(int), "float | None": _or_none(float)}
 _CONVERTERS = tuple(_COERCE.get(str(f.type), _same) for f in dataclasses.fields(ResultRow) if f.name in COLUMNS)
 
 

@@ -16,6 +16,11 @@ Rules:
 - The overrun is wall time past warm-up + duration; it is marked beyond ``OVERRUN_FRACTION`` of
   the plan, and never for less than ``OVERRUN_MIN_S`` (process start and connection set-up of
   a short run are not a stall).
+- A closed-loop window is short when it holds fewer than ``MIN_COMPLETED_PER_CONNECTION``
+  completed transactions per connection: by Little's law (connections = throughput x mean
+  response time) that is a window shorter than that many mean response times, where the
+  transactions in flight at its ends weigh on the count. An open loop's connections wait
+  between arrivals, so its count per connection says nothing of its response time.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ MIN_RATE_FOR_STALLS = 5.0
 OVERRUN_FRACTION = 0.10
 #: ... and this many seconds.
 OVERRUN_MIN_S = 1.0
+#: A closed-loop window holding fewer completed transactions per connection is marked short.
+MIN_COMPLETED_PER_CONNECTION = 10.0
 #: Float slack when comparing a second's end with the planned duration.
 _EPS = 1e-6
 
@@ -64,15 +71,29 @@ def stall_spans(transactions: Sequence[int], duration_s: float) -> list[tuple[in
     return spans
 
 
+def completed_per_connection(transactions: int, threads: int, rate: float | None = None) -> float | None:
+    """Transactions a closed-loop window completed per connection; None for an open loop (``rate``)
+    or without connections."""
+    if threads <= 0 or not (rate is None or rate == 0):
+        return None
+    return transactions / threads
+
+
+def window_short(per_connection: float | None) -> bool:
+    """Whether a window with this many completions per connection is too short to measure."""
+    return per_connection is not None and per_connection < MIN_COMPLETED_PER_CONNECTION
+
+
 def overrun_marked(overrun_s: float, planned_s: float) -> bool:
     """Whether an overrun is large enough to mark the run."""
     return overrun_s > max(OVERRUN_FRACTION * planned_s, OVERRUN_MIN_S)
 
 
 def assess(transactions: Sequence[int], *, warmup_s: float, duration_s: float, wall_s: float,
-           rate: float | None = None) -> RunQuality:
+           rate: float | None = None, completed: int | None = None, threads: int = 0) -> RunQuality:
     """The quality of a finished run: its per-second transaction counts (the result's series),
-    its planned warm-up and duration, the wall time it took, and its open-loop rate (None: closed)."""
+    its planned warm-up and duration, the wall time it took, its open-loop rate (None: closed),
+    and the transactions its window ``completed`` over its connections (``threads``)."""
     if warmup_s < 0 or duration_s < 0:
         raise ValueError(f"planned times must be >= 0, got warm-up {warmup_s} and duration {duration_s}")
     planned = warmup_s + duration_s
@@ -86,7 +107,10 @@ def assess(transactions: Sequence[int], *, warmup_s: float, duration_s: float, w
         flags.append("stall")
     if overrun_marked(overrun, planned):
         flags.append("overrun")
-    return RunQuality(planned_s=planned, wall_s=wall, overrun_s=overrun,
+    per_connection = completed_per_connection(completed, threads, rate) if completed is not None else None
+    if window_short(per_connection):
+        flags.append("short")
+    return RunQuality(planned_s=planned, wall_s=wall, overrun_s=overrun, completed_per_connection=per_connection,
                       stalled_s=sum(n for _, n in spans), longest_stall_s=longest[1] if longest else 0,
                       longest_stall_at_s=longest[0] if longest else None, stalls_checked=checked, flags=flags)
 

@@ -190,14 +190,15 @@ def histogram(report: FinalReport) -> Histogram:
 
 def latency(report: FinalReport) -> Latency:
     """Transaction latency from the histogram when sysbench printed one, else from the one
-    percentile it reported (the others left at 0, as unknown)."""
+    percentile it reported (the others None, as unknown); all None when no transaction completed."""
+    if report.transactions == 0:
+        return Latency()
     if report.histogram:
         h = histogram(report)
         return Latency(p50_ms=h.percentile(50) / 1000, p95_ms=h.percentile(95) / 1000,
                        p99_ms=h.percentile(99) / 1000, max_ms=report.latency_max_ms, histogram=h.to_wire())
     pct = {report.percentile: report.latency_pct_ms} if report.percentile else {}
-    return Latency(p50_ms=pct.get(50, 0.0), p95_ms=pct.get(95, 0.0), p99_ms=pct.get(99, 0.0),
-                   max_ms=report.latency_max_ms)
+    return Latency(p50_ms=pct.get(50), p95_ms=pct.get(95), p99_ms=pct.get(99), max_ms=report.latency_max_ms)
 
 
 def totals(report: FinalReport) -> Totals:

@@ -10,6 +10,7 @@ Version history of the spec format (``spec_version``):
      Managed targets name a registered ``build`` (and a ``malloc``); their ``binary`` and
      ``basedir`` paths were removed (a spec names no path on a worker).
      ``load_hosts`` joined version 1 (optional; 1, one worker per run, by default).
+     ``duration_by_threads`` joined version 1 (optional; every run measures ``duration`` without it).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, Strict, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, field_validator, model_validator
 
 from services.common.spec import server_options
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.spec.load_hosts import check_load_hosts
-from services.common.spec.fields import Frozen, Int, Name, Number, Seconds
+from services.common.spec.fields import Frozen, Int, Name, Number, Seconds, shown
 from services.common.spec.targets import PRIVATE_TARGET_FIELDS, DsnTarget, ManagedTarget, Target
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.workload.registry import WORKLOADS
@@ -56,6 +57,20 @@ MAX_DESCRIPTION = 2_000
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+def _thread_count_keys(v: Any) -> Any:
+    """Keys of ``duration_by_threads`` as thread counts; a stored spec comes back from JSON,
+    whose object keys are text, so "1024" is the count 1024 (true, 2.5, "many" are refused)."""
+    if not isinstance(v, dict):
+        return v
+    out = {}
+    for key, value in v.items():
+        n = int(key) if isinstance(key, str) and key.isdigit() else key
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_THREADS:
+            raise ValueError(f"{shown(str(key))!r} is not a thread count (keys are thread counts, 1 to {MAX_THREADS})")
+        out[n] = value
+    return out
+
+
 def _printable(v: str) -> str:
     m = _UNPRINTABLE.search(v)
     if m:
@@ -79,6 +94,11 @@ class CampaignSpec(Frozen):
     threads: Annotated[list[Annotated[Int, Field(gt=0, le=MAX_THREADS)]],
                        Field(min_length=1, max_length=MAX_THREAD_COUNTS)]
     duration: Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]
+    #: Longer windows for higher thread counts: {from this many threads: measured time}; a run
+    #: measures the duration of the highest key at or below its threads, ``duration`` below
+    #: every key (a run must hold enough transactions per connection to measure its response time).
+    duration_by_threads: Annotated[dict[int, Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]],
+                                   BeforeValidator(_thread_count_keys), Field(max_length=MAX_THREAD_COUNTS)] = {}
     warmup: Annotated[Seconds, Field(le=MAX_DURATION_S)] = 0.0
     repeat: Annotated[Int, Field(ge=1, le=1000)] = 1
     seed: Annotated[Int, Field(ge=0, le=MAX_SEED)] = 0
@@ -167,6 +187,17 @@ class CampaignSpec(Frozen):
             if w.key == key:
                 return w
         raise KeyError(key)
+
+    def duration_for(self, threads: int) -> float:
+        """The measured time of a run at ``threads``: ``duration_by_threads``'s entry of the highest
+        count at or below it, else ``duration``."""
+        keys = [k for k in self.duration_by_threads if k <= threads]
+        return self.duration_by_threads[max(keys)] if keys else self.duration
+
+    @property
+    def longest_duration(self) -> float:
+        """The longest measured time of any run of the spec."""
+        return max(self.duration_for(t) for t in self.threads)
 
     @property
     def total_runs(self) -> int:

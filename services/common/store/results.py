@@ -16,7 +16,7 @@ from services.common.messages.results import RunResult
 from services.common.store.parts import refuse_unless_planned
 from services.common.results.figures import FIGURE_COLUMNS, RunFigures
 from services.common.results.rows import (CELL_STAT_COLUMNS, COLUMNS, CellStatRow, HistoryEntry, ResultRow, TargetBuild,
-                                          quality_columns)
+                                          WINDOW_COLUMNS, quality_columns, window_columns)
 from services.common.store.connection import StoreConnection
 from services.common.store.runs import Runs
 
@@ -31,6 +31,9 @@ _FIGURES_SET = ", ".join(_FIGURES_WRITTEN)
 _FIGURES_VALUES = ",".join(["%s"] * len(_FIGURES_WRITTEN))
 _FIGURES_UPDATE = ", ".join(f"{c}=VALUES({c})" for c in _FIGURES_WRITTEN)
 _FIGURES_ASSIGN = ", ".join(f"{c}=%s" for c in _FIGURES_WRITTEN)
+_WINDOW_SET = ", ".join(WINDOW_COLUMNS)
+_WINDOW_VALUES = ",".join(["%s"] * len(WINDOW_COLUMNS))
+_WINDOW_UPDATE = ", ".join(f"{c}=VALUES({c})" for c in WINDOW_COLUMNS)
 #: Bytes of a results row beyond its compressed result: every other column, and the SQL.
 ROW_OVERHEAD = 8192
 #: The error column is TEXT (65,535 bytes, 4 per character at worst); the whole error stays
@@ -73,9 +76,9 @@ class Results:
             "INSERT INTO results (run_id, campaign_id, target, workload, threads, repetition, status, measured_s,"
             " transactions, queries, errors, qps, tps, p50_ms, p95_ms, p99_ms, max_ms, worker, host, started_at,"
             " ended_at, error, result_json, result_z, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags,"
-            " quiesce_s, build, build_version, server_sha256, malloc, " + _FIGURES_SET + ")"
+            " quiesce_s, build, build_version, server_sha256, malloc, " + _FIGURES_SET + ", " + _WINDOW_SET + ")"
             " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
-            + _FIGURES_VALUES + ")"
+            + _FIGURES_VALUES + "," + _WINDOW_VALUES + ")"
             " ON DUPLICATE KEY UPDATE status=VALUES(status), measured_s=VALUES(measured_s),"
             " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors), qps=VALUES(qps),"
             " tps=VALUES(tps), p50_ms=VALUES(p50_ms), p95_ms=VALUES(p95_ms), p99_ms=VALUES(p99_ms),"
@@ -84,7 +87,7 @@ class Results:
             " stored_at=VALUES(stored_at), stalled_s=VALUES(stalled_s), longest_stall_s=VALUES(longest_stall_s),"
             " overrun_s=VALUES(overrun_s), quality_flags=VALUES(quality_flags), quiesce_s=VALUES(quiesce_s),"
             " build=VALUES(build), build_version=VALUES(build_version), server_sha256=VALUES(server_sha256),"
-            " malloc=VALUES(malloc), " + _FIGURES_UPDATE,
+            " malloc=VALUES(malloc), " + _FIGURES_UPDATE + ", " + _WINDOW_UPDATE,
             (
                 result.run_id, result.campaign_id, result.cell.target, result.cell.workload, result.cell.threads,
                 result.repetition, result.status, result.measured_s, result.totals.transactions, result.totals.queries,
@@ -93,7 +96,7 @@ class Results:
                 quality["stalled_s"], quality["longest_stall_s"], quality["overrun_s"], quality["quality_flags"],
                 result.quiesce.waited_s if result.quiesce is not None else None,
                 result.server.build, result.server.build_version, result.server.server_sha256, result.server.malloc,
-                *RunFigures.columns(result)[3:],
+                *RunFigures.columns(result)[3:], *window_columns(result.window).values(),
             ),
         )
         self._store_series(result, now)

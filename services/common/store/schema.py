@@ -32,6 +32,10 @@ History:
       views.py makes them current at once, which the collector (who may not replace a view) can.
   19: run_parts keyed by (run_id, part_group, part_index): a part of another group (a late,
       redelivered one) is a row of its own, never overwriting a kept part of the group in flight.
+  20: results.p50_ms, p95_ms, p99_ms, max_ms NULL where no transaction completed (an empty
+      histogram has no percentile); rows stored before with 0 transactions read NULL.
+      results.starved_connections, in_flight_at_end, oldest_in_flight_s, completed_per_connection_min,
+      completed_per_connection_median: a run's window (native driver), NULL where not recorded.
 """
 
 from __future__ import annotations
@@ -286,6 +290,20 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         19,
         ["ALTER TABLE run_parts DROP PRIMARY KEY, ADD PRIMARY KEY (run_id, part_group, part_index)"],
+    ),
+    # 20: no latency is NULL, never 0 (services/common/messages/results.py Latency).
+    (
+        20,
+        [
+            "ALTER TABLE results MODIFY p50_ms DOUBLE NULL, MODIFY p95_ms DOUBLE NULL, MODIFY p99_ms DOUBLE NULL,"
+            " MODIFY max_ms DOUBLE NULL",
+            "UPDATE results SET p50_ms=NULL, p95_ms=NULL, p99_ms=NULL, max_ms=NULL WHERE transactions=0",
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS starved_connections INT NULL,"
+            " ADD COLUMN IF NOT EXISTS in_flight_at_end INT NULL,"
+            " ADD COLUMN IF NOT EXISTS oldest_in_flight_s DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS completed_per_connection_min INT NULL,"
+            " ADD COLUMN IF NOT EXISTS completed_per_connection_median DOUBLE NULL",
+        ],
     ),
 ]
 

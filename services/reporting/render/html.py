@@ -19,8 +19,10 @@ from services.reporting.render.formats import render_settings
 from services.reporting.render.plots import Plot, all_plots
 from services.reporting.report import Report
 from services.reporting.stalls import stall_lines
+from services.reporting.starved import starved_lines
 from services.reporting.tables import (
     MARK_FASTER,
+    MARK_SHORT,
     MARK_SLOWER,
     MARK_STALL,
     failed_lines,
@@ -62,7 +64,7 @@ def render_table_html(named: NamedTable) -> list[str]:
         cells = []
         for c in row.cells:
             cls = "num" + (" faster" if MARK_FASTER in c.mark else " slower" if MARK_SLOWER in c.mark else "") \
-                + (" stalled" if MARK_STALL in c.mark else "")
+                + (" stalled" if MARK_STALL in c.mark or MARK_SHORT in c.mark else "")
             title = verdict_note(c.verdict) if c.verdict else c.comparison.reason if c.comparison else ""
             cells.append(f'<td class="{cls}" title="{_e(title)}">{_e(format_value(c, table.places))}'
                          f"{_e(c.mark)}</td>")
@@ -115,7 +117,8 @@ def _plot_html(p: Plot) -> list[str]:
 
 
 def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Sequence[CollapseFinding],
-                fraction: float, plots: Sequence[Plot], stalls: Sequence[str] = ()) -> str:
+                fraction: float, plots: Sequence[Plot], stalls: Sequence[str] = (),
+                starved: Sequence[str] = ()) -> str:
     """The whole report as one HTML document."""
     title = f"benchfleet report: {data.name} ({data.campaign_id})"
     ok = sum(1 for r in data.runs if r.status == "ok")
@@ -134,6 +137,9 @@ def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Seq
         parts.append("<p>" + "<br>".join(_e(x) for x in stalls) + "</p>")
     parts.append('<h2 id="collapse">Collapse</h2>')
     parts.append("<p>" + "<br>".join(_e(x) for x in collapse_lines(collapsed, fraction)) + "</p>")
+    if starved:
+        parts.append('<h2 id="starved">Starved connections</h2>')
+        parts.append("<p>" + "<br>".join(_e(x) for x in starved) + "</p>")
     parts.append("<h2>Plots</h2>")
     for p in plots:
         parts.extend(_plot_html(p))
@@ -146,7 +152,8 @@ def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Seq
 def render_html_report(report: Report) -> str:
     """The self-contained HTML report with plots."""
     return render_html(report.data, report.tables, report.collapsed, report.opts.collapse_fraction,
-                       all_plots(report.data), stall_lines(report.stalled, report.stalls_checked))
+                       all_plots(report.data), stall_lines(report.stalled, report.stalls_checked),
+                       starved_lines(report.starved))
 
 
 def render_compare_html(c: CampaignComparison) -> str:

@@ -12,16 +12,19 @@ import re
 import zipfile
 from typing import Any, Iterable
 
+from services.common.messages.results import NO_LATENCY
 from services.common.results.rows import COLUMNS, ResultRow
 from services.reporting.analysis import NamedTable
 from services.reporting.compare import CampaignComparison, header_lines
 from services.reporting.report import Report, head_lines
 from services.reporting.stalls import stall_rows
-from services.reporting.tables import format_value, formula_lines, legend_lines
+from services.reporting.starved import starved_rows
+from services.reporting.tables import NO_DATA, format_value, formula_lines, legend_lines, missing_reason
 
 #: Version of the JSON export's layout; history: 1 = first version (additive since: each run
 #: carries every column of ``ResultRow``, campaign_id included; ``stalls``: runs marked for a
-#: stall or an overrun).
+#: stall, an overrun or a short window; ``starved``: cells whose runs starved connections;
+#: ``missing``: why a run's column is null; a table cell's ``missing``: why its value is null).
 JSON_VERSION = 1
 
 
@@ -39,6 +42,8 @@ def table_data(named: NamedTable) -> dict[str, Any]:
         for threads, c in zip(t.threads, row.cells):
             cell: dict[str, Any] = {"threads": threads, "value": _num(c.value), "text": format_value(c, t.places),
                                     "mark": c.mark, "failed_runs": c.failed, "stalled_runs": c.stalled}
+            if c.value is None:
+                cell["missing"] = missing_reason(t)
             if c.stats:
                 cell.update(n=c.stats.n, mean=_num(c.stats.mean), stdev=_num(c.stats.stdev), cv=_num(c.stats.cv),
                             ci_low=_num(c.stats.ci_low), ci_high=_num(c.stats.ci_high))
@@ -80,7 +85,9 @@ def render_json(report: Report) -> str:
         "collapse": [dict(f.__dict__, p=_num(f.p), drop_low=_num(f.drop_low), drop_high=_num(f.drop_high),
                           level=_num(f.level)) for f in report.collapsed],
         "stalls": {"checked": report.stalls_checked, "runs": [s.as_data() for s in report.stalled]},
+        "starved": [c.as_data() for c in report.starved],
         "runs": [dict(zip(COLUMNS, r.columns())) for r in d.runs],
+        "missing": missing_figures(d.runs),
     }
     return json.dumps(doc, indent=1, sort_keys=False, default=str) + "\n"
 
@@ -164,9 +171,28 @@ def table_rows(named: NamedTable) -> list[list[Any]]:
     return rows
 
 
+#: Columns a successful run leaves None when no transaction completed.
+_LATENCY_COLUMNS = ("p95_ms", "p99_ms", "max_ms")
+
+
+def _missing(r: ResultRow) -> dict[str, str]:
+    """The latency columns a successful run has none of, each with why (never read as 0)."""
+    return {k: NO_LATENCY for k in _LATENCY_COLUMNS if getattr(r, k) is None} if r.status == "ok" else {}
+
+
+def missing_figures(runs: Iterable[ResultRow]) -> dict[str, dict[str, str]]:
+    """Why a successful run's column is null in the JSON export, by run id and column."""
+    return {r.run_id: missing for r in runs if (missing := _missing(r))}
+
+
 def run_rows(runs: Iterable[ResultRow]) -> list[list[Any]]:
-    """The raw runs as spreadsheet rows: a header of the result row's columns, then one row per run."""
-    return [list(COLUMNS)] + [list(r.columns()) for r in runs]
+    """The raw runs as spreadsheet rows: a header of the result row's columns, then one row per
+    run (n/a where a successful run measured no latency)."""
+    out: list[list[Any]] = [list(COLUMNS)]
+    for r in runs:
+        missing = _missing(r)
+        out.append([NO_DATA if k in missing else v for k, v in zip(COLUMNS, r.columns())])
+    return out
 
 
 def render_ods(report: Report) -> bytes:
@@ -179,6 +205,7 @@ def ods_sheets(report: Report) -> list[tuple[str, list[list[Any]]]]:
     sheets: list[tuple[str, list[list[Any]]]] = [("settings", [[line] for line in head_lines(report.data)])]
     sheets += [(named.key, table_rows(named)) for named in report.tables]
     sheets.append(("stalls", stall_rows(report.stalled)))
+    sheets.append(("starved", starved_rows(report.starved)))
     sheets.append(("collapse", [["target", "workload", "threads", "q/s", "peak threads", "peak q/s", "ratio", "p", "basis"]]
                    + [[f.target, f.workload, f.threads, f.qps, f.peak_threads, f.peak_qps, f.ratio, _num(f.p), f.basis]
                       for f in report.collapsed]))

@@ -16,10 +16,10 @@ import multiprocessing.connection
 import os
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from services.common.errors import LoadError
-from services.common.results.histogram import Histogram
+from services.common.results.histogram import Histogram, summary_ms
 from services.common.messages.results import Latency, Series
 from services.worker.driver.contract import (
     Counts,
@@ -265,13 +265,8 @@ def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> Load
     )
 
 
-def _summary(hist: Histogram) -> dict[str, Any]:
-    return {"p50_ms": hist.percentile(50) / 1000, "p95_ms": hist.percentile(95) / 1000,
-            "p99_ms": hist.percentile(99) / 1000, "max_ms": hist.max_us / 1000, "histogram": hist.to_wire()}
-
-
 def _latency(hist: Histogram, kinds: Mapping[str, Histogram]) -> Latency:
-    return Latency(**_summary(hist), by_kind={k: _summary(h) for k, h in sorted(kinds.items())})
+    return Latency(**summary_ms(hist), by_kind={k: summary_ms(h) for k, h in sorted(kinds.items())})
 
 
 def _empty(now: float) -> LoadOutcome:

@@ -1,0 +1,43 @@
+"""Fixtures the integration tests share: a fleet of their own and a results DB of their own."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import mysql.connector
+import pytest
+
+from services.common.config import Settings
+
+from tests.integration.fleet import Fleet
+
+
+@pytest.fixture
+def fleet_pool() -> str:
+    """The pool the test's fleet serves; a module whose processes use another overrides it."""
+    return "itest"
+
+
+@pytest.fixture
+def fleet(rabbitmq: Settings, mariadb_params: dict, settings: Settings, tmp_path: Path,
+          fleet_pool: str) -> Iterator[Fleet]:
+    """An isolated namespace and results DB for the processes the test starts; every process
+    stopped, and the queues and DB removed, afterwards."""
+    f = Fleet.create(settings, tmp_path)
+    f.pool = fleet_pool
+    yield f
+    f.teardown()
+
+
+@pytest.fixture
+def results_db(mariadb_params: dict, settings: Settings) -> Iterator[Settings]:
+    """Settings naming a results DB of the test's own (the first Store to open it creates it),
+    dropped afterwards: these tests reuse campaign names and ids, so they never share one."""
+    s = replace(settings, db_name=f"benchfleet_test_{secrets.token_hex(3)}")
+    yield s
+    conn = mysql.connector.connect(**mariadb_params)
+    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
+    conn.close()
