@@ -174,9 +174,11 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--out", help=f"write to this file instead of stdout (needed for {_file_formats('compare', plots=False)})")
     # PCT is required: an optional value took the next word (`--fail-on-slower A B` read A as PCT).
     s.add_argument("--fail-on-slower", metavar="PCT", type=_percent, default=None,
-                   help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is significantly slower than A "
-                        "(Welch, --alpha, --min-effect) by more than PCT percent (0: any significant "
-                        "slowdown beyond --min-effect); the comparison is still written")
+                   help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is slower than A by more than "
+                        "PCT percent over its whole adjusted interval (Benjamini-Hochberg over the page at "
+                        "--alpha, Benjamini-Yekutieli interval) and by at least --min-effect (0: any "
+                        "confirmed slowdown beyond --min-effect); lists the failing cells with their "
+                        "intervals; the comparison is still written")
 
 
 def add_history_flags(s: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from statistics import fmean
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
@@ -20,13 +20,23 @@ from prometheus_client.registry import Collector
 from services.common.messages.results import RunResult
 from services.common.monitoring.endpoint import MetricsEndpoint
 from services.common.results.rows import ResultRow
-from services.reporting.collapse import CellThroughput, at_top_threads
+from services.reporting.collapse import DEFAULT_FRACTION, CellThroughput, at_top_threads
+from services.reporting.peak import check_peak
 
 CELL_LABELS = ["campaign", "target", "workload", "threads"]
 #: Campaigns whose cells stay exported; older ones are dropped so series stay bounded.
 MAX_CAMPAIGNS = 50
 
 _CellKey = tuple[str, str, int]  # target, workload, threads
+
+
+def sure_ratio(by_threads: Mapping[int, Sequence[float]], point: float, *,
+               fraction: float = DEFAULT_FRACTION) -> float:
+    """The top thread count's q/s over the peak's, as high as the repetitions allow at 95%
+    (1 + ``PeakCheck.drop_high``), so the alert's ``< fraction`` fires exactly when check_peak is
+    sure of the collapse; ``point`` (the means' ratio) when a cell has fewer than 2 repetitions."""
+    check = check_peak(by_threads, margin=1 - fraction) if 0 < fraction < 1 else None
+    return point if check is None else 1 + check.drop_high
 
 
 class _CellCollector(Collector):
@@ -40,10 +50,16 @@ class _CellCollector(Collector):
         reps = GaugeMetricFamily("benchfleet_cell_repetitions", "Repetitions a cell's means are taken over.", labels=CELL_LABELS)
         ratio = GaugeMetricFamily(
             "benchfleet_collapse_ratio",
-            "q/s at the highest thread count divided by the peak q/s at lower thread counts.",
+            "q/s at the highest thread count divided by the peak q/s at lower thread counts: the highest "
+            "ratio the repetitions allow at 95% confidence (peak.check_peak), the ratio of the means "
+            "while a cell has fewer than 2 repetitions.",
             labels=["campaign", "target", "workload"])
         with self.owner._lock:
             campaigns = {c: dict(cells) for c, cells in self.owner._cells.items()}
+            runs = list(self.owner._runs.values())
+        curves: dict[tuple[str, str, str], dict[int, list[float]]] = {}
+        for campaign, (target, workload, n), q, _ in runs:
+            curves.setdefault((campaign, target, workload), {}).setdefault(n, []).append(q)
         for campaign, cells in campaigns.items():
             for (target, workload, n), (q, t, r) in sorted(cells.items()):
                 lv = [campaign, target, workload, str(n)]
@@ -53,7 +69,8 @@ class _CellCollector(Collector):
                 reps.add_metric(lv, r)
             tops = at_top_threads(CellThroughput(tg, wl, n, q) for (tg, wl, n), (q, _, _) in cells.items())
             for (target, workload), p in sorted(tops.items()):
-                ratio.add_metric([campaign, target, workload], p.ratio)
+                ratio.add_metric([campaign, target, workload],
+                                 sure_ratio(curves.get((campaign, target, workload), {}), p.ratio))
         yield from (qps, tps, threads, reps, ratio)
 
 

@@ -18,8 +18,9 @@ from services.common.results.rows import ResultRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.collapse import AgainstPeak, CellThroughput, collapse_points
 from services.reporting.options import ReportOptions
+from services.reporting.peak import check_peak
 from services.reporting.stalls import StalledRun, mark_stalls
-from services.reporting.stats import describe, welch_from_stats
+from services.reporting.stats import describe
 from services.reporting.tables import (
     MARK_COLLAPSE,
     CellRuns,
@@ -74,10 +75,15 @@ class CollapseFinding(AgainstPeak):
     """A cell whose throughput fell below ``fraction`` of the peak at fewer threads, and how sure
     the report is of it."""
 
-    #: Welch p of the drop; NaN when either cell has fewer than 2 successful runs.
+    #: How unsure the drop beyond the fraction is (1 - ``PeakCheck.sure``: the adjusted one-sided p
+    #: that the drop is within it); NaN when a cell has fewer than 2 successful runs.
     p: float
     #: "significant", or "untested" (too few repetitions: the fraction alone decided).
     basis: str
+    #: Bounds of q/s / peak - 1 against every lower thread count at once, at ``level`` (NaN: untested).
+    drop_low: float = math.nan
+    drop_high: float = math.nan
+    level: float = math.nan
 
 
 #: Metrics whose values sit just below 1, where the fourth decimal still counts (1 - misses/requests).
@@ -89,7 +95,7 @@ def cell_runs(data: CampaignData, m: mc.Metric) -> dict[tuple[str, str, int], Ce
     grouping the campaign's tables share."""
     out = {}
     for key, rows in data.by_cell.items():
-        values, failed, unrecorded = [], 0, 0
+        values, blocks, failed, unrecorded = [], [], 0, 0
         for r in rows:
             v = mc.row_value(m, r)
             if r.status != "ok" or (v is not None and math.isnan(v)):
@@ -98,7 +104,8 @@ def cell_runs(data: CampaignData, m: mc.Metric) -> dict[tuple[str, str, int], Ce
                 unrecorded += 1
             else:
                 values.append(v)
-        out[key] = CellRuns(tuple(values), failed, len(rows), unrecorded)
+                blocks.append(r.repetition)
+        out[key] = CellRuns(tuple(values), failed, len(rows), unrecorded, tuple(blocks))
     return out
 
 
@@ -141,27 +148,30 @@ def mark_collapse(table: Table, found: Sequence[CollapseFinding]) -> Table:
 
 def collapse_findings(data: CampaignData, opts: ReportOptions = ReportOptions()) -> list[CollapseFinding]:
     """Collapsed cells: mean q/s below the fraction of the lower-concurrency peak, and the drop
-    significant by Welch's test (with fewer than 2 repetitions the fraction alone decides)."""
+    beyond ``1 - fraction`` with ``1 - alpha`` confidence by ``peak.check_peak`` (the cell against
+    every lower thread count at once, not against the largest of their noisy means); with fewer
+    than 2 repetitions the fraction alone decides."""
     values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     for r in data.runs:
         if r.status == "ok":
             values[(r.target, r.workload, r.threads)].append(r.qps)
     summaries = {k: describe(v) for k, v in values.items()}
     cells = [CellThroughput(t, w, n, s.mean) for (t, w, n), s in summaries.items()]
+    # check_peak needs a margin inside (0, 1): a fraction of 1 ("any drop") asks for the least one.
+    margin = min(max(1 - opts.collapse_fraction, 1e-9), 1 - 1e-9)
     found = []
     for p in collapse_points(cells, fraction=opts.collapse_fraction):
         if not p.collapsed:
             continue
-        own, peak = summaries[(p.target, p.workload, p.threads)], summaries[(p.target, p.workload, p.peak_threads)]
-        test = welch_from_stats(own, peak)
-        if math.isnan(test.p):
-            basis = "untested"
-        elif test.p < opts.alpha:
-            basis = "significant"
-        else:
-            continue
-        found.append(CollapseFinding(p.target, p.workload, p.threads, p.qps, p.peak_threads, p.peak_qps,
-                                     p.ratio, test.p, basis))
+        curve = {n: vs for (t, w, n), vs in values.items() if (t, w) == (p.target, p.workload) and n <= p.threads}
+        check = check_peak(curve, margin=margin, alpha=opts.alpha)
+        if check is None:
+            found.append(CollapseFinding(p.target, p.workload, p.threads, p.qps, p.peak_threads, p.peak_qps,
+                                         p.ratio, math.nan, "untested"))
+        elif check.collapsed:
+            found.append(CollapseFinding(p.target, p.workload, p.threads, p.qps, p.peak_threads, p.peak_qps,
+                                         p.ratio, 1 - check.sure, "significant", check.drop_low, check.drop_high,
+                                         check.level))
     return found
 
 
@@ -171,7 +181,8 @@ def collapse_lines(found: Sequence[CollapseFinding], fraction: float) -> list[st
         return [f"No collapse: no target falls below {fraction * 100:g}% of its peak q/s at fewer threads."]
     lines = [f"Collapse ({MARK_COLLAPSE}): q/s below {fraction * 100:g}% of the peak at fewer threads:"]
     for f in found:
-        why = f"p = {f.p:.3g}" if f.basis == "significant" else "too few repetitions to test"
+        why = (f"p = {f.p:.3g}; {f.level * 100:g}% sure it is {-f.drop_high * 100:.1f}% to {-f.drop_low * 100:.1f}% "
+               "below the peak" if f.basis == "significant" else "too few repetitions to test")
         lines.append(f"  {f.target} / {f.workload} / {f.threads} threads: {f.qps:.0f} q/s = "
                      f"{f.ratio * 100:.1f}% of {f.peak_qps:.0f} q/s at {f.peak_threads} threads ({why})")
     return lines

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, NamedTable
 from services.reporting.options import ReportOptions
+from services.reporting.page_verdicts import judge_tables
 from services.reporting.render.formats import md_text, render_csv, render_markdown
 from services.reporting.stalls import StalledRun, mark_stalls, stall_lines, stalled_runs
 from services.reporting.tables import Measurement, TableSpec, build_table, render_text
+from services.reporting.verdicts import Page, gate
 
 #: Row labels of the two campaigns in every comparison table (the header says which is which).
 LABEL_A, LABEL_B = "A", "B"
@@ -40,6 +42,8 @@ class CampaignComparison:
     #: Runs of the compared targets marked for a stall or an overrun, per campaign.
     stalled_a: tuple[StalledRun, ...] = ()
     stalled_b: tuple[StalledRun, ...] = ()
+    #: The page's verdicts (one family over every table, unpaired: two campaigns share no block).
+    pages: tuple[Page, ...] = ()
 
 
 def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = ReportOptions()) -> CampaignComparison:
@@ -68,8 +72,10 @@ def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = Re
         tables.append(NamedTable(f"{m.key}_{target}", f"target {target}: {m.description}, B against A",
                                  m, mark_stalls(build_table(ms, spec), here)))
     unmatched = tuple(sorted(set(a.targets) ^ set(b.targets)))
-    return CampaignComparison(a, b, m, tuple(tables), tuple(targets), unmatched,
-                      tuple(stalled[LABEL_A]), tuple(stalled[LABEL_B]))
+    # Repetition 1 of A and of B ran days apart: their blocks pair nothing.
+    judged = judge_tables(tables, scopes=targets, alpha=opts.alpha, min_effect=opts.min_effect, shared_blocks=False)
+    return CampaignComparison(a, b, m, judged.tables, tuple(targets), unmatched,
+                              tuple(stalled[LABEL_A]), tuple(stalled[LABEL_B]), judged.pages)
 
 
 def compare_stall_lines(c: CampaignComparison) -> list[str]:
@@ -83,33 +89,41 @@ def compare_stall_lines(c: CampaignComparison) -> list[str]:
 
 @dataclass(frozen=True)
 class Regression:
-    """A cell of B significantly slower than A beyond the gate's threshold."""
+    """A cell of B whose adjusted interval lies wholly beyond the gate's threshold of slower."""
 
     target: str
     workload: str
     threads: int
-    #: B / A of the metric's mean (below 1 for q/s, above 1 for latency when slower).
+    #: B / A on the log scale (below 1 for q/s, above 1 for latency when slower).
     ratio: float
-    p: float
+    #: The BH q-value of the cell in the page's family.
+    q: float
+    #: The ratio's interval at ``level`` (the page's Benjamini-Yekutieli level).
+    low: float
+    high: float
+    level: float
 
     def describe(self, unit: str) -> str:
         return (f"{self.target} {self.workload} t={self.threads}: B/A {self.ratio:.3f} "
-                f"({(self.ratio - 1) * 100:+.1f}% {unit}, p = {self.p:.3g})")
+                f"({(self.ratio - 1) * 100:+.1f}% {unit}, {self.level * 100:.3g}% interval "
+                f"{(self.low - 1) * 100:+.1f}% to {(self.high - 1) * 100:+.1f}%, q = {self.q:.3g})")
 
 
 def regressions(c: CampaignComparison, beyond: float) -> list[Regression]:
-    """Cells where B is significantly slower than A (Welch, the comparison's alpha and min-effect)
-    by more than ``beyond`` (a fraction: 0.05 is 5%) in the direction the metric counts as worse."""
+    """Cells where B is slower than A by more than ``beyond`` (a fraction: 0.05 is 5%) beyond doubt
+    and by at least the page's min-effect:
+    the cell's adjusted interval (the page's family, ``verdicts.gate``) lies wholly past it in the
+    direction the metric counts as worse."""
+    failing = {id(v) for page in c.pages for v in gate(page, beyond * 100)
+               # --min-effect still applies: a confirmed slowdown smaller than that fails no gate.
+               if abs(v.ratio - 1) >= page.min_effect}
     out = []
     for target, named in zip(c.targets, c.tables):
         for row in named.table.rows:
             for threads, cell in zip(named.table.threads, row.cells):
-                cmp = cell.comparison
-                if cmp is None or cmp.verdict != "slower":
-                    continue
-                worse_by = (1 - cmp.ratio) if c.metric.higher_is_better else (cmp.ratio - 1)
-                if worse_by > beyond:
-                    out.append(Regression(target, row.workload, threads, cmp.ratio, cmp.test.p))
+                v = cell.verdict
+                if v is not None and id(v) in failing:
+                    out.append(Regression(target, row.workload, threads, v.ratio, v.q, v.low, v.high, v.level))
     return out
 
 
@@ -162,7 +176,7 @@ def _text(c: CampaignComparison, *, markdown: bool) -> str:
         if i:
             lines.append("")
         lines.extend([f"## {t.title}", ""] if markdown else [t.title, ""])
-        lines.extend(render_markdown(t.table) if markdown else render_text(t.table))
+        lines.extend(render_markdown(t.table, t.key) if markdown else render_text(t.table))
     stalls = compare_stall_lines(c)
     lines.extend([md_text(x) for x in stalls] if markdown else stalls)
     return "\n".join(lines) + "\n"

@@ -56,7 +56,13 @@ class LogRatio:
         if self.method == "none":
             return math.nan, math.nan
         half = t_ppf(0.5 + level / 2, self.df) * self.se
-        return math.exp(self.estimate - half), math.exp(self.estimate + half)
+        return _exp(self.estimate - half), _exp(self.estimate + half)
+
+
+def _exp(x: float) -> float:
+    # Two repetitions at a strict family level give t quantiles in the thousands: the bound is
+    # then unbounded in practice, not an error.
+    return math.inf if x > 709 else math.exp(x)
 
 
 def _present(figures: Figures, side: str) -> tuple[dict[int, float], str]:

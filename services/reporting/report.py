@@ -18,6 +18,7 @@ from services.reporting.analysis import (
     collapse_lines,
 )
 from services.reporting.options import ReportOptions
+from services.reporting.page_verdicts import judge_tables
 from services.reporting.stalls import StalledRun, assessed, stall_lines, stalled_runs
 from services.reporting.starved import StarvedCell, starved_cells, starved_lines
 from services.reporting.render.formats import (
@@ -60,6 +61,8 @@ def analyse(data: CampaignData, opts: ReportOptions) -> Report:
         shape = opts.mode if len(data.targets) > 1 else "absolute"
         tables = (NamedTable(f"{m.key}_{shape}", f"{m.description} ({shape})", m,
                              build(data, m, opts.mode, opts, collapsed, stalled)),)
+    # One family for the page: the tables it shows, paired over the campaign's shared blocks.
+    tables = judge_tables(tables, alpha=opts.alpha, min_effect=opts.min_effect).tables
     return Report(data, opts, tables, collapsed, stalled, assessed(data.runs), tuple(starved_cells(data.runs)))
 
 
@@ -90,7 +93,7 @@ def _lines(report: Report, *, markdown: bool) -> list[str]:
     for i, named in enumerate(tables):
         if len(tables) > 1:
             lines.extend(([""] if i else []) + ([f"## {named.title}", ""] if markdown else [named.title, ""]))
-        lines.extend(render_markdown(named.table) if markdown else render_text(named.table))
+        lines.extend(render_markdown(named.table, named.key) if markdown else render_text(named.table))
     lines.append("")
     stalls = stall_lines(report.stalled, report.stalls_checked)
     if stalls:

@@ -7,6 +7,7 @@ Markdown, CSV and the settings block live in ``render.formats``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections import defaultdict
@@ -23,6 +24,7 @@ from services.reporting.stats import (
     compare_stats,
     describe,
 )
+from services.reporting.verdicts import CellFigures, Decision, Verdict
 
 Mode = Literal["ratio", "delta", "absolute"]
 MODES: tuple[Mode, ...] = ("ratio", "delta", "absolute")
@@ -35,6 +37,13 @@ MARK_STALL = "~"
 #: Added by the report (stalls.mark_stalls) to cells holding a run whose window was too short.
 MARK_SHORT = "<"
 NO_DATA = "n/a"
+#: Marks of a page's verdicts (``verdicts.judge`` over the page's family) beside ``+`` and ``-``.
+MARK_EQUIVALENT, MARK_UNDECIDED, MARK_DIFFERS = "=", "°", "≠"
+#: The mark of each decision once a page has judged its cells (identical figures read as equivalent).
+DECISION_MARK: dict[Decision, str] = {
+    "faster": MARK_FASTER, "slower": MARK_SLOWER, "differs": MARK_DIFFERS, "equivalent": MARK_EQUIVALENT,
+    "identical": MARK_EQUIVALENT, "undecided": MARK_UNDECIDED, "missing": MARK_UNTESTED,
+}
 #: The mark of each verdict of a comparison with the baseline's cell.
 VERDICT_MARK = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "same": "", "n/a": MARK_UNTESTED}
 
@@ -107,6 +116,10 @@ class Cell:
     #: Runs behind the number (the baseline's too, in a comparison) marked for a stall or an
     #: overrun (``stalls.mark_stalls`` sets it with the ``~``).
     stalled: int = 0
+    #: Both sides' figures by repetition, for a page's verdicts (None: nothing to compare).
+    figures: CellFigures | None = None
+    #: The page's verdict on the cell (None until a page judged it: ``page_verdicts``).
+    verdict: Verdict | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +144,28 @@ class FailedRuns:
 
 
 @dataclass(frozen=True)
+class FamilyNote:
+    """The family a page judged its cells in: how many cells, how many discoveries, at which
+    false-discovery rate and interval level, paired over shared blocks or not."""
+
+    size: int
+    discoveries: int
+    alpha: float
+    level: float
+    min_effect: float
+    paired: bool
+
+    def lines(self) -> list[str]:
+        """What the page says of its family: the cells compared and the discoveries expected by chance."""
+        how = "paired over the blocks both ran" if self.paired else "unpaired (two campaigns)"
+        return [f"{self.size} cells compared on this page ({how}, log ratios), Benjamini-Hochberg at a "
+                f"{self.alpha * 100:g}% false-discovery rate: {self.discoveries} marked, of which about "
+                f"{self.alpha * self.discoveries:.2g} expected by chance (a {self.alpha * 100:g}% test per cell "
+                f"would mark {self.alpha * self.size:.2g} cells of an unchanged pair); intervals at "
+                f"{self.level * 100:.3g}% (Benjamini-Yekutieli)"]
+
+
+@dataclass(frozen=True)
 class Table:
     """A computed comparison table, ready for any renderer."""
 
@@ -142,6 +177,8 @@ class Table:
     #: Successful runs that did not record the metric (a dsn target's server CPU): shown as
     #: n/a, never as 0, and not counted as failures.
     unrecorded: int = 0
+    #: Set once a page judged the table's cells (``page_verdicts``): its marks are the verdicts'.
+    family: FamilyNote | None = None
 
     def marks_used(self) -> set[str]:
         return {ch for row in self.rows for cell in row.cells for ch in cell.mark}
@@ -159,6 +196,12 @@ class CellRuns:
     failed: int = 0
     total: int = 0
     unrecorded: int = 0
+    #: The repetition of each value (empty: values are repetitions 1, 2, ... in order).
+    blocks: tuple[int, ...] = ()
+
+    def by_block(self) -> dict[int, float | None]:
+        """The values by repetition, as a page's verdicts pair them."""
+        return dict(zip(self.blocks or range(1, len(self.values) + 1), self.values))
 
     @functools.cached_property
     def stats(self) -> CellStats | None:
@@ -174,10 +217,11 @@ def group_cells(measurements: Iterable[Measurement], spec: TableSpec) -> dict[tu
         if m.target in spec.targets and m.workload in spec.workloads:
             runs[(m.target, m.workload, m.threads, m.repetition)] = m
     values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    blocks: dict[tuple[str, str, int], list[int]] = defaultdict(list)
     failures: dict[tuple[str, str, int], int] = defaultdict(int)
     totals: dict[tuple[str, str, int], int] = defaultdict(int)
     unrecorded: dict[tuple[str, str, int], int] = defaultdict(int)
-    for (target, workload, threads, _), m in sorted(runs.items()):
+    for (target, workload, threads, repetition), m in sorted(runs.items()):
         key = (target, workload, threads)
         totals[key] += 1
         if m.failed or (m.value is not None and math.isnan(m.value)):
@@ -186,7 +230,9 @@ def group_cells(measurements: Iterable[Measurement], spec: TableSpec) -> dict[tu
             unrecorded[key] += 1
         else:
             values[key].append(m.value)
-    return {key: CellRuns(tuple(values.get(key, ())), failures.get(key, 0), n, unrecorded.get(key, 0))
+            blocks[key].append(repetition)
+    return {key: CellRuns(tuple(values.get(key, ())), failures.get(key, 0), n, unrecorded.get(key, 0),
+                          tuple(blocks.get(key, ())))
             for key, n in totals.items()}
 
 
@@ -215,7 +261,21 @@ def table_of_cells(cells: Mapping[tuple[str, str, int], CellRuns], spec: TableSp
         )
     )
     unrecorded = sum(c.unrecorded for c in cells.values())
+    rows = [_with_figures(spec, cells, row, threads) for row in rows]
     return Table(spec, tuple(threads), tuple(rows), failed, _places(spec, rows), unrecorded)
+
+
+def _with_figures(spec: TableSpec, cells: Mapping[tuple[str, str, int], CellRuns], row: Row,
+                  threads: Iterable[int]) -> Row:
+    """The row with each compared cell's figures by repetition, for the page's verdicts."""
+    out = []
+    for t, c in zip(threads, row.cells):
+        own, base = cells.get((row.target, row.workload, t)), cells.get((spec.baseline, row.workload, t))
+        if c.comparison is not None and own is not None and base is not None:
+            key = f"{row.target} / {row.workload} / {t}"
+            c = dataclasses.replace(c, figures=CellFigures(key, own.by_block(), base.by_block()))
+        out.append(c)
+    return dataclasses.replace(row, cells=tuple(out))
 
 
 def _places(spec: TableSpec, rows: list[Row]) -> int:
@@ -288,13 +348,16 @@ def formula_lines(spec: TableSpec) -> list[str]:
 def legend_lines(table: Table) -> list[tuple[str, str]]:
     """(mark, meaning) pairs for the marks a reader can meet in this table."""
     spec = table.spec
-    test = f"Welch t test, p < {spec.alpha:g}, difference of at least {spec.min_effect * 100:g}%"
-    entries = [
-        (MARK_FASTER, f"significantly faster than {spec.baseline} ({test})"),
-        (MARK_SLOWER, f"significantly slower than {spec.baseline} ({test})"),
-        ("", "no mark: no significant difference"),
-    ]
     used = table.marks_used()
+    if table.family is not None:
+        entries = _verdict_legend(table, table.family, used)
+    else:
+        test = f"Welch t test, p < {spec.alpha:g}, difference of at least {spec.min_effect * 100:g}%"
+        entries = [
+            (MARK_FASTER, f"significantly faster than {spec.baseline} ({test})"),
+            (MARK_SLOWER, f"significantly slower than {spec.baseline} ({test})"),
+            ("", "no mark: no significant difference"),
+        ]
     if MARK_UNTESTED in used:
         entries.append((MARK_UNTESTED, "not enough repetitions to test (fewer than 2 successful runs on a side)"))
     if spec.mark_high_cv:
@@ -313,6 +376,32 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
     if table.has_missing():
         entries.append((NO_DATA, missing_reason(table)))
     return entries
+
+
+def verdict_note(v: Verdict) -> str:
+    """A cell's verdict in a line: decision, ratio, adjusted interval, q-value and how it was tested
+    (an HTML tooltip, a Markdown footnote)."""
+    if v.decision == "missing":
+        return f"{v.decision}: {v.reason}"
+    q = "" if math.isnan(v.q) else f", q = {v.q:.3g}"
+    return (f"{v.decision}: ratio {v.ratio:.4f}, {v.level * 100:.3g}% interval {v.low:.4f} to {v.high:.4f}{q} "
+            f"({v.estimate.reason}; {v.reason})")
+
+
+def _verdict_legend(table: Table, family: FamilyNote, used: set[str]) -> list[tuple[str, str]]:
+    base = table.spec.baseline
+    beyond = "the adjusted interval excludes no change"
+    entries = [
+        (MARK_FASTER, f"faster than {base}: {beyond}"),
+        (MARK_SLOWER, f"slower than {base}: {beyond}"),
+        (MARK_EQUIVALENT, f"equivalent to {base}: the adjusted interval lies within "
+                          f"+-{family.min_effect * 100:g}% (or every repetition gave the same figure)"),
+        (MARK_UNDECIDED, f"undecided: the adjusted interval spans both no change and a change of "
+                         f"{family.min_effect * 100:g}% or more; more repetitions might tell"),
+    ]
+    if MARK_DIFFERS in used:
+        entries.append((MARK_DIFFERS, f"differs from {base} (a counter, which has no better direction): {beyond}"))
+    return entries + [("", line) for line in family.lines()]
 
 
 def missing_reason(table: Table) -> str:

@@ -97,17 +97,33 @@ def judge(cells: Sequence[CellFigures], *, family: str, higher_is_better: bool |
     """Verdicts for every cell of ``family`` (one metric's page): the family is exactly these
     cells with a p-value, so the false-discovery rate is controlled per page at ``alpha``.
     ``shared_blocks`` False for sides from two campaigns (see :func:`log_ratio`)."""
+    return judge_groups([(cells, higher_is_better)], family=family, alpha=alpha, min_effect=min_effect,
+                        shared_blocks=shared_blocks)[0]
+
+
+def judge_groups(groups: Sequence[tuple[Sequence[CellFigures], bool | None]], *, family: str,
+                 alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
+                 shared_blocks: bool = True) -> tuple[Page, ...]:
+    """As :func:`judge` for a page of several metrics (q/s, latency, counters): one BH family over
+    every group's cells, each group read in its own direction; one Page per group, sharing the
+    Selection."""
     if min_effect < 0:
         raise ValueError(f"min_effect must be >= 0, got {min_effect}")
-    estimates = [log_ratio(c.target, c.baseline, shared_blocks=shared_blocks) for c in cells]
-    selection = select([e.p for e in estimates], alpha)
+    estimates = [[log_ratio(c.target, c.baseline, shared_blocks=shared_blocks) for c in cells]
+                 for cells, _ in groups]
+    selection = select([e.p for group in estimates for e in group], alpha)
     level = selection.interval_level
-    verdicts = []
-    for cell, est, q, sel in zip(cells, estimates, selection.qvalues, selection.selected):
-        low, high = est.interval(level)
-        decision, reason = _decide(est, sel, low, high, min_effect, higher_is_better)
-        verdicts.append(Verdict(cell.key, est, q, sel, level, low, high, decision, reason))
-    return Page(family, alpha, min_effect, higher_is_better, selection, tuple(verdicts))
+    pages, at = [], 0
+    for (cells, higher_is_better), group in zip(groups, estimates):
+        verdicts = []
+        for cell, est in zip(cells, group):
+            q, sel = selection.qvalues[at], selection.selected[at]
+            at += 1
+            low, high = est.interval(level)
+            decision, reason = _decide(est, sel, low, high, min_effect, higher_is_better)
+            verdicts.append(Verdict(cell.key, est, q, sel, level, low, high, decision, reason))
+        pages.append(Page(family, alpha, min_effect, higher_is_better, selection, tuple(verdicts)))
+    return tuple(pages)
 
 
 def gate(page: Page, slower_pct: float) -> list[Verdict]:

@@ -24,16 +24,18 @@ from services.common.cli import (
 )
 from services.common.config import AMQP, DB, Settings, add_settings_flags, with_db_password
 from services.common.spec.durations import format_duration
-from services.common.errors import BusError, SettingsError, StoreError, StoreUnavailable
+from services.common.errors import BusError, ConnectError, SettingsError, StoreError, StoreUnavailable
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.loading import load_spec_source
 from services.common.store import Store
 from services.common.store.campaigns import Duplicate
 from services.reporting import load as loading
 from services.reporting.options import ReportOptions
+from services.reporting.plan_power import PlanPower
 from services.reporting.render import registry
 from services.scheduler import plan, preflight, windows
 from services.scheduler.deferred import deferred_sigint
+from services.scheduler.plan_history import power_of
 from services.scheduler.progress import ConsumerWatch, Progress, ProgressLine
 from services.scheduler.submit import RolledBack, StoreLedger, submit
 
@@ -78,11 +80,13 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     spec = _load(args, settings)
     runs = plan.expand(spec, f"{spec.name}-<id>")
     est = plan.estimated_seconds(spec, args.workers)
+    power, why = _power(spec, settings, args.detect)
     if args.json:
         print(json.dumps({"runs": len(runs), "estimated_seconds": est, "workers": args.workers,
                           "load_hosts": spec.load_hosts,
                           "duration_by_threads": {str(t): spec.duration_for(t) for t in spec.threads},
                           "window_warnings": _window_warnings(spec, settings),
+                          "power": power.as_data() if power else {"message": [why]},
                           "order": [{"seq": r.seq, "run_id": r.run_id, **r.cell.model_dump(), "repetition": r.repetition,
                                      "position": r.position}
                                     for r in runs]}, indent=2))
@@ -100,12 +104,33 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     if spec.load_hosts > 1:
         print(f"load_hosts: {spec.load_hosts} (each run's threads split over {spec.load_hosts} workers of pool "
               f"{spec.pool}, started together, merged into one result)")
+    for line in power.lines() if power else [why]:
+        print(line)
     print("order: each cell's targets run back to back in every repetition (a block), the order rotating "
           "from a seeded start so no target is always first; pos is the place within the block")
     print(f"{'seq':>5}  {'target':<16} {'workload':<24} {'threads':>7}  rep  pos")
     for r in runs:
         print(f"{r.seq:>5}  {r.cell.target:<16} {r.cell.workload:<24} {r.cell.threads:>7}  {r.repetition:>3}  {r.position:>3}")
     return EXIT_OK
+
+
+def _power(spec: CampaignSpec, settings: Settings, detect: float | None) -> tuple[PlanPower | None, str]:
+    """What the spec's repeat can detect, from earlier campaigns of its cells; or why it is not known."""
+    try:
+        return power_of(spec, settings, detect), ""
+    except (StoreError, ConnectError) as e:
+        return None, f"power: not estimated: the results DB was not read ({e})"
+
+
+def _change(text: str) -> float:
+    """A change to detect, ``3%`` or ``3``, as a fraction."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (e.g. 3%)") from None
+    if not 0 < value < 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: the change must be above 0% and below 100%")
+    return value / 100
 
 
 def _window_warnings(spec: CampaignSpec, settings: Settings) -> list[str]:
@@ -406,6 +431,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=_positive, default=1,
                    help="workers sharing the campaign, for the estimate (default 1)")
     s.add_argument("--json", action="store_true", help="print the plan as JSON")
+    s.add_argument("--detect", metavar="PCT", type=_change, default=None,
+                   help="also print the repetitions needed to detect a change of PCT (e.g. 3%%) at 80%% power, "
+                        "from the noise of earlier campaigns of the same cells (capped at 20)")
     s.set_defaults(fn=cmd_plan, secrets=False)
     s = spec_cmd("submit", "record the campaign and publish its runs")
     s.add_argument("--wait", action="store_true",

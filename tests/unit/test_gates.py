@@ -39,7 +39,7 @@ def test_slower_cells_beyond_the_threshold_fail_the_gate():
     assert regressions(c, 0.25) == []
     # The other way round, only the cell where A was faster is a regression.
     assert [r.threads for r in regressions(compare_campaigns(B, A, ReportOptions(metric="qps")), 0.0)] == [256]
-    assert regressions(c, 0.05)[0].describe("q/s").startswith("new update_index t=64: B/A 0.800 (-20.0% q/s, p = ")
+    assert regressions(c, 0.05)[0].describe("q/s").startswith("new update_index t=64: B/A 0.800 (-20.0% q/s, 95% interval -21.8% to -18.2%, q = ")
 
 
 def test_latency_regressions_count_a_higher_value_as_slower():
@@ -88,7 +88,7 @@ def test_collector_compare_exits_5_naming_the_slower_cells(monkeypatch, capsys):
     assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "5"]) == cli.EXIT_SLOWER
     out, err = capsys.readouterr()
     assert "B = b (b, finished)" in out  # the comparison is still written
-    assert "error: 1 cell(s) of b significantly slower than a by more than 5%:" in err
+    assert "error: 1 cell(s) of b significantly slower than a by more than 5%: over their whole adjusted interval" in err
     assert "new update_index t=64: B/A 0.800" in err and "t=4:" not in err
     assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "25"]) == cli.EXIT_OK
     assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "0"]) == cli.EXIT_SLOWER  # any, beyond min-effect

@@ -130,6 +130,20 @@ def test_collector_cells_means_threads_and_collapse_ratio():
     assert abs(value(text, "benchfleet_collapse_ratio", campaign="c1", target="tpc") - 282 / 172083) < 1e-12
 
 
+def test_collapse_ratio_is_the_highest_the_repetitions_allow():
+    """With repetitions the exported ratio is check_peak's upper bound: a top at 49% of a clear
+    peak stays above the 50% fraction (no alert), a fall to 10% stays below it; one repetition
+    keeps the means' ratio."""
+    from services.collector.prometheus import sure_ratio
+
+    peak = [1000.0, 1010.0, 990.0]
+    near = sure_ratio({4: peak, 8: [480.0, 520.0, 470.0]}, 490 / 1000)
+    assert near > 0.5 > 490 / 1000
+    far = sure_ratio({4: peak, 8: [100.0, 104.0, 96.0]}, 0.1)
+    assert 0.1 < far < 0.5
+    assert sure_ratio({4: [1000.0], 8: [100.0]}, 0.1) == 0.1
+
+
 def test_collector_observe_result_replaces_redelivered_repetitions():
     """A redelivered result replaces its repetition instead of skewing the cell's mean."""
     m, run = CollectorMetrics(), run_spec()

@@ -16,7 +16,8 @@ from services.reporting.render.html import render_html_report
 from services.reporting.report import ReportOptions, analyse
 from tests.unit.report_sample import sample_data
 
-#: The sample campaign's page as the report rendered it before the fast path (commit e2f8045).
+#: The sample campaign's page as the report rendered it before the fast path (commit e2f8045), with
+#: the marks and tooltips of the page's verdicts since they replaced the per-cell Welch test.
 GOLDEN = Path(__file__).parent / "fixtures" / "report" / "sample.html"
 
 

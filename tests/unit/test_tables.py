@@ -205,12 +205,14 @@ def test_csv_one_line_per_cell_with_statistics():
     lines = render_csv(build_table(TWO, TWO_SPEC))
     assert lines[0] == (
         "workload,target,baseline,threads,mode,value,mark,verdict,n,mean,stdev,cv,baseline_n,"
-        "baseline_mean,ratio,ratio_low,ratio_high,t,df,p,failed_runs,stalled_runs"
+        "baseline_mean,ratio,ratio_low,ratio_high,t,df,p,failed_runs,stalled_runs,"
+        # A page's verdict (blank for a table no page judged).
+        "method,log_ratio,q,interval_level,adjusted_low,adjusted_high"
     )
     assert len(lines) == 5
     first = lines[1].split(",")
     assert first[:11] == ["oltp_simple", "MariaDB", "MySQL", "1", "ratio", "102.23", "+", "faster", "3", "1022.333333", "1.527525232"]
-    assert lines[4].startswith("update_index,MariaDB,MySQL,8,ratio,100.33,?,n/a,1,903,,,3,900,1.003333333,,,,,,0,0")
+    assert lines[4].startswith("update_index,MariaDB,MySQL,8,ratio,100.33,?,n/a,1,903,,,3,900,1.003333333,,,,,,0,0,")
 
 
 def test_settings_block():

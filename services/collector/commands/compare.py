@@ -40,7 +40,8 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
         slower = regressions(c, args.fail_on_slower)
         if slower:
             print(f"error: {len(slower)} cell(s) of {c.b.campaign_id} significantly slower than {c.a.campaign_id} "
-                  f"by more than {max(args.fail_on_slower, opts.min_effect) * 100:g}%:", file=sys.stderr)
+                  f"by more than {args.fail_on_slower * 100:g}%: over their whole adjusted interval, and by at "
+                  f"least --min-effect {opts.min_effect * 100:g}%:", file=sys.stderr)
             for s in slower:
                 print(f"error:   {s.describe(c.metric.unit)}", file=sys.stderr)
             return EXIT_SLOWER

@@ -20,12 +20,14 @@ from services.reporting.tables import (
     format_value,
     formula_lines,
     legend_lines,
+    verdict_note,
 )
 
 CSV_COLUMNS = (
     "workload", "target", "baseline", "threads", "mode", "value", "mark", "verdict",
     "n", "mean", "stdev", "cv", "baseline_n", "baseline_mean",
     "ratio", "ratio_low", "ratio_high", "t", "df", "p", "failed_runs", "stalled_runs",
+    "method", "log_ratio", "q", "interval_level", "adjusted_low", "adjusted_high",
 )  # fmt: skip
 
 
@@ -44,16 +46,26 @@ def md_text(text: str) -> str:
     return re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", text, flags=re.M)  # nor an ordered list ("1." or "1)")
 
 
-def render_markdown(table: Table) -> list[str]:
-    """The table as a GitHub Markdown table with the same numbers and marks, then notes."""
+def render_markdown(table: Table, notes: str = "") -> list[str]:
+    """The table as a GitHub Markdown table with the same numbers and marks, then notes; each judged
+    cell links a footnote with its verdict (``notes`` keeps the footnote names of a page's tables apart)."""
     spec = table.spec
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "-", notes) + "-" if notes else ""
+    footnotes: list[str] = []
     head = ["sysbench test"] + (["target"] if spec.grouped else []) + [str(t) for t in table.threads]
     align = [":---"] * (len(head) - len(table.threads)) + ["---:"] * len(table.threads)
     lines = ["Columns: number of threads.", "", "| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     for row in table.rows:
         label = [row.workload] + ([row.label] if spec.grouped else [])
-        cells = [format_value(c, table.places) + c.mark for c in row.cells]
-        lines.append("| " + " | ".join(_md_escape(x) for x in label + cells) + " |")
+        cells = []
+        for threads, c in zip(table.threads, row.cells):
+            # The footnote sits between the number and its marks, so a row still ends in its marks.
+            name = ""
+            if c.verdict is not None and c.value is not None:
+                name = f"[^{prefix}{len(footnotes) + 1}]"
+                footnotes.append(f"{name}: {_md_escape(f'{row.label.strip()} / {threads}: ' + verdict_note(c.verdict))}")
+            cells.append(_md_escape(format_value(c, table.places)) + name + _md_escape(c.mark))
+        lines.append("| " + " | ".join([_md_escape(x) for x in label] + cells) + " |")
     lines.append("")
     lines.extend(f"`{f}`  " for f in formula_lines(spec))
     lines.append("")
@@ -64,6 +76,8 @@ def render_markdown(table: Table) -> list[str]:
         note = failed_lines(table)
         lines.append(_md_escape(note[0]))
         lines.extend(f"- {_md_escape(x.strip())}" for x in note[1:])
+    if footnotes:
+        lines += [""] + footnotes
     return lines
 
 
@@ -81,18 +95,20 @@ def render_csv(table: Table) -> list[str]:
     writer.writerow(CSV_COLUMNS)
     for row in table.rows:
         for threads, cell in zip(table.threads, row.cells):
-            own, comp = cell.stats, cell.comparison
+            own, comp, v = cell.stats, cell.comparison, cell.verdict
             base = comp.baseline if comp else None
             test = comp.test if comp else None
+            decision = v.decision if v else comp.verdict if comp else ("" if cell.value is not None else NO_DATA)
             writer.writerow([
                 row.workload, row.target, spec.baseline, threads, spec.mode,
-                "" if cell.value is None else format_value(cell, table.places), cell.mark,
-                comp.verdict if comp else ("" if cell.value is not None else NO_DATA),
+                "" if cell.value is None else format_value(cell, table.places), cell.mark, decision,
                 own.n if own else 0, _num(own.mean if own else None), _num(own.stdev if own else None),
                 _num(own.cv if own else None), base.n if base else "", _num(base.mean if base else None),
                 _num(comp.ratio if comp else None), _num(comp.ratio_low if comp else None),
                 _num(comp.ratio_high if comp else None), _num(test.t if test else None),
                 _num(test.df if test else None), _num(test.p if test else None), cell.failed, cell.stalled,
+                v.estimate.method if v else "", _num(v.estimate.estimate if v else None), _num(v.q if v else None),
+                _num(v.level if v else None), _num(v.low if v else None), _num(v.high if v else None),
             ])  # fmt: skip
     return out.getvalue().splitlines()
 

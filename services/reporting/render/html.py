@@ -29,6 +29,7 @@ from services.reporting.tables import (
     format_value,
     formula_lines,
     legend_lines,
+    verdict_note,
 )
 
 _CSS = """
@@ -64,7 +65,7 @@ def render_table_html(named: NamedTable) -> list[str]:
         for c in row.cells:
             cls = "num" + (" faster" if MARK_FASTER in c.mark else " slower" if MARK_SLOWER in c.mark else "") \
                 + (" stalled" if MARK_STALL in c.mark or MARK_SHORT in c.mark else "")
-            title = c.comparison.reason if c.comparison else ""
+            title = verdict_note(c.verdict) if c.verdict else c.comparison.reason if c.comparison else ""
             cells.append(f'<td class="{cls}" title="{_e(title)}">{_e(format_value(c, table.places))}'
                          f"{_e(c.mark)}</td>")
         label = f"<td>{_e(row.workload)}</td>" + (f"<td>{_e(row.label.strip())}</td>" if spec.grouped else "")

@@ -4,6 +4,7 @@ runs, as the seeds kept their results, with the settings beside them)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -51,6 +52,13 @@ def table_data(named: NamedTable) -> dict[str, Any]:
                 cell.update(verdict=k.verdict, reason=k.reason, ratio=_num(k.ratio), ratio_low=_num(k.ratio_low),
                             ratio_high=_num(k.ratio_high), t=_num(k.test.t), df=_num(k.test.df), p=_num(k.test.p),
                             baseline_n=k.baseline.n, baseline_mean=_num(k.baseline.mean))
+            if c.verdict:
+                v = c.verdict
+                # The page's verdict replaces the per-cell Welch test's (still given as t, df, p).
+                cell.update(verdict=v.decision, reason=v.reason, method=v.estimate.method,
+                            log_ratio=_num(v.estimate.estimate), log_ratio_p=_num(v.estimate.p), q=_num(v.q),
+                            selected=v.selected, interval_level=_num(v.level), adjusted_low=_num(v.low),
+                            adjusted_high=_num(v.high))
             cells.append(cell)
         rows.append({"workload": row.workload, "target": row.target, "label": row.label.strip(), "cells": cells})
     return {
@@ -59,6 +67,7 @@ def table_data(named: NamedTable) -> dict[str, Any]:
         "threads": list(t.threads), "formulas": [f.strip() for f in formula_lines(spec)], "rows": rows,
         "legend": [{"mark": m, "meaning": text} for m, text in legend_lines(t)],
         "failed": [f.__dict__ for f in t.failed],
+        "family": dataclasses.asdict(t.family) if t.family else None,
     }
 
 
@@ -73,7 +82,8 @@ def render_json(report: Report) -> str:
         "statistics": {"alpha": report.opts.alpha, "min_effect": report.opts.min_effect,
                        "cv_threshold": report.opts.cv_threshold, "collapse_fraction": report.opts.collapse_fraction},
         "tables": [table_data(t) for t in report.tables],
-        "collapse": [dict(f.__dict__, p=_num(f.p)) for f in report.collapsed],
+        "collapse": [dict(f.__dict__, p=_num(f.p), drop_low=_num(f.drop_low), drop_high=_num(f.drop_high),
+                          level=_num(f.level)) for f in report.collapsed],
         "stalls": {"checked": report.stalls_checked, "runs": [s.as_data() for s in report.stalled]},
         "starved": [c.as_data() for c in report.starved],
         "runs": [dict(zip(COLUMNS, r.columns())) for r in d.runs],
