@@ -41,3 +41,16 @@ def sample_data() -> CampaignData:
                         targets=tuple(TARGETS), baseline=TARGETS[0], workloads=tuple(spec.workloads[i].key for i in range(2)),
                         threads=tuple(THREADS), settings=settings,
                         runs=tuple(ResultRow.of(r) for r in sample_results()), created_at=1_700_000_000.0)
+
+
+class FinishedRuns:
+    """The store's runs part for a campaign whose 12 runs are all done (what `submit --wait` asks)."""
+
+    def counts(self, campaign_id):
+        return {"pending": 0, "running": 0, "done": 12, "failed": 0, "cancelled": 0}
+
+    def active(self, campaign_id):
+        return []
+
+    def failed(self, campaign_id):
+        return []

@@ -17,6 +17,7 @@ from services.reporting.history import History
 from services.reporting.render import registry
 from services.reporting.report import Report
 from tests.unit.test_report_formats import POOL_RUNS, campaign, run
+from tests.unit.report_sample import FinishedRuns
 
 
 def _report(report: Report) -> str:
@@ -46,22 +47,11 @@ class _Results:
                 for cid, at in (("c1", 100.0), ("c2", 200.0)) for rep in (1, 2, 3)]
 
 
-class _Runs:
-    def counts(self, campaign_id):
-        return {"pending": 0, "running": 0, "done": 12, "failed": 0, "cancelled": 0}
-
-    def active(self, campaign_id):
-        return []
-
-    def failed(self, campaign_id):
-        return []
-
-
 class _Store:
     """What the report commands ask of the results DB, from literals."""
 
     def __init__(self, settings=None):
-        self.results, self.runs = _Results(), _Runs()
+        self.results, self.runs = _Results(), FinishedRuns()
 
     def __enter__(self):
         return self

@@ -121,21 +121,12 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
     from services.reporting import load as load_module
     from services.reporting.report import analyse
     from services.scheduler import cli as scheduler_cli
+    from tests.unit.report_sample import FinishedRuns
     from tests.unit.test_report_formats import POOL_RUNS, campaign as pool_campaign
-
-    class Runs:
-        def counts(self, campaign_id):
-            return {"pending": 0, "running": 0, "done": 12, "failed": 0, "cancelled": 0}
-
-        def active(self, campaign_id):
-            return []
-
-        def failed(self, campaign_id):
-            return []
 
     class DoneStore:
         def __init__(self, settings):
-            self.runs = Runs()
+            self.runs = FinishedRuns()
 
         def __enter__(self):
             return self
