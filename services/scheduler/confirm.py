@@ -100,9 +100,9 @@ def _confirm(settings: Settings, spec, campaign_id: str, first: list[Regression]
     for line in result.lines(unit, label):
         _say(line)
     if result.failed:
-        kept = len(result.cells) - len(result.of("cleared"))
-        error(f"{kept} of {len(result.cells)} failing cell(s) of {campaign_id} slower again (or not measured again) "
-              f"in confirming campaign {cid}")
+        n, confirmed, unmeasured = len(result.cells), len(result.of("confirmed")), len(result.of("unmeasured"))
+        error(f"{confirmed} of {n} failing cell(s) of {campaign_id} slower again in confirming campaign {cid}"
+              + (f", {unmeasured} not measured again (not cleared)" if unmeasured else ""))
         return EXIT_SLOWER
     _say(f"gate passed: none of the {len(result.cells)} failing cell(s) of {campaign_id} was confirmed by "
          f"campaign {cid}")
