@@ -126,3 +126,78 @@ def test_submit_refuses_gate_flags_it_cannot_honour(argv, why):
     `--fail-on-slower`; both refused before anything is submitted."""
     args = scheduler_cli._parser().parse_args(["submit", "s.yaml", *argv])
     assert why in (scheduler_cli._report_flags_refused(args) or "")
+
+
+class _Campaigns:
+    def get(self, ref):
+        from services.common.store.campaigns import CampaignRow
+
+        return CampaignRow("c1", "nightly", SPEC, "old", 18, "finished", 0.0) if ref in ("c1", "nightly") else None
+
+
+class _Runs:
+    pending = 0
+
+    def counts(self, campaign_id):
+        return {"pending": self.pending, "running": 0, "done": 18, "failed": 0, "cancelled": 0}
+
+
+def _fake_store(monkeypatch, data, pending=0):
+    from services.reporting import load as load_module
+    from services.scheduler import confirm as confirm_module
+
+    class Store:
+        def __init__(self, settings):
+            self.campaigns, self.runs = _Campaigns(), _Runs()
+            self.runs.pending = pending
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    monkeypatch.setattr(confirm_module, "Store", Store)
+    monkeypatch.setattr(load_module, "load", lambda store, ref, with_results=True: data)
+    return confirm_module
+
+
+def test_scheduler_gate_fails_on_the_slower_cell_and_names_it(monkeypatch, capsys):
+    """`scheduler gate c1 --fail-on-slower 5`: exit 5 listing the cell against the baseline; a
+    25% gate passes it, saying none was slower."""
+    from services.common import cli
+
+    _fake_store(monkeypatch, _campaign({8: SLOW}, "c1"))
+    assert scheduler_cli.main(["gate", "c1", "--fail-on-slower", "5"]) == cli.EXIT_SLOWER
+    err = capsys.readouterr().err
+    assert "error: 1 cell(s) of c1 significantly slower than baseline old by more than 5%" in err
+    assert "error:   new oltp_point_select t=8: vs old 0.80" in err
+    assert scheduler_cli.main(["gate", "c1", "--fail-on-slower", "25"]) == cli.EXIT_OK
+    assert "gate: no cell of c1 slower than baseline old by more than 25%" in capsys.readouterr().err
+
+
+def test_scheduler_gate_refuses_a_campaign_still_running(monkeypatch, capsys):
+    """A campaign with runs still pending is not gated (its cells may still change): exit 2 saying why."""
+    from services.common import cli
+
+    _fake_store(monkeypatch, _campaign({8: SLOW}, "c1"), pending=3)
+    assert scheduler_cli.main(["gate", "c1", "--fail-on-slower", "5", "--confirm"]) == cli.EXIT_USAGE
+    assert "campaign c1 is not finished (3 runs pending, 0 running)" in capsys.readouterr().err
+
+
+def test_submit_wait_gates_only_a_campaign_that_ended_well(monkeypatch):
+    """`submit --wait --fail-on-slower 3 --confirm` gates (confirming) after the report; a wait that
+    failed (runs failed: exit 1) is not gated over."""
+    import argparse
+
+    from services.common import cli
+    from services.common.config import Settings
+
+    seen = []
+    monkeypatch.setattr(scheduler_cli, "gate_campaign", lambda settings, req: seen.append(req) or cli.EXIT_SLOWER)
+    args = argparse.Namespace(fail_on_slower=0.03, confirm=True, poll=0.5)
+    monkeypatch.setattr(scheduler_cli, "wait", lambda settings, cid, spec, args: cli.EXIT_OK)
+    assert scheduler_cli._wait_and_gate(Settings(), "c1", SPEC, args) == cli.EXIT_SLOWER
+    assert [(r.campaign, r.beyond, r.confirm) for r in seen] == [("c1", 0.03, True)]
+    monkeypatch.setattr(scheduler_cli, "wait", lambda settings, cid, spec, args: cli.EXIT_FAILED)
+    assert scheduler_cli._wait_and_gate(Settings(), "c1", SPEC, args) == cli.EXIT_FAILED and len(seen) == 1
