@@ -118,7 +118,7 @@ class Confirmation:
 
 
 def confirm(first: Sequence[Regression], rerun: Sequence[NamedTable], beyond: float, campaign_id: str, *,
-            targets: Sequence[str] | None = None, alpha: float | None = None) -> Confirmation:
+            targets: Sequence[str] | None = None) -> Confirmation:
     """Judge the cells of ``first`` again from the figures the ``rerun`` tables hold for them, as a
     family of just those cells (whatever else the re-run measured), with the gate of ``beyond``."""
     wanted = {r.key: r for r in first}
@@ -137,7 +137,7 @@ def confirm(first: Sequence[Regression], rerun: Sequence[NamedTable], beyond: fl
         spec, way = named.table.spec, direction(named.metric)
         keys = list(found)
         page = judge([found[k][0] for k in keys], family="confirmation", higher_is_better=way,
-                     alpha=alpha if alpha is not None else spec.alpha, min_effect=spec.min_effect)
+                     alpha=spec.alpha, min_effect=spec.min_effect)
         size = page.selection.family_size
         for k, v in zip(keys, page.verdicts):
             slower = fails_gate(v, way, beyond * 100) and abs(v.ratio - 1) >= spec.min_effect

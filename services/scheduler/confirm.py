@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from services.common.bus.rabbitmq import RabbitBus, Role
 from services.common.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLOWER, EXIT_USAGE, error
 from services.common.config import Settings
+from services.common.spec.campaign import CampaignSpec
 from services.common.store import Store
 from services.common.store.campaigns import Duplicate
 from services.reporting import load as loading
@@ -70,7 +71,7 @@ def gate_campaign(settings: Settings, req: GateRequest) -> int:
     return _confirm(settings, c.spec, c.campaign_id, first, req, label)
 
 
-def _confirm(settings: Settings, spec, campaign_id: str, first: list[Regression], req: GateRequest, label: str) -> int:
+def _confirm(settings: Settings, spec: CampaignSpec, campaign_id: str, first: list[Regression], req: GateRequest, label: str) -> int:
     """Submit the failing cells again, follow them, and judge them on those runs alone."""
     cells = [r.key for r in first]
     again = confirming_spec(spec, cells)
@@ -78,8 +79,8 @@ def _confirm(settings: Settings, spec, campaign_id: str, first: list[Regression]
     runs = confirming_runs(again, cells, cid)
     with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler gate", role=Role.SCHEDULER) as bus:
         with deferred_sigint("interrupted: undoing the confirming submit once the current step ends") as interrupted:
-            # Its own key and forced: a gate confirmed twice runs twice, each a fresh look.
-            outcome = submit(StoreLedger(store), bus, again, cid, runs, key=f"confirm/{campaign_id}/{cid}",
+            # Forced (no key recorded): a gate confirmed twice runs twice, each a fresh look.
+            outcome = submit(StoreLedger(store), bus, again, cid, runs, key=f"confirm/{cid}",
                              explicit_key=False, force=True, interrupted=interrupted)
     if isinstance(outcome, (RolledBack, Duplicate)):
         error(f"interrupted: the confirming campaign {cid} was not run; the gate stands unconfirmed")

@@ -40,10 +40,12 @@ def _store_slower_campaign(fleet: Fleet, campaign_id: str) -> None:
                 totals={"transactions": int(q), "reads": int(q)}, latency=Latency(p50_ms=1, p95_ms=1, p99_ms=1, max_ms=1)))
 
 
-def test_confirm_reruns_the_failing_cell_and_clears_noise(fleet):
-    """Without --confirm the stored 20% loss fails a 3% gate (exit 5); with it, a campaign of that cell
-    and its baseline alone (2 targets x 2 repetitions) runs on a real worker, shows no loss between
-    two identical targets, and the gate passes, naming the confirming campaign."""
+def test_confirm_reruns_the_failing_cell_alone_and_judges_it_again(fleet):
+    """Without --confirm the stored 20% loss fails a 3% gate (exit 5). With it, a campaign of that cell
+    and its baseline alone (2 targets x 2 repetitions) runs on a real worker and the cell is judged
+    again on those runs: the exit code follows what the output says of it, naming the confirming
+    campaign. (Whether two identical targets' 1-second runs clear it is up to the machine's noise;
+    the decision itself is tested on literal figures in tests/unit/test_gate_confirm.py.)"""
     _store_slower_campaign(fleet, "gate-stored")
     r = fleet.cli("scheduler", "gate", "gate-stored", "--fail-on-slower", "3", timeout=60)
     assert r.returncode == 5, r.stderr
@@ -55,12 +57,18 @@ def test_confirm_reruns_the_failing_cell_and_clears_noise(fleet):
     r = fleet.cli("scheduler", "gate", "gate-stored", "--fail-on-slower", "3", "--confirm", "--poll", "0.3",
                   timeout=120)
     print(r.stderr)  # the gate's lines, shown when the test fails
-    assert r.returncode == 0, r.stderr
     confirming = re.search(r"confirming: campaign (gate-confirm-\S+) re-runs the 1 failing cell", r.stderr)
-    assert confirming, r.stderr
+    assert confirming, r.stderr + fleet.logs()
     cid = confirming.group(1)
-    assert "not confirmed: B oltp_point_select t=1" in r.stderr
-    assert f"gate passed: none of the 1 failing cell(s) of gate-stored was confirmed by campaign {cid}" in r.stderr
+    assert f"confirming campaign {cid}: the 1 failing cell(s) judged again on its runs alone (1 compared" in r.stderr
+    if r.returncode == 0:
+        assert "not confirmed: B oltp_point_select t=1" in r.stderr
+        assert f"gate passed: none of the 1 failing cell(s) of gate-stored was confirmed by campaign {cid}" in r.stderr
+    else:
+        assert r.returncode == 5, r.stderr
+        assert "\nconfirmed: B oltp_point_select t=1" in r.stderr
+        assert f"error: 1 of 1 failing cell(s) of gate-stored slower again in confirming campaign {cid}" in r.stderr
     with Store(fleet.settings) as store:
         assert store.runs.counts(cid)["done"] == 4
         assert {(x.target, x.repetition) for x in store.results.rows(cid)} == {("A", 1), ("A", 2), ("B", 1), ("B", 2)}
+        assert store.campaigns.get(cid).name == "gate-confirm"
