@@ -22,6 +22,7 @@ from services.common.cli import (
     EXIT_SLOWER,
     EXIT_USAGE,
     Parser,
+    percent,
     run_main,
     write_output,
 )
@@ -79,17 +80,6 @@ def cmd_dashboards(args: argparse.Namespace, settings: Settings) -> int:
     for path in write_dashboards(args.out):
         print(f"wrote {path}")
     return EXIT_OK
-
-
-def _percent(text: str) -> float:
-    """A percentage (5 or 5%) as a fraction (0.05)."""
-    try:
-        v = float(text.rstrip("%"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a percentage such as 5, got {text}") from None
-    if not 0 <= v < 100:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 100, got {text}")
-    return v / 100
 
 
 def _fraction(text: str) -> float:
@@ -173,7 +163,7 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     _format_flag(s, "compare", f"text (default) or another; --out is required for {_file_formats('compare', plots=False)}")
     s.add_argument("--out", help=f"write to this file instead of stdout (needed for {_file_formats('compare', plots=False)})")
     # PCT is required: an optional value took the next word (`--fail-on-slower A B` read A as PCT).
-    s.add_argument("--fail-on-slower", metavar="PCT", type=_percent, default=None,
+    s.add_argument("--fail-on-slower", metavar="PCT", type=percent, default=None,
                    help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is slower than A by more than "
                         "PCT percent over its whole adjusted interval (Benjamini-Hochberg over the page at "
                         "--alpha, Benjamini-Yekutieli interval) and by at least --min-effect (0: any "

@@ -24,8 +24,9 @@ EXIT_USAGE = 2
 EXIT_CONNECT = 3
 #: `--fail-on-collapse` found a collapsed cell (the report is still written).
 EXIT_COLLAPSE = 4
-#: `collector compare --fail-on-slower` found a cell of B significantly slower than A beyond the
-#: threshold (the comparison is still written): a CI regression gate.
+#: `--fail-on-slower` found a cell significantly slower than its baseline beyond the threshold
+#: (`collector compare`: B against A; `scheduler submit --wait`, `scheduler gate`: a target against
+#: the campaign's baseline, and with `--confirm` again on a re-run of the failing cells): a CI gate.
 EXIT_SLOWER = 5
 #: Interrupted by Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
@@ -38,7 +39,7 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_USAGE}    bad input: a spec, a flag, a setting, an unknown campaign (nothing was done)
   {EXIT_CONNECT}    RabbitMQ or the results DB unreachable, or refused us
   {EXIT_COLLAPSE}    a collapsed cell found (report --fail-on-collapse)
-  {EXIT_SLOWER}    significantly slower (--fail-on-slower): a cell of B against A in compare
+  {EXIT_SLOWER}    significantly slower (--fail-on-slower), and with --confirm slower again on a re-run
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); a submitted campaign goes on
   {EXIT_BROKEN_PIPE}  the reader of the output went away (| head)
 
@@ -75,6 +76,17 @@ class Parser(argparse.ArgumentParser):
 
 
 Command = Callable[[argparse.Namespace, Settings], int]
+
+
+def percent(text: str) -> float:
+    """A percentage flag's value (5 or 5%) as a fraction (0.05); 0 is allowed, 100 is not."""
+    try:
+        v = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a percentage such as 5, got {text}") from None
+    if not 0 <= v < 100:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100, got {text}")
+    return v / 100
 
 
 def error(message: str) -> None:

@@ -20,7 +20,8 @@ from services.reporting.page_verdicts import judge_tables
 from services.reporting.render.formats import md_text, render_csv, render_markdown
 from services.reporting.stalls import StalledRun, mark_stalls, stall_lines, stalled_runs
 from services.reporting.tables import Measurement, TableSpec, build_table, render_text
-from services.reporting.verdicts import Page, gate
+from services.reporting.gate import Regression, regressions as gate_regressions
+from services.reporting.verdicts import Page
 
 #: Row labels of the two campaigns in every comparison table (the header says which is which).
 LABEL_A, LABEL_B = "A", "B"
@@ -87,44 +88,10 @@ def compare_stall_lines(c: CampaignComparison) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True)
-class Regression:
-    """A cell of B whose adjusted interval lies wholly beyond the gate's threshold of slower."""
-
-    target: str
-    workload: str
-    threads: int
-    #: B / A on the log scale (below 1 for q/s, above 1 for latency when slower).
-    ratio: float
-    #: The BH q-value of the cell in the page's family.
-    q: float
-    #: The ratio's interval at ``level`` (the page's Benjamini-Yekutieli level).
-    low: float
-    high: float
-    level: float
-
-    def describe(self, unit: str) -> str:
-        return (f"{self.target} {self.workload} t={self.threads}: B/A {self.ratio:.3f} "
-                f"({(self.ratio - 1) * 100:+.1f}% {unit}, {self.level * 100:.3g}% interval "
-                f"{(self.low - 1) * 100:+.1f}% to {(self.high - 1) * 100:+.1f}%, q = {self.q:.3g})")
-
-
 def regressions(c: CampaignComparison, beyond: float) -> list[Regression]:
     """Cells where B is slower than A by more than ``beyond`` (a fraction: 0.05 is 5%) beyond doubt
-    and by at least the page's min-effect:
-    the cell's adjusted interval (the page's family, ``verdicts.gate``) lies wholly past it in the
-    direction the metric counts as worse."""
-    failing = {id(v) for page in c.pages for v in gate(page, beyond * 100)
-               # --min-effect still applies: a confirmed slowdown smaller than that fails no gate.
-               if abs(v.ratio - 1) >= page.min_effect}
-    out = []
-    for target, named in zip(c.targets, c.tables):
-        for row in named.table.rows:
-            for threads, cell in zip(named.table.threads, row.cells):
-                v = cell.verdict
-                if v is not None and id(v) in failing:
-                    out.append(Regression(target, row.workload, threads, v.ratio, v.q, v.low, v.high, v.level))
-    return out
+    and by at least the page's min-effect (``gate.regressions`` over the page's tables)."""
+    return gate_regressions(c.tables, beyond, targets=c.targets)
 
 
 def _ran(data: CampaignData, target: str) -> str:

@@ -126,21 +126,22 @@ def judge_groups(groups: Sequence[tuple[Sequence[CellFigures], bool | None]], *,
     return tuple(pages)
 
 
-def gate(page: Page, slower_pct: float) -> list[Verdict]:
-    """The cells that fail a gate of ``slower_pct`` percent: those whose adjusted interval lies
-    wholly beyond that much slower (q/s below 1 - pct, latency above 1 + pct). A counter, a
-    missing or identical cell, or an unselected one never fails."""
+def fails_gate(v: Verdict, higher_is_better: bool | None, slower_pct: float) -> bool:
+    """Whether one verdict fails a gate of ``slower_pct`` percent: its adjusted interval lies wholly
+    beyond that much slower (q/s below 1 - pct, latency above 1 + pct). A counter, a missing or
+    identical cell, or an unselected one never fails."""
     if slower_pct < 0:
         raise ValueError(f"slower_pct must be >= 0, got {slower_pct}")
-    if page.higher_is_better is None:
-        return []
+    # On the interval, not the decision: a confirmed 0.5% slowdown reads "equivalent" at a
+    # 1% min effect, yet fails a 0% gate.
+    if higher_is_better is None or not v.selected or math.isnan(v.low):
+        return False
     beyond = slower_pct / 100
-    failing = []
-    for v in page.verdicts:
-        # On the interval, not the decision: a confirmed 0.5% slowdown reads "equivalent" at a
-        # 1% min effect, yet fails a 0% gate.
-        if not v.selected or math.isnan(v.low):
-            continue
-        if (v.high < 1 - beyond) if page.higher_is_better else (v.low > 1 + beyond):
-            failing.append(v)
-    return failing
+    return (v.high < 1 - beyond) if higher_is_better else (v.low > 1 + beyond)
+
+
+def gate(page: Page, slower_pct: float) -> list[Verdict]:
+    """The cells of ``page`` that fail a gate of ``slower_pct`` percent (:func:`fails_gate`)."""
+    if slower_pct < 0:
+        raise ValueError(f"slower_pct must be >= 0, got {slower_pct}")
+    return [v for v in page.verdicts if fails_gate(v, page.higher_is_better, slower_pct)]

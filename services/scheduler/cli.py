@@ -4,39 +4,36 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import time
 from typing import Any
 
 from services.common import logs
 from services.common.bus.rabbitmq import RabbitBus, Role, rabbit_factory
 from services.common.cli import (
     EXIT_COLLAPSE,
-    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_SLOWER,
     EXIT_USAGE,
     Parser,
     error,
+    percent,
     run_main,
-    write_output,
 )
 from services.common.config import AMQP, DB, Settings, add_settings_flags, with_db_password
 from services.common.spec.durations import format_duration
-from services.common.errors import BusError, ConnectError, SettingsError, StoreError, StoreUnavailable
+from services.common.errors import ConnectError, SettingsError, StoreError
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.loading import load_spec_source
 from services.common.store import Store
 from services.common.store.campaigns import Duplicate
-from services.reporting import load as loading
-from services.reporting.options import ReportOptions
 from services.reporting.plan_power import PlanPower
 from services.reporting.render import registry
 from services.scheduler import plan, preflight, windows
+from services.scheduler.confirm import GateRequest, gate_campaign
 from services.scheduler.deferred import deferred_sigint
+from services.scheduler.follow import PoolConsumers, wait
 from services.scheduler.plan_history import power_of
-from services.scheduler.progress import ConsumerWatch, Progress, ProgressLine
 from services.scheduler.submit import RolledBack, StoreLedger, submit
 
 
@@ -180,7 +177,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps({"campaign_id": outcome.campaign_id, "duplicate": True}))
         if earlier is None or not args.wait:
             return EXIT_OK
-        return _wait(settings, earlier.campaign_id, earlier.spec, args)
+        return _wait_and_gate(settings, earlier.campaign_id, earlier.spec, args)
     logs.get("scheduler").bind(campaign_id=campaign_id).info("campaign_submitted", runs=outcome.runs, pool=outcome.pool)
     _warn_few_workers(settings, spec)
     if args.json and not args.wait:
@@ -191,50 +188,19 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
               file=sys.stderr if args.json or args.fmt is not None else sys.stdout)
     if not args.wait:
         return EXIT_OK
-    return _wait(settings, campaign_id, spec, args)
+    return _wait_and_gate(settings, campaign_id, spec, args)
 
 
-def _progress(store: Store, campaign_id: str, total: int, started: float, planned_run_s: float) -> Progress:
-    counts = store.runs.counts(campaign_id)
-    active = store.runs.active(campaign_id)
-    current = None
-    if active:
-        t, w, th, rep, _, _ = active[0]
-        current = f"{t} {w} t={th} r{rep}" + (f" (+{len(active) - 1} more)" if len(active) > 1 else "")
-    return Progress(total=total, done=counts["done"], failed=counts["failed"], cancelled=counts["cancelled"],
-                    running=counts["running"], current=current, elapsed_s=time.time() - started,
-                    planned_run_s=planned_run_s)
+def _wait_and_gate(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
+    """`--wait`, then the gate of `--fail-on-slower` when the campaign ended without another failure."""
+    rc = wait(settings, campaign_id, spec, args)
+    if rc != EXIT_OK or args.fail_on_slower is None:
+        return rc
+    return gate_campaign(settings, GateRequest(campaign_id, args.fail_on_slower, args.confirm, args.poll))
 
 
-class _PoolConsumers:
-    """How many workers consume a pool's runs queue (a passive declare), or None while the broker
-    cannot say: following a campaign reads the results DB and must outlive a broker restart."""
-
-    def __init__(self, settings: Settings, pool: str):
-        self.settings, self.pool = settings, pool
-        self.bus: RabbitBus | None = None
-        #: What to tell once when the broker went away (None: nothing new to tell).
-        self.notice: str | None = None
-        self._away = False
-
-    def count(self) -> int | None:
-        try:
-            if self.bus is None:
-                self.bus = RabbitBus(self.settings, name="benchfleet scheduler wait", role=Role.SCHEDULER).connect(attempts=1)
-            n = self.bus.consumer_count(self.bus.names.runs_queue(self.pool))
-            self._away = False
-            return n
-        except BusError as e:
-            self.close()
-            if not self._away:
-                self.notice = f"note: broker away ({e}); still waiting"
-            self._away = True
-            return None
-
-    def close(self) -> None:
-        if self.bus is not None:
-            self.bus.close()
-            self.bus = None
+def cmd_gate(args: argparse.Namespace, settings: Settings) -> int:
+    return gate_campaign(settings, GateRequest(args.campaign, args.fail_on_slower, args.confirm, args.poll))
 
 
 def _warn_few_workers(settings: Settings, spec: CampaignSpec) -> None:
@@ -242,7 +208,7 @@ def _warn_few_workers(settings: Settings, spec: CampaignSpec) -> None:
     (workers may still connect; each part gives up after its join timeout, and the run fails)."""
     if spec.load_hosts <= 1:
         return
-    consumers = _PoolConsumers(settings, spec.pool)
+    consumers = PoolConsumers(settings, spec.pool)
     try:
         n = consumers.count()
     finally:
@@ -253,7 +219,12 @@ def _warn_few_workers(settings: Settings, spec: CampaignSpec) -> None:
 
 
 def _report_flags_refused(args: argparse.Namespace) -> str | None:
-    """Why ``--format``/``--out`` cannot be honoured (checked before submitting, not after the wait)."""
+    """Why ``--format``/``--out`` or the gate's flags cannot be honoured (checked before submitting,
+    not after the wait)."""
+    if args.fail_on_slower is not None and not args.wait:
+        return "--fail-on-slower gates the campaign once it ended: add --wait"
+    if args.confirm and args.fail_on_slower is None:
+        return "--confirm re-runs the cells that fail --fail-on-slower PCT: add it"
     chosen = args.fmt is not None or args.out is not None
     if chosen and not args.wait:
         return "--format and --out choose the report of --wait: add --wait"
@@ -263,78 +234,6 @@ def _report_flags_refused(args: argparse.Namespace) -> str | None:
     if (r.to_file or r.plots) and not args.out:
         return f"--format {r.name} writes a file: give --out FILE"
     return None
-
-
-def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
-    started = time.time()
-    total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
-    planned = spec.warmup + sum(map(spec.duration_for, spec.threads)) / len(spec.threads) + plan.RUN_OVERHEAD_S
-    shown = ProgressLine(sys.stderr, tty=sys.stderr.isatty(), columns=shutil.get_terminal_size().columns)
-    watch = ConsumerWatch(spec.pool, needed=spec.load_hosts)
-    consumers = _PoolConsumers(settings, spec.pool)
-    as_json = getattr(args, "json", False)
-    # --json wraps the JSON report in its own document; otherwise the report's --format.
-    r = registry.renderer("json" if as_json else getattr(args, "fmt", None) or registry.DEFAULT_FORMAT, "report")
-    away = False
-    store: Store | None = None
-    try:
-        while True:
-            try:
-                if store is None:
-                    store = Store(settings).open()
-                p = _progress(store, campaign_id, total, started, planned)
-            except StoreUnavailable as e:
-                # Every run ends in a final state (the collector fails or reaps it), so waiting
-                # out a results-DB outage (a restart) ends too; the connection is made anew.
-                if store is not None:
-                    store.close()
-                    store = None
-                if not away:
-                    shown.note(f"results DB away ({e}); still waiting")
-                away = True
-                time.sleep(max(args.poll, 1.0))
-                continue
-            away = False
-            shown.show(p)
-            if p.finished >= total:
-                break
-            n = consumers.count() if p.running == 0 else 1
-            notice = watch.update(n, time.monotonic()) if n is not None else consumers.notice
-            consumers.notice = None
-            if notice:
-                shown.note(notice)
-            time.sleep(args.poll)
-        shown.close()
-        report = loading.load_report(store, campaign_id, r.options(ReportOptions()), plots=r.plots)
-        failures = store.runs.failed(campaign_id)
-    except KeyboardInterrupt:
-        shown.close()
-        print(f"stopped waiting (Ctrl-C); the campaign goes on: scheduler status {campaign_id}, "
-              f"scheduler cancel {campaign_id}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        consumers.close()
-        if store is not None:
-            store.close()
-    rendered = r.render_report(report)
-    if as_json:
-        print(json.dumps({"campaign_id": campaign_id, "runs": total, "pool": spec.pool, "done": p.done,
-                          "failed": p.failed, "cancelled": p.cancelled,
-                          "failures": [{"run_id": f.run_id, "error": f.error} for f in failures],
-                          "report": json.loads(rendered)}, indent=1))
-    else:
-        out = getattr(args, "out", None)
-        write_output(out, rendered)
-        if out:
-            print(f"wrote {out}", file=sys.stderr)
-        for f in failures:
-            print(f"failed: {f.run_id}: {f.error}", file=sys.stderr)
-    if p.failed:
-        return EXIT_FAILED
-    if getattr(args, "fail_on_collapse", False) and report.collapsed:
-        _err(f"{len(report.collapsed)} collapsed cell(s) in {campaign_id}")
-        return EXIT_COLLAPSE
-    return EXIT_OK
 
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
@@ -403,6 +302,18 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _gate_flags(s: argparse.ArgumentParser, prefix: str, *, required: bool = False) -> None:
+    # PCT is required: an optional value would take the next word for it.
+    s.add_argument("--fail-on-slower", metavar="PCT", type=percent, default=None, required=required,
+                   help=f"{prefix}exit {EXIT_SLOWER} (EXIT_SLOWER) when a target's cell is slower than the baseline's "
+                        "by more than PCT percent over its whole adjusted interval (the report's family) and by at "
+                        "least the 1%% min effect; lists the failing cells on stderr")
+    s.add_argument("--confirm", action="store_true",
+                   help="with --fail-on-slower: re-run only the failing cells (with their baseline, same targets and "
+                        "repeat) as a new campaign, follow it, and fail only on the cells slower again there, "
+                        "judged on those runs alone")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="scheduler", description=__doc__)
     p.add_version()
@@ -442,6 +353,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--fail-on-collapse", action="store_true",
                    help=f"with --wait: exit {EXIT_COLLAPSE} (EXIT_COLLAPSE) when any cell collapsed (runs failing "
                         "exit 1 first)")
+    _gate_flags(s, "with --wait: ")
     s.add_argument("--poll", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     s.add_argument("--json", action="store_true",
                    help="print JSON: the campaign id and runs, or with --wait the final report")
@@ -454,6 +366,14 @@ def _parser() -> argparse.ArgumentParser:
                                              "while its campaign is still running)")
     s.add_argument("--force", action="store_true", help="submit even if the same spec or key was submitted")
     s.set_defaults(fn=cmd_submit)
+    s = sub.add_parser("gate", help="gate a finished campaign's targets against its baseline (--fail-on-slower)",
+                       description="gate a finished campaign's targets against its baseline, as submit --wait "
+                                   "--fail-on-slower does; with --confirm, re-run the failing cells first")
+    s.add_argument("campaign", help="campaign id or name (latest of that name)")
+    _gate_flags(s, "", required=True)
+    s.add_argument("--poll", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
+    add_settings_flags(s, AMQP, DB)
+    s.set_defaults(fn=cmd_gate)
     s = sub.add_parser("cancel", help="drop a campaign's pending runs and stop its active ones",
                        description="drop a campaign's pending runs and stop its active ones")
     s.add_argument("campaign", help="campaign id or name (latest of that name)")

@@ -150,4 +150,5 @@ def test_compare_and_history_across_campaigns(results_db):
     lines = hist.stdout.splitlines()
     assert lines[0] == "History of 8 / oltp_point_select / 256 threads (q/s)"
     assert [l.split()[0] for l in lines[3:5]] == ["synthetic-1", "synthetic-2"]
-    assert lines[4].split()[-1].endswith("%+")
+    # The change against synthetic-1 marked faster, then its adjusted interval and q-value.
+    assert lines[4].split()[-3].endswith("%+") and lines[4].split()[-2].count("%") == 2

@@ -112,18 +112,18 @@ def test_submit_wait_prints_the_final_report_in_the_registered_format(tally, mon
     renderer returns it, or writes it to --out."""
     from services.reporting import load as load_module
     from services.reporting.report import analyse
-    from services.scheduler import cli as scheduler_cli
+    from services.scheduler import follow
 
-    monkeypatch.setattr(scheduler_cli, "Store", _Store)
+    monkeypatch.setattr(follow, "Store", _Store)
     monkeypatch.setattr(load_module, "load_report",
                         lambda store, ref, opts, plots=False: analyse(campaign(POOL_RUNS, cid=ref), opts))
     spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
     args = argparse.Namespace(poll=0.01, fmt="tally", out=None)
-    assert scheduler_cli._wait(Settings(), "c", spec, args) == cli.EXIT_OK
+    assert follow.wait(Settings(), "c", spec, args) == cli.EXIT_OK
     assert capsys.readouterr().out == "tally report c: 1 table(s)\n"
     args.out = str(tmp_path / "final.tally")
-    assert scheduler_cli._wait(Settings(), "c", spec, args) == cli.EXIT_OK
+    assert follow.wait(Settings(), "c", spec, args) == cli.EXIT_OK
     assert capsys.readouterr().out == "" and (tmp_path / "final.tally").read_text() == "tally report c: 1 table(s)\n"
 
 

@@ -120,7 +120,7 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
     from services.common.spec.campaign import CampaignSpec
     from services.reporting import load as load_module
     from services.reporting.report import analyse
-    from services.scheduler import cli as scheduler_cli
+    from services.scheduler import follow
     from tests.unit.report_sample import FinishedRuns
     from tests.unit.test_report_formats import POOL_RUNS, campaign as pool_campaign
 
@@ -140,12 +140,12 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
         def close(self):
             pass
 
-    monkeypatch.setattr(scheduler_cli, "Store", DoneStore)
+    monkeypatch.setattr(follow, "Store", DoneStore)
     monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts, plots=False: analyse(pool_campaign(POOL_RUNS), opts))
     spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
     args = argparse.Namespace(poll=0.01, fail_on_collapse=True)
-    assert scheduler_cli._wait(Settings(), "c", spec, args) == cli.EXIT_COLLAPSE
+    assert follow.wait(Settings(), "c", spec, args) == cli.EXIT_COLLAPSE
     assert "error: 1 collapsed cell(s) in c" in capsys.readouterr().err
     args.fail_on_collapse = False
-    assert scheduler_cli._wait(Settings(), "c", spec, args) == cli.EXIT_OK
+    assert follow.wait(Settings(), "c", spec, args) == cli.EXIT_OK

@@ -78,7 +78,7 @@ def test_wait_tells_once_that_the_broker_is_away_and_keeps_following(monkeypatch
     from services.common.spec.campaign import CampaignSpec
     from services.reporting import load as load_module
     from services.reporting.report import analyse
-    from services.scheduler import cli as scheduler_cli
+    from services.scheduler import follow
     from tests.unit.test_report_formats import POOL_RUNS, campaign as pool_campaign
 
     polls = iter([0, 0, 0, 0, 12])
@@ -110,11 +110,11 @@ def test_wait_tells_once_that_the_broker_is_away_and_keeps_following(monkeypatch
         def connect(self, attempts=None):
             raise BusError("cannot connect to RabbitMQ: StreamLostError")
 
-    monkeypatch.setattr(scheduler_cli, "Store", Store)
-    monkeypatch.setattr(scheduler_cli, "RabbitBus", AwayBus)
+    monkeypatch.setattr(follow, "Store", Store)
+    monkeypatch.setattr(follow, "RabbitBus", AwayBus)
     monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts, plots=False: analyse(pool_campaign(POOL_RUNS), opts))
     spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
-    assert scheduler_cli._wait(Settings(), "c", spec, argparse.Namespace(poll=0.01)) == 0
+    assert follow.wait(Settings(), "c", spec, argparse.Namespace(poll=0.01)) == 0
     err = capsys.readouterr().err
     assert err.count("note: broker away (cannot connect to RabbitMQ: StreamLostError); still waiting") == 1, err

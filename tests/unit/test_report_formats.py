@@ -187,8 +187,8 @@ def test_history_compares_each_campaign_with_the_one_before():
             + [_history_row("c2", "n", 200.0, 4, 0.0, status="failed")])
     points = history_points(rows, ReportOptions(metric="qps"))
     assert [(p.campaign_id, p.stats.n, p.failed) for p in points] == [("c1", 3, 0), ("c2", 3, 1)]
-    assert points[1].vs_previous.verdict == "slower"
+    assert points[1].vs_previous.decision == "slower"
     text = render_history_text(History("off / w / 8 threads", tuple(points), ReportOptions(metric="qps"))).splitlines()
     assert text[0] == "History of off / w / 8 threads (q/s)"
     assert text[3].split()[:4] == ["c1", "1970-01-01", "00:01", "3"]
-    assert text[4].endswith("-10.00%-")
+    assert text[4].split()[10] == "-10.00%-"

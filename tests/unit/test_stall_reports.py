@@ -164,7 +164,8 @@ def test_compare_marks_the_campaign_row_holding_the_stall_and_lists_it():
 
 
 def test_history_counts_the_marked_runs_of_each_campaign():
-    """A cell's history says how many of each campaign's runs were marked, with the ~."""
+    """A cell's history says how many of each campaign's runs were marked, with the ~, and leaves them
+    out of the campaign's n and of the test."""
     from services.common.results.rows import HistoryEntry
     from services.reporting.history import History, history_points, render_history_text
 
@@ -174,4 +175,5 @@ def test_history_counts_the_marked_runs_of_each_campaign():
     points = history_points(entries)
     assert [(p.campaign_id, p.stalled) for p in points] == [("a", 0), ("b", 1)]
     text = render_history_text(History("on / oltp_update_index / 24 threads", tuple(points))).splitlines()
-    assert text[3].split()[8:10] == ["0", "0"] and text[4].split()[8:10] == ["0", "1~"]
+    assert [p.stats.n for p in points] == [2, 1]
+    assert text[3].split()[8:10] == ["0", "0"] and text[4].split()[3] == "1" and "1~" in text[4].split()
