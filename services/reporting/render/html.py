@@ -28,6 +28,7 @@ from services.reporting.tables import (
     failed_lines,
     format_value,
     formula_lines,
+    left_out_lines,
     legend_lines,
     verdict_note,
 )
@@ -66,6 +67,8 @@ def render_table_html(named: NamedTable) -> list[str]:
             cls = "num" + (" faster" if MARK_FASTER in c.mark else " slower" if MARK_SLOWER in c.mark else "") \
                 + (" stalled" if MARK_STALL in c.mark or MARK_SHORT in c.mark else "")
             title = verdict_note(c.verdict) if c.verdict else c.comparison.reason if c.comparison else ""
+            if c.excluded and not c.verdict:
+                title = (title + "; " if title else "") + f"left out: {c.excluded_reason}"
             cells.append(f'<td class="{cls}" title="{_e(title)}">{_e(format_value(c, table.places))}'
                          f"{_e(c.mark)}</td>")
         label = f"<td>{_e(row.workload)}</td>" + (f"<td>{_e(row.label.strip())}</td>" if spec.grouped else "")
@@ -75,8 +78,9 @@ def render_table_html(named: NamedTable) -> list[str]:
     out.append('<ul class="legend">' + "".join(
         f"<li><code>{_e(mark)}</code> {_e(text)}</li>" if mark else f"<li>{_e(text)}</li>"
         for mark, text in legend_lines(table)) + "</ul>")
-    if table.failed:
-        out.append('<p class="note">' + "<br>".join(_e(x) for x in failed_lines(table)) + "</p>")
+    for note in (failed_lines(table), left_out_lines(table)):
+        if note:
+            out.append('<p class="note">' + "<br>".join(_e(x) for x in note) + "</p>")
     return out
 
 

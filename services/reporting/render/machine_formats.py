@@ -19,7 +19,14 @@ from services.reporting.compare import CampaignComparison, header_lines
 from services.reporting.report import Report, head_lines
 from services.reporting.stalls import stall_rows
 from services.reporting.starved import starved_rows
-from services.reporting.tables import NO_DATA, format_value, formula_lines, legend_lines, missing_reason
+from services.reporting.tables import (
+    NO_DATA,
+    format_value,
+    formula_lines,
+    left_out_lines,
+    legend_lines,
+    missing_reason,
+)
 
 #: Version of the JSON export's layout; history: 1 = first version (additive since: each run
 #: carries every column of ``ResultRow``, campaign_id included; ``stalls``: runs marked for a
@@ -41,7 +48,10 @@ def table_data(named: NamedTable) -> dict[str, Any]:
         cells = []
         for threads, c in zip(t.threads, row.cells):
             cell: dict[str, Any] = {"threads": threads, "value": _num(c.value), "text": format_value(c, t.places),
-                                    "mark": c.mark, "failed_runs": c.failed, "stalled_runs": c.stalled}
+                                    "mark": c.mark, "failed_runs": c.failed, "stalled_runs": c.stalled,
+                                    "excluded_runs": c.excluded}
+            if c.excluded:
+                cell["excluded_reason"] = c.excluded_reason
             if c.value is None:
                 cell["missing"] = missing_reason(t)
             if c.stats:
@@ -67,6 +77,7 @@ def table_data(named: NamedTable) -> dict[str, Any]:
         "threads": list(t.threads), "formulas": [f.strip() for f in formula_lines(spec)], "rows": rows,
         "legend": [{"mark": m, "meaning": text} for m, text in legend_lines(t)],
         "failed": [f.__dict__ for f in t.failed],
+        "left_out": [line.strip() for line in left_out_lines(t)[1:]],
         "family": dataclasses.asdict(t.family) if t.family else None,
     }
 
@@ -168,6 +179,10 @@ def table_rows(named: NamedTable) -> list[list[Any]]:
     rows.extend([f] for f in data["formulas"])
     rows.append([])
     rows.extend([e["mark"], e["meaning"]] for e in data["legend"])
+    left_out = left_out_lines(named.table)
+    if left_out:
+        rows.append([])
+        rows.extend([line.strip()] for line in left_out)
     return rows
 
 
