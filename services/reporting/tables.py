@@ -22,7 +22,6 @@ from services.reporting.stats import (
     CellStats,
     Comparison,
     compare_stats,
-    describe,
 )
 from services.reporting.verdicts import CellFigures, Decision, Verdict
 
