@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from services.common.results.rows import ResultRow
 from services.reporting import metrics_catalog as mc
 from services.reporting.collapse import AgainstPeak, CellThroughput, collapse_points
+from services.reporting.kept_runs import cell_runs_of, left_out_reason
 from services.reporting.options import ReportOptions
 from services.reporting.peak import check_peak
 from services.reporting.stalls import StalledRun, mark_stalls
@@ -92,10 +93,11 @@ HIT_RATIOS = ("key_cache_hit_ratio", "buffer_pool_hit_ratio")
 
 def cell_runs(data: CampaignData, m: mc.Metric) -> dict[tuple[str, str, int], CellRuns]:
     """Each cell's runs for metric ``m``, as ``tables.group_cells`` groups measurements, from the
-    grouping the campaign's tables share."""
+    grouping the campaign's tables share; runs flagged for a stall, an overrun or a short window
+    are left out of the cell's number and verdict (``kept_runs``)."""
     out = {}
     for key, rows in data.by_cell.items():
-        values, blocks, failed, unrecorded = [], [], 0, 0
+        values, failed, unrecorded = [], 0, 0
         for r in rows:
             v = mc.row_value(m, r)
             if r.status != "ok" or (v is not None and math.isnan(v)):
@@ -103,9 +105,8 @@ def cell_runs(data: CampaignData, m: mc.Metric) -> dict[tuple[str, str, int], Ce
             elif v is None:
                 unrecorded += 1
             else:
-                values.append(v)
-                blocks.append(r.repetition)
-        out[key] = CellRuns(tuple(values), failed, len(rows), unrecorded, tuple(blocks))
+                values.append((r.repetition, v, left_out_reason(r.flags)))
+        out[key] = cell_runs_of(values, failed=failed, total=len(rows), unrecorded=unrecorded)
     return out
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, NamedTable
+from services.reporting.kept_runs import left_out_reason
 from services.reporting.options import ReportOptions
 from services.reporting.page_verdicts import judge_tables
 from services.reporting.render.formats import md_text, render_csv, render_markdown
@@ -61,12 +62,13 @@ def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = Re
     stalled = {label: [r for r in stalled_runs(data.runs) if r.target in targets and r.workload in workloads
                        and r.threads in threads] for label, data in ((LABEL_A, a), (LABEL_B, b))}
     for target in targets:
-        ms = [Measurement(label, r.workload, r.threads, r.repetition, mc.row_value(m, r), failed=r.status != "ok")
+        ms = [Measurement(label, r.workload, r.threads, r.repetition, mc.row_value(m, r), failed=r.status != "ok",
+                          left_out=left_out_reason(r.flags) if r.status == "ok" else "")
               for label, data in ((LABEL_A, a), (LABEL_B, b)) for r in data.runs if r.target == target]
         spec = TableSpec(targets=(LABEL_A, LABEL_B), baseline=LABEL_A, workloads=workloads, threads=threads,
                          mode=opts.mode, unit=m.unit, alpha=opts.alpha, min_effect=opts.min_effect,
                          cv_threshold=opts.cv_threshold, mark_high_cv=opts.mark_high_cv,
-                         higher_is_better=m.higher_is_better)
+                         higher_is_better=m.higher_is_better, paired=False)
         # The table's rows are the campaigns: a run of this target marks the row of its campaign.
         here = [dataclasses.replace(r, target=label) for label, runs in stalled.items() for r in runs
                 if r.target == target]

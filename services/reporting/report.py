@@ -6,6 +6,8 @@ Pure: the campaign comes in as ``CampaignData`` (``load.load`` reads it from the
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass
 
 from services.reporting.analysis import (
@@ -17,6 +19,7 @@ from services.reporting.analysis import (
     collapse_findings,
     collapse_lines,
 )
+from services.reporting.counts import HEADER, RunCounts, cell_counts, count_lines, legend_lines, run_counts, summary, table_rows
 from services.reporting.options import ReportOptions
 from services.reporting.page_verdicts import judge_tables
 from services.reporting.stalls import StalledRun, assessed, stall_lines, stalled_runs
@@ -44,6 +47,8 @@ class Report:
     stalls_checked: bool = False
     #: Cells whose runs left connections without a completed transaction in a long enough window.
     starved: tuple[StarvedCell, ...] = ()
+    #: Every successful run's client and server counts (the run list's, with its summary line).
+    counts: tuple[RunCounts, ...] = ()
 
     @property
     def main(self) -> NamedTable:
@@ -63,7 +68,8 @@ def analyse(data: CampaignData, opts: ReportOptions) -> Report:
                              build(data, m, opts.mode, opts, collapsed, stalled)),)
     # One family for the page: the tables it shows, paired over the campaign's shared blocks.
     tables = judge_tables(tables, alpha=opts.alpha, min_effect=opts.min_effect).tables
-    return Report(data, opts, tables, collapsed, stalled, assessed(data.runs), tuple(starved_cells(data.runs)))
+    return Report(data, opts, tables, collapsed, stalled, assessed(data.runs), tuple(starved_cells(data.runs)),
+                  tuple(run_counts(data.runs)))
 
 
 def head_lines(data: CampaignData) -> list[str]:
@@ -80,9 +86,35 @@ def render_markdown_lines(report: Report) -> list[str]:
     return _lines(report, markdown=True)
 
 
+#: The CSV columns a report adds to its table's: the row target's cell's client and server counts
+#: over its runs (server empty when a run's is n/a), and its runs that disagree or have no server count.
+COUNT_CSV_COLUMNS = ("client_transactions", "server_transactions", "counts_disagree", "counts_na")
+
+
 def render_csv_lines(report: Report) -> list[str]:
-    """The chosen table as long-format CSV lines."""
-    return render_csv(report.main.table)
+    """The chosen table as long-format CSV lines, each cell with its runs' client and server counts."""
+    per_cell = cell_counts(report.counts)
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    for i, row in enumerate(csv.reader(render_csv(report.main.table))):
+        if i == 0:
+            w.writerow(row + list(COUNT_CSV_COLUMNS))
+            continue
+        client, server, disagree, na = per_cell.get((row[1], row[0], int(row[3])), (None, None, 0, 0))
+        w.writerow(row + ["" if client is None else client, "" if server is None else server, disagree, na])
+    return out.getvalue().splitlines()
+
+
+def count_markdown(counts: tuple[RunCounts, ...]) -> list[str]:
+    """The run list's counts as a Markdown table under its summary line, then its legend."""
+    lines = ["## Client and server counts", "", md_text(summary(counts).line())]
+    if not counts:
+        return lines
+    lines += ["", "| " + " | ".join(h or "flag" for h in HEADER) + " |",
+              "| " + " | ".join(":---" if i < 2 or i == 4 else "---:" for i in range(len(HEADER))) + " |"]
+    # Cells hold names (letters, digits, _ . -), numbers and marks: only a | would break the table.
+    lines += ["| " + " | ".join(v.replace("|", "\\|") for v in row) + " |" for row in table_rows(counts)]
+    return lines + [""] + [f"- {md_text(x)}" for x in legend_lines(counts)]
 
 
 def _lines(report: Report, *, markdown: bool) -> list[str]:
@@ -103,4 +135,6 @@ def _lines(report: Report, *, markdown: bool) -> list[str]:
     starved = starved_lines(report.starved)
     if starved:
         lines.extend([""] + ([md_text(line) for line in starved] if markdown else starved))
+    lines.append("")
+    lines.extend(count_markdown(report.counts) if markdown else count_lines(report.counts))
     return lines

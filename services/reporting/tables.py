@@ -8,13 +8,13 @@ Markdown, CSV and the settings block live in ``render.formats``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Mapping
 
 from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION
+from services.reporting.kept_runs import CellRuns, as_judged, cell_runs_of, left_out_note
 from services.reporting.stats import (
     DEFAULT_ALPHA,
     DEFAULT_CV_THRESHOLD,
@@ -22,7 +22,6 @@ from services.reporting.stats import (
     CellStats,
     Comparison,
     compare_stats,
-    describe,
 )
 from services.reporting.verdicts import CellFigures, Decision, Verdict
 
@@ -58,6 +57,8 @@ class Measurement:
     repetition: int
     value: float | None
     failed: bool = False
+    #: Why a successful run is left out of the cell's number and verdict ("": kept; see kept_runs).
+    left_out: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class TableSpec:
     #: Add the seeds' ``*`` to cells where either side's CV exceeds cv_threshold.
     mark_high_cv: bool = False
     higher_is_better: bool = True
+    #: Whether the targets' repetitions ran in shared blocks (one campaign), so a ratio stands on the
+    #: blocks a paired verdict pairs; False for the two campaigns of a comparison.
+    paired: bool = True
     #: None: two decimals for ratio/delta (as the seeds); absolute values get whole numbers
     #: when they reach the thousands (q/s) and two decimals below (latency in ms).
     decimals: int | None = None
@@ -120,6 +124,10 @@ class Cell:
     figures: CellFigures | None = None
     #: The page's verdict on the cell (None until a page judged it: ``page_verdicts``).
     verdict: Verdict | None = None
+    #: Runs behind the cell (the baseline's too, in a comparison) left out of its verdict for a
+    #: stall, an overrun or a short window, and which and why (``kept_runs``).
+    excluded: int = 0
+    excluded_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -187,28 +195,6 @@ class Table:
         return any(cell.value is None for row in self.rows for cell in row.cells)
 
 
-@dataclass(frozen=True)
-class CellRuns:
-    """One cell's runs for one metric: the values of its successful runs in repetition order,
-    its failed runs (left out), all its runs, and successful runs that did not record the metric."""
-
-    values: tuple[float, ...]
-    failed: int = 0
-    total: int = 0
-    unrecorded: int = 0
-    #: The repetition of each value (empty: values are repetitions 1, 2, ... in order).
-    blocks: tuple[int, ...] = ()
-
-    def by_block(self) -> dict[int, float | None]:
-        """The values by repetition, as a page's verdicts pair them."""
-        return dict(zip(self.blocks or range(1, len(self.values) + 1), self.values))
-
-    @functools.cached_property
-    def stats(self) -> CellStats | None:
-        """The values' summary, computed once however many tables show the cell (None: no values)."""
-        return describe(self.values) if self.values else None
-
-
 def group_cells(measurements: Iterable[Measurement], spec: TableSpec) -> dict[tuple[str, str, int], CellRuns]:
     """Measurements of the spec's targets and workloads grouped into cells (target, workload, threads)."""
     # Keyed by repetition so a redelivered result replaces, never doubles, its run.
@@ -216,8 +202,7 @@ def group_cells(measurements: Iterable[Measurement], spec: TableSpec) -> dict[tu
     for m in measurements:
         if m.target in spec.targets and m.workload in spec.workloads:
             runs[(m.target, m.workload, m.threads, m.repetition)] = m
-    values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-    blocks: dict[tuple[str, str, int], list[int]] = defaultdict(list)
+    values: dict[tuple[str, str, int], list[tuple[int, float, str]]] = defaultdict(list)
     failures: dict[tuple[str, str, int], int] = defaultdict(int)
     totals: dict[tuple[str, str, int], int] = defaultdict(int)
     unrecorded: dict[tuple[str, str, int], int] = defaultdict(int)
@@ -229,10 +214,9 @@ def group_cells(measurements: Iterable[Measurement], spec: TableSpec) -> dict[tu
         elif m.value is None:
             unrecorded[key] += 1
         else:
-            values[key].append(m.value)
-            blocks[key].append(repetition)
-    return {key: CellRuns(tuple(values.get(key, ())), failures.get(key, 0), n, unrecorded.get(key, 0),
-                          tuple(blocks.get(key, ())))
+            values[key].append((repetition, m.value, m.left_out))
+    return {key: cell_runs_of(values.get(key, ()), failed=failures.get(key, 0), total=n,
+                              unrecorded=unrecorded.get(key, 0))
             for key, n in totals.items()}
 
 
@@ -251,7 +235,7 @@ def table_of_cells(cells: Mapping[tuple[str, str, int], CellRuns], spec: TableSp
     rows = []
     for workload in spec.workloads:
         for target in spec.row_targets:
-            row_cells = tuple(_cell(spec, summaries, failures, target, workload, t) for t in threads)
+            row_cells = tuple(_cell(spec, summaries, failures, target, workload, t, cells) for t in threads)
             rows.append(Row(workload, target, _row_label(spec, workload, target), row_cells))
     failed = tuple(
         FailedRuns(*key, n, cells[key].total)
@@ -267,13 +251,19 @@ def table_of_cells(cells: Mapping[tuple[str, str, int], CellRuns], spec: TableSp
 
 def _with_figures(spec: TableSpec, cells: Mapping[tuple[str, str, int], CellRuns], row: Row,
                   threads: Iterable[int]) -> Row:
-    """The row with each compared cell's figures by repetition, for the page's verdicts."""
+    """The row with each compared cell's kept figures by repetition, for the page's verdicts, and
+    every cell's runs left out of its verdict."""
     out = []
     for t, c in zip(threads, row.cells):
         own, base = cells.get((row.target, row.workload, t)), cells.get((spec.baseline, row.workload, t))
+        sides = [(row.target, own)] + ([(spec.baseline, base)] if row.target != spec.baseline else [])
+        note = left_out_note(sides)
+        if note:
+            c = dataclasses.replace(c, excluded=sum(len(r.left_out) for _, r in sides if r is not None),
+                                    excluded_reason=note)
         if c.comparison is not None and own is not None and base is not None:
             key = f"{row.target} / {row.workload} / {t}"
-            c = dataclasses.replace(c, figures=CellFigures(key, own.by_block(), base.by_block()))
+            c = dataclasses.replace(c, figures=CellFigures(key, own.by_block(), base.by_block(), left_out=note))
         out.append(c)
     return dataclasses.replace(row, cells=tuple(out))
 
@@ -287,7 +277,8 @@ def _places(spec: TableSpec, rows: list[Row]) -> int:
     return 0 if shown and max(shown) >= 1000 else 2
 
 
-def _cell(spec: TableSpec, summaries, failures, target: str, workload: str, threads: int) -> Cell:
+def _cell(spec: TableSpec, summaries, failures, target: str, workload: str, threads: int,
+          cells: Mapping[tuple[str, str, int], CellRuns]) -> Cell:
     own = summaries.get((target, workload, threads))
     base = summaries.get((spec.baseline, workload, threads))
     failed = failures.get((target, workload, threads), 0)
@@ -295,6 +286,10 @@ def _cell(spec: TableSpec, summaries, failures, target: str, workload: str, thre
         return Cell(None, "", failed=failed)
     # The baseline's own cell (only in absolute tables) has nothing to test against.
     compared = target != spec.baseline
+    if compared and base is not None and spec.paired and spec.mode != "absolute":
+        # A ratio stands on the blocks its paired verdict does: none whose run of either side was left out.
+        mine, theirs = as_judged(cells[(target, workload, threads)], cells[(spec.baseline, workload, threads)])
+        own, base = mine.stats or own, theirs.stats or base
     comp = (compare_stats(own, base, alpha=spec.alpha, min_effect=spec.min_effect,
                           higher_is_better=spec.higher_is_better) if compared and base is not None else None)
     mark = cell_mark(own, comp, compared=compared, mark_high_cv=spec.mark_high_cv, cv_threshold=spec.cv_threshold)
@@ -358,8 +353,10 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
             (MARK_SLOWER, f"significantly slower than {spec.baseline} ({test})"),
             ("", "no mark: no significant difference"),
         ]
+    left_out = any(c.excluded for row in table.rows for c in row.cells)
     if MARK_UNTESTED in used:
-        entries.append((MARK_UNTESTED, "not enough repetitions to test (fewer than 2 successful runs on a side)"))
+        entries.append((MARK_UNTESTED, "not enough repetitions to test (fewer than 2 successful runs on a side"
+                                       + (", once stalled and short runs are left out)" if left_out else ")")))
     if spec.mark_high_cv:
         entries.append((MARK_HIGH_CV, f"unusually high STDEV: coefficient of variation above {spec.cv_threshold * 100:g}%"))
     if MARK_COLLAPSE in used:
@@ -373,6 +370,11 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
         entries.append((MARK_SHORT, f"short window: {whose} completed fewer than {MIN_COMPLETED_PER_CONNECTION:g} "
                                     "transactions per connection, so its window was shorter than that many mean "
                                     "response times (runs listed below)"))
+    if left_out:
+        entries.append(("", f"runs marked {MARK_STALL} or {MARK_SHORT} are left out of their cell's verdict, and of "
+                            "its number while the cell has other runs (the number and the verdict then stand on "
+                            "the same runs); a block whose run of either side is left out pairs nothing (runs "
+                            "left out listed below)"))
     if table.has_missing():
         entries.append((NO_DATA, missing_reason(table)))
     return entries
@@ -384,8 +386,9 @@ def verdict_note(v: Verdict) -> str:
     if v.decision == "missing":
         return f"{v.decision}: {v.reason}"
     q = "" if math.isnan(v.q) else f", q = {v.q:.3g}"
+    left = f"; left out: {v.left_out}" if v.left_out else ""
     return (f"{v.decision}: ratio {v.ratio:.4f}, {v.level * 100:.3g}% interval {v.low:.4f} to {v.high:.4f}{q} "
-            f"({v.estimate.reason}; {v.reason})")
+            f"({v.estimate.reason}; {v.reason}{left})")
 
 
 def _verdict_legend(table: Table, family: FamilyNote, used: set[str]) -> list[tuple[str, str]]:
@@ -423,6 +426,19 @@ def failed_lines(table: Table) -> list[str]:
     for f in table.failed:
         threads = f"{f.threads} thread{'s' if f.threads != 1 else ''}"
         lines.append(f"  {f.target} / {f.workload} / {threads}: {f.failed} of {f.total} runs failed")
+    return lines
+
+
+def left_out_lines(table: Table) -> list[str]:
+    """A note naming each cell whose runs were left out of its verdict, with which runs and why."""
+    hit = [(row, t, c) for row in table.rows for t, c in zip(table.threads, row.cells) if c.excluded]
+    if not hit:
+        return []
+    lines = [f"Runs left out of the verdicts ({MARK_STALL} a stall or an overrun, {MARK_SHORT} a short window):"]
+    for row, t, c in hit:
+        runs = f"{c.excluded} run{'s' if c.excluded != 1 else ''}"
+        lines.append(f"  {row.target} / {row.workload} / {t} thread{'s' if t != 1 else ''}: {runs} "
+                     f"({c.excluded_reason})")
     return lines
 
 
@@ -464,4 +480,7 @@ def render_text(table: Table) -> list[str]:
     if table.failed:
         lines.append("")
         lines.extend(" " + f for f in failed_lines(table))
+    if left_out_lines(table):
+        lines.append("")
+        lines.extend(" " + f for f in left_out_lines(table))
     return lines

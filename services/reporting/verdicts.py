@@ -9,7 +9,8 @@ Decisions (``higher_is_better`` None is a counter, which has no better direction
                      still sees it, reading the interval);
   "undecided"        neither: more repetitions might tell;
   "identical"        no spread and no difference at all;
-  "missing"          nothing to compare (no figures, one repetition, a figure with no log).
+  "missing"          nothing to compare (no figures, one repetition, a figure with no log, every
+                     run of a side left out for a stall or a short window: ``kept_runs``).
 Zero spread with a nonzero difference is "undecided" for a timing (a run-to-run noise of
 exactly zero means the figure is capped or synthetic, so no p-value is claimed), and
 "differs" for a counter, whose exact difference is a fact. Neither joins the BH family.
@@ -37,6 +38,9 @@ class CellFigures:
     key: str
     target: Figures
     baseline: Figures
+    #: The runs left out of both sides' figures (a stall, an overrun, a short window) and why:
+    #: "on repetition 2: short window" (``kept_runs.left_out_note``; "": none).
+    left_out: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class Verdict:
     high: float
     decision: Decision
     reason: str
+    #: The runs left out of the estimate, and why (``CellFigures.left_out``).
+    left_out: str = ""
 
     @property
     def ratio(self) -> float:
@@ -121,7 +127,9 @@ def judge_groups(groups: Sequence[tuple[Sequence[CellFigures], bool | None]], *,
             at += 1
             low, high = est.interval(level)
             decision, reason = _decide(est, sel, low, high, min_effect, higher_is_better)
-            verdicts.append(Verdict(cell.key, est, q, sel, level, low, high, decision, reason))
+            if decision == "missing" and cell.left_out:
+                reason = f"too few runs left to judge once stalled and short runs are left out ({cell.left_out}): {reason}"
+            verdicts.append(Verdict(cell.key, est, q, sel, level, low, high, decision, reason, cell.left_out))
         pages.append(Page(family, alpha, min_effect, higher_is_better, selection, tuple(verdicts)))
     return tuple(pages)
 

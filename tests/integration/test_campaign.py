@@ -72,6 +72,7 @@ def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
     report = fleet.cli("collector", "report", campaign_id, "--delta")
     assert report.returncode == 0, report.stderr
     assert "B" in report.stdout and "-100" in report.stdout
+    _assert_both_counts_shown_and_agree(report.stdout, fleet, campaign_id)
 
     # The same real campaign in every report format (issue 5: reports for a real campaign).
     for fmt in ("markdown", "csv", "json"):
@@ -82,6 +83,34 @@ def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
         out = fleet.cli("collector", "report", campaign_id, "--format", fmt, "--out", str(path))
         assert out.returncode == 0 and path.stat().st_size > 1000, (fmt, out.stderr)
     assert "throughput-vs-threads" in (tmp_path / "report.html").read_text()
+
+
+def _assert_both_counts_shown_and_agree(text: str, fleet: Fleet, campaign_id: str) -> None:
+    """The report lists every run with the client's count and the server's own (read by the monitor
+    over the same window, stored in the results' columns), and flags exactly the runs whose counts
+    differ by more than the tolerance.
+
+    Whether they agree is not asserted here: the server's counters are global, and on this shared
+    server other clients' statements (the collector's, the scheduler's polling, other test sessions')
+    count too. A private server's counts agree: tests/integration/test_server_agreement.py renders
+    the report of such runs."""
+    lines = text.splitlines()
+    summary = next((x for x in lines if x.startswith("Client and server counts agree within tolerance")), "")
+    assert summary.startswith("Client and server counts agree within tolerance (max(2%, in-flight / count)) on ")
+    assert " of 16 runs; 0 n/a" in summary, text[text.find("Client and server counts"):]
+    with Store(fleet.settings) as store:
+        rows = store.results.rows(campaign_id)
+        listed = {x.split()[4]: x.split()[5:] for x in lines if x.split()[4:5] and x.split()[4] in
+                  {r.run_id for r in rows}}
+        assert len(listed) == 16
+        for r in rows:
+            client, server = (int(v.replace(",", "")) for v in listed[r.run_id][:2])
+            whole = store.results.get(r.run_id)
+            assert whole is not None and whole.server.count is not None
+            assert (client, server) == (whole.totals.transactions, whole.server.count.server_transactions), r.run_id
+            allowed = max(0.02 * server, r.in_flight_at_end or 0)
+            assert client > 0 and server > 0, (r.run_id, client, server)
+            assert ("#" in listed[r.run_id]) is (abs(server - client) > allowed), (r.run_id, client, server)
 
 
 def test_redelivered_result_replaces_not_duplicates(fleet, tmp_path):

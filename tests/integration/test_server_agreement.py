@@ -14,8 +14,12 @@ import pytest
 
 from services.common.messages.results import RunResult
 from services.common.messages.runs import Cell, RunSpec
+from services.common.results.rows import ResultRow
 from services.common.spec.targets import ManagedTarget
 from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.reporting.analysis import CampaignData
+from services.reporting.options import ReportOptions
+from services.reporting.report import analyse, render_lines
 from services.worker import runner
 from services.worker.target import managed
 
@@ -95,3 +99,20 @@ def test_sysbench_totals_agree_with_the_server(servers, workload, counter):
     if shutil.which("sysbench") is None:
         pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
     _assert_agrees(_run(servers, PLAIN, workload, 8, driver="sysbench"), counter)
+
+
+def test_the_report_shows_both_counts_of_real_runs_and_they_agree(servers):
+    """A report of real runs on a private server lists each run's client and server counts, the
+    result's own, and sums them up as agreeing on every run."""
+    results = [_run(servers, PLAIN, "oltp_point_select", 1), _run(servers, PLAIN, "oltp_read_write", 16)]
+    runs = tuple(ResultRow.of(r) for r in results)
+    data = CampaignData("agree", "agree", "finished", ("plain",), "plain", ("oltp_point_select", "oltp_read_write"),
+                        (1, 16), {"name": "agree"}, runs)
+    lines = render_lines(analyse(data, ReportOptions()))
+    assert ("Client and server counts agree within tolerance (max(2%, in-flight / count)) on 2 of 2 runs; "
+            "0 n/a.") in lines
+    for r in results:
+        row = next(x.split() for x in lines if r.run_id in x.split())
+        client, server = (int(v.replace(",", "")) for v in row[5:7])
+        assert (client, server) == (r.totals.transactions, r.server.count.server_transactions)
+        assert "#" not in row

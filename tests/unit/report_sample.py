@@ -1,11 +1,11 @@
 """A small synthetic campaign for report tests: three targets, two workloads, four thread
-counts, three repetitions, with status deltas, server figures, one failed run, one stalled run
-and a collapse, so every section of the HTML report has something to show."""
+counts, three repetitions, with status deltas, server figures, one failed run, one stalled run,
+a collapse and a server count that disagrees, so every section of the HTML report has something to show."""
 
 from __future__ import annotations
 
 from bench.synthetic import synthetic_results, synthetic_spec
-from services.common.messages.results import RunQuality, RunResult
+from services.common.messages.results import RunQuality, RunResult, ServerCount
 from services.common.results.rows import ResultRow
 from services.reporting.analysis import CampaignData
 
@@ -17,7 +17,8 @@ REPEAT = 4
 
 
 def sample_results() -> list[RunResult]:
-    """The campaign's results: one failed, one flagged for a stall, the rest clean (assessed)."""
+    """The campaign's results: one failed, one flagged for a stall, the rest clean (assessed); the
+    server's count agrees on all but one run (10% short) and one (n/a, with why)."""
     spec = synthetic_spec("sample", TARGETS, WORKLOADS, THREADS, REPEAT, duration=12, warmup=2)
     out = []
     for i, r in enumerate(synthetic_results(spec, CAMPAIGN_ID, seconds=12, seed=7, collapse_target="8")):
@@ -25,7 +26,11 @@ def sample_results() -> list[RunResult]:
         quality = RunQuality(planned_s=14.0, wall_s=14.5 if not stalled else 30.0, overrun_s=0.0 if not stalled else 16.0,
                              stalled_s=3 if stalled else 0, longest_stall_s=2 if stalled else 0,
                              flags=["stall", "overrun"] if stalled else [])
-        r = r.model_copy(update={"quality": quality})
+        # The server's own count: within 1% of the client's, 10% short on one run, n/a on another.
+        tx = r.totals.transactions
+        count = (ServerCount(reason="the server runs a thread pool without an extra_port") if i == 11 else
+                 ServerCount(counter=["Com_commit", "Com_rollback"], server_transactions=round(tx * (0.9 if i == 7 else 1.001))))
+        r = r.model_copy(update={"quality": quality, "server": r.server.model_copy(update={"count": count})})
         if i == 9:
             r = r.model_copy(update={"status": "failed", "error": "Lost connection to server during query"})
         out.append(r)

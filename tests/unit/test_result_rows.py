@@ -49,14 +49,14 @@ def test_a_row_made_from_a_result_holds_what_the_store_indexes():
 def test_a_row_from_database_values_gets_numbers_of_its_field_types():
     """Database values in column order become a row with ints and floats where the row declares them."""
     values = ["r1", "c1", "off", "w", "4", 1, "ok", 100, "50", 1, 2, 60, None, 36340, 5, 5, 31.0, "stall,overrun",
-              2, 16, 4.5, 0, 37.0]
+              2, 16, 4.5, 0, 37.0, "6000", None, "no counter"]
     row = ResultRow.from_columns(values)
     assert (row.threads, row.qps, row.tps, row.measured_s, row.max_ms) == (4, 100.0, 50.0, 60.0, 36340.0)
     assert isinstance(row.qps, float) and isinstance(row.threads, int)
     assert row.flags == ("stall", "overrun")
     assert row.columns() == ("r1", "c1", "off", "w", 4, 1, "ok", 100.0, 50.0, 1.0, 2.0, 60.0, None, 36340.0,
-                             5, 5, 31.0, "stall,overrun", 2, 16, 4.5, 0, 37.0)
-    with pytest.raises(ValueError, match="23 columns"):
+                             5, 5, 31.0, "stall,overrun", 2, 16, 4.5, 0, 37.0, 6000, None, "no counter")
+    with pytest.raises(ValueError, match="26 columns"):
         ResultRow.from_columns(values[:-1])
 
 

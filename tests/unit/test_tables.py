@@ -207,7 +207,9 @@ def test_csv_one_line_per_cell_with_statistics():
         "workload,target,baseline,threads,mode,value,mark,verdict,n,mean,stdev,cv,baseline_n,"
         "baseline_mean,ratio,ratio_low,ratio_high,t,df,p,failed_runs,stalled_runs,"
         # A page's verdict (blank for a table no page judged).
-        "method,log_ratio,q,interval_level,adjusted_low,adjusted_high"
+        "method,log_ratio,q,interval_level,adjusted_low,adjusted_high,"
+        # Stalled and short runs left out of the verdict.
+        "excluded_runs,excluded_reason"
     )
     assert len(lines) == 5
     first = lines[1].split(",")

@@ -50,6 +50,12 @@ class ResultRow:
     oldest_in_flight_s: float | None = None
     completed_per_connection_min: int | None = None
     completed_per_connection_median: float | None = None
+    #: The client's count of the window's transactions (``totals.transactions``), and the server's
+    #: own count of them (``server.count``, schema 21): None where it is n/a, with
+    #: ``server_count_reason`` saying why (None too for results stored before it was recorded).
+    transactions: int | None = None
+    server_transactions: int | None = None
+    server_count_reason: str | None = None
     #: The whole stored result (series, histograms, server report); None when only the columns
     #: were read, which is all a text table of q/s, tps or p95/p99 needs. Not a column, and
     #: left out of equality: two reads of one run compare equal with or without it.
@@ -66,7 +72,8 @@ class ResultRow:
                    status=result.status, qps=result.qps, tps=result.tps, p95_ms=result.latency.p95_ms,
                    p99_ms=result.latency.p99_ms, measured_s=result.measured_s, error=result.error,
                    max_ms=result.latency.max_ms, **quality_columns(result.quality),
-                   **window_columns(result.window), result=result,
+                   **window_columns(result.window), transactions=result.totals.transactions,
+                   **count_columns(result.server.count), result=result,
                    figures=RunFigures.of(result))
 
     @classmethod
@@ -125,6 +132,20 @@ WINDOW_COLUMNS = ("starved_connections", "in_flight_at_end", "oldest_in_flight_s
 def window_columns(w: Window | None) -> dict[str, Any]:
     """The results table's window columns of a run (all None when it recorded no window)."""
     return {name: None if w is None else getattr(w, name) for name in WINDOW_COLUMNS}
+
+
+#: The results table's columns of the server's count (schema 21), in ``count_columns`` order.
+COUNT_COLUMNS = ("server_transactions", "server_count_reason")
+#: The reason column is TEXT; a reason is a sentence, the whole of it stays in the stored result.
+REASON_CHARS = 1000
+
+
+def count_columns(c: ServerCount | None) -> dict[str, Any]:
+    """The results table's columns of the server's count of a run (both None when not recorded)."""
+    if c is None:
+        return {"server_transactions": None, "server_count_reason": None}
+    reason = c.reason[:REASON_CHARS] if c.reason is not None else None
+    return {"server_transactions": c.server_transactions, "server_count_reason": reason}
 
 
 #: The results table's columns a row holds, in order: derived from the type, so the store's

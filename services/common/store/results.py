@@ -15,8 +15,8 @@ from services.common.errors import StoreError, StoreRefused
 from services.common.messages.results import RunResult
 from services.common.store.parts import refuse_unless_planned
 from services.common.results.figures import FIGURE_COLUMNS, RunFigures
-from services.common.results.rows import (CELL_STAT_COLUMNS, COLUMNS, CellStatRow, HistoryEntry, ResultRow, TargetBuild,
-                                          WINDOW_COLUMNS, quality_columns, window_columns)
+from services.common.results.rows import (CELL_STAT_COLUMNS, COLUMNS, COUNT_COLUMNS, CellStatRow, HistoryEntry, ResultRow,
+                                          TargetBuild, WINDOW_COLUMNS, count_columns, quality_columns, window_columns)
 from services.common.store.connection import StoreConnection
 from services.common.store.runs import Runs
 
@@ -31,9 +31,12 @@ _FIGURES_SET = ", ".join(_FIGURES_WRITTEN)
 _FIGURES_VALUES = ",".join(["%s"] * len(_FIGURES_WRITTEN))
 _FIGURES_UPDATE = ", ".join(f"{c}=VALUES({c})" for c in _FIGURES_WRITTEN)
 _FIGURES_ASSIGN = ", ".join(f"{c}=%s" for c in _FIGURES_WRITTEN)
-_WINDOW_SET = ", ".join(WINDOW_COLUMNS)
-_WINDOW_VALUES = ",".join(["%s"] * len(WINDOW_COLUMNS))
-_WINDOW_UPDATE = ", ".join(f"{c}=VALUES({c})" for c in WINDOW_COLUMNS)
+#: The window's columns (schema 20) and the server's count (schema 21), written after the figures.
+_LATER = WINDOW_COLUMNS + COUNT_COLUMNS
+_WINDOW_SET = ", ".join(_LATER)
+_WINDOW_VALUES = ",".join(["%s"] * len(_LATER))
+_WINDOW_UPDATE = ", ".join(f"{c}=VALUES({c})" for c in _LATER)
+_COUNT_ASSIGN = ", ".join(f"{c}=%s" for c in COUNT_COLUMNS)
 #: Bytes of a results row beyond its compressed result: every other column, and the SQL.
 ROW_OVERHEAD = 8192
 #: The error column is TEXT (65,535 bytes, 4 per character at worst); the whole error stays
@@ -97,6 +100,7 @@ class Results:
                 result.quiesce.waited_s if result.quiesce is not None else None,
                 result.server.build, result.server.build_version, result.server.server_sha256, result.server.malloc,
                 *RunFigures.columns(result)[3:], *window_columns(result.window).values(),
+                *count_columns(result.server.count).values(),
             ),
         )
         self._store_series(result, now)
@@ -146,16 +150,17 @@ class Results:
             )
 
     def rewrite_series(self, campaign_id: str) -> int:
-        """Write result_series and the figure columns again from a campaign's stored results
-        (migration 11 backfills only the results kept as plain JSON, migration 16 none; the
-        others come through here); how many results."""
+        """Write result_series, the figure columns and the server's count again from a campaign's
+        stored results (migration 11 backfills only the results kept as plain JSON, migrations 16
+        and 21 none; the others come through here); how many results."""
         rows = self.db.rows("SELECT run_id, stored_at, result_json, result_z FROM results WHERE campaign_id=%s",
                           (campaign_id,))
         for run_id, stored_at, text, packed in rows:
             result = decode_stored(run_id, text, packed)
             self._store_series(result, float(stored_at))
-            self.db.execute(f"UPDATE results SET {_FIGURES_ASSIGN} WHERE run_id=%s",
-                          RunFigures.columns(result)[3:] + (run_id,))
+            self.db.execute(f"UPDATE results SET {_FIGURES_ASSIGN}, {_COUNT_ASSIGN} WHERE run_id=%s",
+                          RunFigures.columns(result)[3:] + tuple(count_columns(result.server.count).values())
+                          + (run_id,))
         return len(rows)
 
     def save_cell_stats(self, rows: Sequence[CellStatRow], now: float | None = None) -> None:

@@ -36,6 +36,9 @@ History:
       histogram has no percentile); rows stored before with 0 transactions read NULL.
       results.starved_connections, in_flight_at_end, oldest_in_flight_s, completed_per_connection_min,
       completed_per_connection_median: a run's window (native driver), NULL where not recorded.
+  21: results.server_transactions, server_count_reason: the server's own count of a run's window
+      (RunResult.server.count), NULL with the reason where it is n/a; NULL both in rows stored
+      before (`collector stats CAMPAIGN` fills them in from the whole results).
 """
 
 from __future__ import annotations
@@ -303,6 +306,14 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " ADD COLUMN IF NOT EXISTS oldest_in_flight_s DOUBLE NULL,"
             " ADD COLUMN IF NOT EXISTS completed_per_connection_min INT NULL,"
             " ADD COLUMN IF NOT EXISTS completed_per_connection_median DOUBLE NULL",
+        ],
+    ),
+    # 21: the report shows the client's and the server's counts of every run (services/reporting/counts.py).
+    (
+        21,
+        [
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS server_transactions BIGINT NULL,"
+            " ADD COLUMN IF NOT EXISTS server_count_reason TEXT NULL",
         ],
     ),
 ]

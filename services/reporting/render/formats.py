@@ -19,6 +19,7 @@ from services.reporting.tables import (
     failed_lines,
     format_value,
     formula_lines,
+    left_out_lines,
     legend_lines,
     verdict_note,
 )
@@ -28,6 +29,7 @@ CSV_COLUMNS = (
     "n", "mean", "stdev", "cv", "baseline_n", "baseline_mean",
     "ratio", "ratio_low", "ratio_high", "t", "df", "p", "failed_runs", "stalled_runs",
     "method", "log_ratio", "q", "interval_level", "adjusted_low", "adjusted_high",
+    "excluded_runs", "excluded_reason",
 )  # fmt: skip
 
 
@@ -71,11 +73,11 @@ def render_markdown(table: Table, notes: str = "") -> list[str]:
     lines.append("")
     for mark, text in legend_lines(table):
         lines.append(f"- `{mark}` {_md_escape(text)}" if mark else f"- {_md_escape(text)}")
-    if table.failed:
-        lines.append("")
-        note = failed_lines(table)
-        lines.append(_md_escape(note[0]))
-        lines.extend(f"- {_md_escape(x.strip())}" for x in note[1:])
+    for note in (failed_lines(table), left_out_lines(table)):
+        if note:
+            lines.append("")
+            lines.append(_md_escape(note[0]))
+            lines.extend(f"- {_md_escape(x.strip())}" for x in note[1:])
     if footnotes:
         lines += [""] + footnotes
     return lines
@@ -109,6 +111,7 @@ def render_csv(table: Table) -> list[str]:
                 _num(test.df if test else None), _num(test.p if test else None), cell.failed, cell.stalled,
                 v.estimate.method if v else "", _num(v.estimate.estimate if v else None), _num(v.q if v else None),
                 _num(v.level if v else None), _num(v.low if v else None), _num(v.high if v else None),
+                cell.excluded, cell.excluded_reason,
             ])  # fmt: skip
     return out.getvalue().splitlines()
 

@@ -14,6 +14,8 @@ from services.reporting.analysis import (
     collapse_lines,
 )
 from services.reporting.compare import CampaignComparison, compare_stall_lines, header_lines
+from services.reporting.counts import HEADER, RunCounts, summary, table_rows
+from services.reporting.counts import legend_lines as count_legend
 from services.reporting.per_query import CellWork, cell_work, format_figure
 from services.reporting.render.formats import render_settings
 from services.reporting.render.plots import Plot, all_plots
@@ -28,6 +30,7 @@ from services.reporting.tables import (
     failed_lines,
     format_value,
     formula_lines,
+    left_out_lines,
     legend_lines,
     verdict_note,
 )
@@ -66,6 +69,8 @@ def render_table_html(named: NamedTable) -> list[str]:
             cls = "num" + (" faster" if MARK_FASTER in c.mark else " slower" if MARK_SLOWER in c.mark else "") \
                 + (" stalled" if MARK_STALL in c.mark or MARK_SHORT in c.mark else "")
             title = verdict_note(c.verdict) if c.verdict else c.comparison.reason if c.comparison else ""
+            if c.excluded and not c.verdict:
+                title = (title + "; " if title else "") + f"left out: {c.excluded_reason}"
             cells.append(f'<td class="{cls}" title="{_e(title)}">{_e(format_value(c, table.places))}'
                          f"{_e(c.mark)}</td>")
         label = f"<td>{_e(row.workload)}</td>" + (f"<td>{_e(row.label.strip())}</td>" if spec.grouped else "")
@@ -75,8 +80,9 @@ def render_table_html(named: NamedTable) -> list[str]:
     out.append('<ul class="legend">' + "".join(
         f"<li><code>{_e(mark)}</code> {_e(text)}</li>" if mark else f"<li>{_e(text)}</li>"
         for mark, text in legend_lines(table)) + "</ul>")
-    if table.failed:
-        out.append('<p class="note">' + "<br>".join(_e(x) for x in failed_lines(table)) + "</p>")
+    for note in (failed_lines(table), left_out_lines(table)):
+        if note:
+            out.append('<p class="note">' + "<br>".join(_e(x) for x in note) + "</p>")
     return out
 
 
@@ -116,9 +122,28 @@ def _plot_html(p: Plot) -> list[str]:
     return out
 
 
+def render_counts_html(counts: Sequence[RunCounts]) -> list[str]:
+    """The section "Client and server counts": the summary line, one row per successful run (an n/a
+    server count with its reason as a tooltip and beside it), and the legend."""
+    out = ['<h2 id="counts">Client and server counts</h2>', f"<p>{_e(summary(counts).line())}</p>"]
+    if not counts:
+        return out
+    out.append('<table class="cmp counts"><tr>' + "".join(f"<th>{_e(h or 'flag')}</th>" for h in HEADER) + "</tr>")
+    for c, row in zip(counts, table_rows(counts)):
+        cells = [f"<td>{_e(v)}</td>" for v in row[:5]] + [f'<td class="num">{_e(row[5])}</td>']
+        cells.append(f'<td class="num absent" title="{_e(c.reason)}">{_e(row[6])}</td>' if c.state == "n/a"
+                     else f'<td class="num">{_e(row[6])}</td>')
+        cells += [f'<td class="num">{_e(v)}</td>' for v in row[7:9]]
+        cells.append(f'<td class="{"slower" if c.mark else ""}">{_e(c.mark)}</td>')
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    out.append('<ul class="legend">' + "".join(f"<li>{_e(x)}</li>" for x in count_legend(counts)) + "</ul>")
+    return out
+
+
 def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Sequence[CollapseFinding],
                 fraction: float, plots: Sequence[Plot], stalls: Sequence[str] = (),
-                starved: Sequence[str] = ()) -> str:
+                starved: Sequence[str] = (), counts: Sequence[RunCounts] = ()) -> str:
     """The whole report as one HTML document."""
     title = f"benchfleet report: {data.name} ({data.campaign_id})"
     ok = sum(1 for r in data.runs if r.status == "ok")
@@ -140,6 +165,7 @@ def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Seq
     if starved:
         parts.append('<h2 id="starved">Starved connections</h2>')
         parts.append("<p>" + "<br>".join(_e(x) for x in starved) + "</p>")
+    parts.extend(render_counts_html(counts))
     parts.append("<h2>Plots</h2>")
     for p in plots:
         parts.extend(_plot_html(p))
@@ -153,7 +179,7 @@ def render_html_report(report: Report) -> str:
     """The self-contained HTML report with plots."""
     return render_html(report.data, report.tables, report.collapsed, report.opts.collapse_fraction,
                        all_plots(report.data), stall_lines(report.stalled, report.stalls_checked),
-                       starved_lines(report.starved))
+                       starved_lines(report.starved), report.counts)
 
 
 def render_compare_html(c: CampaignComparison) -> str:

@@ -16,15 +16,26 @@ from services.common.messages.results import NO_LATENCY
 from services.common.results.rows import COLUMNS, ResultRow
 from services.reporting.analysis import NamedTable
 from services.reporting.compare import CampaignComparison, header_lines
+from services.reporting.counts import NOT_RECORDED, TOLERANCE_RULE, RunCounts, summary
+from services.reporting.counts import legend_lines as count_legend
 from services.reporting.report import Report, head_lines
 from services.reporting.stalls import stall_rows
 from services.reporting.starved import starved_rows
-from services.reporting.tables import NO_DATA, format_value, formula_lines, legend_lines, missing_reason
+from services.reporting.tables import (
+    NO_DATA,
+    format_value,
+    formula_lines,
+    left_out_lines,
+    legend_lines,
+    missing_reason,
+)
 
 #: Version of the JSON export's layout; history: 1 = first version (additive since: each run
 #: carries every column of ``ResultRow``, campaign_id included; ``stalls``: runs marked for a
 #: stall, an overrun or a short window; ``starved``: cells whose runs starved connections;
-#: ``missing``: why a run's column is null; a table cell's ``missing``: why its value is null).
+#: ``missing``: why a run's column is null; a table cell's ``missing``: why its value is null;
+#: ``counts``: every successful run's client and server counts with the summary line; a table
+#: cell's ``excluded_runs``/``excluded_reason`` and a table's ``left_out``: runs left out of verdicts).
 JSON_VERSION = 1
 
 
@@ -41,7 +52,10 @@ def table_data(named: NamedTable) -> dict[str, Any]:
         cells = []
         for threads, c in zip(t.threads, row.cells):
             cell: dict[str, Any] = {"threads": threads, "value": _num(c.value), "text": format_value(c, t.places),
-                                    "mark": c.mark, "failed_runs": c.failed, "stalled_runs": c.stalled}
+                                    "mark": c.mark, "failed_runs": c.failed, "stalled_runs": c.stalled,
+                                    "excluded_runs": c.excluded}
+            if c.excluded:
+                cell["excluded_reason"] = c.excluded_reason
             if c.value is None:
                 cell["missing"] = missing_reason(t)
             if c.stats:
@@ -67,6 +81,7 @@ def table_data(named: NamedTable) -> dict[str, Any]:
         "threads": list(t.threads), "formulas": [f.strip() for f in formula_lines(spec)], "rows": rows,
         "legend": [{"mark": m, "meaning": text} for m, text in legend_lines(t)],
         "failed": [f.__dict__ for f in t.failed],
+        "left_out": [line.strip() for line in left_out_lines(t)[1:]],
         "family": dataclasses.asdict(t.family) if t.family else None,
     }
 
@@ -74,6 +89,7 @@ def table_data(named: NamedTable) -> dict[str, Any]:
 def render_json(report: Report) -> str:
     """The report as one JSON document (``format_version`` tells its layout)."""
     d = report.data
+    counted = summary(report.counts)
     doc = {
         "format_version": JSON_VERSION,
         "campaign": {"id": d.campaign_id, "name": d.name, "state": d.state, "targets": list(d.targets),
@@ -86,6 +102,8 @@ def render_json(report: Report) -> str:
                           level=_num(f.level)) for f in report.collapsed],
         "stalls": {"checked": report.stalls_checked, "runs": [s.as_data() for s in report.stalled]},
         "starved": [c.as_data() for c in report.starved],
+        "counts": dict(dataclasses.asdict(counted), summary=counted.line(), tolerance=TOLERANCE_RULE,
+                       runs=[c.as_data() for c in report.counts]),
         "runs": [dict(zip(COLUMNS, r.columns())) for r in d.runs],
         "missing": missing_figures(d.runs),
     }
@@ -168,6 +186,10 @@ def table_rows(named: NamedTable) -> list[list[Any]]:
     rows.extend([f] for f in data["formulas"])
     rows.append([])
     rows.extend([e["mark"], e["meaning"]] for e in data["legend"])
+    left_out = left_out_lines(named.table)
+    if left_out:
+        rows.append([])
+        rows.extend([line.strip()] for line in left_out)
     return rows
 
 
@@ -176,8 +198,14 @@ _LATENCY_COLUMNS = ("p95_ms", "p99_ms", "max_ms")
 
 
 def _missing(r: ResultRow) -> dict[str, str]:
-    """The latency columns a successful run has none of, each with why (never read as 0)."""
-    return {k: NO_LATENCY for k in _LATENCY_COLUMNS if getattr(r, k) is None} if r.status == "ok" else {}
+    """The latency columns a successful run has none of, and its server count when n/a, each with
+    why (never read as 0)."""
+    if r.status != "ok":
+        return {}
+    out = {k: NO_LATENCY for k in _LATENCY_COLUMNS if getattr(r, k) is None}
+    if r.server_transactions is None:
+        out["server_transactions"] = r.server_count_reason or NOT_RECORDED
+    return out
 
 
 def missing_figures(runs: Iterable[ResultRow]) -> dict[str, dict[str, str]]:
@@ -209,8 +237,21 @@ def ods_sheets(report: Report) -> list[tuple[str, list[list[Any]]]]:
     sheets.append(("collapse", [["target", "workload", "threads", "q/s", "peak threads", "peak q/s", "ratio", "p", "basis"]]
                    + [[f.target, f.workload, f.threads, f.qps, f.peak_threads, f.peak_qps, f.ratio, _num(f.p), f.basis]
                       for f in report.collapsed]))
+    sheets.append(("counts", count_rows(report.counts)))
     sheets.append(("runs", run_rows(report.data.runs)))
     return sheets
+
+
+def count_rows(counts: tuple[RunCounts, ...]) -> list[list[Any]]:
+    """The run list's client and server counts as spreadsheet rows: the summary, a header, one row
+    per successful run (numbers stay numbers; n/a with its reason), then the legend."""
+    rows: list[list[Any]] = [[summary(counts).line()], ["target", "workload", "threads", "repetition", "run",
+                                                         "client", "server", "off", "tolerance", "flag", "n/a reason"]]
+    for c in counts:
+        rows.append([c.target, c.workload, c.threads, c.repetition, c.run_id,
+                     NO_DATA if c.client is None else c.client, NO_DATA if c.server is None else c.server,
+                     c.off, c.tolerance, c.mark, c.reason])
+    return rows + [[]] + [[x] for x in count_legend(counts)]
 
 
 def render_compare_json(c: CampaignComparison) -> str:
