@@ -26,6 +26,7 @@ from services.common.config import AMQP, DB, Settings, add_settings_flags, with_
 from services.common.spec.durations import format_duration
 from services.common.errors import BusError, ConnectError, SettingsError, StoreError, StoreUnavailable
 from services.common.spec.campaign import CampaignSpec
+from services.common.spec.json_schema import spec_json_schema
 from services.common.spec.loading import load_spec_source
 from services.common.store import Store
 from services.common.store.campaigns import Duplicate
@@ -72,7 +73,7 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_schema(args: argparse.Namespace, settings: Settings) -> int:
-    print(json.dumps(CampaignSpec.model_json_schema(), indent=2))
+    print(json.dumps(spec_json_schema(), indent=2))
     return EXIT_OK
 
 
@@ -466,7 +467,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_status)
-    s = sub.add_parser("schema", help="print the spec's JSON Schema", description="print the spec's JSON Schema")
+    s = sub.add_parser("schema", help="print the spec's JSON Schema (Draft 2020-12) for editors",
+                       description="print the spec's JSON Schema (Draft 2020-12) for editors")
     s.set_defaults(fn=cmd_schema, secrets=False)
     return p
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema, field_validator, model_validator
 
 from services.common.spec import server_options
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.spec.load_hosts import check_load_hosts
-from services.common.spec.fields import Frozen, Int, Name, Number, Seconds, shown
+from services.common.spec.fields import DURATION_JSON_SCHEMA, Frozen, Int, Name, Number, Seconds, shown
 from services.common.spec.targets import PRIVATE_TARGET_FIELDS, DsnTarget, ManagedTarget, Target
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.workload.registry import WORKLOADS
@@ -98,7 +98,10 @@ class CampaignSpec(Frozen):
     #: measures the duration of the highest key at or below its threads, ``duration`` below
     #: every key (a run must hold enough transactions per connection to measure its response time).
     duration_by_threads: Annotated[dict[int, Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]],
-                                   BeforeValidator(_thread_count_keys), Field(max_length=MAX_THREAD_COUNTS)] = {}
+                                   BeforeValidator(_thread_count_keys), Field(max_length=MAX_THREAD_COUNTS),
+                                   WithJsonSchema({"type": "object", "maxProperties": MAX_THREAD_COUNTS,
+                                                   "propertyNames": {"pattern": "^[1-9][0-9]{0,4}$"},
+                                                   "additionalProperties": DURATION_JSON_SCHEMA})] = {}
     warmup: Annotated[Seconds, Field(le=MAX_DURATION_S)] = 0.0
     repeat: Annotated[Int, Field(ge=1, le=1000)] = 1
     seed: Annotated[Int, Field(ge=0, le=MAX_SEED)] = 0

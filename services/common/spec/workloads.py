@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, field_validator, model_validator
+from pydantic import Field, Strict, WithJsonSchema, field_validator, model_validator
 
 from services.common.spec.fields import NAME_PATTERN, Frozen, Int, shown
 from services.workload.registry import OPTION_LIMITS, RAND_TYPES, WORKLOADS
@@ -19,7 +19,10 @@ class DataShape(Frozen):
 
     tables: Annotated[Int, Field(ge=1, le=1024)] = 1
     table_size: Annotated[Int, Field(ge=1, le=2_000_000_000)] = 10_000
-    engine: Literal["InnoDB", "MyISAM", "Aria"] = "InnoDB"
+    engine: Annotated[Literal["InnoDB", "MyISAM", "Aria"], WithJsonSchema({"anyOf": [
+        {"enum": ["InnoDB", "MyISAM", "Aria"]},
+        {"type": "string", "pattern": "^(?:[iI][nN][nN][oO][dD][bB]|[mM][yY][iI][sS][aA][mM]|[aA][rR][iI][aA])$"}]})] \
+        = "InnoDB"
 
     @field_validator("engine", mode="before")
     @classmethod
