@@ -26,6 +26,7 @@ from services.common.messages.results import RunResult
 from services.common.messages.runs import RunSpec
 from services.common.monitoring.endpoint import MetricsEndpoint
 from services.common.results.stalls import stalled_seconds
+from services.common.spec.ignore_errors import IgnoreErrors, ignores
 from services.worker.driver.contract import Counts, Phase, Progress
 
 RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
@@ -59,6 +60,8 @@ class _Run:
     #: Open-loop rate (None: closed loop) and the stalled seconds counted live so far.
     rate: float | None = None
     stalled_s: int = 0
+    #: The errors the run was told to survive (its ignore_errors), to label each code.
+    ignore: IgnoreErrors = ()
 
     def total(self) -> Counts:
         return self.base + self.last
@@ -78,6 +81,12 @@ def _attributed(counts: Counts) -> Counts:
     if unattributed <= 0:
         return counts
     return counts + Counts(errors_by_code={"unknown": unattributed})
+
+
+def _ignored(policy: IgnoreErrors, code: str) -> str:
+    """The ``ignored`` label of an error code: "true" when the run survives it (the alert on
+    errors leaves those out: they are restarted transactions, not failures)."""
+    return "true" if ignores(policy, int(code) if code.isdigit() else -1) else "false"
 
 
 def _restarted(before: Counts, now: Counts) -> bool:
@@ -108,7 +117,10 @@ def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> It
     yield stalled
     queries = CounterMetricFamily("benchfleet_worker_queries", "Queries sent, by kind (read, write, other).", labels=L + ["kind"])
     tx = CounterMetricFamily("benchfleet_worker_transactions", "Transactions completed.", labels=L)
-    errors = CounterMetricFamily("benchfleet_worker_errors", "Failed statements, by server error code.", labels=L + ["code"])
+    errors = CounterMetricFamily(
+        "benchfleet_worker_errors",
+        "Failed statements, by server error code; ignored is true for the codes the run survives (ignore_errors).",
+        labels=L + ["code", "ignored"])
     ignored = CounterMetricFamily("benchfleet_worker_ignored_errors", "Errors the workload ignores and retries (e.g. deadlocks).", labels=L)
     reconnects = CounterMetricFamily("benchfleet_worker_reconnects", "Client reconnections.", labels=L)
     qps = GaugeMetricFamily("benchfleet_worker_queries_per_second", "Queries per second over the last reported second.", labels=L)
@@ -124,7 +136,7 @@ def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> It
             queries.add_metric(lv + [kind], getattr(total, key))
         tx.add_metric(lv, total.transactions)
         for code, n in sorted(total.errors_by_code.items()):
-            errors.add_metric(lv + [code], n)
+            errors.add_metric(lv + [code, _ignored(r.ignore, code)], n)
         ignored.add_metric(lv, total.ignored_errors)
         reconnects.add_metric(lv, total.reconnects)
         if r.qps is not None and r.tps is not None:
@@ -181,7 +193,8 @@ class WorkerMetrics(MetricsEndpoint):
         worker = worker_id or self.worker_id
         labels = (worker, run.campaign_id, run.cell.target, run.cell.workload, str(run.cell.threads))
         with self._lock:
-            self._runs[run.run_id] = _Run(labels, run.warmup, run.duration, run.cell.threads, rate=run.rate)
+            self._runs[run.run_id] = _Run(labels, run.warmup, run.duration, run.cell.threads, rate=run.rate,
+                                          ignore=run.ignored_errors)
             # Exported from 0 at the start, so Prometheus' increase() sees the first stall.
             self._stalls[labels] = self._stalls.get(labels, 0)
             self._stalls.move_to_end(labels)

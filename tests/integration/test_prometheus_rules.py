@@ -37,7 +37,8 @@ def test_rules_pass_promtool_check():
 
 
 def test_rule_unit_tests_pass():
-    """Collapse, worker-down, stalled-run, transaction-stall and error-rate cases fire exactly where expected."""
+    """Collapse (judged by the collector, resolved after its campaign ended), worker-down, stalled-run,
+    transaction-stall and error-rate (ignored errors left out) cases fire exactly where expected."""
     out = promtool("test", "rules", "rules.test.yml", cwd=PROM)
     assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
 
@@ -68,6 +69,42 @@ def test_rule_unit_tests_catch_a_wrong_stall_threshold(tmp_path):
     out = promtool("test", "rules", "rules.test.yml", cwd=tmp_path)
     assert out.returncode != 0
     assert b"BenchfleetTransactionStall" in out.stdout + out.stderr
+
+
+def _rule_tests_with(tmp_path, change) -> subprocess.CompletedProcess:
+    """promtool's rule tests against the shipped rules with one rule changed by ``change(rule)``."""
+    rules = yaml.safe_load((PROM / "rules.yml").read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            change(rule)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    shutil.copy(PROM / "rules.test.yml", tmp_path)
+    return promtool("test", "rules", "rules.test.yml", cwd=tmp_path)
+
+
+def test_rule_unit_tests_catch_an_error_alert_counting_ignored_errors(tmp_path):
+    """Counting the errors a run ignores (the rule without ignored="false") fires on the ignored 1205
+    and the tests say so."""
+    def count_all(rule):
+        if rule.get("alert") == "BenchfleetErrorRateHigh":
+            assert '{ignored="false"}' in rule["expr"]
+            rule["expr"] = rule["expr"].replace('{ignored="false"}', "")
+
+    out = _rule_tests_with(tmp_path, count_all)
+    assert out.returncode != 0
+    assert b"BenchfleetErrorRateHigh" in out.stdout + out.stderr
+
+
+def test_rule_unit_tests_catch_a_collapse_alert_that_outlives_its_campaign(tmp_path):
+    """A collapse alert that never resolves after its campaign ended (an endless grace) pages for the
+    campaign that ended a day ago, and the tests say so."""
+    def forever(rule):
+        if rule.get("record") == "benchfleet:collapse_alert_after_end_seconds":
+            rule["expr"] = "vector(1e12)"
+
+    out = _rule_tests_with(tmp_path, forever)
+    assert out.returncode != 0
+    assert b"BenchfleetThroughputCollapse" in out.stdout + out.stderr
 
 
 def test_prometheus_config_is_valid_with_discovered_targets(tmp_path):
@@ -134,6 +171,7 @@ def fed_collector() -> CollectorMetrics:
     m.observe_result(result(run_spec(), 1000), now=101.0)
     m.queue_depth("benchfleet.runs.default", 3)
     m.results_db_up(True)
+    m.campaign_ended("c1", 100.0)
     return m
 
 
