@@ -27,7 +27,7 @@ from services.common.messages.runs import RunSpec
 from services.common.monitoring.endpoint import MetricsEndpoint
 from services.common.results.stalls import stalled_seconds
 from services.common.spec.ignore_errors import IgnoreErrors, ignores
-from services.worker.driver.contract import Counts, Phase, Progress
+from services.worker.driver.contract import Counts, IntervalPercentile, Phase, Progress
 
 RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
 #: Latency bucket bounds (seconds): OLTP statements from sub-millisecond point selects to
@@ -62,6 +62,8 @@ class _Run:
     stalled_s: int = 0
     #: The errors the run was told to survive (its ignore_errors), to label each code.
     ignore: IgnoreErrors = ()
+    #: The last interval's latency percentile, from a driver that reports only that (sysbench).
+    interval_percentile: IntervalPercentile | None = None
 
     def total(self) -> Counts:
         return self.base + self.last
@@ -128,7 +130,12 @@ def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> It
     progress = GaugeMetricFamily("benchfleet_worker_run_progress_ratio", "How far the run is through warm-up plus measurement, 0 to 1.", labels=L)
     phase = GaugeMetricFamily("benchfleet_worker_run_phase", "1 for the phase the run is in (starting, warmup, measure).", labels=L + ["phase"])
     threads = GaugeMetricFamily("benchfleet_worker_run_threads", "Client connections of the run.", labels=L)
-    latency = HistogramMetricFamily("benchfleet_worker_transaction_latency_seconds", "Transaction latency.", labels=L)
+    latency = HistogramMetricFamily("benchfleet_worker_transaction_latency_seconds",
+                                    "Transaction latency since measurement began (native driver).", labels=L)
+    interval_pct = GaugeMetricFamily(
+        "benchfleet_worker_interval_latency_seconds",
+        "Transaction latency at a percentile over the last report interval, as sysbench prints it "
+        "(sysbench driver; absent for an interval without a completed transaction).", labels=L + ["percentile"])
     for r in runs:
         lv = list(r.labels)
         total = r.total()
@@ -149,7 +156,9 @@ def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> It
         hist = r.latency()
         if hist.total:
             latency.add_metric(lv, *_prom_buckets(hist))
-    yield from (queries, tx, errors, ignored, reconnects, qps, tps, progress, phase, threads, latency)
+        if r.interval_percentile is not None:
+            interval_pct.add_metric(lv + [f"{r.interval_percentile.percentile:g}"], r.interval_percentile.ms / 1000)
+    yield from (queries, tx, errors, ignored, reconnects, qps, tps, progress, phase, threads, latency, interval_pct)
 
 
 def _prom_buckets(hist: Histogram) -> tuple[list[tuple[str, float]], float]:
@@ -234,6 +243,8 @@ class WorkerMetrics(MetricsEndpoint):
             r.last = counts
             if progress.latency is not None:
                 r.last_latency = progress.latency
+            if progress.phase == "measure":
+                r.interval_percentile = progress.interval_percentile
             r.phase, r.elapsed_s = progress.phase, progress.elapsed_s
 
     def _add_stall(self, labels: tuple[str, ...], seconds: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import urllib.request
@@ -15,7 +16,7 @@ from services.common.results.histogram import Histogram
 from services.common.messages.results import RunResult, Totals
 from services.common.messages.runs import RunSpec
 from services.common.monitoring.discovery import write_sd_file
-from services.worker.driver.contract import Counts, Progress
+from services.worker.driver.contract import Counts, IntervalPercentile, Progress
 from services.worker.metrics import WorkerMetrics
 
 from tests.integration.monitoring import need
@@ -159,7 +160,8 @@ def fed_worker() -> WorkerMetrics:
         h.record(us)
     m.observe_progress(busy, snapshot(1, 100, errors=4, errors_by_code={"1205": 3}, latency=h))
     # A second without a completed transaction: the stall counter moves.
-    m.observe_progress(busy, snapshot(2, 100, errors=4, errors_by_code={"1205": 3}, latency=h))
+    m.observe_progress(busy, dataclasses.replace(snapshot(2, 100, errors=4, errors_by_code={"1205": 3}, latency=h),
+                                                 interval_percentile=IntervalPercentile(95.0, 1.5)))
     m.run_finished(done, result(done, 1000))
     return m
 
@@ -186,8 +188,11 @@ def test_metrics_endpoints_pass_promtool_lint(make):
     finally:
         m.close()
     assert b"benchfleet_" in body
+    if make is fed_collector:
+        assert b'benchfleet_campaign_ended_timestamp_seconds{campaign="c1"}' in body
     if make is fed_worker:
         assert b'benchfleet_worker_stalled_seconds_total{campaign="c1",target="off",threads="16"' in body
+        assert b"benchfleet_worker_interval_latency_seconds{" in body and b'ignored="true"' in body
     out = promtool("check", "metrics", stdin=body)
     assert out.returncode == 0
     assert out.stdout.decode() + out.stderr.decode() == ""
