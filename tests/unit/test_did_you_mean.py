@@ -96,6 +96,13 @@ def test_every_wrong_cross_field_rule_is_reported():
     assert [line.split(":")[0] for line in lines] == ["baseline", "workloads", "latency_by_kind"]
 
 
+def test_a_rule_that_names_its_field_in_the_message_points_at_that_field():
+    """A cross-field rule whose message starts with its field (load_hosts) is reported at that field
+    and its YAML line, not at the spec as a whole."""
+    assert _errors(SPEC + "load_hosts: 2\n") == [
+        "spec.yaml:11: load_hosts: 2 parts need at least 2 threads per run; threads has 1"]
+
+
 def test_validate_prints_one_error_line_per_wrong_field(capsys):
     """`scheduler validate` exits 2 with an `error:` line for each wrong field, suggestions included."""
     import tempfile

@@ -128,14 +128,19 @@ def _problems(err: dict[str, Any], data: Any) -> list[tuple[str, str, str | None
     """One (finer field, message, suggestion) per problem pydantic's error holds."""
     cause = err.get("ctx", {}).get("error")
     if isinstance(cause, FieldProblems):
-        return [(p.field, p.message, p.suggestion) for p in cause.problems]
+        return [(p.field, p.message, p.suggestion) if p.field else _lifted(p.message, p.suggestion)
+                for p in cause.problems]
     message = _message(err)
     if err["type"] == "extra_forbidden":
         near = _unknown_field_suggestion(_clean_loc(tuple(err["loc"]), data), data)
         return [("", message + did_you_mean(near), near)]
-    # Validators that know a finer field say so as "options.x: ..."; lift it into the path.
+    return [_lifted(message, None)]
+
+
+def _lifted(message: str, suggestion: str | None) -> tuple[str, str, str | None]:
+    """Validators that know a finer field say so as "options.x: ..."; lift it into the path."""
     m = _FIELD_PREFIX.match(message)
-    return [(m.group(1), m.group(2), None)] if m else [("", message, None)]
+    return (m.group(1), m.group(2), suggestion) if m else ("", message, suggestion)
 
 
 def errors_from_validation(exc: ValidationError, data: Any, lines: dict[NodePath, int] | None = None) -> list[FieldError]:
