@@ -59,7 +59,9 @@ class Validation:
 
     @classmethod
     def refused(cls, file: str, error: SpecError, *, offline: bool) -> "Validation":
-        return cls(file, offline, None, tuple(Finding.of(error.source, e) for e in error.errors))
+        # Offline, what was left out is said whatever the outcome.
+        return cls(file, offline, None, tuple(Finding.of(error.source, e) for e in error.errors),
+                   (OFFLINE_SKIPPED,) if offline else ())
 
     def as_data(self) -> dict[str, Any]:
         """The JSON document `validate --json` prints."""

@@ -94,7 +94,7 @@ def test_validate_json_names_every_wrong_field(tmp_path):
     r = _scheduler("validate", "--offline", "--json", spec)
     assert r.returncode == EXIT_USAGE and r.stderr == ""
     doc = json.loads(r.stdout)
-    assert doc["ok"] is False and doc["runs"] is None
+    assert doc["ok"] is False and doc["runs"] is None and doc["notes"][0].startswith("offline: not checked")
     lines = {n: i for i, n in enumerate(text.splitlines(), 1)}
     assert doc["errors"] == [
         {"file": spec, "line": lines["workloads: [oltp_point_selct, oltp_read_only]"], "field": "workloads[0].name",
