@@ -42,6 +42,9 @@ QUEUE_DEPTH_EVERY_S = 5.0
 #: Seconds between checks that an idle results DB still answers, so the gauge and the log tell
 #: of an outage before a result meets it.
 DB_CHECK_EVERY_S = 5.0
+#: Seconds between looks at whether the exported campaigns have ended (the collapse alert
+#: resolves after a campaign ends, whichever way its last run ended: stored, failed, cancelled).
+CAMPAIGN_CHECK_EVERY_S = 10.0
 #: First pause before reconnecting after losing the broker or the results DB; doubles up to 30 s.
 BACKOFF_S = 1.0
 BACKOFF_CAP_S = 30.0
@@ -51,6 +54,10 @@ class RunRecords(RunFinality, Protocol):
     """The run states the collector writes (services.common.store's Runs is one)."""
 
     def mark_running(self, event: RunEvent) -> None: ...
+
+    def ended_at(self, campaign_id: str) -> float | None:
+        """When the campaign's last run reached its final state; None while any is open."""
+        ...
 
 
 class ResultRecords(Protocol):
@@ -128,6 +135,7 @@ class Collector:
         self.after_store = after_store
         self._next_depth_check = 0.0
         self._next_db_check = 0.0
+        self._next_campaign_check = 0.0
         self.stopping = threading.Event()
         self.stored = 0
         #: Gives the runs of dead letters, and runs whose worker vanished, their final state.
@@ -185,6 +193,7 @@ class Collector:
         try:
             if not self._restored:
                 self.metrics.restore(store.results.recent(self.metrics.max_campaigns))
+                self._campaign_ends(store)  # restored campaigns that ended long ago do not page again
                 for a in store.workers.announcements():
                     self.directory.update(a)
                 self._restored = True
@@ -247,8 +256,18 @@ class Collector:
         if self._down_since is None and self._store is not None:
             try:
                 self.finaliser.tick(bus, self._store)
+                if now >= self._next_campaign_check:
+                    self._next_campaign_check = now + CAMPAIGN_CHECK_EVERY_S
+                    self._campaign_ends(self._store)
             except StoreError as e:  # the dead letter stays unacked: it comes back with the DB
                 self._db_away(e)
+
+    def _campaign_ends(self, store: ResultStore) -> None:
+        """Tell the metrics which exported campaigns have ended, and when."""
+        for campaign_id in self.metrics.running_campaigns():
+            at = store.runs.ended_at(campaign_id)
+            if at is not None:
+                self.metrics.campaign_ended(campaign_id, at)
 
     def _retry_held(self, bus: Broker) -> None:
         """Try the DB again; once it answers, store the held deliveries in the order they came."""

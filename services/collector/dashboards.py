@@ -190,8 +190,12 @@ def campaign_live() -> dict[str, Any]:
         lay.place(timeseries("Transactions per second", [_prom(
             f"sum by ({by}) (benchfleet_worker_transactions_per_second{{{sel}}})", "{{target}} {{threads}}")],
             "reqps"), 12, 9),
-        lay.place(timeseries("Transaction latency", [lat(0.5, "A"), lat(0.95, "B"), lat(0.99, "C")], "s",
-                             "Percentiles from the workers' latency histogram."), 12, 9),
+        lay.place(timeseries("Transaction latency", [lat(0.5, "A"), lat(0.95, "B"), lat(0.99, "C"), _prom(
+            f"max by (target, threads, percentile) (benchfleet_worker_interval_latency_seconds{{{sel}}})",
+            "p{{percentile}} of the second {{target}} {{threads}}", "D")], "s",
+            "Percentiles from the native driver's latency histogram (since measurement began); with driver: "
+            "sysbench, the percentile sysbench printed for each second (its --percentile, of that second alone)."),
+            12, 9),
         lay.place(timeseries("Errors per second", [_prom(
             f"sum by (target, code) (rate(benchfleet_worker_errors_total{{{sel}}}[$__rate_interval]))",
             "{{target}} {{code}}")], "reqps", "Failed statements by server error code."), 12, 9),

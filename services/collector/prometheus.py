@@ -54,9 +54,15 @@ class _CellCollector(Collector):
             "ratio the repetitions allow at 95% confidence (peak.check_peak), the ratio of the means "
             "while a cell has fewer than 2 repetitions.",
             labels=["campaign", "target", "workload"])
+        ended = GaugeMetricFamily(
+            "benchfleet_campaign_ended_timestamp_seconds",
+            "When a campaign's last run reached its final state (absent while it runs); the collapse alert "
+            "resolves a while after it.", labels=["campaign"])
         with self.owner._lock:
             campaigns = {c: dict(cells) for c, cells in self.owner._cells.items()}
             runs = list(self.owner._runs.values())
+            for campaign, at in self.owner._ended.items():
+                ended.add_metric([campaign], at)
         curves: dict[tuple[str, str, str], dict[int, list[float]]] = {}
         for campaign, (target, workload, n), q, _ in runs:
             curves.setdefault((campaign, target, workload), {}).setdefault(n, []).append(q)
@@ -71,7 +77,7 @@ class _CellCollector(Collector):
             for (target, workload), p in sorted(tops.items()):
                 ratio.add_metric([campaign, target, workload],
                                  sure_ratio(curves.get((campaign, target, workload), {}), p.ratio))
-        yield from (qps, tps, threads, reps, ratio)
+        yield from (qps, tps, threads, reps, ratio, ended)
 
 
 class CollectorMetrics(MetricsEndpoint):
@@ -85,6 +91,8 @@ class CollectorMetrics(MetricsEndpoint):
         self._cells: OrderedDict[str, dict[_CellKey, tuple[float, float, int]]] = OrderedDict()
         # run id -> (campaign, cell, q/s, tps), so a redelivered result replaces its repetition.
         self._runs: dict[str, tuple[str, _CellKey, float, float]] = {}
+        # campaign -> when its last run ended, for the exported campaigns that ended.
+        self._ended: dict[str, float] = {}
         self._stored = Counter("benchfleet_collector_results_stored", "Results stored in the results DB.", registry=self.registry)
         self._lag = Gauge("benchfleet_collector_ingest_lag_seconds",
                           "Seconds between a run's end and its result being stored, for the latest result.",
@@ -106,6 +114,7 @@ class CollectorMetrics(MetricsEndpoint):
             while len(self._cells) > self.max_campaigns:
                 old, _ = self._cells.popitem(last=False)
                 self._runs = {k: v for k, v in self._runs.items() if v[0] != old}
+                self._ended.pop(old, None)
 
     def observe_result(self, result: RunResult, *, now: float | None = None) -> None:
         """Convenience for the consumer: count a stored result and refresh its cell's means."""
@@ -132,6 +141,19 @@ class CollectorMetrics(MetricsEndpoint):
                 by_cell.setdefault((row.campaign_id, key), []).append((row.qps, row.tps))
         for (campaign_id, key), reps in by_cell.items():
             self.cell_finished(campaign_id, *key, [q for q, _ in reps], [t for _, t in reps])
+
+    def running_campaigns(self) -> list[str]:
+        """The exported campaigns not known to have ended (the collector asks the results DB)."""
+        with self._lock:
+            return [c for c in self._cells if c not in self._ended]
+
+    def campaign_ended(self, campaign_id: str, at: float) -> None:
+        """A campaign's runs all reached their final state at ``at``: the collapse alert resolves a
+        while after (deploy/prometheus/rules.yml), so campaigns restored at start-up that ended
+        long ago do not page again."""
+        with self._lock:
+            if campaign_id in self._cells:
+                self._ended[campaign_id] = at
 
     def results_stored(self, n: int = 1) -> None:
         self._stored.inc(n)

@@ -112,15 +112,17 @@ def _quiet_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def run_main(service: str, parse: Callable[[], argparse.Namespace]) -> int:
+def run_main(service: str, parse: Callable[[], argparse.Namespace], *, settings_file: bool = True) -> int:
     """Parse, resolve settings, configure logs and run ``args.fn(args, settings)``; map the
     error tree to exit codes. A command prints what happened itself, so it logs warnings only
     unless asked; a long-running one (``set_defaults(long_running=True)``) logs at the
     settings' level. A command that connects nowhere (``set_defaults(secrets=False)``) reads no
-    password file, so a user without access to the fleet's secrets can still run it."""
+    password file, so a user without access to the fleet's secrets can still run it. Without
+    ``settings_file`` the settings file is not read (`scheduler validate --offline`)."""
     try:
         # Before parsing: flag defaults read variables too (worker --pool: BENCHFLEET_POOL).
-        load_settings_file(os.environ, role="" if service == "scheduler" else service)
+        if settings_file:
+            load_settings_file(os.environ, role="" if service == "scheduler" else service)
         args = parse()
         settings = settings_from(args, secrets=getattr(args, "secrets", True))
         explicit = getattr(args, "log_level", None) or os.environ.get("BENCHFLEET_LOG_LEVEL")

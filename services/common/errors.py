@@ -48,6 +48,8 @@ class FieldError:
     path: str
     message: str
     line: int | None = None
+    #: The name the user probably meant, when a name was misspelt (the message says it too).
+    suggestion: str | None = None
 
     def render(self, source: str) -> str:
         where = f"{source}:{self.line}: " if self.line else f"{source}: "

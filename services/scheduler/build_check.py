@@ -12,6 +12,7 @@ from services.common.messages.announcements import WorkerBuilds
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.targets import ManagedTarget
 from services.common.spec.loading import FieldError, SpecSource
+from services.common.spec.problems import closest, did_you_mean
 
 
 def fresh(announced: list[WorkerBuilds], now: float, ttl_s: float) -> tuple[list[WorkerBuilds], list[WorkerBuilds]]:
@@ -50,10 +51,11 @@ def check_builds(spec: CampaignSpec, source: SpecSource, announced: list[WorkerB
         having = sorted(h for h, names in hosts.items() if t.build in names)
         if not having:
             known = sorted(set().union(*hosts.values()))
+            near = closest(t.build, known)
             errors.append(source.error(("targets", i, "build"), (
-                f"build {t.build!r} is not registered on any worker of pool {spec.pool!r} (announced: "
+                f"build {t.build!r} is not registered on any worker of pool {spec.pool!r}{did_you_mean(near)} (announced: "
                 f"{', '.join(known) or 'none'}); register it on each worker: worker builds add {t.build} "
-                "--debian VERSION | --tarball FILE | --dir PATH" + gone)))
+                "--debian VERSION | --tarball FILE | --dir PATH" + gone), near))
         elif len(having) < len(hosts):
             missing = sorted(set(hosts) - set(having))
             notes.append(f"targets[{i}] ({t.name}): build {t.build} is not on {', '.join(missing)}; "

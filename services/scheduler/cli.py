@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from services.common import logs
 from services.common.bus.rabbitmq import RabbitBus, Role, rabbit_factory
@@ -20,132 +19,21 @@ from services.common.cli import (
     percent,
     run_main,
 )
-from services.common.config import AMQP, DB, Settings, add_settings_flags, with_db_password
-from services.common.spec.durations import format_duration
-from services.common.errors import ConnectError, SettingsError, StoreError
+from services.common.config import AMQP, DB, Settings, add_settings_flags
 from services.common.spec.campaign import CampaignSpec
-from services.common.spec.loading import load_spec_source
 from services.common.store import Store
 from services.common.store.campaigns import Duplicate
-from services.reporting.plan_power import PlanPower
 from services.reporting.render import registry
-from services.scheduler import plan, preflight, windows
+from services.scheduler import plan, validation
 from services.scheduler.confirm import GateRequest, gate_campaign
 from services.scheduler.deferred import deferred_sigint
 from services.scheduler.follow import PoolConsumers, wait
-from services.scheduler.plan_history import power_of
+from services.scheduler.spec_commands import change, cmd_plan, cmd_schema, cmd_validate, load_checked
 from services.scheduler.submit import RolledBack, StoreLedger, submit
 
 
 def _err(msg: str) -> None:
     error(msg)
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in ("duration", "warmup", "repeat", "pool"):
-        value = getattr(args, key, None)
-        if value is not None:
-            out[key] = value
-    if "duration" in out:
-        out["duration_by_threads"] = {}  # --duration sets the measured time of every run
-    if getattr(args, "threads", None):
-        out["threads"] = [int(t) if t.strip().isdigit() else t for t in args.threads.split(",")]
-    return out
-
-
-def _load(args: argparse.Namespace, settings: Settings) -> CampaignSpec:
-    """The spec, checked as submit checks it (validate, plan and submit accept the same specs)."""
-    spec, source = load_spec_source(args.spec, _overrides(args) or None)
-    for note in preflight.check(spec, settings, source):
-        print(f"note: {note}", file=sys.stderr)
-    return spec
-
-
-def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
-    spec = _load(args, settings)
-    print(f"{args.spec}: ok ({spec.total_runs} runs)")
-    return EXIT_OK
-
-
-def cmd_schema(args: argparse.Namespace, settings: Settings) -> int:
-    print(json.dumps(CampaignSpec.model_json_schema(), indent=2))
-    return EXIT_OK
-
-
-def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
-    spec = _load(args, settings)
-    runs = plan.expand(spec, f"{spec.name}-<id>")
-    est = plan.estimated_seconds(spec, args.workers)
-    power, why = _power(spec, settings, args.detect)
-    if args.json:
-        print(json.dumps({"runs": len(runs), "estimated_seconds": est, "workers": args.workers,
-                          "load_hosts": spec.load_hosts,
-                          "duration_by_threads": {str(t): spec.duration_for(t) for t in spec.threads},
-                          "window_warnings": _window_warnings(spec, settings),
-                          "power": power.as_data() if power else {"message": [why]},
-                          "order": [{"seq": r.seq, "run_id": r.run_id, **r.cell.model_dump(), "repetition": r.repetition,
-                                     "position": r.position}
-                                    for r in runs]}, indent=2))
-        return EXIT_OK
-    print(f"campaign {spec.name}: {len(spec.targets)} targets x {len(spec.workloads)} workloads x "
-          f"{len(spec.threads)} thread counts x {spec.repeat} repetitions = {len(runs)} runs")
-    measured = ", ".join(f"{format_duration(spec.duration_for(t))} at {t} threads" for t in spec.threads) \
-        if spec.duration_by_threads else format_duration(spec.duration)
-    print(f"each run: {format_duration(spec.warmup)} warm-up + {measured} measured; "
-          f"estimated wall time with {args.workers} worker(s): {format_duration(round(est))}")
-    for warning in _window_warnings(spec, settings):
-        print(f"warning: {warning}", file=sys.stderr)
-    print(f"baseline: {spec.baseline_name}; pool: {spec.pool}; data: {spec.data.tables} tables x "
-          f"{spec.data.table_size} rows, {spec.data.engine}")
-    if spec.load_hosts > 1:
-        print(f"load_hosts: {spec.load_hosts} (each run's threads split over {spec.load_hosts} workers of pool "
-              f"{spec.pool}, started together, merged into one result)")
-    for line in power.lines() if power else [why]:
-        print(line)
-    print("order: each cell's targets run back to back in every repetition (a block), the order rotating "
-          "from a seeded start so no target is always first; pos is the place within the block")
-    print(f"{'seq':>5}  {'target':<16} {'workload':<24} {'threads':>7}  rep  pos")
-    for r in runs:
-        print(f"{r.seq:>5}  {r.cell.target:<16} {r.cell.workload:<24} {r.cell.threads:>7}  {r.repetition:>3}  {r.position:>3}")
-    return EXIT_OK
-
-
-def _power(spec: CampaignSpec, settings: Settings, detect: float | None) -> tuple[PlanPower | None, str]:
-    """What the spec's repeat can detect, from earlier campaigns of its cells; or why it is not known."""
-    try:
-        return power_of(spec, settings, detect), ""
-    except (StoreError, ConnectError) as e:
-        return None, f"power: not estimated: the results DB was not read ({e})"
-
-
-def _change(text: str) -> float:
-    """A change to detect, ``3%`` or ``3``, as a fraction."""
-    try:
-        value = float(text.strip().removesuffix("%"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (e.g. 3%)") from None
-    if not 0 < value < 100:
-        raise argparse.ArgumentTypeError(f"{text!r}: the change must be above 0% and below 100%")
-    return value / 100
-
-
-def _window_warnings(spec: CampaignSpec, settings: Settings) -> list[str]:
-    """Warnings for windows shorter than 10 mean response times the results DB last measured on
-    the spec's cells; none when the DB cannot be read (a plan needs no DB, and says nothing
-    when there is none, as on a fresh host)."""
-    try:
-        store = Store(with_db_password(settings)).open(migrate=False)
-    except (StoreError, SettingsError):
-        return []
-    try:
-        found = [windows.previous_measurement(store.results.history(t.name, w.key, n))
-                 for t in spec.targets for w in spec.workloads for n in spec.threads]
-    except StoreError:
-        return []
-    finally:
-        store.close()
-    return windows.window_warnings(spec, [m for m in found if m is not None])
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
@@ -154,7 +42,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     if (why := _report_flags_refused(args)) is not None:
         _err(why)
         return EXIT_USAGE
-    spec = _load(args, settings)
+    spec = load_checked(args, settings)
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
     key = args.idempotency_key or default_key(spec_hash(spec))
@@ -336,13 +224,21 @@ def _parser() -> argparse.ArgumentParser:
         return s
 
     # validate and plan connect nowhere: they need the settings (results DB name, run length
-    # limit) but none of the fleet's secrets.
-    spec_cmd("validate", "check a spec; exit 2 naming each wrong field").set_defaults(fn=cmd_validate, secrets=False)
+    # limit) but none of the fleet's secrets; --offline not even those.
+    offline_help = ("check only what needs no fleet: read no settings file, results DB or server binary, so the "
+                    "answer is the same on any machine (a CI job)")
+    s = spec_cmd("validate", "check a spec; exit 2 naming each wrong field")
+    s.add_argument("--offline", action="store_true", help=offline_help)
+    s.add_argument("--json", action="store_true",
+                   help=f"print the result as one JSON document ({validation.SCHEMA}: errors with file, line, field, "
+                        "message, suggestion; notes); exit 2 when the spec is wrong")
+    s.set_defaults(fn=cmd_validate, secrets=False)
     s = spec_cmd("plan", "print the expanded run matrix and estimated wall time")
+    s.add_argument("--offline", action="store_true", help=offline_help + "; no power estimate or window warnings")
     s.add_argument("--workers", type=_positive, default=1,
                    help="workers sharing the campaign, for the estimate (default 1)")
     s.add_argument("--json", action="store_true", help="print the plan as JSON")
-    s.add_argument("--detect", metavar="PCT", type=_change, default=None,
+    s.add_argument("--detect", metavar="PCT", type=change, default=None,
                    help="also print the repetitions needed to detect a change of PCT (e.g. 3%%) at 80%% power, "
                         "from the noise of earlier campaigns of the same cells (capped at 20)")
     s.set_defaults(fn=cmd_plan, secrets=False)
@@ -386,13 +282,21 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_status)
-    s = sub.add_parser("schema", help="print the spec's JSON Schema", description="print the spec's JSON Schema")
+    s = sub.add_parser("schema", help="print the spec's JSON Schema (Draft 2020-12) for editors",
+                       description="print the spec's JSON Schema (Draft 2020-12) for editors")
     s.set_defaults(fn=cmd_schema, secrets=False)
     return p
 
 
+def _offline(argv: list[str]) -> bool:
+    """Whether the command line asks validate or plan for --offline. Read before parsing, because
+    the settings file is read before parsing (flag defaults come from it), and offline reads none."""
+    return bool(argv) and argv[0] in ("validate", "plan") and "--offline" in argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run_main("scheduler", lambda: _parser().parse_args(argv))
+    offline = _offline(sys.argv[1:] if argv is None else list(argv))
+    return run_main("scheduler", lambda: _parser().parse_args(argv), settings_file=not offline)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ from services.common.messages.results import RunResult
 from services.common.messages.runs import RunSpec
 from services.common.monitoring.endpoint import MetricsEndpoint
 from services.common.results.stalls import stalled_seconds
-from services.worker.driver.contract import Counts, Phase, Progress
+from services.common.spec.ignore_errors import IgnoreErrors, ignores
+from services.worker.driver.contract import Counts, IntervalPercentile, Phase, Progress
 
 RUN_LABELS = ("worker", "campaign", "target", "workload", "threads")
 #: Latency bucket bounds (seconds): OLTP statements from sub-millisecond point selects to
@@ -59,6 +60,10 @@ class _Run:
     #: Open-loop rate (None: closed loop) and the stalled seconds counted live so far.
     rate: float | None = None
     stalled_s: int = 0
+    #: The errors the run was told to survive (its ignore_errors), to label each code.
+    ignore: IgnoreErrors = ()
+    #: The last interval's latency percentile, from a driver that reports only that (sysbench).
+    interval_percentile: IntervalPercentile | None = None
 
     def total(self) -> Counts:
         return self.base + self.last
@@ -78,6 +83,12 @@ def _attributed(counts: Counts) -> Counts:
     if unattributed <= 0:
         return counts
     return counts + Counts(errors_by_code={"unknown": unattributed})
+
+
+def _ignored(policy: IgnoreErrors, code: str) -> str:
+    """The ``ignored`` label of an error code: "true" when the run survives it (the alert on
+    errors leaves those out: they are restarted transactions, not failures)."""
+    return "true" if ignores(policy, int(code) if code.isdigit() else -1) else "false"
 
 
 def _restarted(before: Counts, now: Counts) -> bool:
@@ -108,7 +119,10 @@ def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> It
     yield stalled
     queries = CounterMetricFamily("benchfleet_worker_queries", "Queries sent, by kind (read, write, other).", labels=L + ["kind"])
     tx = CounterMetricFamily("benchfleet_worker_transactions", "Transactions completed.", labels=L)
-    errors = CounterMetricFamily("benchfleet_worker_errors", "Failed statements, by server error code.", labels=L + ["code"])
+    errors = CounterMetricFamily(
+        "benchfleet_worker_errors",
+        "Failed statements, by server error code; ignored is true for the codes the run survives (ignore_errors).",
+        labels=L + ["code", "ignored"])
     ignored = CounterMetricFamily("benchfleet_worker_ignored_errors", "Errors the workload ignores and retries (e.g. deadlocks).", labels=L)
     reconnects = CounterMetricFamily("benchfleet_worker_reconnects", "Client reconnections.", labels=L)
     qps = GaugeMetricFamily("benchfleet_worker_queries_per_second", "Queries per second over the last reported second.", labels=L)
@@ -116,7 +130,12 @@ def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> It
     progress = GaugeMetricFamily("benchfleet_worker_run_progress_ratio", "How far the run is through warm-up plus measurement, 0 to 1.", labels=L)
     phase = GaugeMetricFamily("benchfleet_worker_run_phase", "1 for the phase the run is in (starting, warmup, measure).", labels=L + ["phase"])
     threads = GaugeMetricFamily("benchfleet_worker_run_threads", "Client connections of the run.", labels=L)
-    latency = HistogramMetricFamily("benchfleet_worker_transaction_latency_seconds", "Transaction latency.", labels=L)
+    latency = HistogramMetricFamily("benchfleet_worker_transaction_latency_seconds",
+                                    "Transaction latency since measurement began (native driver).", labels=L)
+    interval_pct = GaugeMetricFamily(
+        "benchfleet_worker_interval_latency_seconds",
+        "Transaction latency at a percentile over the last report interval, as sysbench prints it "
+        "(sysbench driver; absent for an interval without a completed transaction).", labels=L + ["percentile"])
     for r in runs:
         lv = list(r.labels)
         total = r.total()
@@ -124,7 +143,7 @@ def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> It
             queries.add_metric(lv + [kind], getattr(total, key))
         tx.add_metric(lv, total.transactions)
         for code, n in sorted(total.errors_by_code.items()):
-            errors.add_metric(lv + [code], n)
+            errors.add_metric(lv + [code, _ignored(r.ignore, code)], n)
         ignored.add_metric(lv, total.ignored_errors)
         reconnects.add_metric(lv, total.reconnects)
         if r.qps is not None and r.tps is not None:
@@ -137,7 +156,9 @@ def _families(runs: list[_Run], stalls: list[tuple[tuple[str, ...], int]]) -> It
         hist = r.latency()
         if hist.total:
             latency.add_metric(lv, *_prom_buckets(hist))
-    yield from (queries, tx, errors, ignored, reconnects, qps, tps, progress, phase, threads, latency)
+        if r.interval_percentile is not None:
+            interval_pct.add_metric(lv + [f"{r.interval_percentile.percentile:g}"], r.interval_percentile.ms / 1000)
+    yield from (queries, tx, errors, ignored, reconnects, qps, tps, progress, phase, threads, latency, interval_pct)
 
 
 def _prom_buckets(hist: Histogram) -> tuple[list[tuple[str, float]], float]:
@@ -181,7 +202,8 @@ class WorkerMetrics(MetricsEndpoint):
         worker = worker_id or self.worker_id
         labels = (worker, run.campaign_id, run.cell.target, run.cell.workload, str(run.cell.threads))
         with self._lock:
-            self._runs[run.run_id] = _Run(labels, run.warmup, run.duration, run.cell.threads, rate=run.rate)
+            self._runs[run.run_id] = _Run(labels, run.warmup, run.duration, run.cell.threads, rate=run.rate,
+                                          ignore=run.ignored_errors)
             # Exported from 0 at the start, so Prometheus' increase() sees the first stall.
             self._stalls[labels] = self._stalls.get(labels, 0)
             self._stalls.move_to_end(labels)
@@ -221,6 +243,8 @@ class WorkerMetrics(MetricsEndpoint):
             r.last = counts
             if progress.latency is not None:
                 r.last_latency = progress.latency
+            if progress.phase == "measure":
+                r.interval_percentile = progress.interval_percentile
             r.phase, r.elapsed_s = progress.phase, progress.elapsed_s
 
     def _add_stall(self, labels: tuple[str, ...], seconds: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import urllib.request
@@ -15,7 +16,7 @@ from services.common.results.histogram import Histogram
 from services.common.messages.results import RunResult, Totals
 from services.common.messages.runs import RunSpec
 from services.common.monitoring.discovery import write_sd_file
-from services.worker.driver.contract import Counts, Progress
+from services.worker.driver.contract import Counts, IntervalPercentile, Progress
 from services.worker.metrics import WorkerMetrics
 
 from tests.integration.monitoring import need
@@ -37,7 +38,8 @@ def test_rules_pass_promtool_check():
 
 
 def test_rule_unit_tests_pass():
-    """Collapse, worker-down, stalled-run, transaction-stall and error-rate cases fire exactly where expected."""
+    """Collapse (judged by the collector, resolved after its campaign ended), worker-down, stalled-run,
+    transaction-stall and error-rate (ignored errors left out) cases fire exactly where expected."""
     out = promtool("test", "rules", "rules.test.yml", cwd=PROM)
     assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
 
@@ -68,6 +70,42 @@ def test_rule_unit_tests_catch_a_wrong_stall_threshold(tmp_path):
     out = promtool("test", "rules", "rules.test.yml", cwd=tmp_path)
     assert out.returncode != 0
     assert b"BenchfleetTransactionStall" in out.stdout + out.stderr
+
+
+def _rule_tests_with(tmp_path, change) -> subprocess.CompletedProcess:
+    """promtool's rule tests against the shipped rules with one rule changed by ``change(rule)``."""
+    rules = yaml.safe_load((PROM / "rules.yml").read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            change(rule)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    shutil.copy(PROM / "rules.test.yml", tmp_path)
+    return promtool("test", "rules", "rules.test.yml", cwd=tmp_path)
+
+
+def test_rule_unit_tests_catch_an_error_alert_counting_ignored_errors(tmp_path):
+    """Counting the errors a run ignores (the rule without ignored="false") fires on the ignored 1205
+    and the tests say so."""
+    def count_all(rule):
+        if rule.get("alert") == "BenchfleetErrorRateHigh":
+            assert '{ignored="false"}' in rule["expr"]
+            rule["expr"] = rule["expr"].replace('{ignored="false"}', "")
+
+    out = _rule_tests_with(tmp_path, count_all)
+    assert out.returncode != 0
+    assert b"BenchfleetErrorRateHigh" in out.stdout + out.stderr
+
+
+def test_rule_unit_tests_catch_a_collapse_alert_that_outlives_its_campaign(tmp_path):
+    """A collapse alert that never resolves after its campaign ended (an endless grace) pages for the
+    campaign that ended a day ago, and the tests say so."""
+    def forever(rule):
+        if rule.get("record") == "benchfleet:collapse_alert_after_end_seconds":
+            rule["expr"] = "vector(1e12)"
+
+    out = _rule_tests_with(tmp_path, forever)
+    assert out.returncode != 0
+    assert b"BenchfleetThroughputCollapse" in out.stdout + out.stderr
 
 
 def test_prometheus_config_is_valid_with_discovered_targets(tmp_path):
@@ -122,7 +160,8 @@ def fed_worker() -> WorkerMetrics:
         h.record(us)
     m.observe_progress(busy, snapshot(1, 100, errors=4, errors_by_code={"1205": 3}, latency=h))
     # A second without a completed transaction: the stall counter moves.
-    m.observe_progress(busy, snapshot(2, 100, errors=4, errors_by_code={"1205": 3}, latency=h))
+    m.observe_progress(busy, dataclasses.replace(snapshot(2, 100, errors=4, errors_by_code={"1205": 3}, latency=h),
+                                                 interval_percentile=IntervalPercentile(95.0, 1.5)))
     m.run_finished(done, result(done, 1000))
     return m
 
@@ -134,6 +173,7 @@ def fed_collector() -> CollectorMetrics:
     m.observe_result(result(run_spec(), 1000), now=101.0)
     m.queue_depth("benchfleet.runs.default", 3)
     m.results_db_up(True)
+    m.campaign_ended("c1", 100.0)
     return m
 
 
@@ -148,8 +188,11 @@ def test_metrics_endpoints_pass_promtool_lint(make):
     finally:
         m.close()
     assert b"benchfleet_" in body
+    if make is fed_collector:
+        assert b'benchfleet_campaign_ended_timestamp_seconds{campaign="c1"}' in body
     if make is fed_worker:
         assert b'benchfleet_worker_stalled_seconds_total{campaign="c1",target="off",threads="16"' in body
+        assert b"benchfleet_worker_interval_latency_seconds{" in body and b'ignored="true"' in body
     out = promtool("check", "metrics", stdin=body)
     assert out.returncode == 0
     assert out.stdout.decode() + out.stderr.decode() == ""

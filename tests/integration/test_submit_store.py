@@ -72,3 +72,17 @@ def test_a_failed_remeasurement_never_replaces_an_ok_result(store):
     store.results.store(result(other, "failed", error="boom"))
     store.results.store(result(other, "ok", attempt=2))
     assert store.db.rows("SELECT status FROM results WHERE run_id=%s", (other.run_id,)) == [("ok",)]
+
+
+def test_a_campaign_ends_when_its_last_run_has_its_final_state(store):
+    """runs.ended_at (what the collector exports for the collapse alert) is None while a run is
+    pending, and the last run's end once every run is done, failed or cancelled."""
+    broker = StubBroker()
+    go(broker, store, "ends-1")
+    planned = runs("ends-1")
+    for run in planned[:-1]:
+        store.results.store(result(run, "ok"))
+    assert store.runs.ended_at("ends-1") is None
+    assert store.runs.fail(planned[-1].run_id, "ends-1", "no result: its worker is gone", now=5000.0)
+    assert store.runs.ended_at("ends-1") == 5000.0  # the reaped run's end, after the stored ones' (110)
+    assert store.runs.ended_at("no-such-campaign") is None

@@ -121,3 +121,29 @@ def test_a_rogue_server_reads_no_file_through_the_workers_own_connections(rogue)
         dsn.connect(ConnectParams(host="127.0.0.1", port=rogue.port, user="bench", password="", database="sbtest"))
     assert e.value.errno == 2068, e.value  # "LOAD DATA LOCAL INFILE file request rejected"
     assert rogue.requests >= 1 and rogue.received == []
+
+
+def test_a_short_sysbench_run_exports_its_per_second_percentile(params):
+    """With driver: sysbench the live panel shows what sysbench printed each second: its 95th
+    percentile of that second, as a gauge labelled percentile="95" (no histogram: sysbench prints none live)."""
+    from services.worker.metrics import WorkerMetrics
+
+    seconds: list[Progress] = []
+    sysbench_driver.run_sysbench(LoadRequest(params, WorkloadSpec(name="oltp_point_select"), SHAPE, 2, 0.0, 3.0,
+                                             7, on_progress=seconds.append))
+    assert seconds and all(s.interval_percentile is not None for s in seconds)
+    assert {s.interval_percentile.percentile for s in seconds} == {95.0}
+    run = RunSpec.model_validate({
+        "schema": "benchfleet.run/1", "run_id": "c1.a.oltp_point_select.t2.r1", "campaign_id": "c1",
+        "campaign_name": "c", "seq": 1, "total_runs": 1, "cell": {"target": "a", "workload": "oltp_point_select",
+                                                                  "threads": 2},
+        "repetition": 1, "target": {"kind": "dsn", "name": "a"}, "workload": {"name": "oltp_point_select"},
+        "data": {}, "duration": 3, "warmup": 0, "seed": 7, "published_at": 0})
+    metrics = WorkerMetrics("w1")
+    metrics.run_started(run)
+    for progress in seconds:
+        metrics.observe_progress(run, progress)
+    line = next(x for x in metrics.scrape().decode().splitlines()
+                if x.startswith("benchfleet_worker_interval_latency_seconds{"))
+    assert 'percentile="95"' in line
+    assert float(line.rsplit(" ", 1)[1]) == seconds[-1].interval_percentile.ms / 1000 > 0

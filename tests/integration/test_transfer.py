@@ -160,6 +160,28 @@ def test_import_sysbench_of_a_real_run_reproduces_its_numbers(fleet, tmp_path):
     assert len(json.loads(r.stdout)["runs"]) == 2
 
 
+def test_import_sysbench_stores_unprinted_percentiles_as_missing_never_zero(fleet, tmp_path):
+    """sysbench without --histogram prints one percentile (its 95th): the others are stored as missing
+    (NULL), never 0.0, and the report says n/a for them, not a latency of 0 ms."""
+    from pathlib import Path
+
+    out = Path(__file__).parent.parent / "unit" / "fixtures" / "sysbench" / "oltp_point_select_rate.txt"
+    assert "95th percentile:" in out.read_text() and "Latency histogram" not in out.read_text()
+    r = fleet.cli("collector", "import-sysbench", str(out), "--campaign", "nohist", "--target", "old",
+                  "--workload", "oltp_point_select")
+    assert r.returncode == 0, r.stderr
+    with Store(fleet.settings) as store:
+        rows = store.db.rows("SELECT p50_ms, p95_ms, p99_ms, max_ms FROM results WHERE campaign_id='nohist'")
+        assert rows == [(None, 0.35, None, 3.85)]
+        stored, = [store.results.get(run_id) for (run_id,) in
+                   store.db.rows("SELECT run_id FROM results WHERE campaign_id='nohist'")]
+    assert stored is not None and (stored.latency.p50_ms, stored.latency.p99_ms) == (None, None)
+    r = fleet.cli("collector", "report", "nohist", "--format", "json")
+    run, = json.loads(r.stdout)["runs"]
+    # A missing figure is left out of a run's JSON (or null), never 0.
+    assert run.get("p50_ms") is None and run.get("p99_ms") is None and run["p95_ms"] == 0.35
+
+
 def test_import_sysbench_never_overwrites_a_campaign_the_fleet_ran_unless_forced(fleet, tmp_path):
     """import-sysbench naming a campaign the fleet ran is refused (exit 2, its spec untouched);
     with --force the imported runs are added to it."""

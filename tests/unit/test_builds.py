@@ -249,6 +249,9 @@ def test_the_collector_records_announcements_and_acks_them():
         def fail(self, run_id, campaign_id, reason, cell=None):
             return False
 
+        def ended_at(self, campaign_id):
+            return None
+
     class Store:
         workers, results, runs = Workers(), Results(), Runs()
 

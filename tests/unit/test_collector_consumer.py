@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from typing import Iterator
 
 import pytest
@@ -86,6 +87,9 @@ class FakeStore:
     def recent(self, campaigns: int) -> list:
         return []
 
+    def ended_at(self, campaign_id: str) -> float | None:
+        return self.db.ended.get(campaign_id)
+
     def record_announcement(self, announcement: WorkerAnnouncement) -> None:
         self.db.write()
         self.db.announcements[announcement.worker] = announcement
@@ -110,6 +114,8 @@ class FakeDb:
         self.runs: dict[str, RunSpec] = {}
         self.failed: dict[str, str] = {}
         self.overdue: list = []
+        #: What runs.ended_at answers: when each ended campaign's last run ended.
+        self.ended: dict[str, float] = {}
         self.refuse = set(refuse)
         self.crash = set(crash)
         self.planned = None if planned is None else {r.run_id: r for r in planned}
@@ -279,6 +285,23 @@ def test_queue_depths_are_exported(broker):
     text = c.metrics.scrape().decode()
     assert 'benchfleet_collector_queue_messages{queue="benchfleet.dead"} 1.0' in text
     assert 'benchfleet_collector_queue_messages{queue="benchfleet.results"} 0.0' in text
+
+
+def test_the_end_of_a_campaign_is_exported_once_the_results_db_says_so(broker, monkeypatch):
+    """While its runs are open a campaign exports no end; once the results DB says its last run
+    ended, the collector exports when (the collapse alert resolves after it)."""
+    from services.collector import consumer
+
+    monkeypatch.setattr(consumer, "CAMPAIGN_CHECK_EVERY_S", 0.01)
+    db = FakeDb()
+    publish(broker, result(runs()[0]).encode())
+    with collecting(broker, db) as c:
+        broker.join(broker.names.results)
+        time.sleep(0.1)
+        assert b"benchfleet_campaign_ended_timestamp_seconds{" not in c.metrics.scrape()
+        db.ended["c1"] = 1700000000.0
+        wait_until(lambda: b'benchfleet_campaign_ended_timestamp_seconds{campaign="c1"} 1.7e+09' in c.metrics.scrape(),
+                   "the campaign's end")
 
 
 def db_up(c: Collector) -> str:

@@ -102,6 +102,21 @@ def test_errors_by_code_and_latency_histogram():
     assert abs(value(text, "benchfleet_worker_transaction_latency_seconds_sum") - 0.0843) < 0.001
 
 
+def test_errors_say_whether_the_run_ignores_their_code():
+    """An error code the run's ignore_errors lists is labelled ignored="true" (a restarted transaction,
+    which the error-rate alert leaves out); any other code, and errors without a code, "false"."""
+    m, run = WorkerMetrics("w1"), run_spec()
+    strict = run_spec(target="strict").model_copy(update={"ignore_errors": "all"})
+    for r in (run, strict):
+        m.run_started(r)
+        m.observe_progress(r, snapshot(1, 10, errors=6, errors_by_code={"1205": 3, "1062": 1}))
+    text = m.scrape()
+    assert value(text, "benchfleet_worker_errors_total", target="off", code="1205", ignored="true") == 3
+    assert value(text, "benchfleet_worker_errors_total", target="off", code="1062", ignored="false") == 1
+    assert value(text, "benchfleet_worker_errors_total", target="off", code="unknown", ignored="false") == 2
+    assert value(text, "benchfleet_worker_errors_total", target="strict", code="unknown", ignored="true") == 2
+
+
 def test_finished_runs_leave_no_series_behind():
     """After many runs only worker-level series remain, so cardinality stays bounded."""
     m = WorkerMetrics("w1")
@@ -128,6 +143,24 @@ def test_collector_cells_means_threads_and_collapse_ratio():
     assert value(text, "benchfleet_cell_threads", threads="4096") == 4096
     assert value(text, "benchfleet_cell_repetitions", threads="128") == 2
     assert abs(value(text, "benchfleet_collapse_ratio", campaign="c1", target="tpc") - 282 / 172083) < 1e-12
+
+
+def test_ended_campaigns_export_when_they_ended():
+    """A campaign the collector learnt has ended exports its end time (the collapse alert resolves
+    after it); a running one exports none and is listed to be asked about again."""
+    m = CollectorMetrics(max_campaigns=2)
+    for campaign in ("c1", "c2"):
+        m.cell_finished(campaign, "a", "oltp_point_select", 8, [100.0], [10.0])
+    m.campaign_ended("c1", 1700000000.0)
+    m.campaign_ended("unknown", 1.0)  # not exported: nothing to resolve
+    text = m.scrape()
+    assert value(text, "benchfleet_campaign_ended_timestamp_seconds", campaign="c1") == 1700000000.0
+    assert value(text, "benchfleet_campaign_ended_timestamp_seconds", campaign="c2") is None
+    assert value(text, "benchfleet_campaign_ended_timestamp_seconds", campaign="unknown") is None
+    assert m.running_campaigns() == ["c2"]
+    m.cell_finished("c3", "a", "oltp_point_select", 8, [100.0], [10.0])  # c1 is dropped, its end too
+    assert value(m.scrape(), "benchfleet_campaign_ended_timestamp_seconds") is None
+    assert m.running_campaigns() == ["c2", "c3"]
 
 
 def test_collapse_ratio_is_the_highest_the_repetitions_allow():

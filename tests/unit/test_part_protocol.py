@@ -141,6 +141,9 @@ class PartsStore:
     def recent(self, campaigns: int) -> list:
         return []
 
+    def ended_at(self, campaign_id: str) -> float | None:
+        return None
+
     def record_announcement(self, announcement: WorkerAnnouncement) -> None: ...
 
     def announcements(self) -> list[WorkerAnnouncement]:

@@ -58,7 +58,7 @@ def test_scheduler_plan_prints_the_power_lines_and_their_json(monkeypatch, capsy
     import json
 
     from services.common.errors import StoreUnavailable
-    from services.scheduler import cli
+    from services.scheduler import cli, spec_commands
 
     seen = {}
 
@@ -66,7 +66,7 @@ def test_scheduler_plan_prints_the_power_lines_and_their_json(monkeypatch, capsy
         seen["detect"] = detect
         return plan_power([cell()], repeat=spec.repeat, family_size=4, detect=detect)
 
-    monkeypatch.setattr(cli, "power_of", fake_power)
+    monkeypatch.setattr(spec_commands, "power_of", fake_power)
     assert cli.main(["plan", "examples/quickstart.yaml", "--detect", "3%"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert seen["detect"] == 0.03
@@ -79,6 +79,6 @@ def test_scheduler_plan_prints_the_power_lines_and_their_json(monkeypatch, capsy
     def down(spec, settings, detect):
         raise StoreUnavailable("cannot connect to the results DB")
 
-    monkeypatch.setattr(cli, "power_of", down)
+    monkeypatch.setattr(spec_commands, "power_of", down)
     assert cli.main(["plan", "examples/quickstart.yaml"]) == 0
     assert "power: not estimated: the results DB was not read (cannot connect" in capsys.readouterr().out

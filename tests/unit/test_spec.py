@@ -187,7 +187,7 @@ def test_quiesce_short_form_and_block():
     ("{max_dirty_pct: .nan}", "targets[0].quiesce.max_dirty_pct: must be a finite number"),
     ("{max_dirty_pct: 150}", "targets[0].quiesce.max_dirty_pct: must be <= 100.0"),
     ("{max_history: -1}", "targets[0].quiesce.max_history: must be >= 0"),
-    ("{timout: 5s}", "targets[0].quiesce.timout: unknown field"),
+    ("{timout: 5s}", "targets[0].quiesce.timout: unknown field (did you mean timeout?)"),
 ])
 def test_bad_quiesce_values_name_the_field(value, message):
     """Every quiesce value is finite and bounded; a wrong one is refused naming its field."""

@@ -18,13 +18,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema, field_validator, model_validator
 
 from services.common.spec import server_options
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.spec.load_hosts import check_load_hosts
-from services.common.spec.fields import Frozen, Int, Name, Number, Seconds, shown
+from services.common.spec.problems import FieldProblems, Problem, closest, did_you_mean
+from services.common.spec.fields import DURATION_JSON_SCHEMA, Frozen, Int, Name, Number, Seconds, shown
 from services.common.spec.targets import PRIVATE_TARGET_FIELDS, DsnTarget, ManagedTarget, Target
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.workload.registry import WORKLOADS
@@ -98,7 +99,10 @@ class CampaignSpec(Frozen):
     #: measures the duration of the highest key at or below its threads, ``duration`` below
     #: every key (a run must hold enough transactions per connection to measure its response time).
     duration_by_threads: Annotated[dict[int, Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]],
-                                   BeforeValidator(_thread_count_keys), Field(max_length=MAX_THREAD_COUNTS)] = {}
+                                   BeforeValidator(_thread_count_keys), Field(max_length=MAX_THREAD_COUNTS),
+                                   WithJsonSchema({"type": "object", "maxProperties": MAX_THREAD_COUNTS,
+                                                   "propertyNames": {"pattern": "^[1-9][0-9]{0,4}$"},
+                                                   "additionalProperties": DURATION_JSON_SCHEMA})] = {}
     warmup: Annotated[Seconds, Field(le=MAX_DURATION_S)] = 0.0
     repeat: Annotated[Int, Field(ge=1, le=1000)] = 1
     seed: Annotated[Int, Field(ge=0, le=MAX_SEED)] = 0
@@ -124,53 +128,77 @@ class CampaignSpec(Frozen):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "CampaignSpec":
+        # Every problem at once, one line each: a user fixes them all before running validate again.
+        problems = self._name_problems() + self._shape_problems()
+        if self.driver == "sysbench":
+            problems += self._sysbench_problems()
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+    def _name_problems(self) -> list[Problem]:
+        out = []
         names = [t.name for t in self.targets]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ValueError(f"targets: names must be distinct, repeated: {', '.join(dup)}")
+            out.append(Problem("targets", f"names must be distinct, repeated: {', '.join(dup)}"))
         if self.baseline is not None and self.baseline not in names:
-            raise ValueError(f"baseline: {self.baseline!r} is not a target (targets: {', '.join(names)})")
+            near = closest(self.baseline, names)
+            out.append(Problem("baseline", f"{self.baseline!r} is not a target{did_you_mean(near)} "
+                                           f"(targets: {', '.join(names)})", near))
         keys = [w.key for w in self.workloads]
         dup = sorted({k for k in keys if keys.count(k) > 1})
         if dup:
-            raise ValueError(f"workloads: repeated {', '.join(dup)}; give each a distinct label")
-        runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
-        if runs > MAX_RUNS:
-            raise ValueError(f"repeat: {len(self.targets)} targets x {len(self.workloads)} workloads x "
-                             f"{len(self.threads)} thread counts x {self.repeat} repetitions = {runs:,} runs; "
-                             f"a campaign may have at most {MAX_RUNS:,}")
+            out.append(Problem("workloads", f"repeated {', '.join(dup)}; give each a distinct label"))
         clash = run_id_clash(names, keys)
         if clash:
             (t1, w1), (t2, w2) = clash
-            raise ValueError(f"targets: target {t1!r} with workload {w1!r} and target {t2!r} with workload "
-                             f"{w2!r} give the same run ids ({t1}.{w1}); rename one so the names do not "
-                             "join the same way with '.'")
+            out.append(Problem("targets", f"target {t1!r} with workload {w1!r} and target {t2!r} with workload "
+                                          f"{w2!r} give the same run ids ({t1}.{w1}); rename one so the names do "
+                                          "not join the same way with '.'"))
+        return out
+
+    def _shape_problems(self) -> list[Problem]:
+        out = []
+        runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
+        if runs > MAX_RUNS:
+            out.append(Problem("repeat", f"{len(self.targets)} targets x {len(self.workloads)} workloads x "
+                                         f"{len(self.threads)} thread counts x {self.repeat} repetitions = {runs:,} "
+                                         f"runs; a campaign may have at most {MAX_RUNS:,}"))
         for w in self.workloads:
             most = WORKLOADS[w.name].max_tables
             if most is not None and self.data.tables > most:
                 named = w.key if w.key == w.name else f"{w.key} ({w.name})"
-                raise ValueError(f"workloads: {named}: runs on at most {most} table(s), as its sysbench script does "
-                                 f"(it refuses --tables > 1); data.tables is {self.data.tables}")
+                out.append(Problem("workloads", f"{named}: runs on at most {most} table(s), as its sysbench script "
+                                                f"does (it refuses --tables > 1); data.tables is {self.data.tables}"))
         managed = [t.name for t in self.targets if isinstance(t, ManagedTarget)]
         fresh = [w.key for w in self.workloads if WORKLOADS[w.name].tables.fresh]
-        check_load_hosts(self.load_hosts, min(self.threads), self.driver, managed, fresh)
-        if self.driver == "sysbench":
-            old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
-            if old:
-                raise ValueError(f"workloads: {', '.join(old)}: sysbench 1.0.20 has no script running what sysbench "
-                                 "0.5 ran under these 2010 names (docs/workloads.md); use driver: native")
-            zipf = sorted({w.key for w in self.workloads if w.option("rand_type") == "zipfian"})
-            if zipf:
-                raise ValueError(f"workloads: {', '.join(zipf)}: rand_type zipfian needs sysbench 1.1; "
-                                 "the sysbench driver runs 1.0.20 (use driver: native)")
-            if self.latency_by_kind:
-                raise ValueError("latency_by_kind: sysbench reports latency per event only; use driver: native")
-            for i, t in enumerate(self.targets):
-                if isinstance(t, DsnTarget) and t.tls_mode == "verify":
-                    raise ValueError(f"targets[{i}].tls: sysbench 1.0.20 cannot verify the server's certificate, "
-                                     "and a password would cross the network; use driver: native, or tls: "
-                                     "preferred to accept an unverified connection")
-        return self
+        try:
+            check_load_hosts(self.load_hosts, min(self.threads), self.driver, managed, fresh)
+        except ValueError as e:
+            out.append(Problem("", str(e)))  # its message starts with "load_hosts: "
+        return out
+
+    def _sysbench_problems(self) -> list[Problem]:
+        out = []
+        old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
+        if old:
+            out.append(Problem("workloads", f"{', '.join(old)}: sysbench 1.0.20 has no script running what "
+                                            "sysbench 0.5 ran under these 2010 names (docs/workloads.md); use "
+                                            "driver: native"))
+        zipf = sorted({w.key for w in self.workloads if w.option("rand_type") == "zipfian"})
+        if zipf:
+            out.append(Problem("workloads", f"{', '.join(zipf)}: rand_type zipfian needs sysbench 1.1; the sysbench "
+                                            "driver runs 1.0.20 (use driver: native)"))
+        if self.latency_by_kind:
+            out.append(Problem("latency_by_kind", "sysbench reports latency per event only; use driver: native"))
+        for i, t in enumerate(self.targets):
+            if isinstance(t, DsnTarget) and t.tls_mode == "verify":
+                out.append(Problem(f"targets[{i}].tls", "sysbench 1.0.20 cannot verify the server's certificate, "
+                                                        "and a password would cross the network; use driver: "
+                                                        "native, or tls: preferred to accept an unverified "
+                                                        "connection"))
+        return out
 
     @property
     def baseline_name(self) -> str:

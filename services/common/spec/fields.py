@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict, WithJsonSchema
 
 from services.common.spec.durations import format_duration, parse_duration
 
@@ -21,16 +21,24 @@ def number_as_name(v: Any) -> Any:
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
-Name = Annotated[str, BeforeValidator(number_as_name), Field(pattern=NAME_PATTERN)]
+#: What an editor's JSON Schema says of a name: the pattern, or a whole number (``name: 8``).
+NAME_JSON_SCHEMA = {"anyOf": [{"type": "string", "pattern": NAME_PATTERN}, {"type": "integer", "minimum": 0}]}
+Name = Annotated[str, BeforeValidator(number_as_name), Field(pattern=NAME_PATTERN), WithJsonSchema(NAME_JSON_SCHEMA)]
 Identifier = Annotated[str, Field(pattern=IDENT_PATTERN)]
 #: Whole numbers are whole numbers: `true`, `5.0` and `"5"` are refused, not converted.
 Int = Annotated[int, Strict()]
 #: A finite number (an int is accepted); `.inf`, `.nan` and booleans are refused.
 Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+#: A duration as parse_duration reads it (``90s``, ``1h30m``, ``500ms``, ``2.5``; any case, spaces
+#: allowed). The bounds of each field are checked by the loader, not the schema.
+DURATION_PATTERN = r"^ *(?:[0-9][0-9 ]*(?:\.[0-9 ]+)? *(?:[mM][sS]|[sSmMhH]) *)+$|^ *[0-9][0-9 ]*(?:\.[0-9 ]+)? *$"
+DURATION_JSON_SCHEMA = {"anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": DURATION_PATTERN}],
+                        "description": "seconds, or a duration like 90s, 15m, 1h30m, 500ms"}
 Seconds = Annotated[
     float,
     BeforeValidator(parse_duration),
     PlainSerializer(format_duration, return_type=str),
+    WithJsonSchema(DURATION_JSON_SCHEMA),
 ]
 
 

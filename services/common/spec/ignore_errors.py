@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 #: sysbench 1.0's default: deadlock (1213), record changed since last read (1020), lock wait
 #: timeout (1205). Kept sorted, as every parsed list is, so equal lists compare equal.
@@ -49,6 +49,11 @@ def _parse(v: Any) -> Any:
 IgnoreErrors = Annotated[
     Union[Literal["all"], tuple[Annotated[int, Field(ge=1, le=65535)], ...]],
     BeforeValidator(_parse),
+    # Every form _parse reads: all (any case), none, sysbench's "1213,1062", one code, a list.
+    WithJsonSchema({"anyOf": [
+        {"type": "string", "pattern": r"^ *(?:[aA][lL][lL]|[nN][oO][nN][eE]|[0-9]+(?: *, *[0-9]+)*)? *$"},
+        {"type": "integer", "minimum": 1, "maximum": 65535},
+        {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}}]}),
 ]
 
 

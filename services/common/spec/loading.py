@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from services.common.spec import yaml_input
 from services.common.errors import FieldError, SpecError
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.fields import shown
+from services.common.spec.problems import FieldProblems, closest, did_you_mean
+from services.common.spec.targets import DsnTarget, ManagedTarget, Quiesce
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.common.spec.yaml_input import NodePath, lookup_line
 
 
@@ -95,6 +98,51 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _model_at(loc: tuple[Any, ...], data: Any) -> type[BaseModel] | None:
+    """The spec model of the mapping at ``loc`` (a path in the YAML), for the field names it knows."""
+    if loc == ():
+        return CampaignSpec
+    if loc == ("data",):
+        return DataShape
+    if len(loc) == 2 and loc[0] == "workloads" and isinstance(loc[1], int):
+        return WorkloadSpec
+    if len(loc) in (2, 3) and loc[0] == "targets" and isinstance(loc[1], int):
+        targets = data.get("targets") if isinstance(data, dict) else None
+        target = targets[loc[1]] if isinstance(targets, list) and 0 <= loc[1] < len(targets) else None
+        model = ManagedTarget if isinstance(target, dict) and target.get("kind") == "managed" else DsnTarget
+        if len(loc) == 2:
+            return model
+        return Quiesce if loc[2] == "quiesce" else None
+    return None
+
+
+def _unknown_field_suggestion(loc: tuple[Any, ...], data: Any) -> str | None:
+    """The field of the same model nearest to an unknown key (``warmpu``: ``warmup``)."""
+    if not loc or not isinstance(loc[-1], str):
+        return None
+    model = _model_at(loc[:-1], data)
+    return closest(loc[-1], model.model_fields) if model is not None else None
+
+
+def _problems(err: dict[str, Any], data: Any) -> list[tuple[str, str, str | None]]:
+    """One (finer field, message, suggestion) per problem pydantic's error holds."""
+    cause = err.get("ctx", {}).get("error")
+    if isinstance(cause, FieldProblems):
+        return [(p.field, p.message, p.suggestion) if p.field else _lifted(p.message, p.suggestion)
+                for p in cause.problems]
+    message = _message(err)
+    if err["type"] == "extra_forbidden":
+        near = _unknown_field_suggestion(_clean_loc(tuple(err["loc"]), data), data)
+        return [("", message + did_you_mean(near), near)]
+    return [_lifted(message, None)]
+
+
+def _lifted(message: str, suggestion: str | None) -> tuple[str, str, str | None]:
+    """Validators that know a finer field say so as "options.x: ..."; lift it into the path."""
+    m = _FIELD_PREFIX.match(message)
+    return (m.group(1), m.group(2), suggestion) if m else ("", message, suggestion)
+
+
 def errors_from_validation(exc: ValidationError, data: Any, lines: dict[NodePath, int] | None = None) -> list[FieldError]:
     """Turn a pydantic ValidationError into one FieldError per problem, deduplicated; ``lines``
     (from yaml_input.load) gives each its YAML line."""
@@ -102,19 +150,16 @@ def errors_from_validation(exc: ValidationError, data: Any, lines: dict[NodePath
     out: list[FieldError] = []
     seen: set[tuple[str, str]] = set()
     for err in exc.errors():
-        loc = _clean_loc(tuple(err["loc"]), data)
-        message = _message(err)
-        path = format_path(loc)
-        # Validators that know a finer field say so as "options.x: ..."; lift it into the path.
-        m = _FIELD_PREFIX.match(message)
-        if m:
-            path = f"{path}.{m.group(1)}" if path else m.group(1)
-            message = m.group(2)
-            loc = loc + tuple(int(i) if i else k for k, i in re.findall(r"([A-Za-z0-9_-]+)|\[(\d+)\]", m.group(1)))
-        if (path, message) in seen:
-            continue
-        seen.add((path, message))
-        out.append(FieldError(path, message, lookup_line(lines, loc)))
+        base = _clean_loc(tuple(err["loc"]), data)
+        for finer, message, suggestion in _problems(err, data):
+            path, loc = format_path(base), base
+            if finer:
+                path = f"{path}.{finer}" if path else finer
+                loc = base + tuple(int(i) if i else k for k, i in re.findall(r"([A-Za-z0-9_-]+)|\[(\d+)\]", finer))
+            if (path, message) in seen:
+                continue
+            seen.add((path, message))
+            out.append(FieldError(path, message, lookup_line(lines, loc), suggestion))
     return out
 
 
@@ -154,8 +199,8 @@ class SpecSource:
     name: str
     lines: Mapping[NodePath, int] = field(default_factory=dict)
 
-    def error(self, loc: NodePath, message: str) -> FieldError:
-        return FieldError(format_path(loc), message, lookup_line(dict(self.lines), loc))
+    def error(self, loc: NodePath, message: str, suggestion: str | None = None) -> FieldError:
+        return FieldError(format_path(loc), message, lookup_line(dict(self.lines), loc), suggestion)
 
 
 def load_spec_source(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[CampaignSpec, SpecSource]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Discriminator, Field, Strict, Tag
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Discriminator, Field, Strict, Tag, WithJsonSchema
 from pydantic import field_validator, model_validator
 
 from services.common.spec import server_options
@@ -44,7 +44,10 @@ def _not_system_schema(v: str) -> str:
 #: A target's database: an identifier that is not one of the server's own schemas.
 Database = Annotated[str, Field(pattern=IDENT_PATTERN), AfterValidator(_not_system_schema)]
 CpuList = Annotated[str, BeforeValidator(number_as_name), Field(max_length=255, pattern=CPU_LIST_PATTERN),
-                    AfterValidator(_cpus_in_range)]
+                    AfterValidator(_cpus_in_range),
+                    # `server_cpus: 0` is a CPU list that YAML reads as a number.
+                    WithJsonSchema({"anyOf": [{"type": "string", "maxLength": 255, "pattern": CPU_LIST_PATTERN},
+                                              {"type": "integer", "minimum": 0, "maximum": MAX_CPU}]})]
 #: An absolute path without spaces or shell characters (sockets, CA files).
 PATH_PATTERN = r"^/[A-Za-z0-9_.+/-]{1,255}$"
 AbsolutePath = Annotated[str, Field(pattern=PATH_PATTERN)]

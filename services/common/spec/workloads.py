@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, field_validator, model_validator
+from pydantic import Field, Strict, WithJsonSchema, field_validator, model_validator
 
 from services.common.spec.fields import NAME_PATTERN, Frozen, Int, shown
+from services.common.spec.problems import FieldProblems, Problem, closest, did_you_mean
 from services.workload.registry import OPTION_LIMITS, RAND_TYPES, WORKLOADS
 
 #: sysbench options that change the prepared schema, which the worker's prepare does not vary yet.
@@ -19,7 +20,10 @@ class DataShape(Frozen):
 
     tables: Annotated[Int, Field(ge=1, le=1024)] = 1
     table_size: Annotated[Int, Field(ge=1, le=2_000_000_000)] = 10_000
-    engine: Literal["InnoDB", "MyISAM", "Aria"] = "InnoDB"
+    engine: Annotated[Literal["InnoDB", "MyISAM", "Aria"], WithJsonSchema({"anyOf": [
+        {"enum": ["InnoDB", "MyISAM", "Aria"]},
+        {"type": "string", "pattern": "^(?:[iI][nN][nN][oO][dD][bB]|[mM][yY][iI][sS][aA][mM]|[aA][rR][iI][aA])$"}]})] \
+        = "InnoDB"
 
     @field_validator("engine", mode="before")
     @classmethod
@@ -50,32 +54,43 @@ class WorkloadSpec(Frozen):
     @classmethod
     def _known(cls, v: str) -> str:
         if v not in WORKLOADS:
-            raise ValueError(f"unknown workload {shown(v)!r}; known: {', '.join(sorted(WORKLOADS))}")
+            near = closest(v, WORKLOADS)
+            known = "" if near else f"; known: {', '.join(sorted(WORKLOADS))}"
+            raise FieldProblems([Problem("", f"unknown workload {shown(v)!r}{did_you_mean(near)}{known}", near)])
         return v
 
     @model_validator(mode="after")
     def _options_known(self) -> "WorkloadSpec":
-        accepted = WORKLOADS[self.name].options
-        for key, value in self.options.items():
-            if key not in accepted:
-                raise ValueError(f"options.{shown(key)}: not an option of {self.name} "
-                                 f"(accepted: {', '.join(sorted(accepted))})")
-            default = accepted[key]
-            if isinstance(default, bool) and not isinstance(value, bool):
-                raise ValueError(f"options.{key}: must be true or false")
-            if isinstance(default, int) and not isinstance(default, bool):
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise ValueError(f"options.{key}: must be a whole number >= 0")
-                if value > OPTION_LIMITS[key]:
-                    raise ValueError(f"options.{key}: must be <= {OPTION_LIMITS[key]:,}")
-            if key == "rand_type" and value not in RAND_TYPES:
-                raise ValueError(f"options.rand_type: must be one of {', '.join(RAND_TYPES)}")
-            if key in PREPARE_FIXED and value != default:
-                # The worker prepares sysbench's default table shape only; refusing beats a run
-                # that silently measures another schema than the one asked for.
-                raise ValueError(f"options.{key}: only the sysbench default ({str(default).lower()}) is "
-                                 "supported; the worker's prepare builds that table shape")
+        problems = [p for key, value in self.options.items() if (p := self._option_problem(key, value))]
+        if problems:
+            raise FieldProblems(problems)
         return self
+
+    def _option_problem(self, key: str, value: Any) -> Problem | None:
+        """What is wrong with one option of this workload, or None."""
+        accepted = WORKLOADS[self.name].options
+        where = f"options.{shown(key)}"
+        if key not in accepted:
+            near = closest(key, accepted)
+            listed = "" if near else f" (accepted: {', '.join(sorted(accepted))})"
+            return Problem(where, f"not an option of {self.name}{did_you_mean(near)}{listed}", near)
+        default = accepted[key]
+        if isinstance(default, bool) and not isinstance(value, bool):
+            return Problem(where, "must be true or false")
+        if isinstance(default, int) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                return Problem(where, "must be a whole number >= 0")
+            if value > OPTION_LIMITS[key]:
+                return Problem(where, f"must be <= {OPTION_LIMITS[key]:,}")
+        if key == "rand_type" and value not in RAND_TYPES:
+            near = closest(str(value), RAND_TYPES)
+            return Problem(where, f"must be one of {', '.join(RAND_TYPES)}{did_you_mean(near)}", near)
+        if key in PREPARE_FIXED and value != default:
+            # The worker prepares sysbench's default table shape only; refusing beats a run
+            # that silently measures another schema than the one asked for.
+            return Problem(where, f"only the sysbench default ({str(default).lower()}) is "
+                                  "supported; the worker's prepare builds that table shape")
+        return None
 
     @property
     def key(self) -> str:

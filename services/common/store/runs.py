@@ -57,6 +57,14 @@ class Runs:
                                       (campaign_id,))
         return first, last
 
+    def ended_at(self, campaign_id: str) -> float | None:
+        """When the campaign's last run reached its final state; None while a run is pending or
+        running (or the campaign has no runs)."""
+        (open_runs, total, last), = self.db.rows(
+            "SELECT COALESCE(SUM(state IN ('pending','running')), 0), COUNT(*), MAX(COALESCE(ended_at, updated_at))"
+            " FROM runs WHERE campaign_id=%s", (campaign_id,))
+        return float(last) if int(total) and not int(open_runs) and last is not None else None
+
     def active(self, campaign_id: str) -> list[tuple[str, str, int, int, str | None, float | None]]:
         """Runs in progress: (target, workload, threads, repetition, worker, started_at)."""
         return [

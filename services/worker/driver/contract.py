@@ -16,8 +16,8 @@ from services.common.messages.results import Latency, Series, Totals, Window
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.target.connect_params import ConnectParams
 
-__all__ = ["ConnectParams", "Counts", "Driver", "LoadError", "LoadOutcome", "LoadRequest", "Phase", "Progress",
-           "ProgressCallback"]
+__all__ = ["ConnectParams", "Counts", "Driver", "IntervalPercentile", "LoadError", "LoadOutcome", "LoadRequest",
+           "Phase", "Progress", "ProgressCallback"]
 
 Phase = Literal["warmup", "measure"]
 
@@ -73,6 +73,15 @@ class Counts:
 
 
 @dataclass(frozen=True)
+class IntervalPercentile:
+    """One report interval's latency percentile as sysbench prints it (``lat (ms,95%)``): a figure
+    of that interval alone, which no later report adds to (hence a gauge, not a histogram)."""
+
+    percentile: float
+    ms: float
+
+
+@dataclass(frozen=True)
 class Progress:
     """A live report of a running load, about once a second. Counts are cumulative since the
     phase began (not per second), so a report lost or merged late loses nothing."""
@@ -84,9 +93,12 @@ class Progress:
     counts: Counts = field(default_factory=Counts)
     #: Open loop only: transactions due by ``elapsed_s`` that had not started; None when closed.
     queue: int | None = None
-    #: Transaction latency since the phase began, when the driver has it (neither driver sends
-    #: it yet; WorkerMetrics exports it when one does).
+    #: Transaction latency since the phase began, when the driver has it (the native driver's
+    #: load processes' histograms, merged).
     latency: Histogram | None = None
+    #: The last interval's latency percentile, when the driver reports only that (sysbench's
+    #: report lines); None for an interval without a completed transaction.
+    interval_percentile: IntervalPercentile | None = None
 
 
 ProgressCallback = Callable[[Progress], None]

@@ -34,7 +34,7 @@ from services.worker.driver.native.protocol import (
     merged_kinds,
 )
 from services.worker.target.connect_params import ConnectParams
-from services.worker.driver.native.sinks import counted
+from services.worker.driver.native.sinks import counted, latency_so_far
 
 
 def main(pipe: multiprocessing.connection.Connection, job: Job) -> None:
@@ -101,7 +101,7 @@ class _Seconds:
         self.ignored_errors.append(now.ignored_errors - before.ignored_errors)
         self.reconnects.append(now.reconnects - before.reconnects)
         self.previous = now
-        return Tick(len(self.transactions), now, queue)
+        return Tick(len(self.transactions), now, queue, latency_so_far(c.sink for c in self.clients))
 
     def series(self) -> Series:
         return Series(transactions=self.transactions, queries=self.queries, errors=self.errors, queue=self.queue,

@@ -224,8 +224,9 @@ def _drive(pipes: list, procs: list, warmup: float, duration: float,
 def _progress(ticks: list[Tick]) -> Progress:
     """One Progress from every process's Tick of the same second."""
     queues = [t.queue for t in ticks if t.queue is not None]
+    hists = [t.latency for t in ticks if t.latency is not None]
     return Progress("measure", float(ticks[0].second), sum((t.counts for t in ticks), Counts()),
-                    queue=sum(queues) if queues else None)
+                    queue=sum(queues) if queues else None, latency=Histogram.merged(hists) if hists else None)
 
 
 def _sum_series(parts: list[list[int]]) -> list[int]:

@@ -93,6 +93,8 @@ class Tick:
     counts: Counts
     #: Open loop: transactions due but not started at the end of the second; None when closed.
     queue: int | None = None
+    #: Transaction latency of the process since measurement began (for the live histogram).
+    latency: Histogram | None = None
 
 
 @dataclass(frozen=True)

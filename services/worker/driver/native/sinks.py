@@ -46,3 +46,12 @@ def counted(sinks: Iterable[Sink]) -> Counts:
     return Counts(transactions=total["transactions"], reads=total["read"], writes=total["write"],
                   other=total["other"], errors=total["errors"], ignored_errors=total["ignored_errors"],
                   reconnects=total["reconnects"], errors_by_code=codes)
+
+
+def latency_so_far(sinks: Iterable[Sink]) -> Histogram:
+    """The transaction latency these sinks recorded so far, read while the loop may still record:
+    a copy of each bucket map (the loop may add a bucket meanwhile), the total from the copies."""
+    out = Histogram()
+    for s in sinks:
+        out.merge(Histogram(dict(list(s.hist.counts.items())), s.hist.max_us))
+    return out

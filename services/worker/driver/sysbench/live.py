@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from services.worker.driver.contract import Counts, Progress, ProgressCallback
+from services.worker.driver.contract import Counts, IntervalPercentile, Progress, ProgressCallback
 from services.common.results import sysbench_output as so
 
 
@@ -24,6 +24,14 @@ def _hundredths(rate: float) -> int:
 
 def _rounded(hundredths: int) -> int:
     return (hundredths + 50) // 100
+
+
+def interval_percentile(iv: so.Interval) -> IntervalPercentile | None:
+    """The latency percentile a report line printed; None for an interval in which no transaction
+    completed (sysbench prints 0.00 then: no latency, not a latency of 0) or without a percentile."""
+    if iv.tps <= 0 or not iv.percentile:
+        return None
+    return IntervalPercentile(float(iv.percentile), iv.latency_ms)
 
 
 class LiveProgress:
@@ -71,4 +79,5 @@ class LiveProgress:
             # sysbench aborts on any error it does not ignore, so its err/s are all ignored ones.
             errors=0, ignored_errors=_rounded(self._ignored), reconnects=_rounded(self._reconnects),
         )
-        self._on_progress(Progress("measure", iv.second, counts, queue=iv.queue_length))
+        self._on_progress(Progress("measure", iv.second, counts, queue=iv.queue_length,
+                                   interval_percentile=interval_percentile(iv)))
