@@ -150,7 +150,9 @@ def test_import_sysbench_of_a_real_run_reproduces_its_numbers(fleet, tmp_path):
     assert abs(run["p95_ms"] - p95) <= 0.02 * p95 + 0.01
     with Store(fleet.settings) as store:
         stored = store.results.get(run["run_id"])
-        assert stored is not None and len(stored.series.queries) >= 3 and stored.latency.histogram
+        # One figure per report line sysbench printed (a busy machine can drop the last one of 3 s).
+        printed = len(re.findall(r"^\[ \d+s \]", output, re.MULTILINE))
+        assert stored is not None and printed >= 2 and len(stored.series.queries) == printed and stored.latency.histogram
     # The same command again replaces the run; another target joins the campaign for `report`.
     for target in ("mariadb-10.11", "mysql-8.0"):
         r = fleet.cli("collector", "import-sysbench", str(out), "--campaign", "oldbox", "--target", target,
