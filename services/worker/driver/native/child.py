@@ -15,7 +15,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from services.common.results.histogram import Histogram
 from services.common.messages.results import Series
 from services.worker.driver.contract import Counts
 from services.worker.driver.native.arrivals import Schedule
@@ -34,7 +33,7 @@ from services.worker.driver.native.protocol import (
     merged_kinds,
 )
 from services.worker.target.connect_params import ConnectParams
-from services.worker.driver.native.sinks import counted, latency_so_far
+from services.worker.driver.native.sinks import counted, latency_of, share_histogram
 
 
 def main(pipe: multiprocessing.connection.Connection, job: Job) -> None:
@@ -61,6 +60,7 @@ def _open_clients(job: Job) -> list[Client]:
         for c in clients:
             c.close()
         raise first_error
+    share_histogram(c.sink for c in clients)
     return clients
 
 
@@ -101,7 +101,7 @@ class _Seconds:
         self.ignored_errors.append(now.ignored_errors - before.ignored_errors)
         self.reconnects.append(now.reconnects - before.reconnects)
         self.previous = now
-        return Tick(len(self.transactions), now, queue, latency_so_far(c.sink for c in self.clients))
+        return Tick(len(self.transactions), now, queue, latency_of(c.sink for c in self.clients))
 
     def series(self) -> Series:
         return Series(transactions=self.transactions, queries=self.queries, errors=self.errors, queue=self.queue,
@@ -199,7 +199,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
     pipe.send(Done(
         counts=last.counts,
         series=seconds.series(),
-        hist=Histogram.merged(c.sink.hist for c in clients),
+        hist=latency_of(c.sink for c in clients),
         kinds=merged_kinds(c.sink.kinds for c in clients),
         last_end=max((c.last_end for c in clients), default=t_measure),
         cpu_s=cpu_s,
