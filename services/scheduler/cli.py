@@ -29,6 +29,7 @@ from services.common.spec.campaign import CampaignSpec
 from services.common.spec.loading import load_spec_source
 from services.common.store import Store
 from services.common.store.campaigns import Duplicate
+from services.common.terminal import escape_controls
 from services.reporting import load as loading
 from services.reporting.options import ReportOptions
 from services.reporting.plan_power import PlanPower
@@ -328,7 +329,7 @@ def _wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpar
         if out:
             print(f"wrote {out}", file=sys.stderr)
         for f in failures:
-            print(f"failed: {f.run_id}: {f.error}", file=sys.stderr)
+            print(escape_controls(f"failed: {f.run_id}: {f.error}"), file=sys.stderr)
     if p.failed:
         return EXIT_FAILED
     if getattr(args, "fail_on_collapse", False) and report.collapsed:
@@ -360,7 +361,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{'campaign':<48} {'state':<24} {'done':>5} {'failed':>6} {'total':>6}")
             for c in rows:
                 n = store.runs.counts(c.campaign_id)
-                print(f"{c.campaign_id:<48} {c.state:<24} {n['done']:>5} {n['failed']:>6} {c.total_runs:>6}")
+                print(escape_controls(f"{c.campaign_id:<48} {c.state:<24} {n['done']:>5} {n['failed']:>6} {c.total_runs:>6}"))
             return EXIT_OK
         c = store.campaigns.get(args.campaign)
         if c is None:
@@ -374,12 +375,12 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
                               "counts": counts, "active": [list(a) for a in active],
                               "failures": [{"run_id": f.run_id, "error": f.error} for f in failures]}, indent=2))
             return EXIT_OK
-        print(f"campaign {c.campaign_id} ({c.state}): " + ", ".join(f"{k} {v}" for k, v in counts.items()) +
-              f" of {c.total_runs}")
+        print(escape_controls(f"campaign {c.campaign_id} ({c.state}): " +
+                              ", ".join(f"{k} {v}" for k, v in counts.items()) + f" of {c.total_runs}"))
         for t, w, th, rep, worker, _ in active:
-            print(f"  running: {t} {w} t={th} r{rep} on {worker}")
+            print(escape_controls(f"  running: {t} {w} t={th} r{rep} on {worker}"))
         for f in failures:
-            print(f"  failed: {f.run_id}: {f.error}")
+            print(escape_controls(f"  failed: {f.run_id}: {f.error}"))
     return EXIT_OK
 
 

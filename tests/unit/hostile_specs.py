@@ -173,6 +173,12 @@ def _cases() -> list[tuple[str, str | bytes, str]]:
         ("NUL byte", spec(name="a\x00b"), "(spec)"),
         ("ANSI escape in description", spec(extra='description: "\\e[31mred\\e[0m"\n'), "description"),
         ("bidi override in description", spec(extra='description: "abc\\u202edcb"\n'), "description"),
+        ("Arabic letter mark in description", spec(extra='description: "abc\\u061cdcb"\n'), "description"),
+        ("zero-width space in description", spec(extra='description: "ab\\u200bc"\n'), "description"),
+        ("line separator in description", spec(extra='description: "ab\\u2028c"\n'), "description"),
+        ("byte-order mark in description", spec(extra='description: "ab\\ufeffc"\n'), "description"),
+        ("deprecated bidi format control in description", spec(extra='description: "ab\\u206ec"\n'), "description"),
+        ("language tag in description", spec(extra='description: "ab\\U000e0001c"\n'), "description"),
         ("accented name", spec(name="tést"), "name"),
         # -- names
         ("space in target name", spec(targets=target(name='"a b"')), "targets[0].name"),
