@@ -164,7 +164,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     key = args.idempotency_key or default_key(spec_hash(spec))
     with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler", role=Role.SCHEDULER) as bus:
         with deferred_sigint("interrupted: undoing the submit once the current step ends") as interrupted:
-            outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
+            outcome = submit(StoreLedger(store, publisher=bus.user), bus, spec, campaign_id, runs, key=key,
                              explicit_key=bool(args.idempotency_key), force=args.force, interrupted=interrupted)
         earlier = store.campaigns.get(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
     if isinstance(outcome, RolledBack):

@@ -60,7 +60,7 @@ class Transfer:
         # state, so the export's rows are written again after, their word being final.
         self._upsert_runs(c.campaign_id, export.runs)
         for result in export.results:
-            self.results.store(result)
+            self.results.store(result, replace_ok=replace)
         self._upsert_runs(c.campaign_id, export.runs)
         self.campaigns.set_state(c.campaign_id, c.state)
 
