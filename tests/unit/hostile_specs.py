@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BASE_TARGET = "{name: a, host: 127.0.0.1, database: sb_a}"
+BASE_TARGET = "{name: a, user: bench, host: 127.0.0.1, database: sb_a}"
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def spec(*, name: str = "hostile", targets: str | None = None, workloads: str = 
 
 def target(**fields: str) -> str:
     """The base dsn target with ``fields`` (YAML flow values) set."""
-    base = {"name": "a", "host": "127.0.0.1", "database": "sb_a", **fields}
+    base = {"name": "a", "user": "bench", "host": "127.0.0.1", "database": "sb_a", **fields}
     return "{" + ", ".join(f"{k}: {v}" for k, v in base.items()) + "}"
 
 
@@ -184,10 +184,12 @@ def _cases() -> list[tuple[str, str | bytes, str]]:
         ("space in target name", spec(targets=target(name='"a b"')), "targets[0].name"),
         ("path as campaign name", spec(name='"../../etc"'), "name"),
         ("semicolon in label", spec(workloads="[{name: oltp_point_select, label: 'x;y'}]"), "workloads[0].label"),
-        ("colliding run ids", "name: x\ntargets: [{name: a, database: x}, {name: a.b, database: y}]\n"
+        ("colliding run ids", "name: x\ntargets: [{name: a, user: bench, database: x},\n"
+         " {name: a.b, user: bench, database: y}]\n"
          "workloads: [{name: oltp_point_select, label: b.c}, {name: oltp_read_only, label: c}]\n"
          "threads: [1]\nduration: 1s\n", "targets"),
-        ("repeated target name", "name: x\ntargets: [{name: a, database: x}, {name: a, database: y}]\n"
+        ("repeated target name", "name: x\ntargets: [{name: a, user: bench, database: x},\n"
+         " {name: a, user: bench, database: y}]\n"
          "workloads: [oltp_point_select]\nthreads: [1]\nduration: 1s\n", "targets"),
         ("baseline not a target", spec(extra="baseline: zz\n"), "baseline"),
         ("100 kB baseline", spec(extra="baseline: " + "b" * 100_000 + "\n"), "baseline"),
@@ -202,6 +204,7 @@ def _cases() -> list[tuple[str, str | bytes, str]]:
         ("duplicate key", spec(extra="duration: 6s\n"), "duration"),
         ("duplicate nested key", "name: x\ntargets:\n  - name: a\n    port: 3306\n    port: 3307\n"
          "workloads: [oltp_point_select]\nthreads: [1]\nduration: 1s\n", "targets[0].port"),
+        ("no user", spec(targets="{name: a, host: 127.0.0.1, database: sb_a}"), "targets[0].user"),
         ("space in host", spec(targets=target(host='"evil host"')), "targets[0].host"),
         ("option-like host", spec(targets=target(host='"-oProxyCommand=x"')), "targets[0].host"),
         ("quote in user", spec(targets=target(user='"root\'--"')), "targets[0].user"),
