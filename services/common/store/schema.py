@@ -36,7 +36,7 @@ History:
       histogram has no percentile); rows stored before with 0 transactions read NULL.
       results.starved_connections, in_flight_at_end, oldest_in_flight_s, completed_per_connection_min,
       completed_per_connection_median: a run's window (native driver), NULL where not recorded.
-  21: runs.taker_user, taker_worker, taker_attempt: who took a run (the broker user and worker of
+  22: runs.taker_user, taker_worker, taker_attempt: who took a run (the broker user and worker of
       its first claim, services/common/store/takers.py), so no other worker's messages speak for it;
       campaigns.publisher: the broker user that published the campaign's runs.
 """
@@ -308,9 +308,10 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " ADD COLUMN IF NOT EXISTS completed_per_connection_median DOUBLE NULL",
         ],
     ),
-    # 21: a run is bound to its taker (services/common/store/takers.py).
+    # 22: a run is bound to its taker (services/common/store/takers.py). Versions are a set, not a
+    # sequence (connection.migrate applies each one missing), so 21 may come from elsewhere.
     (
-        21,
+        22,
         [
             "ALTER TABLE runs ADD COLUMN IF NOT EXISTS taker_user VARCHAR(128) NULL,"
             " ADD COLUMN IF NOT EXISTS taker_worker VARCHAR(128) NULL,"
