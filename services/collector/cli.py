@@ -23,6 +23,7 @@ from services.common.cli import (
     EXIT_USAGE,
     Parser,
     percent,
+    error,
     run_main,
     write_output,
 )
@@ -184,10 +185,10 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     with Store(settings) as store:
         export = store.transfer.export_campaign(args.campaign)
     if export is None:
-        print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
+        error(f"no campaign {args.campaign!r} in the results DB")
         return EXIT_USAGE
     if (why := export.unfinished()) is not None:
-        print(f"error: {why}", file=sys.stderr)
+        error(why)
         return EXIT_USAGE
     write_output(args.json, export.encode())
     if args.json:
@@ -196,11 +197,11 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _import(settings: Settings, export: "CampaignExport") -> None:
+def _import(settings: Settings, export: "CampaignExport", *, replace: bool) -> None:
     from services.collector.statistics import refresh_cell_stats
 
     with Store(settings) as store:
-        store.transfer.import_campaign(export)
+        store.transfer.import_campaign(export, replace=replace)
         refresh_cell_stats(store, export.campaign.campaign_id)
 
 
@@ -210,10 +211,10 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     try:
         text = Path(args.file).read_bytes() if args.file != "-" else sys.stdin.buffer.read()
     except OSError as e:
-        print(f"error: {args.file}: {e.strerror}", file=sys.stderr)
+        error(f"{args.file}: {e.strerror}")
         return EXIT_USAGE
     export = decode_export(text, args.file)
-    _import(settings, export)
+    _import(settings, export, replace=args.replace)
     print(f"imported campaign {export.campaign.campaign_id}: {len(export.runs)} runs, {len(export.results)} results")
     return EXIT_OK
 
@@ -230,7 +231,7 @@ def cmd_import_sysbench(args: argparse.Namespace, settings: Settings) -> int:
             text = Path(name).read_text(encoding="utf-8", errors="replace")
             mtime = Path(name).stat().st_mtime
         except OSError as e:
-            print(f"error: {name}: {e.strerror}", file=sys.stderr)
+            error(f"{name}: {e.strerror}")
             return EXIT_USAGE
         f = SysbenchFile(name, text, args.target, args.workload, args.threads, 0, mtime)
         cell = (args.target, threads_of(f))
@@ -244,12 +245,13 @@ def cmd_import_sysbench(args: argparse.Namespace, settings: Settings) -> int:
         earlier = None  # a campaign of that name, not that id: leave it alone
     if earlier is not None and not is_import(earlier) and not args.force:
         # Its spec would be replaced by the import's: the fleet's own campaign is never overwritten by accident.
-        print(f"error: --campaign: {args.campaign} is a campaign the fleet ran ({earlier.campaign.state}, "
+        error(f"--campaign: {args.campaign} is a campaign the fleet ran ({earlier.campaign.state}, "
               f"{earlier.campaign.total_runs} runs), not an earlier import-sysbench; choose another id, "
-              "or --force to add the imported runs to it (its spec becomes the import's)", file=sys.stderr)
+              "or --force to add the imported runs to it (its spec becomes the import's)")
         return EXIT_USAGE
     export = campaign_of(files, args.campaign, baseline=args.baseline, earlier=earlier, now=time.time())
-    _import(settings, export)
+    # The export holds the earlier import's runs too (earlier=): replacing it adds the new ones.
+    _import(settings, export, replace=True)
     print(f"imported {len(files)} sysbench run(s) into campaign {args.campaign} "
           f"({len(export.results)} runs in all): collector report {args.campaign}")
     return EXIT_OK
@@ -265,7 +267,7 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
             # Results stored compressed before migration 11 get their per-second rows here.
             store.results.rewrite_series(c.campaign_id if c else args.campaign)
         except LookupError:
-            print(f"error: no campaign {args.campaign!r} in the results DB", file=sys.stderr)
+            error(f"no campaign {args.campaign!r} in the results DB")
             return EXIT_USAGE
     print(f"{n} cell statistics stored for {args.campaign} (cell_stats)")
     return EXIT_OK
@@ -304,8 +306,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", metavar="FILE", help="the file to write (default: stdout)")
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_export)
-    s = command("import", "bring an exported campaign into this results DB (same ids; importing again replaces)")
+    s = command("import", "bring an exported campaign into this results DB (same ids; a campaign id already "
+                          "there is refused unless --replace)")
     s.add_argument("file", help="a file written by collector export (- for stdin)")
+    s.add_argument("--replace", action="store_true",
+                   help="replace a campaign of the same id: its runs and results become the file's")
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_import)
     s = command("import-sysbench", "store runs measured with plain sysbench 1.0 (its text output) as a campaign")

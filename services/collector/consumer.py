@@ -28,6 +28,7 @@ from services.common.messages.events import RunEvent
 from services.common.messages.results import RunResult
 from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
 from services.common.messages.codec import decode
+from services.common.store.takers import Binding, Claim, Taker, judge_result
 from services.collector.part_merge import complete, failed_run, merge_parts
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ DB_CHECK_EVERY_S = 5.0
 #: Seconds between looks at whether the exported campaigns have ended (the collapse alert
 #: resolves after a campaign ends, whichever way its last run ended: stored, failed, cancelled).
 CAMPAIGN_CHECK_EVERY_S = 10.0
+#: Seconds an announcement may be dated ahead of the collector's clock (clocks of hosts differ a
+#: little); one dated further would never expire from Prometheus' discovery, and is refused.
+MAX_CLOCK_SKEW_S = 60.0
 #: First pause before reconnecting after losing the broker or the results DB; doubles up to 30 s.
 BACKOFF_S = 1.0
 BACKOFF_CAP_S = 30.0
@@ -53,7 +57,11 @@ BACKOFF_CAP_S = 30.0
 class RunRecords(RunFinality, Protocol):
     """The run states the collector writes (services.common.store's Runs is one)."""
 
-    def mark_running(self, event: RunEvent) -> None: ...
+    def claim(self, event: RunEvent, sender: Taker) -> Claim:
+        """Note a worker's event for a run if ``sender`` may speak for the run (store/takers.py)."""
+        ...
+
+    def binding(self, run_id: str) -> Binding | None: ...
 
     def ended_at(self, campaign_id: str) -> float | None:
         """When the campaign's last run reached its final state; None while any is open."""
@@ -63,7 +71,10 @@ class RunRecords(RunFinality, Protocol):
 class ResultRecords(Protocol):
     """The results the collector writes and reads back (services.common.store's Results is one)."""
 
-    def store(self, result: RunResult) -> None: ...
+    def store(self, result: RunResult, *, sender: Taker | None = None) -> bool:
+        """Store a run's result (from ``sender``: only from the run's taker); False when it was
+        not (another worker's, or an ok result already stored is kept instead)."""
+        ...
 
     def get(self, run_id: str) -> RunResult | None: ...
 
@@ -302,11 +313,28 @@ class Collector:
             return True
         #: The run's result this message completed (a part's completes it with the last part).
         stored: RunResult | None = None
+        if d.user_id is None:
+            # Every publish of ours names its broker user, which RabbitMQ checks: without one, the
+            # sender cannot be told apart from any other worker (a forged or an outdated publisher).
+            log.error("message_refused", reason="no user_id: its sender is not known", schema=type(msg).__name__,
+                      run_id=getattr(msg, "run_id", None), worker=getattr(msg, "worker", None))
+            bus.ack(d.delivery_tag)
+            return True
+        sender = Taker.of(d.user_id, msg.worker)
         try:
             if self._store is None:
                 raise StoreUnavailable("not connected to the results DB")
             if isinstance(msg, RunEvent):
-                self._store.runs.mark_running(msg)
+                claim = self._store.runs.claim(msg, sender)
+                if claim is Claim.REFUSE:
+                    log.warning("run_claim_refused", run_id=msg.run_id, campaign_id=msg.campaign_id, state=msg.state,
+                                sender=str(sender), attempt=msg.attempt)
+                elif claim is Claim.RETAKE:
+                    log.warning("run_taken_over", run_id=msg.run_id, campaign_id=msg.campaign_id, taker=str(sender),
+                                attempt=msg.attempt)
+            elif isinstance(msg, (WorkerAnnouncement, WorkerBuilds)) and msg.at > time.time() + MAX_CLOCK_SKEW_S:
+                log.warning("announcement_refused", worker=msg.worker, sender=str(sender), at=msg.at,
+                            reason=f"dated more than {MAX_CLOCK_SKEW_S:g} s after the collector's clock")
             elif isinstance(msg, WorkerAnnouncement):
                 self._store.workers.record_announcement(msg)
                 if self.directory.update(msg):
@@ -318,15 +346,15 @@ class Collector:
                 if self._builds_said.get((msg.host, msg.pool)) != msg.names():
                     self._builds_said[(msg.host, msg.pool)] = msg.names()
                     log.info("worker_builds_recorded", host=msg.host, pool=msg.pool, builds=msg.names())
-            else:
-                if msg.part is None:
-                    if not self._spoils_a_merge(self._store, msg):
-                        self._store.results.store(msg)
-                        stored = msg
-                else:
-                    stored = self._store_part(self._store, msg)
-                if stored is not None and self.after_store is not None:
-                    self._after_store(stored)
+            elif msg.part is None:
+                # Another worker's result is refused by the store (logged, acked, not dead-lettered:
+                # that would fail the run).
+                if not self._spoils_a_merge(self._store, msg) and self._store.results.store(msg, sender=sender):
+                    stored = msg
+            elif self._part_of_a_split_run(self._store, msg, sender):
+                stored = self._store_part(self._store, msg)
+            if stored is not None and self.after_store is not None:
+                self._after_store(stored)
         except StoreRefused as e:
             # The DB is up but refuses this message: retrying forever would wedge every result
             # behind it, so park it with the reason.
@@ -349,6 +377,18 @@ class Collector:
             log.info("result_stored", campaign_id=stored.campaign_id, run_id=stored.run_id, status=stored.status,
                      qps=round(stored.qps, 1), parts=len(stored.parts or ()) or None)
         return True
+
+    @staticmethod
+    def _part_of_a_split_run(store: ResultStore, part: RunResult, sender: Taker) -> bool:
+        """Whether a part may be kept: only a run split over load hosts has parts (whose workers
+        share it, store/takers.py); a part of a whole run is logged and dropped. A run not planned
+        passes here and is refused by the store, naming it."""
+        binding = store.runs.binding(part.run_id)
+        if binding is None or judge_result(binding, sender, ok=part.status == "ok", part=True) is Claim.SHARED:
+            return True
+        log.warning("result_refused", run_id=part.run_id, campaign_id=part.campaign_id, status=part.status,
+                    sender=str(sender), reason="a part of a run that is not split over load hosts")
+        return False
 
     @staticmethod
     def _spoils_a_merge(store: ResultStore, result: RunResult) -> bool:
@@ -389,7 +429,8 @@ class Collector:
                          parts=f"{len(kept)}/{part.part.count}")
                 return None
             run = merge_parts(kept)
-        store.results.store(run)
+        if not store.results.store(run):
+            run = None  # an ok result of the run was stored already, and stays
         # The group is over either way: its kept parts are emptied, never merged later.
         store.parts.merged(part.run_id, group)
         return run
@@ -397,7 +438,9 @@ class Collector:
     @staticmethod
     def _park(bus: Broker, d: Delivery, event: str, reason: str) -> None:
         log.error(event, reason=reason)
-        bus.dead_letter(d.body, reason, bus.names.results)
+        # The dead letter is the collector's publish: it names who sent the message it parks, so
+        # the finaliser fails the message's run only for that run's taker.
+        bus.dead_letter(d.body, reason, bus.names.results, sender=d.user_id)
         bus.ack(d.delivery_tag)
 
     def _queue_depths(self, bus: Broker) -> None:

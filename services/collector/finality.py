@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from services.common import logs
-from services.common.bus.broker import QUEUE_HEADER, Broker, Delivery
+from services.common.bus.broker import QUEUE_HEADER, SENDER_HEADER, Broker, Delivery
 from services.common.errors import StoreError
 from services.common.messages.base import RESULT_SCHEMA, RUN_SCHEMA
 from services.common.messages.runs import Cell, RunSpec
 from services.common.messages.results import RunResult
 from services.common.messages.codec import decode
+from services.common.store.takers import DeadLetterFrom
 
 if TYPE_CHECKING:
     from services.common.store.finality import OverdueRun
@@ -36,7 +37,8 @@ REAP_EVERY_S = 10.0
 class RunFinality(Protocol):
     """What the finaliser needs of the results DB's run states (services.common.store's Runs is one)."""
 
-    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool: ...
+    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None, *,
+             by: DeadLetterFrom | None = None) -> bool: ...
 
     def overdue(self, now: float, grace_s: float) -> "list[OverdueRun]": ...
 
@@ -56,6 +58,8 @@ class RunFailure:
     campaign_id: str
     cell: Cell
     reason: str
+    #: The dead letter holds the run's spec (else its result).
+    run_spec: bool = False
 
 
 def _text(value: object) -> str:
@@ -76,6 +80,15 @@ def dead_letter_reason(headers: Mapping[str, object]) -> str:
     return "dead-lettered without a reason"
 
 
+def sender_of(d: Delivery, own_user: str) -> str:
+    """The broker user a dead letter speaks for: its publisher's (RabbitMQ checked it), or, for a
+    message the collector parked itself, the user that sent that message ("" when not known)."""
+    if d.user_id is None:
+        return ""
+    sender = d.headers.get(SENDER_HEADER) if d.user_id == own_user else None
+    return _text(sender) if sender else d.user_id
+
+
 def failure_of(d: Delivery) -> RunFailure | None:
     """The run a dead letter names, or None when the body names no run (garbage, a run event).
     A body refused for one bad field (a NaN, a negative count) still names its run: that run
@@ -84,7 +97,8 @@ def failure_of(d: Delivery) -> RunFailure | None:
     if named is None:
         return None
     what, run_id, campaign_id, cell = named
-    return RunFailure(run_id, campaign_id, cell, f"{what} was dead-lettered: {dead_letter_reason(d.headers)}")
+    return RunFailure(run_id, campaign_id, cell, f"{what} was dead-lettered: {dead_letter_reason(d.headers)}",
+                      run_spec=what == "its run spec")
 
 
 def _named_run(body: bytes) -> tuple[str, str, str, Cell] | None:
@@ -129,8 +143,10 @@ class Finaliser:
                 return
             f = failure_of(d)
             try:
-                # Only a run of that campaign and cell is failed: a forged or garbled body fails nothing.
-                if f is not None and store.runs.fail(f.run_id, f.campaign_id, f.reason, f.cell):
+                # Only a run of that campaign and cell is failed, and only for the run's taker: a
+                # forged or garbled body fails nothing (store/takers.py may_fail).
+                if f is not None and store.runs.fail(f.run_id, f.campaign_id, f.reason, f.cell,
+                                                     by=DeadLetterFrom(sender_of(d, bus.user), f.run_spec)):
                     self.failed += 1
                     log.warning("run_failed_dead_lettered", campaign_id=f.campaign_id, run_id=f.run_id,
                                 reason=f.reason)

@@ -26,6 +26,8 @@ from services.common.store.campaigns import spec_hash
 
 #: Where an imported target "was": a spec needs a host; the settings show this one.
 IMPORTED_HOST = "sysbench-import"
+#: The account an imported target names: the fleet never connects to one, and the output does not say.
+IMPORTED_USER = "unknown"
 
 
 def name_flag(flag: str) -> "Callable[[str], str]":
@@ -152,7 +154,7 @@ def campaign_of(files: Sequence[SysbenchFile], campaign_id: str, *, baseline: st
         spec = CampaignSpec.model_validate({
             "name": campaign_id, "driver": "sysbench", "baseline": base,
             "description": "runs measured with plain sysbench 1.0, imported by collector import-sysbench",
-            "targets": [{"name": t, "host": IMPORTED_HOST} for t in targets], "workloads": workloads,
+            "targets": [{"name": t, "host": IMPORTED_HOST, "user": IMPORTED_USER} for t in targets], "workloads": workloads,
             "threads": sorted({r.cell.threads for r in ordered}),
             "duration": max(1, math.ceil(max(r.measured_s for r in ordered) - 0.05)),
             "repeat": max(r.repetition for r in ordered)})

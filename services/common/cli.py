@@ -13,6 +13,7 @@ from typing import Any, Callable, NoReturn
 from services.common import logs
 from services.common.config import Settings, load_settings_file, settings_from
 from services.common.errors import BenchfleetError, ConnectError, UsageError
+from services.common.terminal import escape_controls
 
 #: The command did what was asked.
 EXIT_OK = 0
@@ -90,13 +91,19 @@ def percent(text: str) -> float:
 
 
 def error(message: str) -> None:
-    """Print ``message`` as ``error: ...`` lines on stderr (one per line of the message)."""
-    for line in str(message).splitlines() or [""]:
-        print(f"error: {line}", file=sys.stderr)
+    """Print ``message`` as ``error: ...`` lines on stderr (one per line of the message), its
+    control characters escaped: a server's error text or a spec's key is shown, never obeyed."""
+    # Split at newlines only: a carriage return or a separator inside a line is shown, not obeyed.
+    for line in str(message).rstrip("\n").split("\n"):
+        print(f"error: {escape_controls(line)}", file=sys.stderr)
 
 
 def write_output(path: str | None, content: str | bytes) -> None:
-    """A command's rendered output into the file ``path``, or to stdout without one."""
+    """A command's rendered output into the file ``path``, or to stdout without one; text has its
+    control characters escaped (a run's error text, a name from an imported file), so printing
+    it, now or later with ``cat``, cannot recolour or rewrite the terminal."""
+    if isinstance(content, str):
+        content = escape_controls(content)
     if path is None:
         sys.stdout.write(content if isinstance(content, str) else content.decode())
         return

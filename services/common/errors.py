@@ -5,7 +5,9 @@ BenchfleetError
  │    ├── SpecError      a spec that cannot run (one FieldError per wrong field)
  │    ├── YamlProblem    YAML the spec reader refuses (size, depth, aliases, keys, encoding)
  │    ├── SettingsError  a setting no service can use (names the flag or variable)
- │    └── BuildError     a build that cannot be registered or found (`worker builds`)
+ │    ├── BuildError     a build that cannot be registered or found (`worker builds`)
+ │    ├── ExportFileError  a campaign file `collector import` cannot read (names the field)
+ │    └── CampaignExists   an import of a campaign id already stored, without --replace
  ├── DecodeError         a message body that is not a message we understand
  ├── ConnectError        a service we need is away or refused us (exit 3)
  │    ├── BusError       RabbitMQ
@@ -92,6 +94,10 @@ class BuildError(UsageError):
 class ExportFileError(UsageError):
     """A campaign export (or sysbench output) that cannot be read in: not JSON, another schema,
     a wrong field; the message names the file and the field."""
+
+
+class CampaignExists(UsageError):
+    """An import names a campaign id the results DB already holds (``--replace`` replaces it)."""
 
 
 class DecodeError(BenchfleetError):

@@ -48,7 +48,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     key = args.idempotency_key or default_key(spec_hash(spec))
     with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler", role=Role.SCHEDULER) as bus:
         with deferred_sigint("interrupted: undoing the submit once the current step ends") as interrupted:
-            outcome = submit(StoreLedger(store), bus, spec, campaign_id, runs, key=key,
+            outcome = submit(StoreLedger(store, publisher=bus.user), bus, spec, campaign_id, runs, key=key,
                              explicit_key=bool(args.idempotency_key), force=args.force, interrupted=interrupted)
         earlier = store.campaigns.get(outcome.campaign_id) if isinstance(outcome, Duplicate) else None
     if isinstance(outcome, RolledBack):
@@ -147,7 +147,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{'campaign':<48} {'state':<24} {'done':>5} {'failed':>6} {'total':>6}")
             for c in rows:
                 n = store.runs.counts(c.campaign_id)
-                print(f"{c.campaign_id:<48} {c.state:<24} {n['done']:>5} {n['failed']:>6} {c.total_runs:>6}")
+                print(escape_controls(f"{c.campaign_id:<48} {c.state:<24} {n['done']:>5} {n['failed']:>6} {c.total_runs:>6}"))
             return EXIT_OK
         c = store.campaigns.get(args.campaign)
         if c is None:
@@ -161,12 +161,12 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
                               "counts": counts, "active": [list(a) for a in active],
                               "failures": [{"run_id": f.run_id, "error": f.error} for f in failures]}, indent=2))
             return EXIT_OK
-        print(f"campaign {c.campaign_id} ({c.state}): " + ", ".join(f"{k} {v}" for k, v in counts.items()) +
-              f" of {c.total_runs}")
+        print(escape_controls(f"campaign {c.campaign_id} ({c.state}): " +
+                              ", ".join(f"{k} {v}" for k, v in counts.items()) + f" of {c.total_runs}"))
         for t, w, th, rep, worker, _ in active:
-            print(f"  running: {t} {w} t={th} r{rep} on {worker}")
+            print(escape_controls(f"  running: {t} {w} t={th} r{rep} on {worker}"))
         for f in failures:
-            print(f"  failed: {f.run_id}: {f.error}")
+            print(escape_controls(f"  failed: {f.run_id}: {f.error}"))
     return EXIT_OK
 
 

@@ -11,6 +11,7 @@ from services.common.bus.rabbitmq import RabbitBus, Role
 from services.common.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLOWER, EXIT_USAGE, error
 from services.common.config import Settings
 from services.common.spec.campaign import CampaignSpec
+from services.common.terminal import escape_controls
 from services.common.store import Store
 from services.common.store.campaigns import Duplicate
 from services.reporting import load as loading
@@ -36,7 +37,7 @@ class GateRequest:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr)
+    print(escape_controls(line), file=sys.stderr)
 
 
 def gate_campaign(settings: Settings, req: GateRequest) -> int:

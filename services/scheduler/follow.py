@@ -16,6 +16,7 @@ from services.common.config import Settings
 from services.common.errors import BusError, StoreUnavailable
 from services.common.spec.campaign import CampaignSpec
 from services.common.store import Store
+from services.common.terminal import escape_controls
 from services.reporting import load as loading
 from services.reporting.options import ReportOptions
 from services.reporting.render import registry
@@ -145,7 +146,7 @@ def wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpars
         if out:
             print(f"wrote {out}", file=sys.stderr)
         for f in failures:
-            print(f"failed: {f.run_id}: {f.error}", file=sys.stderr)
+            print(escape_controls(f"failed: {f.run_id}: {f.error}"), file=sys.stderr)
     if p.failed:
         return EXIT_FAILED
     if getattr(args, "fail_on_collapse", False) and report.collapsed:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, TextIO
 
 from services.common.spec.durations import format_duration
+from services.common.terminal import escape_controls
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def render(p: Progress, columns: int = 80) -> str:
     line = "  ".join(head + tail)
     if p.current:
         room = limit - len(line) - 2
-        now = f"now {p.current}"
+        now = f"now {escape_controls(p.current)}"
         if len(now) > room:
             now = now[:room - 1] + "~" if room >= 12 else ""
         if now:
@@ -85,6 +86,7 @@ class ProgressLine:
 
     def note(self, text: str) -> None:
         """A line of its own above the progress line (which is drawn again below it)."""
+        text = escape_controls(text)  # a results DB's error text is shown, never obeyed
         if self.tty:
             self.stream.write("\r" + CLEAR_TO_END + text + "\n" + self._last + CLEAR_TO_END)
         else:

@@ -70,8 +70,10 @@ class CampaignLedger(Protocol):
 class StoreLedger(CampaignLedger):
     """The campaign ledger in the results DB."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, publisher: str | None = None):
         self.store = store
+        #: The broker user publishing the runs: a run spec the broker dead-letters carries it.
+        self.publisher = publisher
 
     def lock_submit(self) -> bool:
         return self.store.campaigns.lock_submit()
@@ -83,7 +85,7 @@ class StoreLedger(CampaignLedger):
         return self.store.campaigns.find_duplicate(key, explicit=explicit)
 
     def record(self, campaign_id: str, spec: CampaignSpec, runs: Sequence[RunSpec], key: str | None) -> None:
-        self.store.campaigns.record(campaign_id, spec, runs)
+        self.store.campaigns.record(campaign_id, spec, runs, publisher=self.publisher)
         self.store.campaigns.set_key(campaign_id, key)
 
     def delete(self, campaign_id: str) -> None:

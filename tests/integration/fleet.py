@@ -3,6 +3,7 @@ namespace (own exchanges and queues) and an own results DB, removed afterwards."
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -16,6 +17,7 @@ import mysql.connector
 
 from services.common.bus.rabbitmq import RabbitBus
 from services.common.config import Settings
+from services.common.messages.events import RunEvent
 from services.common.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,6 +112,15 @@ def target_yaml(settings: Settings, name: str, database: str) -> str:
     if settings.db_password:
         lines.append(f"    password_env: {TEST_TARGET_PASSWORD}")
     return "\n".join(lines) + "\n"
+
+
+def claim(bus: RabbitBus, result_body: bytes) -> None:
+    """Publish the run-started event a worker sends before the result ``result_body``: the
+    collector takes a run's result only from the worker that claimed the run."""
+    doc = json.loads(result_body)
+    bus.publish_result(RunEvent(run_id=doc["run_id"], campaign_id=doc["campaign_id"], state="running",
+                                worker=str(doc.get("worker", "w"))[:128], attempt=int(doc.get("attempt", 1)),
+                                at=time.time()).encode())
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.5) -> None:

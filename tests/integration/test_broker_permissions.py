@@ -57,13 +57,13 @@ def deployed(rabbitmq, tmp_path_factory):
             _rabbitmqctl("delete_user", f"{tag}-{role}")
 
 
-def _ensure_services(tag: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def _ensure_services(tag: str, tmp_path: Path, worker_hosts: str = "") -> subprocess.CompletedProcess:
     """deploy/ensure-services rabbitmq for the vhost, users and namespace ``tag`` (rabbitmqctl
-    through the shim in ``tmp_path``)."""
+    through the shim in ``tmp_path``), with a broker user for each of ``worker_hosts``."""
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", BENCHFLEET_AMQP_VHOST=tag,
                BENCHFLEET_AMQP_USER_PREFIX=tag, BENCHFLEET_NAMESPACE=tag,
                BENCHFLEET_SECRETS=str(tmp_path / "secrets"), BENCHFLEET_VAR=str(tmp_path / "var"),
-               BENCHFLEET_CONFIG=str(tmp_path / "settings.env"))
+               BENCHFLEET_CONFIG=str(tmp_path / "settings.env"), BENCHFLEET_WORKER_HOSTS=worker_hosts)
     return subprocess.run([str(ROOT / "deploy" / "ensure-services"), "rabbitmq"], env=env, capture_output=True,
                           text=True, timeout=300)
 
@@ -418,3 +418,93 @@ def test_upgrading_keeps_old_workers_results_until_the_old_exchange_is_retired(d
         w.declare((POOL,))
         w.publish_result(new)
     assert _drain(coll, n.results) == [new]
+
+
+def test_each_worker_host_has_its_own_broker_user_and_no_other_speaks_for_its_runs(deployed, results_db):
+    """BENCHFLEET_WORKER_HOSTS="h1 h2" gives each load host a broker user with the worker's grants.
+    RabbitMQ refuses a message whose user_id names another user, and the collector, bound to h1's
+    user by h1's claim, refuses h2's result for the run even when it names worker h1; h1's is stored."""
+    import threading
+    import time
+    from dataclasses import replace
+
+    from services.collector.consumer import Collector
+    from services.common.messages.announcements import WorkerAnnouncement
+    from services.common.messages.results import RunResult, Totals
+    from services.common.spec.loading import parse_spec
+    from services.common.store import Store
+    from services.scheduler import plan
+
+    from tests.integration.fleet import wait_for
+
+    tag, tmp_path, _, _ = deployed
+    hosts = ("h1", "h2")
+    try:
+        r = _ensure_services(tag, tmp_path, worker_hosts="h1,h2")
+        assert r.returncode == 0, r.stderr
+        h1, h2 = (_settings_of(tmp_path, tag, f"{tag}-worker-{h}", f"amqp_password_worker-{h}") for h in hosts)
+        db = replace(results_db, amqp_url=_settings(tmp_path, tag, "collector").amqp_url, namespace=tag)
+        spec = parse_spec(f"name: hosts\npool: {POOL}\ntargets: [{{name: A, user: bench, database: sb_hosts}}]\n"
+                          "workloads: [oltp_point_select]\nthreads: [1]\nduration: 1s\n")
+        run, = plan.run_specs(spec, "hosts-1")
+        with Store(db) as store:
+            store.campaigns.record("hosts-1", spec, [run], publisher=f"{tag}-scheduler")
+        collector = Collector(connect=lambda name: _bus(db, Role.COLLECTOR), open_store=lambda: Store(db).open(),
+                              pools=(POOL,), backoff_s=0.1)
+        t = threading.Thread(target=collector.run_forever, daemon=True)
+        t.start()
+        try:
+            wait_for(lambda: _collector_consuming(h1), 30, "the collector to consume the results")
+
+            def result(worker: str, transactions: int) -> RunResult:
+                return RunResult(run_id=run.run_id, campaign_id="hosts-1", cell=run.cell, repetition=1, status="ok",
+                                 worker=worker, host=worker, started_at=time.time() - 1, ended_at=time.time(),
+                                 measured_s=1.0, totals=Totals(transactions=transactions, reads=10 * transactions))
+
+            with _bus(h1, Role.WORKER) as w1, _bus(h2, Role.WORKER) as w2:
+                w1.publish_result(RunEvent(run_id=run.run_id, campaign_id="hosts-1", state="running", worker="h1",
+                                           at=time.time()).encode())
+                # h2 names h1's user: the broker itself refuses it (PRECONDITION_FAILED, channel closed).
+                with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+                    w2.channel.basic_publish(w2.names.results_exchange, "", result("h1", 1).encode(),
+                                             properties=pika.BasicProperties(user_id=h1_user(tag)))
+                assert e.value.reply_code == 406
+            with _bus(h2, Role.WORKER) as w2:
+                w2.publish_result(result("h1", 1).encode())  # as itself, naming worker h1
+                # Handled in order: once this announcement is stored, so was (or was not) h2's result.
+                w2.publish_result(WorkerAnnouncement(worker="marker", pool=POOL, state="down", address="127.0.0.1:9",
+                                                     at=time.time()).encode())
+            with Store(db) as store:
+                wait_for(lambda: any(a.worker == "marker" for a in store.workers.announcements()), 30,
+                         "the collector to handle h2's result")
+                assert store.results.count(run.run_id) == 0, "h2's result was stored for h1's run"
+            with _bus(h1, Role.WORKER) as w1:
+                w1.publish_result(result("h1", 500).encode())
+            with Store(db) as store:
+                wait_for(lambda: store.results.count(run.run_id) == 1, 30, "h1's result")
+                assert store.results.get(run.run_id).totals.transactions == 500, "h2's result was stored"
+        finally:
+            collector.stop()
+            t.join(15)
+    finally:
+        for h in hosts:
+            _rabbitmqctl("delete_user", f"{tag}-worker-{h}")
+
+
+def h1_user(tag: str) -> str:
+    return f"{tag}-worker-h1"
+
+
+def _settings_of(tmp_path: Path, tag: str, user: str, password_file: str) -> Settings:
+    """Settings for broker user ``user`` of the module's vhost, its password from the secrets directory."""
+    password = (tmp_path / "secrets" / password_file).read_text().strip()
+    return Settings(amqp_url=with_password(f"amqp://{user}@127.0.0.1:5672/{tag}", password), namespace=tag)
+
+
+def _collector_consuming(worker: Settings) -> bool:
+    """Whether a collector consumes the results queue (so it declared and bound it), as a worker sees."""
+    try:
+        with _bus(worker, Role.WORKER) as w:
+            return w.consumer_count(w.names.results) > 0
+    except BusError:
+        return False

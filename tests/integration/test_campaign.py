@@ -113,8 +113,9 @@ def _assert_both_counts_shown_and_agree(text: str, fleet: Fleet, campaign_id: st
             assert ("#" in listed[r.run_id]) is (abs(server - client) > allowed), (r.run_id, client, server)
 
 
-def test_redelivered_result_replaces_not_duplicates(fleet, tmp_path):
-    """Storing the same run's result twice leaves one row with the newer numbers."""
+def test_redelivered_result_never_duplicates_and_an_ok_result_is_kept(fleet, tmp_path):
+    """Storing the same run's result twice leaves one row; another ok result of the run (a second
+    measurement, or an edited copy) leaves the stored one as it was, unless an import replaces it."""
     from services.common.messages.results import RunResult
     from services.common.spec.loading import parse_spec
     from services.scheduler import plan
@@ -124,13 +125,19 @@ def test_redelivered_result_replaces_not_duplicates(fleet, tmp_path):
     with Store(fleet.settings) as store:
         store.campaigns.record("c-dup", spec, runs)
         r = runs[0]
-        for qps_tx in (100, 200):
-            store.results.store(RunResult(run_id=r.run_id, campaign_id="c-dup", cell=r.cell, repetition=1, status="ok",
-                                         worker="w", host="h", started_at=0, ended_at=1, measured_s=1,
-                                         totals={"transactions": qps_tx, "reads": qps_tx}))
+
+        def result(qps_tx: int) -> RunResult:
+            return RunResult(run_id=r.run_id, campaign_id="c-dup", cell=r.cell, repetition=1, status="ok", worker="w",
+                             host="h", started_at=0, ended_at=1, measured_s=1,
+                             totals={"transactions": qps_tx, "reads": qps_tx})
+
+        assert store.results.store(result(100)) and store.results.store(result(100))
+        assert not store.results.store(result(200))
         assert store.results.count(r.run_id) == 1
-        assert store.results.rows("c-dup")[0].qps == 200
+        assert store.results.rows("c-dup")[0].qps == 100
         assert store.runs.counts("c-dup")["done"] == 1
+        assert store.results.store(result(200), replace_ok=True)
+        assert store.results.rows("c-dup")[0].qps == 200 and store.results.count(r.run_id) == 1
 
 
 def test_validate_cli_names_the_field(tmp_path, fleet):

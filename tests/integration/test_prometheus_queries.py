@@ -41,7 +41,7 @@ def live_run(target: str, threads: int) -> RunSpec:
         "schema": "benchfleet.run/1", "run_id": f"{LIVE_CAMPAIGN}.{target}.oltp_read_only.t{threads}.r1",
         "campaign_id": LIVE_CAMPAIGN, "campaign_name": LIVE_CAMPAIGN, "seq": 1, "total_runs": 2,
         "cell": {"target": target, "workload": "oltp_read_only", "threads": threads}, "repetition": 1,
-        "target": {"kind": "dsn", "name": target}, "workload": {"name": "oltp_read_only"}, "data": {},
+        "target": {"kind": "dsn", "name": target, "user": "bench"}, "workload": {"name": "oltp_read_only"}, "data": {},
         "duration": 600, "warmup": 10, "seed": 1, "published_at": 0})
 
 

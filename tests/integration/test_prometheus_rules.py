@@ -134,7 +134,7 @@ def run_spec(threads: int = 16, target: str = "off", campaign: str = "c1") -> Ru
     return RunSpec.model_validate({
         "schema": "benchfleet.run/1", "run_id": run_id, "campaign_id": campaign, "campaign_name": campaign,
         "seq": 1, "total_runs": 4, "cell": {"target": target, "workload": "oltp_point_select", "threads": threads},
-        "repetition": 1, "target": {"kind": "dsn", "name": target}, "workload": {"name": "oltp_point_select"},
+        "repetition": 1, "target": {"kind": "dsn", "name": target, "user": "bench"}, "workload": {"name": "oltp_point_select"},
         "data": {}, "duration": 60, "warmup": 5, "seed": 1, "published_at": 0})
 
 

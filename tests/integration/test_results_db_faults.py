@@ -26,7 +26,7 @@ from services.common.messages.results import Series
 from services.common.store import Store
 
 from tests.integration.faults import ThrowawayMariadb, free_port
-from tests.integration.fleet import TEST_TARGET_PASSWORD, Fleet, assert_exactly_once, target_yaml, wait_for
+from tests.integration.fleet import TEST_TARGET_PASSWORD, Fleet, assert_exactly_once, claim, target_yaml, wait_for
 from tests.integration.test_faults import counts, finished, spec_text, submit, submit_waiting
 from tests.unit.consumer_fixtures import SPEC, result, runs
 from tests.unit.poison import result_bodies, run_bodies
@@ -183,6 +183,7 @@ def publish_results(fleet: Fleet, *bodies: bytes) -> None:
     with RabbitBus(fleet.settings) as bus:
         bus.declare((fleet.pool,))
         for body in bodies:
+            claim(bus, body)
             bus.publish_result(body)
 
 

@@ -99,14 +99,15 @@ def test_series_times_and_cell_statistics_are_plain_sql(fleet):
     assert table_marks[("B", 1)] == stats[("B", 1)][3] and table_marks[("B", 8)] == stats[("B", 8)][3]
 
 
-def test_a_redelivered_shorter_result_hides_the_seconds_it_no_longer_has(fleet):
-    """A result stored again with fewer seconds shows only its own seconds in series_v."""
+def test_a_replacing_shorter_result_hides_the_seconds_it_no_longer_has(fleet):
+    """A result replaced (an import with --replace) by one with fewer seconds shows only its own
+    seconds in series_v."""
     spec = _spec(fleet)
     runs = plan.run_specs(spec, "c-red")
     with Store(fleet.settings) as store:
         store.campaigns.record("c-red", spec, runs)
         store.results.store(_result(runs[0], "c-red", [10, 20, 30, 40]))
-        store.results.store(_result(runs[0], "c-red", [11, 21]))
+        store.results.store(_result(runs[0], "c-red", [11, 21]), replace_ok=True)
     assert _query(fleet, "SELECT second, qps FROM series_v WHERE run_id=%s ORDER BY second",
                   (runs[0].run_id,)) == [(0, 11), (1, 21)]
 

@@ -58,8 +58,8 @@ def test_the_same_spec_is_refused_while_its_campaign_is_submitted(store):
 
 
 def test_a_failed_remeasurement_never_replaces_an_ok_result(store):
-    """A run redelivered after a fault is measured again: a later ok result replaces the first,
-    but a failed (or cancelled) one leaves the stored ok result and the run's state alone."""
+    """A run redelivered after a fault is measured again: a failed (or cancelled) measurement leaves
+    the stored ok result and the run's state alone, and an ok one replaces a stored failure."""
     broker = StubBroker()
     go(broker, store, "keep-1")
     run = runs("keep-1")[0]

@@ -1,5 +1,5 @@
 """Campaigns that travel: `collector export` -> `collector import` into another results DB gives the
-same campaign (reports identical, no duplicates on a second import), and `collector import-sysbench`
+same campaign (reports identical, no duplicates on a second import, which needs --replace), and `collector import-sysbench`
 stores a real sysbench 1.0 run with the q/s and percentiles sysbench printed."""
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def test_export_import_round_trips_a_campaign_exactly(fleet, other_db, tmp_path)
     assert first["series"]["queries"] and first["latency"]["histogram"] and first["server"]["status_deltas"]
 
     other = replace(fleet, settings=replace(fleet.settings, db_name=other_db))
-    for _ in range(2):
-        r = other.cli("collector", "import", str(out))
+    for again in ((), ("--replace",)):
+        r = other.cli("collector", "import", str(out), *again)
         assert r.returncode == 0 and r.stdout.startswith("imported campaign travel-1: 8 runs, 7 results"), r.stderr
     with Store(other.settings) as store:
         assert len(store.results.rows("travel-1")) == 7 and store.runs.counts("travel-1")["failed"] == 1
@@ -106,6 +106,50 @@ def test_import_of_a_broken_file_names_the_field_and_stores_nothing(fleet, tmp_p
     bad.write_text("{}")
     r = fleet.cli("collector", "import", str(bad))
     assert r.returncode == 2 and "is not a campaign export" in r.stderr
+
+
+def test_import_never_replaces_a_stored_campaign_unless_asked(fleet, other_db, tmp_path):
+    """Importing a file whose campaign id the results DB holds is refused (exit 2, naming the id and
+    --replace) and leaves the stored campaign as it was; with --replace the file's results replace it."""
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, "mine-1")
+    with Store(fleet.settings) as store:
+        store.campaigns.record("mine-1", spec, runs, now=1_700_000_000.0)
+        for r in runs:
+            store.results.store(_rich_result(r, "mine-1"))
+    out = tmp_path / "mine.json"
+    assert fleet.cli("collector", "export", "mine-1", "--json", str(out)).returncode == 0
+    # Someone else's file of the same id, with other numbers: what an import would store over ours.
+    doc = json.loads(out.read_text())
+    for result in doc["results"]:
+        result["totals"]["transactions"] = 1
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(doc))
+    other = replace(fleet, settings=replace(fleet.settings, db_name=other_db))
+    assert other.cli("collector", "import", str(out)).returncode == 0
+    r = other.cli("collector", "import", str(forged))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith("error: campaign mine-1 is already in the results DB") and "--replace" in r.stderr
+    with Store(other.settings) as store:
+        assert {x.totals.transactions for x in store.results.whole("mine-1")} != {1}
+    r = other.cli("collector", "import", str(forged), "--replace")
+    assert r.returncode == 0, r.stderr
+    with Store(other.settings) as store:
+        assert {x.totals.transactions for x in store.results.whole("mine-1")} == {1}
+        assert len(store.results.rows("mine-1")) == len(runs)
+
+
+def test_import_of_a_deeply_nested_or_truncated_file_exits_2_naming_it(fleet, tmp_path):
+    """A file nested 100,000 levels deep, and a truncated export, are refused by the real CLI with
+    exit 2 and one `error:` line naming the file: no traceback."""
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"schema": "benchfleet.campaign-export/1", "campaign": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"schema": "benchfleet.campaign-export/1", "campaign": {"campaign_id": "x", "na')
+    for path, says in ((deep, "nested deeper than 32 levels"), (cut, "not JSON")):
+        r = fleet.cli("collector", "import", str(path))
+        assert r.returncode == 2 and r.stderr.startswith(f"error: {path}: ") and says in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
 
 
 def _sysbench(fleet: Fleet, db: str, cnf, *args: str) -> str:

@@ -12,7 +12,7 @@ from services.common.spec.loading import parse_spec
 from services.common.bus.stub import StubBroker
 from services.scheduler import plan
 
-SPEC = parse_spec("name: units\ntargets: [{name: A, database: a}, {name: B, database: b}]\n"
+SPEC = parse_spec("name: units\ntargets: [{name: A, user: bench, database: a}, {name: B, user: bench, database: b}]\n"
                   "workloads: [oltp_point_select]\nthreads: [1, 4]\nduration: 10s\nwarmup: 0\nrepeat: 2\n")
 
 

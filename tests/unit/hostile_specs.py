@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BASE_TARGET = "{name: a, host: 127.0.0.1, database: sb_a}"
+BASE_TARGET = "{name: a, user: bench, host: 127.0.0.1, database: sb_a}"
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def spec(*, name: str = "hostile", targets: str | None = None, workloads: str = 
 
 def target(**fields: str) -> str:
     """The base dsn target with ``fields`` (YAML flow values) set."""
-    base = {"name": "a", "host": "127.0.0.1", "database": "sb_a", **fields}
+    base = {"name": "a", "user": "bench", "host": "127.0.0.1", "database": "sb_a", **fields}
     return "{" + ", ".join(f"{k}: {v}" for k, v in base.items()) + "}"
 
 
@@ -173,15 +173,23 @@ def _cases() -> list[tuple[str, str | bytes, str]]:
         ("NUL byte", spec(name="a\x00b"), "(spec)"),
         ("ANSI escape in description", spec(extra='description: "\\e[31mred\\e[0m"\n'), "description"),
         ("bidi override in description", spec(extra='description: "abc\\u202edcb"\n'), "description"),
+        ("Arabic letter mark in description", spec(extra='description: "abc\\u061cdcb"\n'), "description"),
+        ("zero-width space in description", spec(extra='description: "ab\\u200bc"\n'), "description"),
+        ("line separator in description", spec(extra='description: "ab\\u2028c"\n'), "description"),
+        ("byte-order mark in description", spec(extra='description: "ab\\ufeffc"\n'), "description"),
+        ("deprecated bidi format control in description", spec(extra='description: "ab\\u206ec"\n'), "description"),
+        ("language tag in description", spec(extra='description: "ab\\U000e0001c"\n'), "description"),
         ("accented name", spec(name="tést"), "name"),
         # -- names
         ("space in target name", spec(targets=target(name='"a b"')), "targets[0].name"),
         ("path as campaign name", spec(name='"../../etc"'), "name"),
         ("semicolon in label", spec(workloads="[{name: oltp_point_select, label: 'x;y'}]"), "workloads[0].label"),
-        ("colliding run ids", "name: x\ntargets: [{name: a, database: x}, {name: a.b, database: y}]\n"
+        ("colliding run ids", "name: x\ntargets: [{name: a, user: bench, database: x},\n"
+         " {name: a.b, user: bench, database: y}]\n"
          "workloads: [{name: oltp_point_select, label: b.c}, {name: oltp_read_only, label: c}]\n"
          "threads: [1]\nduration: 1s\n", "targets"),
-        ("repeated target name", "name: x\ntargets: [{name: a, database: x}, {name: a, database: y}]\n"
+        ("repeated target name", "name: x\ntargets: [{name: a, user: bench, database: x},\n"
+         " {name: a, user: bench, database: y}]\n"
          "workloads: [oltp_point_select]\nthreads: [1]\nduration: 1s\n", "targets"),
         ("baseline not a target", spec(extra="baseline: zz\n"), "baseline"),
         ("100 kB baseline", spec(extra="baseline: " + "b" * 100_000 + "\n"), "baseline"),
@@ -196,6 +204,7 @@ def _cases() -> list[tuple[str, str | bytes, str]]:
         ("duplicate key", spec(extra="duration: 6s\n"), "duration"),
         ("duplicate nested key", "name: x\ntargets:\n  - name: a\n    port: 3306\n    port: 3307\n"
          "workloads: [oltp_point_select]\nthreads: [1]\nduration: 1s\n", "targets[0].port"),
+        ("no user", spec(targets="{name: a, host: 127.0.0.1, database: sb_a}"), "targets[0].user"),
         ("space in host", spec(targets=target(host='"evil host"')), "targets[0].host"),
         ("option-like host", spec(targets=target(host='"-oProxyCommand=x"')), "targets[0].host"),
         ("quote in user", spec(targets=target(user='"root\'--"')), "targets[0].user"),

@@ -246,7 +246,7 @@ def test_the_collector_records_announcements_and_acks_them():
         def overdue(self, now, grace_s):
             return []
 
-        def fail(self, run_id, campaign_id, reason, cell=None):
+        def fail(self, run_id, campaign_id, reason, cell=None, by=None):
             return False
 
         def ended_at(self, campaign_id):

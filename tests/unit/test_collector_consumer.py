@@ -13,12 +13,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from services.collector.consumer import Collector
+from services.common import logs
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
 from services.common.messages.runs import Cell, RunSpec
 from services.common.messages.events import RunEvent
 from services.common.messages.results import RunResult
 from services.common.messages.announcements import WorkerAnnouncement
 from services.common.bus.stub import StubBroker
+from services.common.store.takers import Binding, Claim, DeadLetterFrom, Taker, judge_claim, judge_result, may_fail
 
 from tests.unit.consumer_fixtures import result, runs, wait_until
 from tests.unit.poison import result_bodies
@@ -50,7 +52,33 @@ class FakeStore:
         self.db.write()
         self.db.running.append(event.run_id)
 
-    def store(self, result: RunResult) -> None:
+    def binding(self, run_id: str) -> Binding | None:
+        if self.db.planned is not None and run_id not in self.db.planned:
+            return None
+        taker, attempt = self.db.takers.get(run_id, (self.db.default_taker, 1))
+        stored = self.db.results.get(run_id)
+        state = ("done" if stored is not None and stored.status == "ok" else "failed" if run_id in self.db.failed
+                 else "running" if run_id in self.db.running else "pending")
+        return Binding(taker, attempt, False, state, self.db.publisher)
+
+    def bind(self, run_id: str, taker: Taker, attempt: int, was: Taker | None) -> bool:
+        if self.binding(run_id).taker != was:
+            return False
+        self.db.takers[run_id] = (taker, attempt)
+        return True
+
+    def claim(self, event: RunEvent, sender: Taker) -> Claim:
+        binding = self.binding(event.run_id)
+        if binding is None:
+            return Claim.REFUSE
+        decision = judge_claim(binding, sender, event.attempt)
+        if decision in (Claim.BIND, Claim.RETAKE):
+            self.bind(event.run_id, sender, event.attempt, binding.taker)
+        if decision is not Claim.REFUSE:
+            self.mark_running(event)
+        return decision
+
+    def store(self, result: RunResult, *, sender: Taker | None = None) -> bool:
         self.db.write(result.run_id)
         if self.db.planned is not None:
             run = self.db.planned.get(result.run_id)
@@ -58,10 +86,21 @@ class FakeStore:
                 raise StoreRefused(f"run_id: no run {result.run_id!r} was planned in the results DB")
             if (problem := result.mismatch(run.campaign_id, run.cell, run.repetition)) is not None:
                 raise StoreRefused(problem)
+        if sender is not None:
+            decision = judge_result(self.binding(result.run_id), sender, ok=result.status == "ok", part=False)
+            if decision is Claim.BIND:
+                raise StoreRefused(f"run {result.run_id}: no worker claimed it")
+            if decision is Claim.REFUSE:
+                logs.get(__name__).warning("result_refused", run_id=result.run_id, sender=str(sender))  # as the store
+                return False
         if result.run_id in self.db.crash:
             raise RuntimeError("a bug met on this result")
+        kept = self.db.results.get(result.run_id)
+        if kept is not None and kept.status == "ok" and kept != result:
+            return False  # like the real store: an ok result is replaced by nothing else
         self.db.results[result.run_id] = result
         self.db.order.append(result.run_id)
+        return True
 
     def get(self, run_id: str) -> RunResult | None:
         return self.db.results.get(run_id)
@@ -69,7 +108,8 @@ class FakeStore:
     def reachable(self) -> bool:
         return not self.db.gone and not self.db.down.is_set()
 
-    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
+    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None, *,
+             by: DeadLetterFrom | None = None) -> bool:
         if self.db.fail_away:
             self.db.fail_away -= 1
             raise StoreUnavailable("results DB: 2013 Lost connection to MySQL server during query")
@@ -77,6 +117,9 @@ class FakeStore:
         if run is None or run.campaign_id != campaign_id or (cell is not None and run.cell != cell):
             return False
         if run_id in self.db.results or run_id in self.db.failed:
+            return False
+        binding = self.binding(run_id)
+        if by is not None and (binding is None or not may_fail(binding, by)):
             return False
         self.db.failed[run_id] = reason
         return True
@@ -108,6 +151,13 @@ class FakeDb:
         #: Run ids in the order their results were stored (again on a redelivery).
         self.order: list[str] = []
         self.running: list[str] = []
+        #: Each run's taker and the attempt it claimed (store/takers.py).
+        self.takers: dict[str, tuple[Taker, int]] = {}
+        #: The broker user that published the runs (the scheduler's).
+        self.publisher = "guest"
+        #: The taker of a run with none in ``takers``: worker w1 of the stub's default user, as
+        #: if its run-started event had come (None: such runs are not claimed).
+        self.default_taker: Taker | None = Taker("guest", "w1")
         self.announcements: dict[str, WorkerAnnouncement] = {}
         #: The planned runs (runs.fail fails only these), the failed ones with their reasons,
         #: and what runs.overdue answers.
@@ -177,18 +227,19 @@ def publish(broker: StubBroker, *bodies: bytes) -> None:
 
 
 def test_results_and_run_events_are_stored_then_acked(broker):
-    """Run events mark runs running; results are stored by run id (a redelivered result
-    replaces, never duplicates) and acked only once stored."""
+    """Run events mark runs running; results are stored by run id (a redelivered result never
+    duplicates, and an ok one stored is replaced by no other) and acked only once stored."""
     a, b = runs()[:2]
     event = RunEvent(run_id=a.run_id, campaign_id="c1", state="running", worker="w1", at=1.0)
     db = FakeDb()
-    publish(broker, event.encode(), result(a).encode(), result(b).encode(), result(a, queries=2000).encode())
+    publish(broker, event.encode(), result(a).encode(), result(b).encode(), result(a).encode(),
+            result(a, queries=2000).encode())
     with collecting(broker, db) as c:
         broker.join(broker.names.results)
     assert db.running == [a.run_id]
     assert sorted(db.results) == sorted([a.run_id, b.run_id])
-    assert db.results[a.run_id].qps == 200, "the later delivery of a result replaces the earlier"
-    assert c.stored == 3
+    assert db.results[a.run_id].qps == 100, "an ok result stored is never replaced by another measurement"
+    assert c.stored == 3, "the same result delivered again counts, the other one does not"
     assert broker.unacked() == 0 and broker.messages(broker.names.dead) == []
 
 

@@ -11,8 +11,8 @@ from services.scheduler import cli
 
 SPEC = """name: s
 targets:
-  - {name: before}
-  - {name: after}
+  - {name: before, user: bench}
+  - {name: after, user: bench}
 workloads:
   - oltp_point_select
   - {name: oltp_read_only, options: {point_selects: 5}}
@@ -50,10 +50,10 @@ def test_a_workload_like_no_other_lists_the_known_ones():
 
 @pytest.mark.parametrize("old,new,line", [
     ("warmup: 1s", "warmpu: 1s", "spec.yaml:10: warmpu: unknown field (did you mean warmup?)"),
-    ("{name: before}", "{name: before, hots: db1}", "spec.yaml:3: targets[0].hots: unknown field (did you mean host?)"),
-    ("{name: before}", "{kind: managed, name: before, server_cpu: 0}",
+    ("{name: before, user: bench}", "{name: before, user: bench, hots: db1}", "spec.yaml:3: targets[0].hots: unknown field (did you mean host?)"),
+    ("{name: before, user: bench}", "{kind: managed, name: before, server_cpu: 0}",
      "spec.yaml:3: targets[0].server_cpu: unknown field (did you mean server_cpus?)"),
-    ("{name: before}", "{name: before, quiesce: {timout: 5s}}",
+    ("{name: before, user: bench}", "{name: before, user: bench, quiesce: {timout: 5s}}",
      "spec.yaml:3: targets[0].quiesce.timout: unknown field (did you mean timeout?)"),
     ("{name: oltp_read_only, options", "{name: oltp_read_only, optoins",
      "spec.yaml:7: workloads[1].optoins: unknown field (did you mean options?)"),

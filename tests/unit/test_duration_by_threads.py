@@ -13,7 +13,7 @@ from services.scheduler.windows import MeasuredCell, previous_measurement, windo
 
 SPEC = """\
 name: pool
-targets: [{name: off, database: sb_off}, {name: on, database: sb_on}]
+targets: [{name: off, user: bench, database: sb_off}, {name: on, user: bench, database: sb_on}]
 workloads: [oltp_point_select]
 threads: [16, 1024, 2048, 4096]
 duration: 30s

@@ -78,7 +78,7 @@ def test_a_run_above_the_hard_limit_fails_before_touching_the_target(monkeypatch
     monkeypatch.setattr(server_run, "open_target", lambda *_: pytest.fail("target opened"))
     run = RunSpec(run_id="c1.a.oltp_point_select.t4096.r1", campaign_id="c1", campaign_name="tp", seq=1, total_runs=1,
                   cell=Cell(target="a", workload="oltp_point_select", threads=4096), repetition=1,
-                  target=DsnTarget(name="a"), workload=WorkloadSpec(name="oltp_point_select"),
+                  target=DsnTarget(name="a", user="bench"), workload=WorkloadSpec(name="oltp_point_select"),
                   data=DataShape(), duration=1.0, warmup=0.0, seed=1, published_at=0.0)
     result = runner.execute(run, runner.WorkerIdentity("w1"))
     assert result.status == "failed" and "RLIMIT_NOFILE" in result.error and "hard limit is 4096" in result.error

@@ -9,6 +9,7 @@ from services.common.bus.broker import Delivery
 from services.common.messages.runs import Cell
 from services.common.store.finality import OverdueRun
 from services.common.bus.stub import StubBroker
+from services.common.store.takers import Taker
 
 from tests.unit.consumer_fixtures import result, runs, wait_until
 from tests.unit.test_collector_consumer import FakeDb, broker, collecting, publish  # noqa: F401 (fixture)
@@ -18,6 +19,12 @@ def planned(db: FakeDb, campaign_id: str = "c1") -> list:
     rs = runs(campaign_id)
     db.runs.update({r.run_id: r for r in rs})
     return rs
+
+
+def claimed(db: FakeDb, run, user: str = "guest", worker: str = "w1") -> None:
+    """``run`` taken by ``worker`` of broker user ``user`` (its "running" event stored)."""
+    db.takers[run.run_id] = (Taker(user, worker), 1)
+    db.running.append(run.run_id)
 
 
 def test_a_result_the_db_refuses_fails_its_run_with_the_reason(broker):
@@ -60,6 +67,7 @@ def test_a_result_refused_for_one_bad_field_still_fails_its_run(broker):
 
     db = FakeDb()
     run = planned(db)[0]
+    claimed(db, run)
     doc = json.loads(result(run).encode())
     doc["totals"]["reads"] = "lots"
     with broker.bus("collector") as bus:
@@ -108,6 +116,7 @@ def test_a_dead_letter_met_by_a_db_blip_is_given_back_and_its_run_failed_later(b
     queue (not left unacked for good) and its run is failed once the DB answers."""
     db = FakeDb()
     run = planned(db)[0]
+    claimed(db, run)
     db.fail_away = 1
     with broker.bus("worker") as bus:
         bus.declare(("default",))
@@ -129,6 +138,7 @@ def test_a_dead_letter_is_not_left_unacked_when_the_db_is_away():
     broker = StubBroker()
     db = FakeDb()
     run = planned(db)[0]
+    claimed(db, run)
     db.fail_away = 1
     with broker.bus("collector") as bus:
         bus.declare(("default",))
@@ -143,6 +153,7 @@ def test_failing_or_reaping_a_run_refreshes_its_cell_statistics(broker):
     campaign's workload are refreshed (cell_stats count failed runs); an error doing so is logged."""
     db = FakeDb()
     a, b, c = planned(db)[:3]
+    claimed(db, a)
     db.overdue = [OverdueRun(b.run_id, "c1", "w7", 100.0, 70.0, "oltp_point_select")]
     refreshed: list[tuple[str, str | None]] = []
 

@@ -117,7 +117,8 @@ def test_submit_wait_prints_the_final_report_in_the_registered_format(tally, mon
     monkeypatch.setattr(follow, "Store", _Store)
     monkeypatch.setattr(load_module, "load_report",
                         lambda store, ref, opts, plots=False: analyse(campaign(POOL_RUNS, cid=ref), opts))
-    spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
+    spec = CampaignSpec(name="pool", targets=[{"name": "tpc", "user": "bench"}, {"name": "pool", "user": "bench"}],
+                        workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
     args = argparse.Namespace(poll=0.01, fmt="tally", out=None)
     assert follow.wait(Settings(), "c", spec, args) == cli.EXIT_OK

@@ -14,7 +14,7 @@ from services.scheduler.confirm_plan import confirming_name, confirming_runs, co
 
 from tests.unit.test_report_formats import campaign, run
 
-SPEC = CampaignSpec(name="nightly", targets=[{"name": "old"}, {"name": "new"}, {"name": "other"}],
+SPEC = CampaignSpec(name="nightly", targets=[{"name": "old", "user": "bench"}, {"name": "new", "user": "bench"}, {"name": "other", "user": "bench"}],
                     workloads=["oltp_point_select", "oltp_read_only"], threads=[1, 8, 64], duration=60,
                     duration_by_threads={64: 120}, repeat=3, seed=5)
 

@@ -142,7 +142,8 @@ def test_submit_wait_fails_on_collapse_only_when_asked(monkeypatch, capsys):
 
     monkeypatch.setattr(follow, "Store", DoneStore)
     monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts, plots=False: analyse(pool_campaign(POOL_RUNS), opts))
-    spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
+    spec = CampaignSpec(name="pool", targets=[{"name": "tpc", "user": "bench"}, {"name": "pool", "user": "bench"}],
+                        workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
     args = argparse.Namespace(poll=0.01, fail_on_collapse=True)
     assert follow.wait(Settings(), "c", spec, args) == cli.EXIT_COLLAPSE

@@ -12,7 +12,7 @@ from services.scheduler import plan
 
 
 def _spec(**kw) -> CampaignSpec:
-    return CampaignSpec(name="e", targets=[{"name": "a"}], threads=[2], duration=1, workloads=["oltp_read_write"], **kw)
+    return CampaignSpec(name="e", targets=[{"name": "a", "user": "bench"}], threads=[2], duration=1, workloads=["oltp_read_write"], **kw)
 
 
 def test_default_is_sysbench_default_list():

@@ -75,8 +75,8 @@ def test_an_unreadable_password_file_is_a_usage_error_naming_the_setting(tmp_pat
 
 
 def test_reports_get_the_spec_without_where_passwords_are_kept():
-    spec = parse_spec("name: r\ntargets: [{name: a, database: d, password_env: PW}, "
-                      "{name: b, database: e, password_file: /x/pw}]\nworkloads: [oltp_point_select]\n"
+    spec = parse_spec("name: r\ntargets: [{name: a, user: bench, database: d, password_env: PW}, "
+                      "{name: b, user: bench, database: e, password_file: /x/pw}]\nworkloads: [oltp_point_select]\n"
                       "threads: [1]\nduration: 1s\n")
     text = str(spec.public_dump())
     assert "password" not in text and "PW" not in text and "/x/pw" not in text and "'a'" in text
@@ -116,9 +116,17 @@ def test_option_checking_never_asks_a_binary_about_reserved_options(monkeypatch,
     ({"host": "db.example.com", "password_env": "PW", "tls": "preferred"}, "preferred"),
     ({"host": "db.example.com", "password_env": "PW", "ssl_disabled": True}, "disabled"),
     ({"host": "127.0.0.1", "ssl_ca": "/ca.pem"}, "verify"),
+    # Only real loopback addresses and localhost stay on the machine; a name that begins like one
+    # is resolved by DNS, anywhere.
+    ({"host": "127.0.0.1.evil.example", "password_env": "PW"}, "verify"),
+    ({"host": "127.attacker.example", "password_env": "PW"}, "verify"),
+    ({"host": "127.5.5.5", "password_env": "PW"}, "preferred"),
+    ({"host": "LocalHost", "password_env": "PW"}, "preferred"),
+    ({"host": "::1", "password_env": "PW"}, "preferred"),
+    ({"host": "::ffff:127.0.0.1", "password_env": "PW"}, "verify"),
 ])
 def test_tls_is_verified_by_default_when_a_password_crosses_the_network(fields, mode):
-    assert DsnTarget(name="a", **fields).tls_mode == mode
+    assert DsnTarget(name="a", user="bench", **fields).tls_mode == mode
 
 
 def test_markdown_reports_show_user_text_as_text():

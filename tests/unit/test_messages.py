@@ -14,7 +14,7 @@ from services.common.messages.codec import decode
 from services.common.spec.loading import parse_spec
 from services.scheduler import plan
 
-SPEC = parse_spec("name: m\ntargets: [{name: a, database: d, password_env: PW}]\n"
+SPEC = parse_spec("name: m\ntargets: [{name: a, user: bench, database: d, password_env: PW}]\n"
                   "workloads: [oltp_point_select]\nthreads: [2]\nduration: 3s\n")
 
 

@@ -20,7 +20,7 @@ def run_spec(repetition: int = 1, threads: int = 16, target: str = "off") -> Run
     return RunSpec.model_validate({
         "schema": "benchfleet.run/1", "run_id": run_id, "campaign_id": "c1", "campaign_name": "c", "seq": 1,
         "total_runs": 4, "cell": {"target": target, "workload": "oltp_point_select", "threads": threads},
-        "repetition": repetition, "target": {"kind": "dsn", "name": target}, "workload": {"name": "oltp_point_select"},
+        "repetition": repetition, "target": {"kind": "dsn", "name": target, "user": "bench"}, "workload": {"name": "oltp_point_select"},
         "data": {}, "duration": 10, "warmup": 2, "seed": 1, "published_at": 0})
 
 

@@ -20,6 +20,7 @@ from services.common.messages.announcements import WorkerAnnouncement
 from services.worker.parts.share import share_of
 from services.worker.parts.link import StubPartsHub
 from services.common.bus.stub import StubBroker
+from services.common.store.takers import Binding, Claim, DeadLetterFrom, Taker
 from services.scheduler.submit import split_run
 from services.worker.consumer import Worker
 from services.worker.runner import WorkerIdentity
@@ -109,10 +110,11 @@ class PartsStore:
     def open(self) -> "PartsStore":
         return self
 
-    def store(self, result: RunResult) -> None:
+    def store(self, result: RunResult, *, sender: Taker | None = None) -> bool:
         assert result.part is None, "a part is never stored as a run's result"
         self.stored[result.run_id] = result
         self.order.append(result.run_id)
+        return True
 
     def get(self, run_id: str) -> RunResult | None:
         return self.stored.get(run_id)
@@ -130,9 +132,15 @@ class PartsStore:
             if key[0] == run_id and r.part is not None and r.part.group == group:
                 self.kept[key] = (r, True)
 
-    def mark_running(self, event: RunEvent) -> None: ...
+    def claim(self, event: RunEvent, sender: Taker) -> Claim:
+        return Claim.SHARED
 
-    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None) -> bool:
+    def binding(self, run_id: str) -> Binding:
+        # Every run here is split over load hosts: its parts' workers share it.
+        return Binding(None, 0, True, "running")
+
+    def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None, *,
+             by: DeadLetterFrom | None = None) -> bool:
         return False
 
     def overdue(self, now: float, grace_s: float) -> list:

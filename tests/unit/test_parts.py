@@ -24,7 +24,7 @@ from services.worker.target.connect_params import ConnectParams
 
 from tests.unit.consumer_fixtures import runs
 
-SPEC = ("name: split\ntargets: [{{name: A, host: db1, database: a}}]\nworkloads: [oltp_point_select]\n"
+SPEC = ("name: split\ntargets: [{{name: A, user: bench, host: db1, database: a}}]\nworkloads: [oltp_point_select]\n"
         "threads: [{threads}]\nduration: 10s\nload_hosts: {n}\n")
 
 

@@ -7,7 +7,7 @@ from services.scheduler import plan
 
 SPEC = parse_spec("""
 name: seeds
-targets: [{name: off, database: a}, {name: 8, database: b}, {name: "32", database: c}]
+targets: [{name: off, user: bench, database: a}, {name: 8, user: bench, database: b}, {name: "32", user: bench, database: c}]
 workloads: [oltp_point_select, oltp_read_only]
 threads: [1, 4]
 duration: 10s

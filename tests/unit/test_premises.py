@@ -107,7 +107,7 @@ def spec(tmp_path, text):
 
 def test_a_range_delta_as_wide_as_the_table_is_refused(tmp_path):
     """The seed's delta of 1,000,000 kept on 100,000 rows makes every range run to the table's end."""
-    s = spec(tmp_path, "name: r\ntargets: [{name: a}]\nthreads: [1]\nduration: 1s\n"
+    s = spec(tmp_path, "name: r\ntargets: [{name: a, user: bench}]\nthreads: [1]\nduration: 1s\n"
                        "data: {tables: 1, table_size: 100000, engine: MyISAM}\n"
                        "workloads: [{name: select_random_ranges, label: d, options: {delta: 1000000}}]\n")
     got = p.ranges_inside_table(s)

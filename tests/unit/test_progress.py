@@ -113,7 +113,8 @@ def test_wait_tells_once_that_the_broker_is_away_and_keeps_following(monkeypatch
     monkeypatch.setattr(follow, "Store", Store)
     monkeypatch.setattr(follow, "RabbitBus", AwayBus)
     monkeypatch.setattr(load_module, "load_report", lambda store, ref, opts, plots=False: analyse(pool_campaign(POOL_RUNS), opts))
-    spec = CampaignSpec(name="pool", targets=[{"name": "tpc"}, {"name": "pool"}], workloads=["oltp_point_select"],
+    spec = CampaignSpec(name="pool", targets=[{"name": "tpc", "user": "bench"}, {"name": "pool", "user": "bench"}],
+                        workloads=["oltp_point_select"],
                         threads=[16, 4096], duration=60, repeat=3)
     assert follow.wait(Settings(), "c", spec, argparse.Namespace(poll=0.01)) == 0
     err = capsys.readouterr().err

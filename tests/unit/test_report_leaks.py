@@ -25,8 +25,8 @@ SECRET_SPEC = """\
 name: leaky
 description: "<script>alert(1)</script> see [here](http://evil.example/x) <b>bold</b>"
 targets:
- - {name: remote, host: db.example.com, database: d1, password_env: PW_REMOTE_TARGET}
- - {name: local, database: d2, password_file: /srv/benchpw/local.pw}
+ - {name: remote, user: bench, host: db.example.com, database: d1, password_env: PW_REMOTE_TARGET}
+ - {name: local, user: bench, database: d2, password_file: /srv/benchpw/local.pw}
  - {name: managed, kind: managed, options: {strict_password_validation: 'OFF', server_audit_secret_token: tok-77x}}
 workloads: [oltp_point_select]
 threads: [1, 4]

@@ -44,7 +44,7 @@ def test_targets_of_a_cell_share_a_seed_and_every_run_spec_carries_a_valid_one(s
     """All targets of one cell and repetition get one seed (one query stream); every run message
     holds a seed within sysbench's range, and repetitions of a cell differ."""
     spec = CampaignSpec(name="s", seed=spec_seed, threads=threads, repeat=repeat, duration=1,
-                        targets=[{"name": "a"}, {"name": "b"}, {"name": "c"}],
+                        targets=[{"name": "a", "user": "bench"}, {"name": "b", "user": "bench"}, {"name": "c", "user": "bench"}],
                         workloads=["oltp_point_select", {"name": "select_random_points", "label": "points_50",
                                                          "options": {"random_points": 50}}])
     by_cell: dict[tuple[str, int, int], set[int]] = {}

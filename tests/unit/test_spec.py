@@ -11,8 +11,9 @@ GOOD = """\
 name: quick
 targets:
   - name: a
+    user: bench
     database: sb_a
-  - {name: b, database: sb_b, password_env: BENCH_PW}
+  - {name: b, user: bench, database: sb_b, password_env: BENCH_PW}
 baseline: b
 workloads: [oltp_point_select, {name: oltp_read_only, label: ro_5, options: {point_selects: 5}}]
 data: {tables: 2, table_size: 1000, engine: myisam}
@@ -53,12 +54,12 @@ def test_baseline_defaults_to_first_target():
 
 def test_zero_threads_names_the_list_item_and_line():
     """`threads: [0]` is refused as threads[0] with its YAML line."""
-    assert errors_of(replace("threads: [1, 4]", "threads: [0]")) == ["spec.yaml:9: threads[0]: must be > 0"]
+    assert errors_of(replace("threads: [1, 4]", "threads: [0]")) == ["spec.yaml:10: threads[0]: must be > 0"]
 
 
 def test_third_thread_count_named_by_index():
     """The message names the exact item of the list that is wrong."""
-    assert errors_of(replace("threads: [1, 4]", "threads: [1, 4, -2]")) == ["spec.yaml:9: threads[2]: must be > 0"]
+    assert errors_of(replace("threads: [1, 4]", "threads: [1, 4, -2]")) == ["spec.yaml:10: threads[2]: must be > 0"]
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,7 @@ def test_schema_options_the_prepare_cannot_build_are_refused():
 def test_quiesce_is_on_for_managed_targets_and_off_for_dsn_ones():
     """The worker owns a managed server, so it waits for it to settle unless told not to; a dsn
     server is waited for only when the spec asks."""
-    spec = parse_spec(replace("  - name: a\n    database: sb_a\n",
+    spec = parse_spec(replace("  - name: a\n    user: bench\n    database: sb_a\n",
                               "  - {kind: managed, name: a}\n"))
     assert spec.targets[0].quiesce.enabled and spec.targets[0].quiesce.timeout == 300
     assert not spec.targets[1].quiesce.enabled
@@ -170,13 +171,13 @@ def test_quiesce_is_on_for_managed_targets_and_off_for_dsn_ones():
 def test_quiesce_short_form_and_block():
     """`quiesce: true|false` switches it with the defaults; a block sets the bound and thresholds
     (and switches it on)."""
-    spec = parse_spec(replace("  - name: a\n    database: sb_a\n", "  - {name: a, database: sb_a, quiesce: true}\n"))
+    spec = parse_spec(replace("  - name: a\n    user: bench\n    database: sb_a\n", "  - {name: a, user: bench, database: sb_a, quiesce: true}\n"))
     assert spec.targets[0].quiesce.enabled and spec.targets[0].quiesce.max_history == 1000
-    spec = parse_spec(replace("  - name: a\n    database: sb_a\n",
-                              "  - {name: a, database: sb_a, quiesce: {timeout: 2m, max_dirty_pct: 5, max_history: 20000}}\n"))
+    spec = parse_spec(replace("  - name: a\n    user: bench\n    database: sb_a\n",
+                              "  - {name: a, user: bench, database: sb_a, quiesce: {timeout: 2m, max_dirty_pct: 5, max_history: 20000}}\n"))
     q = spec.targets[0].quiesce
     assert (q.enabled, q.timeout, q.max_dirty_pct, q.max_history) == (True, 120, 5.0, 20000)
-    spec = parse_spec(replace("  - name: a\n    database: sb_a\n", "  - {kind: managed, name: a, quiesce: false}\n"))
+    spec = parse_spec(replace("  - name: a\n    user: bench\n    database: sb_a\n", "  - {kind: managed, name: a, quiesce: false}\n"))
     assert not spec.targets[0].quiesce.enabled
 
 
@@ -191,5 +192,5 @@ def test_quiesce_short_form_and_block():
 ])
 def test_bad_quiesce_values_name_the_field(value, message):
     """Every quiesce value is finite and bounded; a wrong one is refused naming its field."""
-    errs = errors_of(replace("  - name: a\n    database: sb_a\n", f"  - {{name: a, database: sb_a, quiesce: {value}}}\n"))
+    errs = errors_of(replace("  - name: a\n    user: bench\n    database: sb_a\n", f"  - {{name: a, user: bench, database: sb_a, quiesce: {value}}}\n"))
     assert errs == [f"spec.yaml:3: {message}"]

@@ -94,7 +94,7 @@ def test_specs_in_the_docs_are_valid_under_the_schema(where, text):
 GOOD = """
 name: s
 targets:
-  - {name: a}
+  - {name: a, user: bench}
   - {kind: managed, name: 8, server_cpus: 0, client_cpus: 1, options: {thread_handling: pool-of-threads}}
 workloads: [oltp_point_select, {name: oltp_read_only, label: ro, options: {point_selects: 5, rand_type: uniform}}]
 threads: [1, 8]
@@ -121,8 +121,8 @@ def test_a_spec_using_every_short_form_is_accepted_by_both():
     ("rand_type: uniform", "rand_type: lognormal"),      # not a distribution
     ("threads: [1, 8]", "threads: [1, true]"),           # not a thread count
     ("server_cpus: 0", "server_cpus: zero"),             # not a CPU list
-    ("{name: a}", "{name: a, kind: cloud}"),              # no such target kind
-    ("{name: a}", "{name: a, server_cpus: 0}"),           # a managed field on a dsn target
+    ("{name: a, user: bench}", "{name: a, user: bench, kind: cloud}"),              # no such target kind
+    ("{name: a, user: bench}", "{name: a, user: bench, server_cpus: 0}"),           # a managed field on a dsn target
     ("duration_by_threads: {8: 2m}", "duration_by_threads: {many: 2m}"),
 ])
 def test_bad_specs_are_rejected_by_both(old, new):

@@ -59,7 +59,7 @@ def test_ignore_errors_reach_sysbench_as_mysql_ignore_errors():
 def test_zipfian_is_refused_for_sysbench_1_0():
     """rand_type zipfian with driver sysbench is a spec error, since sysbench 1.0.20 lacks it."""
     with pytest.raises(ValueError, match="zipfian needs sysbench 1.1"):
-        CampaignSpec(name="z", driver="sysbench", targets=[{"name": "a"}], threads=[1], duration=1,
+        CampaignSpec(name="z", driver="sysbench", targets=[{"name": "a", "user": "bench"}], threads=[1], duration=1,
                      workloads=[{"name": "oltp_point_select", "options": {"rand_type": "zipfian"}}])
     with pytest.raises(LoadError, match="zipfian"):
         sd.command(WorkloadSpec(name="oltp_point_select", options={"rand_type": "zipfian"}), DataShape(),
@@ -75,7 +75,7 @@ def test_missing_binary_names_binary_and_package():
 
 def test_spec_accepts_the_sysbench_driver():
     """driver: sysbench is a valid spec value and reaches each run spec."""
-    spec = CampaignSpec(name="x", driver="sysbench", targets=[{"name": "a"}], threads=[1], duration=1,
+    spec = CampaignSpec(name="x", driver="sysbench", targets=[{"name": "a", "user": "bench"}], threads=[1], duration=1,
                         workloads=["oltp_read_write"])
     assert spec.driver == "sysbench"
 

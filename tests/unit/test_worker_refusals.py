@@ -115,7 +115,7 @@ def test_allowed_passwords_are_used_with_tls_verified_for_remote_hosts(fleet_env
     by_file = dsn.connector_kwargs(dsn.connect_params(remote(password_file=in_file)))
     assert by_env["password"] == by_file["password"] == "bench-password"
     assert by_env["ssl_verify_cert"] and by_env["ssl_verify_identity"] and by_env["ssl_ca"]
-    local = dsn.connector_kwargs(dsn.connect_params(DsnTarget(name="a", host="127.0.0.1", password_env="BENCH_PW",
+    local = dsn.connector_kwargs(dsn.connect_params(DsnTarget(name="a", user="bench", host="127.0.0.1", password_env="BENCH_PW",
                                                              database="d")))
     assert "ssl_verify_cert" not in local and "ssl_disabled" not in local
     opt_out = dsn.connector_kwargs(dsn.connect_params(remote(password_env="BENCH_PW", tls="disabled")))
@@ -125,7 +125,7 @@ def test_allowed_passwords_are_used_with_tls_verified_for_remote_hosts(fleet_env
 def test_the_results_db_is_refused_as_a_target_database(fleet_env, monkeypatch, nothing_happens):
     """A run message naming the results DB's database fails, whatever the scheduler let through."""
     monkeypatch.setenv("BENCHFLEET_DB_NAME", "results_here")
-    res = runner.execute(run_of(DsnTarget(name="a", database="results_here")), runner.WorkerIdentity("w1"))
+    res = runner.execute(run_of(DsnTarget(name="a", user="bench", database="results_here")), runner.WorkerIdentity("w1"))
     assert res.status == "failed" and res.error.startswith("targets.a.database: "), res.error
 
 

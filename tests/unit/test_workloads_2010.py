@@ -152,7 +152,7 @@ def test_2010_tables_are_the_scripts_schema_and_their_markers_differ():
 
 
 def _campaign(workloads, **kw) -> CampaignSpec:
-    return CampaignSpec(name="c", targets=[{"name": "a"}], threads=[1], duration=1, workloads=workloads, **kw)
+    return CampaignSpec(name="c", targets=[{"name": "a", "user": "bench"}], threads=[1], duration=1, workloads=workloads, **kw)
 
 
 def test_2010_names_and_select_random_refuse_more_than_one_table():

@@ -21,6 +21,9 @@ from services.common.bus.control import ControlMessage
 REASON_HEADER = "x-benchfleet-reason"
 #: Header of a dead letter: the queue it was taken from.
 QUEUE_HEADER = "x-benchfleet-queue"
+#: The broker user that sent a message the collector parks, in the dead letter the collector
+#: publishes (its own user_id is the collector's): only read from the collector's dead letters.
+SENDER_HEADER = "x-benchfleet-sender"
 #: Header a quorum queue sets on each delivery: how often the message was returned before.
 DELIVERY_COUNT_HEADER = "x-delivery-count"
 
@@ -95,6 +98,9 @@ class Delivery:
     redelivered: bool
     headers: Mapping[str, object] = field(default_factory=dict)
     routing_key: str = ""
+    #: The broker user that published it, as RabbitMQ validated it (every publish of ours sets
+    #: ``user_id`` to its connection's user, which the broker checks); None when unset.
+    user_id: str | None = None
 
     @property
     def attempt(self) -> int:
@@ -118,6 +124,8 @@ class Broker(Protocol):
     """One connection to the broker with the benchfleet topology on it."""
 
     names: Names
+    #: The broker user it connects as; what it publishes carries it as ``user_id``.
+    user: str
 
     def connect(self, attempts: int | None = None) -> "Broker":
         """Connect, trying up to ``attempts`` times (None: the implementation's bounded retries
@@ -150,9 +158,10 @@ class Broker(Protocol):
         """Publish a result or run event for the collector (confirmed)."""
         ...
 
-    def dead_letter(self, body: bytes, reason: str, queue: str) -> None:
+    def dead_letter(self, body: bytes, reason: str, queue: str, sender: str | None = None) -> None:
         """Park a message we cannot handle in the dead-letter queue, with the reason and the
-        queue it came from in its headers (REASON_HEADER, QUEUE_HEADER)."""
+        queue it came from in its headers (REASON_HEADER, QUEUE_HEADER), and the broker user
+        that sent it when it is someone else's (SENDER_HEADER)."""
         ...
 
     def consume(self, queue: str, prefetch: int, on_message: Callable[[Delivery], None],

@@ -19,7 +19,7 @@ import pika.exceptions as px
 
 from services.common import logs
 from services.common.bus import topology
-from services.common.bus.broker import QUEUE_HEADER, REASON_HEADER, Broker, BusFactory, Delivery, Names
+from services.common.bus.broker import QUEUE_HEADER, REASON_HEADER, SENDER_HEADER, Broker, BusFactory, Delivery, Names
 from services.common.config import MAX_RUN_ATTEMPTS, Settings
 from services.common.bus.control import SYNC_HEADER, ControlMessage, read_control, read_log_entry
 from services.common.errors import BusError, DecodeError, TopologyMissing, Unroutable
@@ -81,7 +81,7 @@ def _as_bus_error(what: str) -> Iterator[None]:
 
 def _delivery(method: object, props: object, body: bytes) -> Delivery:
     return Delivery(body, method.delivery_tag, method.redelivered,  # type: ignore[attr-defined]
-                    dict(props.headers or {}), method.routing_key)  # type: ignore[attr-defined]
+                    dict(props.headers or {}), method.routing_key, user_id=props.user_id)  # type: ignore[attr-defined]
 
 
 def rabbit_factory(settings: Settings, role: Role = Role.ALL) -> BusFactory:
@@ -98,6 +98,9 @@ class RabbitBus(Broker):
         self.name = name
         self.role = role
         self.names = Names(settings.namespace)
+        #: The broker user of this connection. Every message it publishes names it in ``user_id``,
+        #: which RabbitMQ refuses unless it is the connection's user: a consumer knows who sent what.
+        self.user: str = connection_parameters(settings).credentials.username
         self.connection: pika.BlockingConnection | None = None
         self.channel: pika.adapters.blocking_connection.BlockingChannel | None = None
         #: Channel of passive declares that may fail (queue_depth, consumer_count).
@@ -231,7 +234,8 @@ class RabbitBus(Broker):
     # -- publishing -------------------------------------------------------------------------
     def publish(self, exchange: str, routing_key: str, body: bytes, headers: Mapping[str, object] | None = None) -> None:
         props = pika.BasicProperties(
-            delivery_mode=pika.DeliveryMode.Persistent, content_type="application/json", headers=dict(headers or {})
+            delivery_mode=pika.DeliveryMode.Persistent, content_type="application/json", headers=dict(headers or {}),
+            user_id=self.user,
         )
         try:
             self._ch.basic_publish(exchange, routing_key, body, properties=props, mandatory=True)
@@ -245,7 +249,8 @@ class RabbitBus(Broker):
     def publish_runs(self, pool: str, bodies: list[bytes]) -> None:
         """One AMQP transaction on a channel of its own: a failure part-way leaves no run of the
         campaign in the queue."""
-        props = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent, content_type="application/json")
+        props = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent, content_type="application/json",
+                                     user_id=self.user)
         ch = None
         try:
             ch = self._conn.channel()
@@ -270,8 +275,11 @@ class RabbitBus(Broker):
     def publish_result(self, body: bytes) -> None:
         self.publish(self.names.results_exchange, "", body)
 
-    def dead_letter(self, body: bytes, reason: str, queue: str) -> None:
-        self.publish(self.names.dead, "", body, headers={REASON_HEADER: reason[:1000], QUEUE_HEADER: queue})
+    def dead_letter(self, body: bytes, reason: str, queue: str, sender: str | None = None) -> None:
+        headers: dict[str, object] = {REASON_HEADER: reason[:1000], QUEUE_HEADER: queue}
+        if sender is not None:
+            headers[SENDER_HEADER] = sender
+        self.publish(self.names.dead, "", body, headers=headers)
 
     # -- consuming --------------------------------------------------------------------------
     def queue_depth(self, queue: str) -> int:

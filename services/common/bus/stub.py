@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Mapping
 
-from services.common.bus.broker import DELIVERY_COUNT_HEADER, QUEUE_HEADER, REASON_HEADER, Broker, Delivery, Names
+from services.common.bus.broker import (DELIVERY_COUNT_HEADER, QUEUE_HEADER, REASON_HEADER, SENDER_HEADER, Broker, Delivery,
+                                         Names)
 from services.common.config import MAX_RUN_ATTEMPTS
 from services.common.bus.control import SYNC_HEADER, ControlMessage, read_control, read_log_entry
 from services.common.errors import BusError, DecodeError, Unroutable
@@ -38,6 +39,8 @@ class _Message:
     body: bytes
     headers: dict[str, object]
     returns: int = 0
+    #: The publishing bus's user, as RabbitMQ validates a message's user_id.
+    user_id: str | None = None
     #: The exchange it was published through (a stream keeps it with each message).
     exchange: str = ""
 
@@ -85,9 +88,9 @@ class StubBroker:
         #: Consumers now on each queue (what a passive declare reports).
         self._consumers: collections.Counter[str] = collections.Counter()
 
-    def bus(self, name: str = "stub") -> "StubBus":
-        """An unconnected bus on this broker: a ``BusFactory`` for the services."""
-        return StubBus(self, name)
+    def bus(self, name: str = "stub", user: str = "guest") -> "StubBus":
+        """An unconnected bus on this broker, publishing as ``user``: a ``BusFactory`` for the services."""
+        return StubBus(self, name, user)
 
     # -- faults -----------------------------------------------------------------------------
     def lose_connections(self, *, after_publishes: int = 0, refuse: int = 0) -> None:
@@ -192,22 +195,24 @@ class StubBroker:
             return  # dropped, as RabbitMQ does without a dead-letter exchange
         headers = {**message.headers, "x-first-death-reason": reason, "x-first-death-queue": q.name}
         for target in self._route(q.dead_letter_exchange, ""):
-            self._enqueue(target, _Message(message.body, headers))
+            self._enqueue(target, _Message(message.body, headers, user_id=message.user_id))
 
     @staticmethod
     def _delivery(q: _Queue, m: _Message, tag: int) -> Delivery:
         headers = dict(m.headers)
         if q.kind == "quorum":
             headers[DELIVERY_COUNT_HEADER] = m.returns
-        return Delivery(m.body, tag, m.returns > 0, headers, "")
+        return Delivery(m.body, tag, m.returns > 0, headers, "", user_id=m.user_id)
 
 
 class StubBus(Broker):
     """One connection to a StubBroker, with the Broker interface the services use."""
 
-    def __init__(self, broker: StubBroker, name: str = "stub"):
+    def __init__(self, broker: StubBroker, name: str = "stub", user: str = "guest"):
         self.broker = broker
         self.name = name
+        #: The broker user it connects as: every message it publishes carries it (user_id).
+        self.user = user
         self.names = broker.names
         self._open = False
         self._lost = False
@@ -294,7 +299,7 @@ class StubBus(Broker):
             if not queues:
                 raise Unroutable(f"message to {exchange!r} with key {routing_key!r} was unroutable (no queue bound)")
             for q in queues:
-                b._enqueue(q, _Message(body, dict(headers or {}), exchange=exchange))
+                b._enqueue(q, _Message(body, dict(headers or {}), exchange=exchange, user_id=self.user))
 
     def publish_runs(self, pool: str, bodies: list[bytes]) -> None:
         b = self.broker
@@ -309,13 +314,16 @@ class StubBus(Broker):
             except BusError as e:
                 raise BusError(f"publishing {len(bodies)} runs to pool {pool!r} failed, none were published: {e}") from None
             for q, body in staged:
-                b._enqueue(q, _Message(body, {}))
+                b._enqueue(q, _Message(body, {}, user_id=self.user))
 
     def publish_result(self, body: bytes) -> None:
         self.publish(self.names.results_exchange, "", body)
 
-    def dead_letter(self, body: bytes, reason: str, queue: str) -> None:
-        self.publish(self.names.dead, "", body, headers={REASON_HEADER: reason[:1000], QUEUE_HEADER: queue})
+    def dead_letter(self, body: bytes, reason: str, queue: str, sender: str | None = None) -> None:
+        headers: dict[str, object] = {REASON_HEADER: reason[:1000], QUEUE_HEADER: queue}
+        if sender is not None:
+            headers[SENDER_HEADER] = sender
+        self.publish(self.names.dead, "", body, headers=headers)
 
     # -- consuming --------------------------------------------------------------------------
     def queue_depth(self, queue: str) -> int:

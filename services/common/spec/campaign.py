@@ -15,7 +15,6 @@ Version history of the spec format (``spec_version``):
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema, field_validator, model_validator
@@ -28,6 +27,7 @@ from services.common.spec.problems import FieldProblems, Problem, closest, did_y
 from services.common.spec.fields import DURATION_JSON_SCHEMA, Frozen, Int, Name, Number, Seconds, shown
 from services.common.spec.targets import PRIVATE_TARGET_FIELDS, DsnTarget, ManagedTarget, Target
 from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.common.terminal import first_control
 from services.workload.registry import WORKLOADS
 
 SPEC_VERSION = 1
@@ -53,9 +53,6 @@ MAX_RATE = 1_000_000
 MAX_SEED = 2**63 - 1
 MAX_DESCRIPTION = 2_000
 
-#: Text a report prints must not move the cursor, recolour the terminal or reorder what is
-#: shown: C0/C1 control characters (tab and newline aside), DEL and Unicode bidi controls.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _thread_count_keys(v: Any) -> Any:
@@ -73,9 +70,12 @@ def _thread_count_keys(v: Any) -> Any:
 
 
 def _printable(v: str) -> str:
-    m = _UNPRINTABLE.search(v)
-    if m:
-        raise ValueError(f"holds the control character U+{ord(m.group()):04X}; reports print this text")
+    # Text a report prints must not move the cursor, recolour the terminal or reorder what is
+    # shown: C0/C1 controls, DEL, Unicode format controls (bidi overrides, zero-width characters)
+    # and line separators are refused; a tab and a newline lay out a description.
+    ch = first_control(v)
+    if ch is not None:
+        raise ValueError(f"holds the control character U+{ord(ch):04X}; reports print this text")
     return v
 
 

@@ -3,6 +3,7 @@ quiesce block both carry; part of spec_version (history in spec.py)."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Discriminator, Field, Strict, Tag, WithJsonSchema
@@ -55,8 +56,21 @@ AbsolutePath = Annotated[str, Field(pattern=PATH_PATTERN)]
 PASSWORD_FILE_PATTERN = r"^[A-Za-z0-9_.+/~${}-]{1,255}$"
 #: Host names, IPv4 and IPv6 addresses: nothing that could be read as another argument.
 HOST_PATTERN = r"^[A-Za-z0-9:][A-Za-z0-9_.:-]{0,252}$"
-#: Hosts that never leave the machine: no TLS needed for a password to stay private.
-LOCAL_HOSTS = frozenset({"localhost", "::1"})
+#: The one host name that means this machine; any other name may resolve anywhere.
+LOCAL_HOST_NAME = "localhost"
+#: The account a target names: a MySQL user name (no host part, quotes or spaces).
+USER_PATTERN = r"^[A-Za-z0-9_.@-]{1,80}$"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` never leaves this machine: ``localhost`` or a loopback address (127.0.0.0/8,
+    ::1). A name that merely begins like one (``127.0.0.1.example.com``) is a name, resolved anywhere."""
+    if host.lower() == LOCAL_HOST_NAME:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _quiesce_shorthand(v: Any) -> Any:
@@ -96,7 +110,9 @@ class DsnTarget(Frozen):
     host: Annotated[str, Field(pattern=HOST_PATTERN)] = "127.0.0.1"
     port: Annotated[Int, Field(ge=1, le=65535)] = 3306
     socket: AbsolutePath | None = None
-    user: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.@-]{1,80}$")] = "root"
+    #: The account the worker connects as. Required: no default, so no spec connects as root
+    #: without saying so (a worker's MariaDB root is the whole server, other campaigns' data included).
+    user: Annotated[str, Field(pattern=USER_PATTERN)]
     #: Only the empty password may be written in a spec: run messages travel through the
     #: broker and are logged, so a real password is named by password_env/password_file and
     #: read by the worker from its own environment. Which names a worker accepts is the
@@ -147,7 +163,7 @@ class DsnTarget(Frozen):
     @property
     def remote(self) -> bool:
         """Whether connections leave this machine (TCP to a host other than loopback)."""
-        return self.socket is None and not (self.host in LOCAL_HOSTS or self.host.startswith("127."))
+        return self.socket is None and not is_loopback(self.host)
 
     @property
     def tls_mode(self) -> Literal["verify", "preferred", "disabled"]:

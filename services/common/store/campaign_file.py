@@ -20,6 +20,7 @@ from services.common.errors import ExportFileError
 from services.common.messages.base import Record
 from services.common.messages.results import RunResult
 from services.common.spec.campaign import CampaignSpec
+from services.common.spec.fields import shown
 from services.common.spec.stored import upgrade
 
 EXPORT_SCHEMA = "benchfleet.campaign-export/1"
@@ -104,12 +105,43 @@ class CampaignExport(Record):
                 " runs): export it once every run has its final state (or `scheduler cancel` it first)")
 
 
+#: How deep an export's values may nest: a real one holds a spec's server options at five levels;
+#: far deeper is a file made to exhaust the reader's stack.
+MAX_DEPTH = 32
+
+
+def too_deep(data: object, limit: int = MAX_DEPTH) -> str | None:
+    """The path of the first value of ``data`` nested deeper than ``limit`` levels, or None;
+    walked without recursion, so no depth of input can exhaust the stack."""
+    # Each entry keeps its parent's entry, not a path string: a path is spelled only when needed.
+    stack: list[tuple[object, tuple | None, int]] = [(data, None, 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > limit:
+            keys: list[str] = []
+            while where is not None:
+                where, key = where
+                keys.append(f"[{key}]" if isinstance(key, int) else "." + shown(str(key), 20))
+            return "".join(reversed(keys)).lstrip(".")
+        if isinstance(value, dict):
+            stack.extend((v, (where, k), depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, (where, i), depth + 1) for i, v in enumerate(value))
+    return None
+
+
 def decode_export(text: str | bytes, name: str) -> CampaignExport:
     """The export in ``text`` (the file ``name``); ExportFileError naming the field that is wrong."""
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise ExportFileError(f"{name}: not a campaign export: nested deeper than {MAX_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise ExportFileError(f"{name}: not JSON: {e}") from None
+    deep = too_deep(data)
+    if deep is not None:
+        raise ExportFileError(f"{name}: {shown(deep, 80)}: nested deeper than {MAX_DEPTH} levels; "
+                              "not a campaign export")
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema != EXPORT_SCHEMA:
         raise ExportFileError(f"{name}: schema: {schema!r} is not a campaign export (expected {EXPORT_SCHEMA})")

@@ -56,15 +56,18 @@ class Campaigns:
     def __init__(self, db: StoreConnection):
         self.db = db
 
-    def record(self, campaign_id: str, spec: CampaignSpec, runs: Sequence[RunSpec], now: float | None = None) -> None:
-        """Record a campaign and its planned runs (state pending) in one transaction."""
+    def record(self, campaign_id: str, spec: CampaignSpec, runs: Sequence[RunSpec], now: float | None = None,
+               publisher: str | None = None) -> None:
+        """Record a campaign and its planned runs (state pending) in one transaction, with the broker
+        user that publishes its runs (``publisher``; store/takers.py trusts the dead letters it sent)."""
         now = now if now is not None else time.time()
 
         def insert(cur: Any) -> None:
             cur.execute(
-                "INSERT INTO campaigns (campaign_id, name, spec_json, spec_hash, pool, baseline, total_runs, state, created_at)"
-                " VALUES (%s,%s,%s,%s,%s,%s,%s,'submitted',%s)",
-                (campaign_id, spec.name, spec.model_dump_json(), spec_hash(spec), spec.pool, spec.baseline_name, len(runs), now),
+                "INSERT INTO campaigns (campaign_id, name, spec_json, spec_hash, pool, baseline, total_runs, state,"
+                " created_at, publisher) VALUES (%s,%s,%s,%s,%s,%s,%s,'submitted',%s,%s)",
+                (campaign_id, spec.name, spec.model_dump_json(), spec_hash(spec), spec.pool, spec.baseline_name, len(runs),
+                 now, publisher),
             )
             cur.executemany(
                 "INSERT INTO runs (run_id, campaign_id, seq, target, workload, threads, repetition, state, updated_at)"

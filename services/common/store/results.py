@@ -19,6 +19,7 @@ from services.common.results.rows import (CELL_STAT_COLUMNS, COLUMNS, COUNT_COLU
                                           TargetBuild, WINDOW_COLUMNS, count_columns, quality_columns, window_columns)
 from services.common.store.connection import StoreConnection
 from services.common.store.runs import Runs
+from services.common.store.takers import Claim, Taker, judge_result
 
 log = logs.get(__name__)
 
@@ -56,20 +57,35 @@ class Results:
         #: Storing a result sets its run's state, and the campaign's that follows.
         self.runs = runs
 
-    def store(self, result: RunResult) -> None:
-        """Insert or replace the result of a run (keyed by run id) and set the run's state; a failed
-        or cancelled result never replaces an ok one.
+    def store(self, result: RunResult, *, sender: Taker | None = None, replace_ok: bool = False) -> bool:
+        """Insert or replace the result of a run (keyed by run id) and set the run's state; whether
+        it was stored. A stored ok result is never replaced (unless ``replace_ok``: an import the
+        user asked to replace) but by the same message delivered again: a failure never replaces
+        it, nor another measurement, nor an edited copy (a forged result). With ``sender`` (who
+        published it), only the run's taker's result is stored (store/takers.py); another's is
+        logged and dropped (False).
         StoreRefused, with nothing written, when no such run was planned or the result's
-        campaign, cell or repetition differ from the run's, or it cannot fit the DB's packets."""
+        campaign, cell or repetition differ from the run's, no worker claimed the run, or it
+        cannot fit the DB's packets."""
         refuse_unless_planned(self.db, result)
-        if result.status != "ok" and self.db.rows("SELECT 1 FROM results WHERE run_id=%s AND status='ok'", (result.run_id,)):
-            # A run redelivered after a broker restart or a worker's death is measured again; a
-            # failure of that second measurement says nothing against the one already stored.
-            log.warning("result_kept", run_id=result.run_id, kept="ok", dropped=result.status, error=result.error)
-            return
+        if sender is not None and not self._from_its_taker(result, sender):
+            return False
+        encoded = result.encode()
+        if not replace_ok:
+            stored = self.db.rows("SELECT result_json, result_z FROM results WHERE run_id=%s AND status='ok'",
+                                  (result.run_id,))
+            if stored:
+                text, packed = stored[0]
+                if (zlib.decompress(packed) if packed is not None else str(text).encode()) == encoded:
+                    return True  # the same result again (a redelivery): stored already, as it was
+                # A run redelivered after a broker restart or a worker's death is measured again; that
+                # second measurement (or its failure) says nothing against the one already stored.
+                log.warning("result_kept", run_id=result.run_id, kept="ok", dropped=result.status,
+                            worker=result.worker, attempt=result.attempt, error=result.error)
+                return False
         # Compressed: a result is mostly per-second series and histogram buckets (a 2-hour
         # run's 130 kB of JSON packs into about 31 kB), far inside a default max_allowed_packet.
-        packed = zlib.compress(result.encode(), 6)
+        packed = zlib.compress(encoded, 6)
         error = None if result.error is None else result.error[:ERROR_COLUMN_CHARS]
         self._fits_packet(result.run_id, packed, error)
         now = time.time()
@@ -111,6 +127,24 @@ class Results:
             (state, result.worker, result.started_at, result.ended_at, error, result.attempt, now, result.run_id),
         )
         self.runs.finish_campaign_if_done(result.campaign_id)
+        return True
+
+    def _from_its_taker(self, result: RunResult, sender: Taker) -> bool:
+        """Whether ``sender`` may deliver this whole result: the run's taker (logged when not).
+        StoreRefused for a run no worker claimed: a worker claims a run (its run-started event,
+        before the result on the same queue) before it measures, so such a result is no worker's."""
+        binding = self.runs.binding(result.run_id)
+        assert binding is not None  # planned: checked just before
+        decision = judge_result(binding, sender, ok=result.status == "ok", part=False)
+        if decision is Claim.BIND:
+            raise StoreRefused(f"run {result.run_id}: no worker claimed it, and a result is taken only from the "
+                               f"worker whose run-started event did ({sender} sent this one)")
+        if decision is Claim.REFUSE:
+            log.warning("result_refused", run_id=result.run_id, campaign_id=result.campaign_id, status=result.status,
+                        sender=str(sender), taker=str(binding.taker) if binding.taker else None,
+                        reason="another worker took this run" if binding.taker else "no worker sends this run whole")
+            return False
+        return True
 
     def _fits_packet(self, run_id: str, packed: bytes, error: str | None) -> None:
         """StoreRefused unless the INSERT of this result fits the server's max_allowed_packet

@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 import time
 
+from services.common import logs
 from services.common.messages.events import RunEvent
 from services.common.messages.runs import Cell
 from services.common.spec.durations import parse_duration
 from services.common.store.connection import StoreConnection
 from services.common.store.finality import FailedRun, OverdueRun, deadline, start_allowance
+from services.common.store.takers import Binding, Claim, DeadLetterFrom, Taker, judge_claim, may_fail
+
+log = logs.get(__name__)
 
 RUN_STATES = ("pending", "running", "done", "failed", "cancelled")
 #: A run in one of these states has its final word; later "running" events must not undo it.
@@ -25,6 +29,49 @@ class Runs:
 
     def __init__(self, db: StoreConnection):
         self.db = db
+
+    def binding(self, run_id: str) -> Binding | None:
+        """Who took run ``run_id`` and with which attempt (store/takers.py), None for no such run."""
+        rows = self.db.rows(
+            "SELECT r.taker_user, r.taker_worker, r.taker_attempt, r.state,"
+            " COALESCE(JSON_VALUE(c.spec_json, '$.load_hosts'), 1), c.publisher"
+            " FROM runs r JOIN campaigns c ON c.campaign_id = r.campaign_id WHERE r.run_id=%s", (run_id,))
+        if not rows:
+            return None
+        user, worker, attempt, state, hosts, publisher = rows[0]
+        taker = None if user is None else Taker(str(user), str(worker or ""))
+        return Binding(taker, int(attempt or 0), int(hosts) > 1, str(state), publisher)
+
+    def bind(self, run_id: str, taker: Taker, attempt: int, was: Taker | None) -> bool:
+        """Bind run ``run_id`` to ``taker`` at ``attempt`` if it is still bound to ``was`` (so two
+        collectors cannot both bind it); whether it is bound to ``taker`` now."""
+        if was is None:
+            cond, params = "taker_user IS NULL", []
+        else:
+            cond, params = "taker_user=%s AND taker_worker=%s", [was.user, was.worker]
+        self.db.execute(f"UPDATE runs SET taker_user=%s, taker_worker=%s, taker_attempt=%s WHERE run_id=%s AND {cond}",
+                        [taker.user, taker.worker, attempt, run_id, *params])
+        now = self.binding(run_id)
+        return now is not None and now.taker == taker
+
+    def claim(self, event: RunEvent, sender: Taker) -> Claim:
+        """A worker's event for a run, from broker user and worker ``sender``: the first claim binds
+        the run to it, a later attempt's claim takes it over, anyone else's is refused (and changes
+        nothing); what was decided (store/takers.py)."""
+        binding = self.binding(event.run_id)
+        if binding is None:
+            return Claim.REFUSE
+        decision = judge_claim(binding, sender, event.attempt)
+        if event.state == "measuring" and decision is Claim.RETAKE:
+            decision = Claim.REFUSE  # only a run's start takes it over
+        if decision in (Claim.BIND, Claim.RETAKE):
+            if binding.state in FINAL_STATES:
+                return Claim.REFUSE  # a run with its final word is taken by no one any more
+            if not self.bind(event.run_id, sender, event.attempt, binding.taker):
+                return Claim.REFUSE  # another claim bound it first
+        if decision is not Claim.REFUSE:
+            self.mark_running(event)
+        return decision
 
     def mark_running(self, event: RunEvent) -> None:
         """Note that a worker started a run, unless the run already has its final state; or, for a
@@ -90,12 +137,20 @@ class Runs:
                             (campaign_id,))
 
     def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None,
-             now: float | None = None) -> bool:
+             now: float | None = None, by: DeadLetterFrom | None = None) -> bool:
         """Mark a run of ``campaign_id`` failed with ``reason`` unless it already has its final state
         (a stored result keeps its own word); with ``cell``, only when the run is of that cell, so a
-        forged message cannot fail another run. Finishes the campaign when that was its last run.
+        forged message cannot fail another run; with ``by`` (who sent a dead letter), only when that
+        sender may (store/takers.py may_fail). Finishes the campaign when that was its last run.
         Whether the run was changed."""
         now = now if now is not None else time.time()
+        if by is not None:
+            binding = self.binding(run_id)
+            if binding is None or not may_fail(binding, by):
+                log.warning("run_fail_refused", run_id=run_id, campaign_id=campaign_id, sender=by.user,
+                            taker=str(binding.taker) if binding and binding.taker else None,
+                            state=binding.state if binding else None)
+                return False
         sql = ("UPDATE runs SET state='failed', error=%s, ended_at=COALESCE(ended_at, %s), updated_at=%s"
                " WHERE run_id=%s AND campaign_id=%s AND state NOT IN (" + ",".join(["%s"] * len(FINAL_STATES)) + ")")
         params: list[object] = [reason[:MAX_REASON], now, now, run_id, campaign_id, *FINAL_STATES]

@@ -39,6 +39,9 @@ History:
   21: results.server_transactions, server_count_reason: the server's own count of a run's window
       (RunResult.server.count), NULL with the reason where it is n/a; NULL both in rows stored
       before (`collector stats CAMPAIGN` fills them in from the whole results).
+  22: runs.taker_user, taker_worker, taker_attempt: who took a run (the broker user and worker of
+      its first claim, services/common/store/takers.py), so no other worker's messages speak for it;
+      campaigns.publisher: the broker user that published the campaign's runs.
 """
 
 from __future__ import annotations
@@ -314,6 +317,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         [
             "ALTER TABLE results ADD COLUMN IF NOT EXISTS server_transactions BIGINT NULL,"
             " ADD COLUMN IF NOT EXISTS server_count_reason TEXT NULL",
+        ],
+    ),
+    # 22: a run is bound to its taker (services/common/store/takers.py). Versions are a set, not a
+    # sequence (connection.migrate applies each one missing).
+    (
+        22,
+        [
+            "ALTER TABLE runs ADD COLUMN IF NOT EXISTS taker_user VARCHAR(128) NULL,"
+            " ADD COLUMN IF NOT EXISTS taker_worker VARCHAR(128) NULL,"
+            " ADD COLUMN IF NOT EXISTS taker_attempt INT NULL",
+            "ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS publisher VARCHAR(128) NULL",
         ],
     ),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from services.common.errors import CampaignExists
 from services.common.store.campaign_file import CampaignExport, ExportedCampaign, ExportedRun
 from services.common.store.campaigns import Campaigns
 from services.common.store.connection import StoreConnection
@@ -39,10 +40,14 @@ class Transfer:
                                       created_at=c.created_at, idempotency_key=key),
             runs=runs, results=results)
 
-    def import_campaign(self, export: CampaignExport) -> None:
-        """Bring an exported campaign in: the same campaign id, run ids and results, replacing
-        what an earlier import of it stored (so importing twice changes nothing)."""
+    def import_campaign(self, export: CampaignExport, *, replace: bool = False) -> None:
+        """Bring an exported campaign in: the same campaign id, run ids and results. A campaign of
+        that id already stored is refused (CampaignExists) unless ``replace``: then the file's
+        campaign row, runs and results replace the stored ones of the same ids."""
         c = export.campaign
+        if not replace and self.db.rows("SELECT 1 FROM campaigns WHERE campaign_id=%s", (c.campaign_id,)):
+            raise CampaignExists(f"campaign {c.campaign_id} is already in the results DB; importing would replace "
+                                 "its spec, runs and results: give --replace to do so")
         self.db.execute(
             "INSERT INTO campaigns (campaign_id, name, spec_json, spec_hash, pool, baseline, total_runs, state,"
             " created_at, idempotency_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON DUPLICATE KEY UPDATE"
@@ -55,7 +60,7 @@ class Transfer:
         # state, so the export's rows are written again after, their word being final.
         self._upsert_runs(c.campaign_id, export.runs)
         for result in export.results:
-            self.results.store(result)
+            self.results.store(result, replace_ok=replace)
         self._upsert_runs(c.campaign_id, export.runs)
         self.campaigns.set_state(c.campaign_id, c.state)
 

@@ -1,0 +1,171 @@
+"""A run is bound to the worker that took it: results, parts, events and dead letters about the run
+from any other broker user or worker are refused (acked, logged, never stored), an ok result is
+never replaced, and announcements from the future are refused (in-memory bus, fake results store)."""
+
+from __future__ import annotations
+
+import time
+
+from structlog.testing import capture_logs
+
+from services.common.messages.announcements import WorkerAnnouncement
+from services.common.messages.events import RunEvent
+from services.common.store.takers import Binding, Claim, DeadLetterFrom, Taker, judge_claim, judge_result, may_fail
+
+from tests.unit.consumer_fixtures import result, wait_until
+from tests.unit.test_collector_consumer import FakeDb, broker, collecting  # noqa: F401 (fixture)
+from tests.unit.test_finality import planned
+
+A = Taker("worker-a", "host-a")
+B = Taker("worker-b", "host-b")
+
+
+def _send(broker, user: str | None, *bodies: bytes, dead: bool = False) -> None:
+    """Publish ``bodies`` to the results exchange (or as dead letters) as broker user ``user``."""
+    with broker.bus("sender", user=user) as bus:
+        bus.declare(("default",))
+        for body in bodies:
+            if dead:
+                bus.dead_letter(body, "given up", bus.names.runs_queue("default"))
+            else:
+                bus.publish_result(body)
+
+
+def _event(run, taker: Taker, attempt: int = 1, state: str = "running") -> bytes:
+    return RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state=state, worker=taker.worker,
+                    attempt=attempt, at=time.time()).encode()
+
+
+def _drained(broker) -> None:
+    broker.join(broker.names.results)
+    wait_until(lambda: not broker.messages(broker.names.dead_watch) and broker.unacked() == 0, "every message read")
+
+
+def test_the_rules_bind_the_first_claim_and_hand_over_only_a_later_attempt():
+    """Pure rules: an unclaimed run binds, its taker speaks for it, another worker is refused unless it
+    claims a later attempt (the broker handed the run over); a split run binds to no one."""
+    free, taken = Binding(None, 0, False, "pending"), Binding(A, 1, False, "running")
+    assert judge_claim(free, B, 1) is Claim.BIND
+    assert judge_claim(taken, A, 1) is Claim.TAKER
+    assert judge_claim(taken, B, 1) is Claim.REFUSE
+    assert judge_claim(taken, Taker("worker-a", "host-b"), 1) is Claim.REFUSE, "same user, other worker"
+    assert judge_claim(taken, B, 2) is Claim.RETAKE
+    assert judge_result(taken, B, ok=True, part=False) is Claim.REFUSE
+    assert judge_result(taken, A, ok=True, part=True) is Claim.REFUSE, "a whole run sends no parts"
+    split = Binding(None, 0, True, "running")
+    assert judge_claim(split, B, 1) is Claim.SHARED
+    assert judge_result(split, B, ok=True, part=False) is Claim.REFUSE, "a split run's whole result is merged"
+    assert judge_result(split, B, ok=True, part=True) is Claim.SHARED
+    assert not may_fail(free, DeadLetterFrom("worker-a", run_spec=True)), "no dead letter fails an unclaimed run"
+    assert not may_fail(taken, DeadLetterFrom("worker-b", run_spec=True))
+    assert may_fail(taken, DeadLetterFrom("worker-a", run_spec=True))
+    assert not may_fail(taken, DeadLetterFrom("", run_spec=True))
+    scheduled = Binding(A, 1, False, "running", publisher="scheduler")
+    assert may_fail(scheduled, DeadLetterFrom("scheduler", run_spec=True)), "the broker dead-lettered the run spec"
+    assert not may_fail(scheduled, DeadLetterFrom("scheduler", run_spec=False))
+
+
+def test_another_workers_result_for_a_taken_run_is_refused(broker):
+    """Worker A claims a run; worker B's result for it (another broker user), and a result naming
+    another worker through A's user, are acked and logged, never stored nor dead-lettered; A's own
+    result is stored."""
+    db = FakeDb()
+    db.default_taker = None  # no run is claimed until a worker's event says so
+    run = planned(db)[0]
+    _send(broker, A.user, _event(run, A))
+    forged = result(run, queries=1).model_copy(update={"worker": B.worker})
+    _send(broker, B.user, forged.encode())
+    _send(broker, A.user, forged.encode())
+    with capture_logs() as logs, collecting(broker, db):
+        _drained(broker)
+        assert run.run_id not in db.results
+        _send(broker, A.user, result(run).model_copy(update={"worker": A.worker}).encode())
+        _drained(broker)
+    assert db.results[run.run_id].worker == A.worker and db.results[run.run_id].qps == 100
+    refused = [e for e in logs if e["event"] == "result_refused"]
+    assert len(refused) == 2 and {e["sender"] for e in refused} == {str(B), str(Taker(A.user, B.worker))}
+    assert broker.messages(broker.names.dead) == []
+
+
+def test_a_stored_ok_result_is_not_replaced_by_an_edited_copy_from_its_own_taker(broker):
+    """The verified attack: a finished run's stored result, edited and published again with the
+    taker's own credentials and name, changes nothing; the same message delivered again is harmless."""
+    db = FakeDb()
+    db.default_taker = None  # no run is claimed until a worker's event says so
+    run = planned(db)[0]
+    real = result(run).model_copy(update={"worker": A.worker})
+    _send(broker, A.user, _event(run, A), real.encode())
+    edited = real.model_copy(update={"totals": real.totals.model_copy(update={"transactions": 1})})
+    with capture_logs() as logs, collecting(broker, db) as c:
+        _drained(broker)
+        _send(broker, A.user, real.encode(), edited.encode())
+        _drained(broker)
+    assert db.results[run.run_id] == real and c.stored == 2
+    assert [e["event"] for e in logs if e["event"] in ("result_stored", "result_refused")] == ["result_stored"] * 2
+
+
+def test_a_claim_of_a_later_attempt_takes_the_run_over(broker):
+    """The broker hands a run to worker B after A's connection died (attempt 2): B takes it over, and
+    a late result of A's is refused; B's claim of the same attempt would have been refused."""
+    db = FakeDb()
+    db.default_taker = None  # no run is claimed until a worker's event says so
+    run = planned(db)[0]
+    _send(broker, A.user, _event(run, A))
+    _send(broker, B.user, _event(run, B, attempt=1))
+    with capture_logs() as logs, collecting(broker, db):
+        _drained(broker)
+        assert db.takers[run.run_id] == (A, 1)
+        _send(broker, B.user, _event(run, B, attempt=2))
+        _drained(broker)
+        assert db.takers[run.run_id] == (B, 2)
+        _send(broker, A.user, result(run).model_copy(update={"worker": A.worker}).encode())
+        _drained(broker)
+    assert run.run_id not in db.results
+    assert [e["event"] for e in logs if e["event"] in ("run_claim_refused", "run_taken_over", "result_refused")] == [
+        "run_claim_refused", "run_taken_over", "result_refused"]
+
+
+def test_a_forged_dead_letter_fails_neither_a_pending_nor_someone_elses_run(broker):
+    """A dead letter naming a run nobody claimed, or a run worker A took, sent by worker B, fails
+    nothing; the same dead letter from A (its taker gave up) fails A's run."""
+    db = FakeDb()
+    db.default_taker = None  # no run is claimed until a worker's event says so
+    pending, taken = planned(db)[:2]
+    _send(broker, A.user, _event(taken, A))
+    _send(broker, B.user, pending.encode(), taken.encode(), dead=True)
+    with collecting(broker, db):
+        _drained(broker)
+        assert db.failed == {}
+        _send(broker, A.user, taken.encode(), dead=True)
+        wait_until(lambda: taken.run_id in db.failed, "the taker's dead letter to fail its run")
+    assert pending.run_id not in db.failed
+
+
+def test_messages_without_a_user_id_are_refused(broker):
+    """A result or claim whose publisher set no user_id (RabbitMQ validates it when set) is acked
+    and logged, never stored."""
+    db = FakeDb()
+    db.default_taker = None  # no run is claimed until a worker's event says so
+    run = planned(db)[0]
+    _send(broker, None, _event(run, A), result(run).encode())
+    with capture_logs() as logs, collecting(broker, db):
+        _drained(broker)
+    assert db.results == {} and db.running == []
+    assert [e["event"] for e in logs].count("message_refused") == 2
+
+
+def test_an_announcement_dated_in_the_future_is_refused(broker):
+    """An announcement dated an hour ahead (it would never expire from Prometheus' discovery) is not
+    recorded; one dated now is."""
+    db = FakeDb()
+    db.default_taker = None  # no run is claimed until a worker's event says so
+    ahead = WorkerAnnouncement(worker="w9", pool="default", state="up", address="evil.example:9100",
+                               at=time.time() + 3600)
+    now = WorkerAnnouncement(worker="w1", pool="default", state="up", address="10.0.0.5:9100", at=time.time())
+    _send(broker, A.user, ahead.encode(), now.encode())
+    with capture_logs() as logs, collecting(broker, db) as c:
+        _drained(broker)
+    assert list(db.announcements) == ["w1"]
+    listed = c.directory.render().decode()
+    assert "10.0.0.5:9100" in listed and "evil.example:9100" not in listed
+    assert any(e["event"] == "announcement_refused" for e in logs)
