@@ -78,6 +78,21 @@ class Parser(argparse.ArgumentParser):
 Command = Callable[[argparse.Namespace, Settings], int]
 
 
+class Deprecated(argparse.Action):
+    """An old spelling of a flag, kept for a release: it still sets the new flag's value, warns on
+    stderr naming the new spelling, and is left out of ``--help`` (one meaning per flag there)."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, instead: str, **kwargs: Any) -> None:
+        self.instead = instead
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"warning: {option_string} is deprecated and will be removed: use {self.instead}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def percent(text: str) -> float:
     """A percentage flag's value (5 or 5%) as a fraction (0.05); 0 is allowed, 100 is not."""
     try:

@@ -1,5 +1,6 @@
-"""`collector compare A B`: the same cells across two campaigns, in any registered format, with
-the `--fail-on-slower` gate."""
+"""`collector compare A B`: the same cells across two campaigns, each from the results DB or an
+export file, in any registered format, with the `--fail-on-slower` gate and `--map` renaming A's
+targets to B's names."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import argparse
 import sys
 
 from services.collector.commands.output import options
+from services.collector.commands.sources import CampaignRef, load_export
 from services.common.cli import EXIT_OK, EXIT_SLOWER, EXIT_USAGE, write_output
 from services.common.config import Settings
 from services.common.store import Store
 from services.reporting import load as loading
+from services.reporting.analysis import CampaignData
 from services.reporting.compare import compare_campaigns, regressions
+from services.reporting.target_map import parse_map, rename_targets
 from services.reporting.render import registry
 
 
@@ -23,15 +27,14 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_USAGE
     # A comparison shows the chosen metric only: whole results only for a metric they alone hold.
     whole = not opts.table_metric.column
-    with Store(settings) as store:
-        try:
-            a = loading.load(store, args.campaign_a, with_results=whole)
-            b = loading.load(store, args.campaign_b, with_results=whole)
-        except LookupError as e:
-            print(f"error: {e.args[0]}", file=sys.stderr)
-            return EXIT_USAGE
+    refs = [CampaignRef.parse(args.campaign_a), CampaignRef.parse(args.campaign_b)]
     try:
-        c = compare_campaigns(a, b, opts)
+        names = parse_map(args.map or [])
+        a, b = _load(refs, settings, whole)
+        c = compare_campaigns(rename_targets(a, names), b, opts)
+    except LookupError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -46,3 +49,16 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"error:   {s.describe(c.metric.unit)}", file=sys.stderr)
             return EXIT_SLOWER
     return EXIT_OK
+
+
+def _load(refs: list[CampaignRef], settings: Settings, whole: bool) -> tuple[CampaignData, CampaignData]:
+    """Both campaigns: export files read as they are, the others from the results DB (opened only
+    when one is needed, so two files compare without a results DB)."""
+    loaded: list[CampaignData | None] = [load_export(r.read_export()) if r.is_file else None for r in refs]
+    if any(d is None for d in loaded):
+        with Store(settings) as store:
+            loaded = [d if d is not None else loading.load(store, r.text, with_results=whole)
+                      for d, r in zip(loaded, refs)]
+    a, b = loaded
+    assert a is not None and b is not None
+    return a, b
