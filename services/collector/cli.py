@@ -1,7 +1,7 @@
 """`collector`: store results from the bus (`serve`), print comparison tables (`report`,
 `compare`, `history`), move campaigns between results DBs (`export`, `import`,
-`import-sysbench`), compute per-cell statistics (`stats`) and write the Grafana dashboards.
-Argument parsing and dispatch; the report commands live in collector/commands/."""
+`import-sysbench`), print per-second series (`series`), compute per-cell statistics (`stats`) and
+write the Grafana dashboards."""
 
 from __future__ import annotations
 
@@ -24,11 +24,13 @@ from services.common.cli import (
     EXIT_USAGE,
     Deprecated,
     Parser,
+    add_completion,
     percent,
     run_main,
     write_output,
 )
 from services.common.config import AMQP, DB, METRICS, Settings, add_settings_flags
+from services.common.completion import command_of
 from services.common.store import Store
 from services.reporting import metrics_catalog as mc
 from services.reporting.options import ReportOptions
@@ -155,7 +157,7 @@ def add_report_flags(s: argparse.ArgumentParser) -> None:
                               f"{_file_formats('report', plots=True)}")
     s.add_argument("--out", help="write to this file instead of stdout (required for "
                                  f"{_file_formats('report', plots=True)})")
-    s.add_argument("--html", metavar="FILE", help="write the self-contained HTML report with plots to FILE")
+    s.add_argument("--html", metavar="FILE", action=Deprecated, instead="a second `report --format html --out FILE`")
     s.add_argument("--all-tables", action="store_true", help="text/markdown: every recorded metric, not only --metric")
     s.add_argument("--percentiles", metavar="LIST",
                    help="also the latency percentiles of each cell, e.g. 50,90,99.9, from the merged histograms "
@@ -172,8 +174,8 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("campaign_b", help="the campaign compared against A (id, name or export file)")
     _mode_flags(s, "cells (B/A*100)-100", "mean value of A and B instead of ratios")
     _stat_flags(s)
-    _format_flag(s, "compare", f"text (default) or another; --out is required for {_file_formats('compare', plots=False)}")
-    s.add_argument("--out", help=f"write to this file instead of stdout (needed for {_file_formats('compare', plots=False)})")
+    _format_flag(s, "compare", f"text (default) or another; --out is required for {_file_formats('compare', plots=True)}")
+    s.add_argument("--out", help=f"write to this file instead of stdout (required for {_file_formats('compare', plots=True)})")
     # PCT is required: an optional value took the next word (`--fail-on-slower A B` read A as PCT).
     s.add_argument("--map", action="append", metavar="OLD=NEW",
                    help="compare A's target OLD as B's target NEW (repeat for more targets), for campaigns "
@@ -362,6 +364,8 @@ def _parser() -> argparse.ArgumentParser:
     s = command("dashboards", "write the Grafana dashboards (JSON) into a directory")
     s.add_argument("--out", default="dashboards", help="directory (default: dashboards)")
     s.set_defaults(fn=cmd_dashboards)
+    add_completion(command("completion", "print the shell completion script (bash or zsh)"),
+                   lambda: command_of("collector", p))
     return p
 
 

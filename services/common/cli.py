@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from services.common import logs
+from services.common.completion import SHELLS
+from services.common.completion import Command as CompletionTree
+from services.common.completion import script as completion_script
 from services.common.config import Settings, load_settings_file, settings_from
 from services.common.errors import BenchfleetError, ConnectError, UsageError
 
@@ -91,6 +94,20 @@ class Deprecated(argparse.Action):
                  option_string: str | None = None) -> None:
         print(f"warning: {option_string} is deprecated and will be removed: use {self.instead}", file=sys.stderr)
         setattr(namespace, self.dest, values)
+
+
+def add_completion(parser: argparse.ArgumentParser, tree: Callable[[], CompletionTree]) -> None:
+    """Make ``parser`` the `completion bash|zsh` command: it prints the completion script of the
+    command ``tree`` returns (built when asked, so it holds every flag)."""
+    prog = parser.prog.split()[0]
+    parser.add_argument("shell", choices=SHELLS, help=f'the shell: eval "$({prog} completion bash)" in ~/.bashrc, '
+                                                      f'or zsh in ~/.zshrc')
+
+    def run(args: argparse.Namespace, settings: Settings) -> int:
+        sys.stdout.write(completion_script(args.shell, tree()))
+        return EXIT_OK
+
+    parser.set_defaults(fn=run, secrets=False)
 
 
 def percent(text: str) -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from services.collector.commands.output import options
+from services.collector.commands.output import missing_out, options
 from services.collector.commands.sources import CampaignRef, load_export
 from services.common.cli import EXIT_OK, EXIT_SLOWER, EXIT_USAGE, write_output
 from services.common.config import Settings
@@ -22,8 +22,8 @@ from services.reporting.render import registry
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     r = registry.renderer(args.fmt, "compare")
     opts = r.options(options(args))
-    if r.to_file and not args.out:
-        print(f"error: --format {r.name} needs --out FILE", file=sys.stderr)
+    if (why := missing_out(r, args.out)) is not None:
+        print(f"error: {why}", file=sys.stderr)
         return EXIT_USAGE
     # A comparison shows the chosen metric only: whole results only for a metric they alone hold.
     whole = not opts.table_metric.column

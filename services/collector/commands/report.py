@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from services.collector.commands.output import options
+from services.collector.commands.output import missing_out, options
 from services.common.cli import EXIT_COLLAPSE, EXIT_OK, EXIT_USAGE, write_output
 from services.common.config import Settings
 from services.common.store import Store
@@ -20,9 +20,8 @@ from services.reporting.report import analyse
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     r = registry.renderer(args.fmt, "report")
     opts = r.options(options(args))
-    # Bytes, or a page with inlined plots, belong in a file.
-    if (r.to_file or r.plots) and not args.out:
-        print(f"error: --format {r.name} writes a file: give --out FILE", file=sys.stderr)
+    if (why := missing_out(r, args.out)) is not None:
+        print(f"error: {why}", file=sys.stderr)
         return EXIT_USAGE
     asked: tuple[float, ...] = ()
     if getattr(args, "percentiles", None):
