@@ -32,6 +32,7 @@ class Command:
 def command_of(name: str, parser: argparse.ArgumentParser, extra: tuple[Command, ...] = ()) -> Command:
     """The command tree of ``parser`` (deprecated spellings, hidden from --help, left out too)."""
     options, commands = [], list(extra)
+    # argparse has no public way to list a parser's actions; _actions has been stable since 3.2.
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helped = {a.dest for a in action._choices_actions}
