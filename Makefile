@@ -5,12 +5,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 ENV := set -a; . var/local.env; set +a;
 
-.PHONY: demo test unit venv services up down clean study study-down
+.PHONY: demo test unit venv lock services up down clean study study-down
 
-$(BIN)/scheduler: pyproject.toml
+# The versions the suite runs against: pyproject gives ranges, requirements-lock.txt the exact pins.
+LOCK := requirements-lock.txt
+
+$(BIN)/scheduler: pyproject.toml $(LOCK)
 	$(PY) -m venv $(VENV) || (deploy/ensure-services python && $(PY) -m venv $(VENV))
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -c $(LOCK) -e '.[test]'
 	touch $@
+
+# Write the lock again from the venv (after changing a range in pyproject and `pip install -U` in it).
+lock:
+	{ echo "# The exact versions the test suite runs against (pip constraints; \`make venv\` installs with -c)."; \
+	  echo "# Written by \`make lock\` from the venv; pyproject.toml gives the ranges a release accepts."; \
+	  $(BIN)/pip freeze --exclude-editable --local; } > $(LOCK)
 
 venv: $(BIN)/scheduler
 

@@ -45,6 +45,9 @@ source_stamp() {
 # the checkout itself (an editable install, the test suite's) is left alone.
 ensure_venv() {
   local want have
+  local -a lock=()
+  # The versions the test suite ran against, when the checkout has them (pyproject gives ranges).
+  [ ! -f "$root/requirements-lock.txt" ] || lock=(-c "$root/requirements-lock.txt")
   want=$(source_stamp)
   if [ -x "$venv/bin/worker" ] && "$venv/bin/python" -c 'import services.worker.cli, services.collector.cli' 2>/dev/null; then
     if [ "$("$venv/bin/python" -c 'import os, services; print(os.path.dirname(os.path.dirname(os.path.realpath(services.__file__))))')" \
@@ -54,12 +57,12 @@ ensure_venv() {
     have=$(cat "$venv/benchfleet-source" 2>/dev/null || echo unknown)
     [ "$have" != "$want" ] || { say "unchanged $venv (benchfleet from source $want)"; return 0; }
     say "upgrading benchfleet in $venv: installed from source $have, the checkout is $want"
-    "$venv/bin/pip" install -q --upgrade "$root"
+    "$venv/bin/pip" install -q --upgrade "${lock[@]}" "$root"
   else
     ensure_services python
     say "creating $venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "$root"
+    "$venv/bin/pip" install -q "${lock[@]}" "$root"
   fi
   echo "$want" > "$venv/benchfleet-source"
   changed=1

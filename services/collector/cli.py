@@ -1,7 +1,7 @@
 """`collector`: store results from the bus (`serve`), print comparison tables (`report`,
 `compare`, `history`), move campaigns between results DBs (`export`, `import`,
-`import-sysbench`), compute per-cell statistics (`stats`) and write the Grafana dashboards.
-Argument parsing and dispatch; the report commands live in collector/commands/."""
+`import-sysbench`), print per-second series (`series`), compute per-cell statistics (`stats`) and
+write the Grafana dashboards."""
 
 from __future__ import annotations
 
@@ -16,18 +16,22 @@ from services.collector import sysbench_import as sbi
 from services.collector.commands.compare import cmd_compare
 from services.collector.commands.history import cmd_history
 from services.collector.commands.report import cmd_report
+from services.collector.commands.series import cmd_series
 from services.common.cli import (
     EXIT_COLLAPSE,
     EXIT_OK,
     EXIT_SLOWER,
     EXIT_USAGE,
+    Deprecated,
     Parser,
+    add_completion,
     percent,
     error,
     run_main,
     write_output,
 )
 from services.common.config import AMQP, DB, METRICS, Settings, add_settings_flags
+from services.common.completion import command_of
 from services.common.store import Store
 from services.reporting import metrics_catalog as mc
 from services.reporting.options import ReportOptions
@@ -133,6 +137,12 @@ def _format_flag(s: argparse.ArgumentParser, document: registry.Document, help: 
     """``--format``: the formats the registry has for ``document``, text by default."""
     s.add_argument("--format", dest="fmt", choices=registry.names(document),
                    default=registry.DEFAULT_FORMAT, help=help)
+    _json_flag(s)
+
+
+def _json_flag(s: argparse.ArgumentParser) -> None:
+    """``--json``: print JSON, the one meaning it has in every command (here: ``--format json``)."""
+    s.add_argument("--json", dest="fmt", action="store_const", const="json", help="print JSON (--format json)")
 
 
 def _file_formats(document: registry.Document, *, plots: bool) -> str:
@@ -148,8 +158,11 @@ def add_report_flags(s: argparse.ArgumentParser) -> None:
                               f"{_file_formats('report', plots=True)}")
     s.add_argument("--out", help="write to this file instead of stdout (required for "
                                  f"{_file_formats('report', plots=True)})")
-    s.add_argument("--html", metavar="FILE", help="write the self-contained HTML report with plots to FILE")
+    s.add_argument("--html", metavar="FILE", action=Deprecated, instead="a second `report --format html --out FILE`")
     s.add_argument("--all-tables", action="store_true", help="text/markdown: every recorded metric, not only --metric")
+    s.add_argument("--percentiles", metavar="LIST",
+                   help="also the latency percentiles of each cell, e.g. 50,90,99.9, from the merged histograms "
+                        "of its successful runs (text, markdown, csv, json; n/a where no transaction completed)")
     s.add_argument("--collapse-fraction", type=_fraction, default=_DEFAULTS.collapse_fraction,
                    help="q/s below this fraction of the peak at fewer threads is a collapse (default 0.5)")
     s.add_argument("--fail-on-collapse", action="store_true",
@@ -157,13 +170,17 @@ def add_report_flags(s: argparse.ArgumentParser) -> None:
 
 
 def add_compare_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("campaign_a", help="the reference campaign (id, or name for its latest)")
-    s.add_argument("campaign_b", help="the campaign compared against A")
+    s.add_argument("campaign_a", help="the reference campaign: id, name for its latest, or a file written by "
+                                      "collector export (two files compare without a results DB)")
+    s.add_argument("campaign_b", help="the campaign compared against A (id, name or export file)")
     _mode_flags(s, "cells (B/A*100)-100", "mean value of A and B instead of ratios")
     _stat_flags(s)
-    _format_flag(s, "compare", f"text (default) or another; --out is required for {_file_formats('compare', plots=False)}")
-    s.add_argument("--out", help=f"write to this file instead of stdout (needed for {_file_formats('compare', plots=False)})")
+    _format_flag(s, "compare", f"text (default) or another; --out is required for {_file_formats('compare', plots=True)}")
+    s.add_argument("--out", help=f"write to this file instead of stdout (required for {_file_formats('compare', plots=True)})")
     # PCT is required: an optional value took the next word (`--fail-on-slower A B` read A as PCT).
+    s.add_argument("--map", action="append", metavar="OLD=NEW",
+                   help="compare A's target OLD as B's target NEW (repeat for more targets), for campaigns "
+                        "whose targets are named differently")
     s.add_argument("--fail-on-slower", metavar="PCT", type=percent, default=None,
                    help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is slower than A by more than "
                         "PCT percent over its whole adjusted interval (Benjamini-Hochberg over the page at "
@@ -190,9 +207,9 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     if (why := export.unfinished()) is not None:
         error(why)
         return EXIT_USAGE
-    write_output(args.json, export.encode())
-    if args.json:
-        print(f"wrote {args.json}: campaign {export.campaign.campaign_id}, {len(export.runs)} runs, "
+    write_output(args.out, export.encode())
+    if args.out:
+        print(f"wrote {args.out}: campaign {export.campaign.campaign_id}, {len(export.runs)} runs, "
               f"{len(export.results)} results", file=sys.stderr)
     return EXIT_OK
 
@@ -300,10 +317,22 @@ def _parser() -> argparse.ArgumentParser:
     add_history_flags(s)
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_history)
+    s = command("series", "every run's per-second figures (transactions, queries, errors, ignored errors, "
+                          "reconnects, open-loop queue) as CSV or JSON")
+    s.add_argument("campaign", help="campaign id, name for its latest, or a file written by collector export")
+    s.add_argument("--format", dest="fmt", choices=("csv", "json"), default="csv",
+                   help="csv: one line per run and second (default); json: per run, its seconds and percentiles")
+    _json_flag(s)
+    s.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
+    s.add_argument("--percentiles", metavar="LIST",
+                   help="json: each run's latency percentiles from its histogram, e.g. 50,90,99.9 (default 50,95,99)")
+    add_settings_flags(s, DB)
+    s.set_defaults(fn=cmd_series)
     s = command("export", "write a campaign with every run and whole result (series, histograms, server "
                           "figures) to one portable JSON file")
     s.add_argument("campaign", help="campaign id, or a name for its latest campaign")
-    s.add_argument("--json", metavar="FILE", help="the file to write (default: stdout)")
+    s.add_argument("--out", metavar="FILE", help="the file to write (default: stdout)")
+    s.add_argument("--json", dest="out", metavar="FILE", action=Deprecated, instead="--out FILE")
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_export)
     s = command("import", "bring an exported campaign into this results DB (same ids; a campaign id already "
@@ -340,6 +369,8 @@ def _parser() -> argparse.ArgumentParser:
     s = command("dashboards", "write the Grafana dashboards (JSON) into a directory")
     s.add_argument("--out", default="dashboards", help="directory (default: dashboards)")
     s.set_defaults(fn=cmd_dashboards)
+    add_completion(command("completion", "print the shell completion script (bash or zsh)"),
+                   lambda: command_of("collector", p))
     return p
 
 

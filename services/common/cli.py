@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from services.common import logs
+from services.common.completion import SHELLS
+from services.common.completion import Command as CompletionTree
+from services.common.completion import script as completion_script
 from services.common.config import Settings, load_settings_file, settings_from
 from services.common.errors import BenchfleetError, ConnectError, UsageError
 from services.common.terminal import escape_controls
@@ -77,6 +80,35 @@ class Parser(argparse.ArgumentParser):
 
 
 Command = Callable[[argparse.Namespace, Settings], int]
+
+
+class Deprecated(argparse.Action):
+    """An old spelling of a flag, kept for a release: it still sets the new flag's value, warns on
+    stderr naming the new spelling, and is left out of ``--help`` (one meaning per flag there)."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, instead: str, **kwargs: Any) -> None:
+        self.instead = instead
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"warning: {option_string} is deprecated and will be removed: use {self.instead}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_completion(parser: argparse.ArgumentParser, tree: Callable[[], CompletionTree]) -> None:
+    """Make ``parser`` the `completion bash|zsh` command: it prints the completion script of the
+    command ``tree`` returns (built when asked, so it holds every flag)."""
+    prog = parser.prog.split()[0]
+    parser.add_argument("shell", choices=SHELLS, help=f'the shell: eval "$({prog} completion bash)" in ~/.bashrc, '
+                                                      f'or zsh in ~/.zshrc')
+
+    def run(args: argparse.Namespace, settings: Settings) -> int:
+        sys.stdout.write(completion_script(args.shell, tree()))
+        return EXIT_OK
+
+    parser.set_defaults(fn=run, secrets=False)
 
 
 def percent(text: str) -> float:

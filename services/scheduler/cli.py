@@ -9,6 +9,7 @@ import sys
 from services.common import logs
 from services.common.bus.rabbitmq import RabbitBus, Role, rabbit_factory
 from services.common.cli import (
+    add_completion,
     EXIT_COLLAPSE,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -19,6 +20,7 @@ from services.common.cli import (
     percent,
     run_main,
 )
+from services.common.completion import command_of
 from services.common.config import AMQP, DB, Settings, add_settings_flags
 from services.common.spec.campaign import CampaignSpec
 from services.common.store import Store
@@ -285,6 +287,8 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("schema", help="print the spec's JSON Schema (Draft 2020-12) for editors",
                        description="print the spec's JSON Schema (Draft 2020-12) for editors")
     s.set_defaults(fn=cmd_schema, secrets=False)
+    help = "print the shell completion script (bash or zsh)"
+    add_completion(sub.add_parser("completion", help=help, description=help), lambda: command_of("scheduler", p))
     return p
 
 

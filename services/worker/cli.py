@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from services.common.cli import (
+    add_completion,
     EXIT_CONNECT,
     EXIT_OK,
     EXIT_USAGE,
@@ -19,6 +20,7 @@ from services.common.cli import (
     error,
     run_main,
 )
+from services.common.completion import Command, command_of
 from services.common.config import AMQP, METRICS, Settings, add_settings_flags
 from services.common.errors import BuildError, SettingsError, TargetError
 from services.common.spec.server_options import parse_cpus
@@ -28,7 +30,8 @@ from services.common.spec.loading import load_spec
 USAGE = """worker [-h] [--version] [--pool POOL] [--id WORKER_ID] [options]   take runs of a pool and measure them
        worker prepare SPEC   create the sbtest tables of every dsn target of SPEC
        worker cleanup SPEC   drop them
-       worker builds {add,list,remove} ...   the server builds managed targets may name"""
+       worker builds {add,list,remove} ...   the server builds managed targets may name
+       worker completion {bash,zsh}   print the shell completion script"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="worker id in results and logs (env BENCHFLEET_WORKER_ID; default host-pid)")
     p.add_argument("--client-cpus", default=os.environ.get("BENCHFLEET_CLIENT_CPUS"),
                    help="CPUs for load processes, e.g. 1 or 2-3 (env BENCHFLEET_CLIENT_CPUS; default all)")
-    p.add_argument("--max-runs", type=int, default=None, help="exit after this many runs (tests, one-shot hosts)")
+    p.add_argument("--max-runs", type=int, default=None, help="exit after this many runs (one-shot hosts)")
     p.add_argument("--keep-datadirs", action="store_true",
                    help="keep the datadirs of managed servers at exit, for post-mortems (default: remove them)")
     p.add_argument("--managed-dir", default=os.environ.get("BENCHFLEET_MANAGED_DIR"),
@@ -203,7 +206,23 @@ def _builds_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _completion_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="worker completion", description="print the shell completion script (bash or zsh)")
+    add_completion(p, _tree)
+    return p
+
+
+def _tree() -> Command:
+    """Every worker command for completion: the consumer's flags, prepare, cleanup and builds."""
+    extra = tuple(command_of(name, parser) for name, parser in
+                  (("prepare", _data_parser("prepare")), ("cleanup", _data_parser("cleanup")),
+                   ("builds", _builds_parser()), ("completion", _completion_parser())))
+    return command_of("worker", _parser(), extra)
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
+    if argv and argv[0] == "completion":
+        return _completion_parser().parse_args(argv[1:])
     if argv and argv[0] in ("prepare", "cleanup"):
         return _data_parser(argv[0]).parse_args(argv[1:])
     if argv and argv[0] == "builds":
