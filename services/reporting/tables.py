@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Mapping
 
+from services.common.messages.results import NOT_PRINTED
 from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION
 from services.reporting.kept_runs import CellRuns, as_judged, cell_runs_of, left_out_note
 from services.reporting.stats import (
@@ -185,6 +186,8 @@ class Table:
     #: Successful runs that did not record the metric (a dsn target's server CPU): shown as
     #: n/a, never as 0, and not counted as failures.
     unrecorded: int = 0
+    #: Of ``unrecorded``: runs that completed transactions but whose latency sysbench did not print.
+    unprinted: int = 0
     #: Set once a page judged the table's cells (``page_verdicts``): its marks are the verdicts'.
     family: FamilyNote | None = None
 
@@ -245,8 +248,9 @@ def table_of_cells(cells: Mapping[tuple[str, str, int], CellRuns], spec: TableSp
         )
     )
     unrecorded = sum(c.unrecorded for c in cells.values())
+    unprinted = sum(c.unprinted for c in cells.values())
     rows = [_with_figures(spec, cells, row, threads) for row in rows]
-    return Table(spec, tuple(threads), tuple(rows), failed, _places(spec, rows), unrecorded)
+    return Table(spec, tuple(threads), tuple(rows), failed, _places(spec, rows), unrecorded, unprinted=unprinted)
 
 
 def _with_figures(spec: TableSpec, cells: Mapping[tuple[str, str, int], CellRuns], row: Row,
@@ -409,11 +413,15 @@ def _verdict_legend(table: Table, family: FamilyNote, used: set[str]) -> list[tu
 
 def missing_reason(table: Table) -> str:
     """Why a cell of ``table`` reads n/a: a latency table's runs completed no transaction (an empty
-    histogram has no percentile), another's did not record the figure, or no run succeeded."""
+    histogram has no percentile) or read sysbench's output where it printed no such percentile,
+    another's did not record the figure, or no run succeeded."""
     if not table.unrecorded:
         return "no successful run to compare"
     if table.spec.unit.endswith(" ms"):
-        return "no transaction completed in the cell's runs (no latency to read), or no successful run"
+        why = [] if table.unrecorded == table.unprinted else ["no transaction completed in the cell's runs (no latency to read)"]
+        if table.unprinted:
+            why.append(f"the percentile was {NOT_PRINTED}")
+        return "; or ".join(why) + ", or no successful run"
     return "not recorded by the cell's runs (server process figures need a managed target), or no successful run"
 
 

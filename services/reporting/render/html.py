@@ -13,7 +13,7 @@ from services.reporting.analysis import (
     NamedTable,
     collapse_lines,
 )
-from services.reporting.compare import CampaignComparison, compare_stall_lines, header_lines
+from services.reporting.compare import CampaignComparison, compare_stall_lines, count_summary_lines, header_lines
 from services.reporting.counts import HEADER, RunCounts, summary, table_rows
 from services.reporting.counts import legend_lines as count_legend
 from services.reporting.per_query import CellWork, cell_work, format_figure
@@ -194,5 +194,7 @@ def render_compare_html(c: CampaignComparison) -> str:
     if stalls:
         parts.append('<h2 id="stalls">Stalls and overruns</h2>')
         parts.append("<p>" + "<br>".join(_e(x) for x in stalls if x) + "</p>")
+    parts.append('<h2 id="counts">Client and server counts</h2>')
+    parts.append("<p>" + "<br>".join(_e(x) for x in count_summary_lines(c)) + "</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
