@@ -86,3 +86,42 @@ def test_a_whole_refresh_stores_the_reports_decisions_which_a_partial_one_emptie
         after = store.results.cell_stats(CAMPAIGN_ID, metric="p95_ms")
         assert {s.verdict for s in after} == {None} and {s.q_value for s in after} == {None}
         assert not any(m[:1] in "+-=°≠" and m for m in (s.mark for s in after))
+
+
+def test_the_results_board_shows_the_stored_decisions_and_q(results_db):
+    """The results board's comparison and cell statistics tables read each cell's decision and q from
+    cell_stats on real MariaDB: the baseline's row reads `baseline`, a cell not judged since its
+    figures changed `not judged yet`."""
+    import mysql.connector
+
+    from services.collector.dashboards import CELL_STATS_SQL, RESULTS_SQL
+
+    spec = synthetic_spec("sample", TARGETS, WORKLOADS, THREADS, REPEAT, duration=12, warmup=2)
+    with Store(results_db) as store:
+        store.campaigns.record(CAMPAIGN_ID, spec, run_specs(spec, CAMPAIGN_ID), now=1_700_000_000.0)
+        for r in sample_results():
+            store.results.store(r)
+        refresh_cell_stats(store, CAMPAIGN_ID)
+        stored = {(s.metric, s.workload, s.threads, s.target): s for s in store.results.cell_stats(CAMPAIGN_ID)}
+
+    def rows(sql: str) -> list[dict]:
+        conn = mysql.connector.connect(**results_db.db_params())
+        try:
+            cur = conn.cursor(dictionary=True)
+            cur.execute(sql.replace("$campaign", CAMPAIGN_ID))
+            return cur.fetchall()
+        finally:
+            conn.close()
+
+    shown = rows(RESULTS_SQL)
+    assert len(shown) == len(TARGETS) * len(WORKLOADS) * len(THREADS)
+    for r in shown:
+        s = stored[("qps", r["workload"], r["threads"], r["target"])]
+        assert (r["verdict"], r["q"], r["ratio_to_baseline"]) == (
+            "baseline" if r["target"] == TARGETS[0] else s.verdict, s.q_value, s.ratio)
+    every = rows(CELL_STATS_SQL)
+    assert {r["verdict"] for r in every} >= {"baseline", "faster", "undecided"}
+    assert all(r["q"] is not None and r["interval_level"] is not None for r in every if r["verdict"] == "faster")
+    with Store(results_db) as store:
+        store.results.clear_verdicts(CAMPAIGN_ID)
+    assert {r["verdict"] for r in rows(CELL_STATS_SQL)} == {"baseline", "not judged yet"}
