@@ -91,8 +91,8 @@ def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = Re
 def count_summary_lines(c: CampaignComparison) -> list[str]:
     """Each campaign's client and server counts over its compared runs, in the report's summary line
     (``collector report`` lists the runs)."""
-    return [f"{label} = {data.campaign_id}: {summary(counts).line()}"
-            for label, data, counts in ((LABEL_A, c.a, c.counts_a), (LABEL_B, c.b, c.counts_b))]
+    return [f"{label}: {summary(counts).line()}"
+            for label, counts in ((LABEL_A, c.counts_a), (LABEL_B, c.counts_b))]
 
 
 def compare_stall_lines(c: CampaignComparison) -> list[str]:

@@ -1,7 +1,7 @@
-"""Comparison tables in the 2010 MariaDB sysbench pages' layout, with significance marks.
+"""Comparison tables in the 2010 MariaDB sysbench pages' layout, with verdict marks.
 
-``build_table`` turns measurements into a ``Table`` (numbers, marks, statistics per cell);
-``render_text`` prints it like the seeds. Renderers return lines; callers print them.
+``build_table`` turns measurements into a ``Table`` (numbers, marks, statistics per cell; the
+page's verdicts are put on by ``page_verdicts.judge_tables``); ``render_text`` prints it like the seeds. Renderers return lines; callers print them.
 Markdown, CSV and the settings block live in ``render.formats``.
 """
 
@@ -22,7 +22,7 @@ from services.reporting.stats import (
     DEFAULT_MIN_EFFECT,
     CellStats,
     Comparison,
-    compare_stats,
+    side_by_side,
 )
 from services.reporting.verdicts import CellFigures, Decision, Verdict
 
@@ -44,8 +44,6 @@ DECISION_MARK: dict[Decision, str] = {
     "faster": MARK_FASTER, "slower": MARK_SLOWER, "differs": MARK_DIFFERS, "equivalent": MARK_EQUIVALENT,
     "identical": MARK_EQUIVALENT, "undecided": MARK_UNDECIDED, "missing": MARK_UNTESTED,
 }
-#: The mark of each verdict of a comparison with the baseline's cell.
-VERDICT_MARK = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "same": "", "n/a": MARK_UNTESTED}
 
 
 @dataclass(frozen=True)
@@ -294,8 +292,7 @@ def _cell(spec: TableSpec, summaries, failures, target: str, workload: str, thre
         # A ratio stands on the blocks its paired verdict does: none whose run of either side was left out.
         mine, theirs = as_judged(cells[(target, workload, threads)], cells[(spec.baseline, workload, threads)])
         own, base = mine.stats or own, theirs.stats or base
-    comp = (compare_stats(own, base, alpha=spec.alpha, min_effect=spec.min_effect,
-                          higher_is_better=spec.higher_is_better) if compared and base is not None else None)
+    comp = side_by_side(own, base) if compared and base is not None else None
     mark = cell_mark(own, comp, compared=compared, mark_high_cv=spec.mark_high_cv, cv_threshold=spec.cv_threshold)
     if comp is None:
         if compared and spec.mode != "absolute":
@@ -309,11 +306,11 @@ def _cell(spec: TableSpec, summaries, failures, target: str, workload: str, thre
 
 def cell_mark(own: CellStats, comp: Comparison | None, *, compared: bool, mark_high_cv: bool,
               cv_threshold: float) -> str:
-    """A cell's marks before collapse and stalls: its verdict against the baseline's cell (``?``
-    for a compared target without one), and the seeds' ``*`` when asked for and a side is noisy.
-    The tables and the stored cell statistics both mark by it."""
+    """A cell's marks before its page's verdict (``page_verdicts`` puts the decision's mark first),
+    collapse and stalls: ``?`` for a compared target without a baseline cell, and the seeds' ``*``
+    when asked for and a side is noisy."""
     if comp is not None:
-        return VERDICT_MARK[comp.verdict] + (MARK_HIGH_CV if mark_high_cv and comp.high_cv(cv_threshold) else "")
+        return MARK_HIGH_CV if mark_high_cv and comp.high_cv(cv_threshold) else ""
     if compared:
         return MARK_UNTESTED
     return MARK_HIGH_CV if mark_high_cv and own.high_cv(cv_threshold) else ""
@@ -348,15 +345,8 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
     """(mark, meaning) pairs for the marks a reader can meet in this table."""
     spec = table.spec
     used = table.marks_used()
-    if table.family is not None:
-        entries = _verdict_legend(table, table.family, used)
-    else:
-        test = f"Welch t test, p < {spec.alpha:g}, difference of at least {spec.min_effect * 100:g}%"
-        entries = [
-            (MARK_FASTER, f"significantly faster than {spec.baseline} ({test})"),
-            (MARK_SLOWER, f"significantly slower than {spec.baseline} ({test})"),
-            ("", "no mark: no significant difference"),
-        ]
+    # A table no page judged (nothing to compare) has no verdict marks to explain.
+    entries = _verdict_legend(table, table.family, used) if table.family is not None else []
     left_out = any(c.excluded for row in table.rows for c in row.cells)
     if MARK_UNTESTED in used:
         entries.append((MARK_UNTESTED, "not enough repetitions to test (fewer than 2 successful runs on a side"
@@ -483,7 +473,7 @@ def render_text(table: Table) -> list[str]:
     lines.extend(" " + f for f in formula_lines(spec))
     lines.append("")
     legend = legend_lines(table)
-    key_width = max(len(mark) for mark, _ in legend)
+    key_width = max([len(mark) for mark, _ in legend] + [0])
     lines.extend((f" {mark.ljust(key_width)}  {text}").rstrip() for mark, text in legend)
     if table.failed:
         lines.append("")

@@ -68,7 +68,7 @@ def render_table_html(named: NamedTable) -> list[str]:
         for c in row.cells:
             cls = "num" + (" faster" if MARK_FASTER in c.mark else " slower" if MARK_SLOWER in c.mark else "") \
                 + (" stalled" if MARK_STALL in c.mark or MARK_SHORT in c.mark else "")
-            title = verdict_note(c.verdict) if c.verdict else c.comparison.reason if c.comparison else ""
+            title = verdict_note(c.verdict) if c.verdict else ""
             if c.excluded and not c.verdict:
                 title = (title + "; " if title else "") + f"left out: {c.excluded_reason}"
             cells.append(f'<td class="{cls}" title="{_e(title)}">{_e(format_value(c, table.places))}'

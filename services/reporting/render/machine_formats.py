@@ -35,7 +35,9 @@ from services.reporting.tables import (
 #: stall, an overrun or a short window; ``starved``: cells whose runs starved connections;
 #: ``missing``: why a run's column is null; a table cell's ``missing``: why its value is null;
 #: ``counts``: every successful run's client and server counts with the summary line; a table
-#: cell's ``excluded_runs``/``excluded_reason`` and a table's ``left_out``: runs left out of verdicts).
+#: cell's ``excluded_runs``/``excluded_reason`` and a table's ``left_out``: runs left out of verdicts;
+#: a cell's ``t``, ``df``, ``p`` and ``ratio_low``/``ratio_high`` are its verdict's log-ratio test's, as
+#: ``log_ratio_p``, since the per-cell Welch test was removed: one test behind every mark).
 JSON_VERSION = 1
 
 
@@ -63,12 +65,13 @@ def table_data(named: NamedTable) -> dict[str, Any]:
                             ci_low=_num(c.stats.ci_low), ci_high=_num(c.stats.ci_high))
             if c.comparison:
                 k = c.comparison
-                cell.update(verdict=k.verdict, reason=k.reason, ratio=_num(k.ratio), ratio_low=_num(k.ratio_low),
-                            ratio_high=_num(k.ratio_high), t=_num(k.test.t), df=_num(k.test.df), p=_num(k.test.p),
-                            baseline_n=k.baseline.n, baseline_mean=_num(k.baseline.mean))
+                cell.update(ratio=_num(k.ratio), baseline_n=k.baseline.n, baseline_mean=_num(k.baseline.mean))
             if c.verdict:
                 v = c.verdict
-                # The page's verdict replaces the per-cell Welch test's (still given as t, df, p).
+                # t, df, p and ratio_low/high (unadjusted, 1 - alpha) are the verdict's own log-ratio test's.
+                low, high = v.estimate.interval(1 - spec.alpha)
+                cell.update(ratio_low=_num(low), ratio_high=_num(high), t=_num(v.estimate.t), df=_num(v.estimate.df),
+                            p=_num(v.estimate.p))
                 cell.update(verdict=v.decision, reason=v.reason, method=v.estimate.method,
                             log_ratio=_num(v.estimate.estimate), log_ratio_p=_num(v.estimate.p), q=_num(v.q),
                             selected=v.selected, interval_level=_num(v.level), adjusted_low=_num(v.low),
