@@ -25,7 +25,8 @@ def refresh_cell_stats(store: Store, campaign_id: str, workload: str | None = No
     """Recompute and store the statistics of a campaign's cells (of one workload when given; with
     ``cell``, only of the cells a new result of that cell changes); the whole campaign's, verdicts
     and all, when no part is given or when the campaign has ended. How many rows were written."""
-    if cell is None and workload is None:
+    if (cell is None and workload is None) or store.runs.ended_at(campaign_id) is not None:
+        # The whole campaign, or its last run ended (with this result or failure): its cells make their family.
         return _whole(store, campaign_id, opts)
     if cell is None:
         data = load(store, campaign_id, with_results=False, workload=workload)
@@ -34,9 +35,6 @@ def refresh_cell_stats(store: Store, campaign_id: str, workload: str | None = No
         rows = _cell_rows(store, campaign_id, cell, opts)
     store.results.save_cell_stats(rows)
     store.results.clear_verdicts(campaign_id)
-    if store.runs.ended_at(campaign_id) is not None:
-        # The campaign's last run ended with this result or failure: its cells make their family.
-        return _whole(store, campaign_id, opts)
     return len(rows)
 
 

@@ -2,7 +2,7 @@
 week's), with the same statistics and table formats as a report.
 
 Each target present in both campaigns gets its own table in the seeds' two-target shape: one
-row per workload, one column per thread count, cells ``B / A`` with significance marks. Text,
+row per workload, one column per thread count, cells ``B / A`` with verdict marks. Text,
 Markdown and CSV here; JSON and ODS in render/machine_formats.py, HTML in render/html.py.
 """
 
@@ -31,8 +31,8 @@ LABEL_A, LABEL_B = "A", "B"
 
 @dataclass(frozen=True)
 class CampaignComparison:
-    """Campaign B against campaign A: one table per target both ran (a cell's own test is
-    ``stats.Comparison``)."""
+    """Campaign B against campaign A: one table per target both ran, every compared cell judged in
+    one family (``pages``)."""
 
     a: CampaignData
     b: CampaignData
