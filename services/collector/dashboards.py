@@ -259,19 +259,18 @@ def throughput_vs_threads() -> dict[str, Any]:
                       refresh="1m", time_from="now-24h", description="Finished cells of a campaign, per target.")
 
 
-#: Mean q/s per cell and its ratio to the campaign's baseline target, with the verdict the
-#: collector stored in cell_stats (tables and views in common/schema.py).
-RESULTS_SQL = """
-SELECT m.workload, m.threads, m.target, m.qps, m.tps, m.repetitions, m.qps / b.qps AS ratio_to_baseline,
-       s.verdict, s.mark, s.p_value, s.cv
+#: What a cell_stats row's empty verdict means: the baseline's own row, or a campaign whose cells
+#: were not judged together since their figures last changed (services/collector/statistics.py).
+_VERDICT = ("CASE WHEN s.target = s.baseline THEN 'baseline' WHEN s.verdict IS NULL AND s.ratio IS NOT NULL"
+            " THEN 'not judged yet' ELSE s.verdict END AS verdict")
+#: Mean q/s per cell and its ratio to the campaign's baseline target, with the decision, q-value and
+#: adjusted interval the collector stored in cell_stats (tables and views in common/schema.py).
+RESULTS_SQL = f"""
+SELECT m.workload, m.threads, m.target, m.qps, m.tps, m.repetitions, s.ratio AS ratio_to_baseline,
+       {_VERDICT}, s.q_value AS q, s.interval_low, s.interval_high, s.mark, s.excluded_runs, s.cv
 FROM (SELECT campaign_id, workload, threads, target, AVG(qps) AS qps, AVG(tps) AS tps, COUNT(*) AS repetitions
       FROM results WHERE campaign_id = '$campaign' AND status = 'ok'
       GROUP BY campaign_id, workload, threads, target) m
-JOIN campaigns c ON c.campaign_id = m.campaign_id
-LEFT JOIN (SELECT workload, threads, target, AVG(qps) AS qps
-           FROM results WHERE campaign_id = '$campaign' AND status = 'ok'
-           GROUP BY workload, threads, target) b
-  ON b.workload = m.workload AND b.threads = m.threads AND b.target = c.baseline
 LEFT JOIN cell_stats s
   ON s.campaign_id = m.campaign_id AND s.metric = 'qps' AND s.workload = m.workload AND s.threads = m.threads
      AND s.target = m.target
@@ -286,10 +285,11 @@ ORDER BY quality_flags > '' DESC, stalled_s DESC, overrun_s DESC, workload, targ
 LIMIT 500
 """
 #: Every stored statistic of every cell (view cell_stats_v: the collector fills cell_stats).
-CELL_STATS_SQL = """
+CELL_STATS_SQL = f"""
 SELECT metric, workload, threads, target, n, failed, mean, stdev, cv, ci_low, ci_high, ratio, ratio_low, ratio_high,
-       p_value, verdict, mark, collapsed, stalled_runs
-FROM cell_stats_v WHERE campaign_id = '$campaign'
+       p_value, {_VERDICT}, q_value AS q, interval_low, interval_high, interval_level, mark, collapsed, stalled_runs,
+       excluded_runs
+FROM cell_stats_v s WHERE campaign_id = '$campaign'
 ORDER BY metric, workload, threads, target
 """
 CAMPAIGNS_SQL = """
@@ -306,14 +306,20 @@ def results() -> dict[str, Any]:
     lay = _Layout()
     panels = [
         lay.place(table("Comparison: mean q/s and ratio to the baseline", [_sql(RESULTS_SQL)], MYSQL,
-                        "One row per cell and target; ratio_to_baseline is mean q/s over the baseline's."), 24, 14),
+                        "One row per cell and target: mean q/s over every successful run; ratio_to_baseline, "
+                        "verdict, q and the adjusted interval are the report's (`collector report`), which leaves "
+                        "stalled and short runs out (excluded_runs). Verdicts are judged over the campaign's cells "
+                        "together: 'not judged yet' until its last run ends (or `collector stats`)."), 24, 14),
         lay.place(table("Runs: stalls and overrun", [_sql(QUALITY_SQL)], MYSQL,
                         "Runs with seconds without a completed transaction (stalled_s) or wall time past "
                         "warm-up + duration (overrun_s) first; quality_flags is what reports mark with ~."), 24, 10),
         lay.place(table("Cell statistics: every metric, with the verdict against the baseline",
                         [_sql(CELL_STATS_SQL)], MYSQL,
-                        "From cell_stats, which the collector fills as results arrive: Welch test, "
-                        "95% interval, marks + - ? ! ~ as in the report, runs flagged for a stall or overrun."),
+                        "From cell_stats, which the collector fills as results arrive, as `collector report --metric` "
+                        "judges each metric: ratio_low/high and p_value are the cell's own paired log-ratio test; "
+                        "verdict (faster, slower, equivalent, undecided, differs, identical, missing), q (BH) and "
+                        "interval_low/high (adjusted, at interval_level) judge every compared cell of the metric "
+                        "together, once the campaign's last run ended; marks + - = ° ≠ ? ! ~ < as in the report."),
                   24, 12),
         lay.place(table("Campaigns", [_sql(CAMPAIGNS_SQL)], MYSQL), 24, 8),
     ]

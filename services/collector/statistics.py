@@ -1,6 +1,11 @@
 """Keeps the results DB's ``cell_stats`` table current: after a result is stored, the cells it
-can change are summarised and compared again, as the report would, for SQL users and Grafana; and
-after the collector failed a run that has no result (its failure counts in its cell's ``failed``)."""
+can change are summarised again, as the report would, for SQL users and Grafana; and after the
+collector failed a run that has no result (its failure counts in its cell's ``failed``).
+
+A verdict belongs to a family (every compared cell of the campaign's metric, as the report judges
+them), so a refresh of part of a campaign writes figures and empties the campaign's verdicts,
+which no longer describe the family; the campaign's cells are judged together again by a whole
+refresh: `collector stats`, and the refresh after the campaign's last run ended."""
 
 from __future__ import annotations
 
@@ -17,13 +22,25 @@ from services.reporting.options import ReportOptions
 
 def refresh_cell_stats(store: Store, campaign_id: str, workload: str | None = None,
                        opts: ReportOptions = ReportOptions(), *, cell: Cell | None = None) -> int:
-    """Recompute and store the statistics of a campaign's cells (of one workload when given);
-    with ``cell``, only of the cells a new result of that cell changes; how many rows were written."""
+    """Recompute and store the statistics of a campaign's cells (of one workload when given; with
+    ``cell``, only of the cells a new result of that cell changes); the whole campaign's, verdicts
+    and all, when no part is given or when the campaign has ended. How many rows were written."""
+    if (cell is None and workload is None) or store.runs.ended_at(campaign_id) is not None:
+        # The whole campaign, or its last run ended (with this result or failure): its cells make their family.
+        return _whole(store, campaign_id, opts)
     if cell is None:
         data = load(store, campaign_id, with_results=False, workload=workload)
-        rows = cell_stat_rows(data, opts, store.runs.unstored_failures(data.campaign_id, workload))
+        rows = cell_stat_rows(data, opts, store.runs.unstored_failures(data.campaign_id, workload), judged=False)
     else:
         rows = _cell_rows(store, campaign_id, cell, opts)
+    store.results.save_cell_stats(rows)
+    store.results.clear_verdicts(campaign_id)
+    return len(rows)
+
+
+def _whole(store: Store, campaign_id: str, opts: ReportOptions) -> int:
+    data = load(store, campaign_id, with_results=False)
+    rows = cell_stat_rows(data, opts, store.runs.unstored_failures(data.campaign_id, None))
     store.results.save_cell_stats(rows)
     return len(rows)
 
@@ -56,5 +73,5 @@ def _cell_rows(store: Store, campaign_id: str, cell: Cell, opts: ReportOptions) 
             data = dataclasses.replace(data, runs=tuple(store.results.rows(c.campaign_id, cell.workload)))
             known = None
     failures = store.runs.unstored_failures(c.campaign_id, cell.workload)
-    return [r for r in cell_stat_rows(data, opts, failures, known_collapse=known)
+    return [r for r in cell_stat_rows(data, opts, failures, known_collapse=known, judged=False)
             if r.target == cell.target or (mine and r.threads == cell.threads)]

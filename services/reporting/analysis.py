@@ -97,16 +97,18 @@ def cell_runs(data: CampaignData, m: mc.Metric) -> dict[tuple[str, str, int], Ce
     are left out of the cell's number and verdict (``kept_runs``)."""
     out = {}
     for key, rows in data.by_cell.items():
-        values, failed, unrecorded = [], 0, 0
+        values, failed, unrecorded, unprinted = [], 0, 0, 0
         for r in rows:
             v = mc.row_value(m, r)
             if r.status != "ok" or (v is not None and math.isnan(v)):
                 failed += 1
             elif v is None:
                 unrecorded += 1
+                # A latency of a run that completed transactions: sysbench printed no such percentile.
+                unprinted += bool(m.key in mc.LATENCY_KEYS and r.transactions)
             else:
                 values.append((r.repetition, v, left_out_reason(r.flags)))
-        out[key] = cell_runs_of(values, failed=failed, total=len(rows), unrecorded=unrecorded)
+        out[key] = cell_runs_of(values, failed=failed, total=len(rows), unrecorded=unrecorded, unprinted=unprinted)
     return out
 
 

@@ -2,7 +2,7 @@
 week's), with the same statistics and table formats as a report.
 
 Each target present in both campaigns gets its own table in the seeds' two-target shape: one
-row per workload, one column per thread count, cells ``B / A`` with significance marks. Text,
+row per workload, one column per thread count, cells ``B / A`` with verdict marks. Text,
 Markdown and CSV here; JSON and ODS in render/machine_formats.py, HTML in render/html.py.
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, NamedTable
+from services.reporting.counts import RunCounts, run_counts, summary
 from services.reporting.kept_runs import left_out_reason
 from services.reporting.options import ReportOptions
 from services.reporting.page_verdicts import judge_tables
@@ -30,8 +31,8 @@ LABEL_A, LABEL_B = "A", "B"
 
 @dataclass(frozen=True)
 class CampaignComparison:
-    """Campaign B against campaign A: one table per target both ran (a cell's own test is
-    ``stats.Comparison``)."""
+    """Campaign B against campaign A: one table per target both ran, every compared cell judged in
+    one family (``pages``)."""
 
     a: CampaignData
     b: CampaignData
@@ -46,6 +47,9 @@ class CampaignComparison:
     stalled_b: tuple[StalledRun, ...] = ()
     #: The page's verdicts (one family over every table, unpaired: two campaigns share no block).
     pages: tuple[Page, ...] = ()
+    #: The client's and the server's counts of each campaign's compared successful runs.
+    counts_a: tuple[RunCounts, ...] = ()
+    counts_b: tuple[RunCounts, ...] = ()
 
 
 def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = ReportOptions()) -> CampaignComparison:
@@ -77,8 +81,18 @@ def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = Re
     unmatched = tuple(sorted(set(a.targets) ^ set(b.targets)))
     # Repetition 1 of A and of B ran days apart: their blocks pair nothing.
     judged = judge_tables(tables, scopes=targets, alpha=opts.alpha, min_effect=opts.min_effect, shared_blocks=False)
+    counts = {label: tuple(run_counts(r for r in data.runs if r.target in targets and r.workload in workloads
+                                      and r.threads in threads)) for label, data in ((LABEL_A, a), (LABEL_B, b))}
     return CampaignComparison(a, b, m, judged.tables, tuple(targets), unmatched,
-                              tuple(stalled[LABEL_A]), tuple(stalled[LABEL_B]), judged.pages)
+                              tuple(stalled[LABEL_A]), tuple(stalled[LABEL_B]), judged.pages,
+                              counts[LABEL_A], counts[LABEL_B])
+
+
+def count_summary_lines(c: CampaignComparison) -> list[str]:
+    """Each campaign's client and server counts over its compared runs, in the report's summary line
+    (``collector report`` lists the runs)."""
+    return [f"{label}: {summary(counts).line()}"
+            for label, counts in ((LABEL_A, c.counts_a), (LABEL_B, c.counts_b))]
 
 
 def compare_stall_lines(c: CampaignComparison) -> list[str]:
@@ -148,4 +162,7 @@ def _text(c: CampaignComparison, *, markdown: bool) -> str:
         lines.extend(render_markdown(t.table, t.key) if markdown else render_text(t.table))
     stalls = compare_stall_lines(c)
     lines.extend([md_text(x) for x in stalls] if markdown else stalls)
+    counted = count_summary_lines(c)
+    lines.extend(["", "## Client and server counts", ""] + [f"- {md_text(x)}" for x in counted] if markdown
+                 else ["", "Client and server counts:"] + [f"  {x}" for x in counted])
     return "\n".join(lines) + "\n"

@@ -46,6 +46,9 @@ class CellRuns:
     #: The repetition of each value (empty: values are repetitions 1, 2, ... in order).
     blocks: tuple[int, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
+    #: Of ``unrecorded``: runs that completed transactions yet have no latency figure (sysbench
+    #: did not print it: ``messages.results.NOT_PRINTED``).
+    unprinted: int = 0
 
     def by_block(self) -> dict[int, float | None]:
         """The kept values by repetition, as a page's verdicts pair them (a left-out run's block
@@ -65,12 +68,12 @@ class CellRuns:
 
 
 def cell_runs_of(runs: Sequence[tuple[int, float, str]], *, failed: int = 0, total: int = 0,
-                 unrecorded: int = 0) -> CellRuns:
+                 unrecorded: int = 0, unprinted: int = 0) -> CellRuns:
     """The cell of ``runs`` (repetition, value, why it is left out or ""), in repetition order."""
     kept = [(b, v) for b, v, why in runs if not why]
     shown = kept or [(b, v) for b, v, _ in runs]
     return CellRuns(tuple(v for _, v in shown), failed, total, unrecorded, tuple(b for b, _ in shown),
-                    tuple(LeftOut(b, why) for b, _, why in runs if why))
+                    tuple(LeftOut(b, why) for b, _, why in runs if why), unprinted)
 
 
 def as_judged(own: CellRuns, base: CellRuns) -> tuple[CellRuns, CellRuns]:

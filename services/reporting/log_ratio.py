@@ -47,6 +47,11 @@ class LogRatio:
     def ratio(self) -> float:
         return math.exp(self.estimate) if not math.isnan(self.estimate) else math.nan
 
+    @property
+    def t(self) -> float:
+        """The test's statistic, estimate / se (NaN without a test: "identical" or "none")."""
+        return self.estimate / self.se if self.method in ("paired", "welch") else math.nan
+
     def interval(self, level: float) -> tuple[float, float]:
         """The ratio's two-sided interval at confidence ``level`` (NaN when there is no test)."""
         if not 0 < level < 1:

@@ -58,6 +58,10 @@ BUILTIN: dict[str, Metric] = {
 }
 
 #: Metric key -> the ServerWork field it reads (services/common/messages/server_work.py defines them once).
+#: The latency metrics: a successful run without one completed nothing, or read sysbench's output
+#: where it printed no such figure.
+LATENCY_KEYS = frozenset({"p50_ms", "p95_ms", "p99_ms", "max_ms"})
+
 WORK_FIELDS = {
     "cpu_us_per_query": "server_cpu_us_per_query",
     "client_cpu_us_per_query": "client_cpu_us_per_query",

@@ -1,7 +1,7 @@
-"""Comparison tables in the 2010 MariaDB sysbench pages' layout, with significance marks.
+"""Comparison tables in the 2010 MariaDB sysbench pages' layout, with verdict marks.
 
-``build_table`` turns measurements into a ``Table`` (numbers, marks, statistics per cell);
-``render_text`` prints it like the seeds. Renderers return lines; callers print them.
+``build_table`` turns measurements into a ``Table`` (numbers, marks, statistics per cell; the
+page's verdicts are put on by ``page_verdicts.judge_tables``); ``render_text`` prints it like the seeds. Renderers return lines; callers print them.
 Markdown, CSV and the settings block live in ``render.formats``.
 """
 
@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Mapping
 
+from services.common.messages.results import NOT_PRINTED
 from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION
 from services.reporting.kept_runs import CellRuns, as_judged, cell_runs_of, left_out_note
 from services.reporting.stats import (
@@ -21,7 +22,7 @@ from services.reporting.stats import (
     DEFAULT_MIN_EFFECT,
     CellStats,
     Comparison,
-    compare_stats,
+    side_by_side,
 )
 from services.reporting.verdicts import CellFigures, Decision, Verdict
 
@@ -43,8 +44,6 @@ DECISION_MARK: dict[Decision, str] = {
     "faster": MARK_FASTER, "slower": MARK_SLOWER, "differs": MARK_DIFFERS, "equivalent": MARK_EQUIVALENT,
     "identical": MARK_EQUIVALENT, "undecided": MARK_UNDECIDED, "missing": MARK_UNTESTED,
 }
-#: The mark of each verdict of a comparison with the baseline's cell.
-VERDICT_MARK = {"faster": MARK_FASTER, "slower": MARK_SLOWER, "same": "", "n/a": MARK_UNTESTED}
 
 
 @dataclass(frozen=True)
@@ -185,6 +184,8 @@ class Table:
     #: Successful runs that did not record the metric (a dsn target's server CPU): shown as
     #: n/a, never as 0, and not counted as failures.
     unrecorded: int = 0
+    #: Of ``unrecorded``: runs that completed transactions but whose latency sysbench did not print.
+    unprinted: int = 0
     #: Set once a page judged the table's cells (``page_verdicts``): its marks are the verdicts'.
     family: FamilyNote | None = None
 
@@ -245,8 +246,9 @@ def table_of_cells(cells: Mapping[tuple[str, str, int], CellRuns], spec: TableSp
         )
     )
     unrecorded = sum(c.unrecorded for c in cells.values())
+    unprinted = sum(c.unprinted for c in cells.values())
     rows = [_with_figures(spec, cells, row, threads) for row in rows]
-    return Table(spec, tuple(threads), tuple(rows), failed, _places(spec, rows), unrecorded)
+    return Table(spec, tuple(threads), tuple(rows), failed, _places(spec, rows), unrecorded, unprinted=unprinted)
 
 
 def _with_figures(spec: TableSpec, cells: Mapping[tuple[str, str, int], CellRuns], row: Row,
@@ -290,8 +292,7 @@ def _cell(spec: TableSpec, summaries, failures, target: str, workload: str, thre
         # A ratio stands on the blocks its paired verdict does: none whose run of either side was left out.
         mine, theirs = as_judged(cells[(target, workload, threads)], cells[(spec.baseline, workload, threads)])
         own, base = mine.stats or own, theirs.stats or base
-    comp = (compare_stats(own, base, alpha=spec.alpha, min_effect=spec.min_effect,
-                          higher_is_better=spec.higher_is_better) if compared and base is not None else None)
+    comp = side_by_side(own, base) if compared and base is not None else None
     mark = cell_mark(own, comp, compared=compared, mark_high_cv=spec.mark_high_cv, cv_threshold=spec.cv_threshold)
     if comp is None:
         if compared and spec.mode != "absolute":
@@ -305,11 +306,11 @@ def _cell(spec: TableSpec, summaries, failures, target: str, workload: str, thre
 
 def cell_mark(own: CellStats, comp: Comparison | None, *, compared: bool, mark_high_cv: bool,
               cv_threshold: float) -> str:
-    """A cell's marks before collapse and stalls: its verdict against the baseline's cell (``?``
-    for a compared target without one), and the seeds' ``*`` when asked for and a side is noisy.
-    The tables and the stored cell statistics both mark by it."""
+    """A cell's marks before its page's verdict (``page_verdicts`` puts the decision's mark first),
+    collapse and stalls: ``?`` for a compared target without a baseline cell, and the seeds' ``*``
+    when asked for and a side is noisy."""
     if comp is not None:
-        return VERDICT_MARK[comp.verdict] + (MARK_HIGH_CV if mark_high_cv and comp.high_cv(cv_threshold) else "")
+        return MARK_HIGH_CV if mark_high_cv and comp.high_cv(cv_threshold) else ""
     if compared:
         return MARK_UNTESTED
     return MARK_HIGH_CV if mark_high_cv and own.high_cv(cv_threshold) else ""
@@ -344,15 +345,8 @@ def legend_lines(table: Table) -> list[tuple[str, str]]:
     """(mark, meaning) pairs for the marks a reader can meet in this table."""
     spec = table.spec
     used = table.marks_used()
-    if table.family is not None:
-        entries = _verdict_legend(table, table.family, used)
-    else:
-        test = f"Welch t test, p < {spec.alpha:g}, difference of at least {spec.min_effect * 100:g}%"
-        entries = [
-            (MARK_FASTER, f"significantly faster than {spec.baseline} ({test})"),
-            (MARK_SLOWER, f"significantly slower than {spec.baseline} ({test})"),
-            ("", "no mark: no significant difference"),
-        ]
+    # A table no page judged (nothing to compare) has no verdict marks to explain.
+    entries = _verdict_legend(table, table.family, used) if table.family is not None else []
     left_out = any(c.excluded for row in table.rows for c in row.cells)
     if MARK_UNTESTED in used:
         entries.append((MARK_UNTESTED, "not enough repetitions to test (fewer than 2 successful runs on a side"
@@ -409,11 +403,15 @@ def _verdict_legend(table: Table, family: FamilyNote, used: set[str]) -> list[tu
 
 def missing_reason(table: Table) -> str:
     """Why a cell of ``table`` reads n/a: a latency table's runs completed no transaction (an empty
-    histogram has no percentile), another's did not record the figure, or no run succeeded."""
+    histogram has no percentile) or read sysbench's output where it printed no such percentile,
+    another's did not record the figure, or no run succeeded."""
     if not table.unrecorded:
         return "no successful run to compare"
     if table.spec.unit.endswith(" ms"):
-        return "no transaction completed in the cell's runs (no latency to read), or no successful run"
+        why = [] if table.unrecorded == table.unprinted else ["no transaction completed in the cell's runs (no latency to read)"]
+        if table.unprinted:
+            why.append(f"the percentile was {NOT_PRINTED}")
+        return "; or ".join(why) + ", or no successful run"
     return "not recorded by the cell's runs (server process figures need a managed target), or no successful run"
 
 
@@ -475,7 +473,7 @@ def render_text(table: Table) -> list[str]:
     lines.extend(" " + f for f in formula_lines(spec))
     lines.append("")
     legend = legend_lines(table)
-    key_width = max(len(mark) for mark, _ in legend)
+    key_width = max([len(mark) for mark, _ in legend] + [0])
     lines.extend((f" {mark.ljust(key_width)}  {text}").rstrip() for mark, text in legend)
     if table.failed:
         lines.append("")

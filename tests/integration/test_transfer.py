@@ -223,9 +223,14 @@ def test_import_sysbench_stores_unprinted_percentiles_as_missing_never_zero(flee
                    store.db.rows("SELECT run_id FROM results WHERE campaign_id='nohist'")]
     assert stored is not None and (stored.latency.p50_ms, stored.latency.p99_ms) == (None, None)
     r = fleet.cli("collector", "report", "nohist", "--format", "json")
-    run, = json.loads(r.stdout)["runs"]
+    doc = json.loads(r.stdout)
+    run, = doc["runs"]
     # A missing figure is left out of a run's JSON (or null), never 0.
     assert run.get("p50_ms") is None and run.get("p99_ms") is None and run["p95_ms"] == 0.35
+    # Its reason is that sysbench did not print it: the run completed transactions.
+    assert doc["missing"][run["run_id"]]["p99_ms"].startswith("not printed by sysbench")
+    r = fleet.cli("collector", "report", "nohist", "--metric", "p99_ms")
+    assert "not printed by sysbench" in r.stdout and "no transaction completed" not in r.stdout, r.stdout
 
 
 def test_import_sysbench_never_overwrites_a_campaign_the_fleet_ran_unless_forced(fleet, tmp_path):

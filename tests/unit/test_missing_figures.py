@@ -4,11 +4,12 @@ Prometheus exports no sample for it."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
 from services.collector.prometheus import CollectorMetrics
-from services.common.messages.results import NO_LATENCY, Latency, RunResult, Totals
+from services.common.messages.results import NO_LATENCY, NOT_PRINTED, Latency, RunResult, Totals
 from services.common.messages.runs import Cell
 from services.common.results.histogram import Histogram, summary_ms
 from services.common.results.rows import ResultRow
@@ -102,6 +103,27 @@ def test_csv_json_html_markdown_and_ods_say_na_never_zero():
     head = [str(c) for c in runs[0].childNodes]
     empty_row = next(r for r in runs if "c.on.t4096.r1" in str(r))
     assert [str(c) for c in empty_row.childNodes][head.index("p95_ms")] == "n/a"
+
+
+def test_a_percentile_sysbench_did_not_print_reads_na_as_not_printed_not_as_nothing_completed():
+    """Runs read from sysbench's output (an import) that completed transactions but whose p99 sysbench
+    did not print (one percentile unless --histogram): the table and the JSON say so, not that no
+    transaction completed; a run that completed nothing still says that."""
+    def printed(target: str, rep: int) -> ResultRow:
+        return dataclasses.replace(row(target, 4, rep, 1000), p99_ms=None)
+
+    runs = [printed(t, rep) for t in ("off", "on") for rep in (1, 2, 3)]
+    data = CampaignData("c", "n", "finished", ("off", "on"), "off", ("oltp_update_index",), (4,), {"name": "n"},
+                        tuple(runs))
+    text = "\n".join(render_lines(analyse(data, ReportOptions(metric="p99_ms"))))
+    assert "not printed by sysbench" in text and "no transaction completed" not in text
+    doc = json.loads(render_json(analyse(data, ReportOptions(all_tables=True))))
+    assert doc["missing"]["c.on.t4.r1"]["p99_ms"] == NOT_PRINTED
+    # Beside runs that completed nothing, the table gives both reasons.
+    both = CampaignData("c", "n", "finished", ("off", "on"), "off", ("oltp_update_index",), (4, 4096), {"name": "n"},
+                        tuple(runs) + tuple(row("on", 4096, rep, 0) for rep in (1, 2, 3)))
+    text = "\n".join(render_lines(analyse(both, ReportOptions(metric="p99_ms"))))
+    assert "no transaction completed in the cell's runs" in text and "not printed by sysbench" in text
 
 
 def test_prometheus_exports_no_rate_before_a_second_was_reported_and_no_latency_without_a_sample():

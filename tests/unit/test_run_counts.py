@@ -107,3 +107,27 @@ def test_a_row_carries_the_results_server_count_and_why_it_is_na():
     row = ResultRow.of(result(ServerCount(reason=POOL)))
     assert (row.server_transactions, row.server_count_reason) == (None, POOL)
     assert ResultRow.of(result(None)).server_count_reason is None
+
+
+def test_compare_sums_up_each_campaigns_counts_over_its_compared_runs():
+    """`collector compare` says, for A and for B, how many of the compared runs' client and server
+    counts agree, disagree and are n/a, in text, Markdown, JSON and HTML; a target only one campaign
+    has is not counted."""
+    from services.reporting.compare import compare_campaigns, render_compare_markdown, render_compare_text
+    from services.reporting.render.html import render_compare_html
+    from services.reporting.render.machine_formats import render_compare_json
+
+    a = data()
+    b = CampaignData("d", "d", "finished", ("off", "new"), "off", ("w",), (16,), {"name": "d"},
+                     (run("off", 1, 10_000, 10_000), run("off", 2, 10_000, 10_010), run("new", 1, 10_000, 5_000)))
+    c = compare_campaigns(a, b, ReportOptions())
+    text = render_compare_text(c).splitlines()
+    at = text.index("Client and server counts:")
+    assert text[at + 1] == ("  A: Client and server counts agree within tolerance (max(2%, in-flight / count)) "
+                            "on 2 of 3 runs; 0 n/a; 1 disagree (#).")
+    assert text[at + 2].startswith("  B: Client and server counts agree within tolerance") and \
+        text[at + 2].endswith("on 2 of 2 runs; 0 n/a.")
+    assert "- B: Client and server counts agree" in render_compare_markdown(c)
+    doc = json.loads(render_compare_json(c))["counts"]
+    assert (doc["a"]["runs"], doc["a"]["disagree"], doc["b"]["agree"]) == (3, 1, 2)
+    assert "A: Client and server counts agree" in render_compare_html(c)

@@ -9,7 +9,10 @@ import pytest
 
 from services.reporting import readings
 from services.reporting.readings import ReadingError
-from services.reporting.tables import Measurement, TableSpec, build_table
+from services.reporting import metrics_catalog as mc
+from services.reporting.analysis import NamedTable
+from services.reporting.page_verdicts import judge_tables
+from services.reporting.tables import Measurement, Table, TableSpec, build_table
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "studies"
@@ -33,13 +36,18 @@ def inputs(name: str) -> list[str]:
     return [(STUDIES / f).read_text() for f in study_specs(name)]
 
 
+def judged(table: Table) -> Table:
+    """The table as a page shows it: its cells judged as one family (page_verdicts)."""
+    return judge_tables([NamedTable("t", "t", mc.BUILTIN["qps"], table)]).tables[0].table
+
+
 def delta_table():
     """A delta table of two targets over two thread counts, as `collector report --delta` builds it."""
     values = {("off", 1): [100, 101, 99], ("32", 1): [120, 121, 119], ("off", 8): [200, 202, 198],
               ("32", 8): [150, 152, 148]}
     ms = [Measurement(t, "select", th, i, v) for (t, th), vs in values.items() for i, v in enumerate(vs)]
-    return build_table(ms, TableSpec(targets=("off", "32"), baseline="off", workloads=("select",), threads=(1, 8),
-                                     mode="delta"))
+    return judged(build_table(ms, TableSpec(targets=("off", "32"), baseline="off", workloads=("select",),
+                                            threads=(1, 8), mode="delta")))
 
 
 TABLES = {"keycache-small/delta/qps": delta_table()}
@@ -61,8 +69,10 @@ def test_min_and_max_pick_the_extreme_cell_and_say_which():
 def test_marks_name_the_significant_cells_or_say_there_are_none():
     assert readings.render("{marks@keycache-small/delta/qps}", TABLES) == (
         "marked `+` in `keycache-small/delta/qps`: `select/32/1`; marked `-` in `keycache-small/delta/qps`: `select/32/8`")
-    flat = {"t/delta/qps": build_table([Measurement(t, "select", 1, i, 100 + i) for t in ("off", "32") for i in range(3)],
-                                       TableSpec(targets=("off", "32"), baseline="off", workloads=("select",), mode="delta"))}
+    flat = {"t/delta/qps": judged(build_table([Measurement(t, "select", 1, i, 100 + i) for t in ("off", "32")
+                                               for i in range(3)],
+                                              TableSpec(targets=("off", "32"), baseline="off", workloads=("select",),
+                                                        mode="delta")))}
     assert readings.render("{marks@t/delta/qps}", flat) == "no cell of `t/delta/qps` is marked significant"
 
 

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from services.reporting import metrics_catalog as mc
+from services.reporting.analysis import NamedTable
+from services.reporting.log_ratio import log_ratio
+from services.reporting.page_verdicts import judge_tables
 from services.reporting.render.formats import render_csv, render_markdown, render_settings
-from services.reporting.tables import Measurement, TableSpec, build_table, render_text
+from services.reporting.tables import Measurement, Table, TableSpec, build_table, render_text
+
+
+def judged(measurements, spec: TableSpec) -> Table:
+    """The table as a page shows it: its compared cells judged as one family (page_verdicts)."""
+    m = mc.BUILTIN["qps"] if spec.higher_is_better else mc.BUILTIN["p95_ms"]
+    return judge_tables([NamedTable("t", "t", m, build_table(measurements, spec))],
+                        alpha=spec.alpha, min_effect=spec.min_effect).tables[0].table
 
 
 def runs(target, workload, threads, values, start=1):
@@ -52,9 +63,13 @@ POOL_SPEC = TableSpec(
 )
 
 LEGEND_OFF = [
-    " +    significantly faster than off (Welch t test, p < 0.05, difference of at least 1%)",
-    " -    significantly slower than off (Welch t test, p < 0.05, difference of at least 1%)",
-    "      no mark: no significant difference",
+    " +    faster than off: the adjusted interval excludes no change",
+    " -    slower than off: the adjusted interval excludes no change",
+    " =    equivalent to off: the adjusted interval lies within +-1% (or every repetition gave the same figure)",
+    " °    undecided: the adjusted interval spans both no change and a change of 1% or more; more repetitions might tell",
+    "      5 cells compared on this page (paired over the blocks both ran, log ratios), Benjamini-Hochberg at a 5% "
+    "false-discovery rate: 2 marked, of which about 0.1 expected by chance (a 5% test per cell would mark 0.25 cells "
+    "of an unchanged pair); intervals at 98% (Benjamini-Yekutieli)",
     " ?    not enough repetitions to test (fewer than 2 successful runs on a side)",
     " *    unusually high STDEV: coefficient of variation above 5%",
     " n/a  no successful run to compare",
@@ -62,35 +77,48 @@ LEGEND_OFF = [
 
 
 def test_two_targets_ratio_one_row_per_test():
-    """With two targets each test is one row of MariaDB/MySQL*100, marked + / - / ? as the test says."""
-    assert render_text(build_table(TWO, TWO_SPEC)) == [
+    """With two targets each test is one row of MariaDB/MySQL*100, marked + / - / ° / ? as the page's
+    verdicts say, and the legend states the family they were judged in."""
+    assert render_text(judged(TWO, TWO_SPEC)) == [
         "                Number of threads",
         "                  1        8",
         " sysbench test",
-        "  oltp_simple     102.23+  100.33",
+        "  oltp_simple     102.23+  100.33°",
         "  update_index     88.47-  100.33?",
         "",
         " (MariaDB q/s / MySQL q/s * 100)",
         "",
-        " +  significantly faster than MySQL (Welch t test, p < 0.05, difference of at least 1%)",
-        " -  significantly slower than MySQL (Welch t test, p < 0.05, difference of at least 1%)",
-        "    no mark: no significant difference",
+        " +  faster than MySQL: the adjusted interval excludes no change",
+        " -  slower than MySQL: the adjusted interval excludes no change",
+        " =  equivalent to MySQL: the adjusted interval lies within +-1% (or every repetition gave the same figure)",
+        " °  undecided: the adjusted interval spans both no change and a change of 1% or more; more repetitions "
+        "might tell",
+        "    3 cells compared on this page (paired over the blocks both ran, log ratios), Benjamini-Hochberg at a 5% "
+        "false-discovery rate: 2 marked, of which about 0.1 expected by chance (a 5% test per cell would mark 0.15 "
+        "cells of an unchanged pair); intervals at 96.7% (Benjamini-Yekutieli)",
         " ?  not enough repetitions to test (fewer than 2 successful runs on a side)",
     ]
 
 
+def test_a_table_no_page_judged_has_no_verdict_marks():
+    """Before its page judges it, a table marks no cell faster or slower: there is one way to a verdict."""
+    lines = render_text(build_table(TWO, TWO_SPEC))
+    assert lines[3:5] == ["  oltp_simple     102.23   100.33", "  update_index     88.47   100.33"]
+    assert not any("Welch" in x or "faster" in x for x in lines)
+
+
 def test_three_targets_delta_grouped_with_cv_marks_and_failures():
     """Three targets give a heading per test and an `X / off` row per target, with `*`, n/a and a failure note."""
-    assert render_text(build_table(THREE, THREE_SPEC)) == [
+    assert render_text(judged(THREE, THREE_SPEC)) == [
         "                Number of threads",
-        "                  1        16",
+        "                  1         16",
         " sysbench test",
         "  oltp_simple",
-        "      8 / off       6.00+  -10.00-",
-        "     32 / off       0.33     0.00*",
+        "      8 / off       6.00+   -10.00-",
+        "     32 / off       0.33°     0.00°*",
         "  select",
-        "      8 / off       0.12?     n/a",
-        "     32 / off      -0.31      n/a",
+        "      8 / off       0.12?      n/a",
+        "     32 / off      -0.31°      n/a",
         "",
         " ( 8/off*100)-100",
         " (32/off*100)-100",
@@ -122,20 +150,20 @@ def test_seed_layout_columns():
 
 def test_absolute_wide_values_stay_aligned():
     """Absolute q/s as wide as 172083 keep every column aligned, with the baseline as a plain row."""
-    assert render_text(build_table(POOL, POOL_SPEC))[:6] == [
+    assert render_text(judged(POOL, POOL_SPEC))[:6] == [
         "                           Number of threads",
         "                             16       4096",
         " sysbench test",
         "  oltp_point_select",
         "    thread-per-connection    172061      286",
-        "    threadpool               170533    98150+",
+        "    threadpool               170533°   98150+",
     ]
 
 
 def test_ratio_of_two_decimal_places_and_explicit_threads():
     """Thread columns can be fixed by the spec; a thread count with no runs shows n/a everywhere."""
     spec = TableSpec(("MySQL", "MariaDB"), "MySQL", ("oltp_simple",), threads=(1, 64))
-    lines = render_text(build_table(TWO, spec))
+    lines = render_text(judged(TWO, spec))
     assert lines[3] == "  oltp_simple     102.23+     n/a"
     assert " n/a  no successful run to compare" in lines
 
@@ -152,15 +180,15 @@ def test_missing_baseline_is_na_in_ratio_but_value_in_absolute():
 def test_redelivered_run_counts_once():
     """A result stored twice for the same repetition does not add a fake repetition."""
     data = TWO + runs("MariaDB", "update_index", 8, [903.0])
-    assert render_text(build_table(data, TWO_SPEC))[4] == "  update_index     88.47-  100.33?"
+    assert render_text(judged(data, TWO_SPEC))[4] == "  update_index     88.47-  100.33?"
 
 
 def test_min_effect_and_alpha_come_from_the_spec():
-    """Raising the minimum effect to 5% turns a significant 2.23% gain into no mark, and the legend says so."""
+    """Raising the minimum effect to 5% turns a confirmed 2.23% gain into `=`, and the legend says so."""
     spec = TableSpec(("MySQL", "MariaDB"), "MySQL", ("oltp_simple",), min_effect=0.05)
-    lines = render_text(build_table(TWO, spec))
-    assert lines[3] == "  oltp_simple     102.23   100.33"
-    assert "difference of at least 5%" in lines[7]
+    lines = render_text(judged(TWO, spec))
+    assert lines[3] == "  oltp_simple     102.23=  100.33°"
+    assert "within +-5%" in lines[9]
 
 
 def test_spec_errors():
@@ -175,34 +203,39 @@ def test_spec_errors():
 
 def test_markdown_has_same_numbers_and_marks():
     """The Markdown table carries the same numbers and marks, with `*` escaped so it renders literally."""
-    assert render_markdown(build_table(THREE, THREE_SPEC)) == [
+    assert render_markdown(judged(THREE, THREE_SPEC))[:22] == [
         "Columns: number of threads.",
         "",
         "| sysbench test | target | 1 | 16 |",
         "| :--- | :--- | ---: | ---: |",
-        "| oltp_simple |  8 / off | 6.00+ | -10.00- |",
-        "| oltp_simple | 32 / off | 0.33 | 0.00\\* |",
-        "| select |  8 / off | 0.12? | n/a |",
-        "| select | 32 / off | -0.31 | n/a |",
+        "| oltp_simple |  8 / off | 6.00[^1]+ | -10.00[^2]- |",
+        "| oltp_simple | 32 / off | 0.33[^3]° | 0.00[^4]°\\* |",
+        "| select |  8 / off | 0.12[^5]? | n/a |",
+        "| select | 32 / off | -0.31[^6]° | n/a |",
         "",
         "`( 8/off*100)-100`  ",
         "`(32/off*100)-100`  ",
         "",
-        "- `+` significantly faster than off (Welch t test, p < 0.05, difference of at least 1%)",
-        "- `-` significantly slower than off (Welch t test, p < 0.05, difference of at least 1%)",
-        "- no mark: no significant difference",
+        "- `+` faster than off: the adjusted interval excludes no change",
+        "- `-` slower than off: the adjusted interval excludes no change",
+        "- `=` equivalent to off: the adjusted interval lies within +-1% (or every repetition gave the same figure)",
+        "- `°` undecided: the adjusted interval spans both no change and a change of 1% or more; more repetitions "
+        "might tell",
+        "- 5 cells compared on this page (paired over the blocks both ran, log ratios), Benjamini-Hochberg at a 5% "
+        "false-discovery rate: 2 marked, of which about 0.1 expected by chance (a 5% test per cell would mark 0.25 "
+        "cells of an unchanged pair); intervals at 98% (Benjamini-Yekutieli)",
         "- `?` not enough repetitions to test (fewer than 2 successful runs on a side)",
         "- `*` unusually high STDEV: coefficient of variation above 5%",
         "- `n/a` no successful run to compare",
         "",
         "1 failed run excluded:",
-        "- 32 / select / 1 thread: 1 of 3 runs failed",
     ]
 
 
 def test_csv_one_line_per_cell_with_statistics():
-    """The CSV gives every cell its value, mark, verdict and the statistics behind it, for spreadsheets."""
-    lines = render_csv(build_table(TWO, TWO_SPEC))
+    """The CSV gives every cell its value, mark, verdict and the statistics behind it, for spreadsheets:
+    t, df, p and the unadjusted interval are the verdict's own paired log-ratio test's."""
+    lines = render_csv(judged(TWO, TWO_SPEC))
     assert lines[0] == (
         "workload,target,baseline,threads,mode,value,mark,verdict,n,mean,stdev,cv,baseline_n,"
         "baseline_mean,ratio,ratio_low,ratio_high,t,df,p,failed_runs,stalled_runs,"
@@ -214,7 +247,14 @@ def test_csv_one_line_per_cell_with_statistics():
     assert len(lines) == 5
     first = lines[1].split(",")
     assert first[:11] == ["oltp_simple", "MariaDB", "MySQL", "1", "ratio", "102.23", "+", "faster", "3", "1022.333333", "1.527525232"]
-    assert lines[4].startswith("update_index,MariaDB,MySQL,8,ratio,100.33,?,n/a,1,903,,,3,900,1.003333333,,,,,,0,0,")
+    head = lines[0].split(",")
+    cell = dict(zip(head, first))
+    # Paired over 3 blocks: df 2; the interval around the ratio, p beside the q that marks it.
+    assert (cell["df"], cell["method"], cell["p"]) == ("2", "paired", "0.0002486974494")
+    assert float(cell["ratio_low"]) < float(cell["ratio"]) < float(cell["ratio_high"])
+    est = log_ratio({1: 1022.0, 2: 1024.0, 3: 1021.0}, {1: 1000.0, 2: 1002.0, 3: 998.0})
+    assert float(cell["t"]) == pytest.approx(est.t, rel=1e-9) and float(cell["p"]) == pytest.approx(est.p, rel=1e-9)
+    assert lines[4].startswith("update_index,MariaDB,MySQL,8,ratio,100.33,?,missing,1,903,,,3,900,1.003333333,,,,,,0,0,")
 
 
 def test_settings_block():

@@ -38,7 +38,7 @@ def test_paired_log_ratio_matches_scipy_ttest_rel():
     est = log_ratio(dict(enumerate(TARGET, 1)), dict(enumerate(BASELINE, 1)))
     assert est.method == "paired" and est.n_pairs == 5 and est.df == 4
     assert est.estimate == pytest.approx(-0.017349435427690806, rel=1e-12)
-    assert est.estimate / est.se == pytest.approx(-16.190066017628773, rel=1e-9)
+    assert est.t == pytest.approx(-16.190066017628773, rel=1e-9)  # the t the CSV and JSON print
     assert est.p == pytest.approx(8.51512403102245e-05, rel=1e-7)
     low, high = est.interval(0.95)
     assert (math.log(low), math.log(high)) == pytest.approx((-0.020324701558088732, -0.01437416929729288), rel=1e-8)
@@ -52,7 +52,7 @@ def test_unshared_blocks_fall_back_to_welch_on_logs_matching_scipy():
     two_campaigns = log_ratio(dict(enumerate(TARGET, 1)), dict(enumerate(BASELINE[:4], 1)), shared_blocks=False)
     assert two_campaigns.method == "welch" and two_campaigns.p == pytest.approx(est.p, rel=1e-12)
     assert est.estimate == pytest.approx(-0.018232646898576732, rel=1e-12)
-    assert est.estimate / est.se == pytest.approx(-2.676282409829306, rel=1e-9)
+    assert est.t == pytest.approx(-2.676282409829306, rel=1e-9)
     assert est.df == pytest.approx(5.329617662053276, rel=1e-9)
     assert est.p == pytest.approx(0.04127270021982731, rel=1e-7)
     low, high = est.interval(0.99)

@@ -48,6 +48,15 @@ class Series(_Message):
 
 #: Why a latency figure is None: reports print it beside their n/a.
 NO_LATENCY = "no transaction completed"
+#: Why a latency figure of a run that completed transactions is None: it was read from sysbench's
+#: output (`collector import-sysbench`, the sysbench driver), which gives one percentile
+#: (--percentile, 95 by default) and the others only with --histogram.
+NOT_PRINTED = "not printed by sysbench (it prints one percentile, and the others only with --histogram)"
+
+
+def no_latency_reason(transactions: int | None) -> str:
+    """Why a successful run has no latency figure: nothing completed, or sysbench did not print it."""
+    return NOT_PRINTED if transactions else NO_LATENCY
 
 
 class Latency(_Message):

@@ -219,14 +219,20 @@ class CellStatRow:
     cv: float | None
     ci_low: float | None
     ci_high: float | None
-    #: Against the baseline's cell (None on the baseline's own row).
+    #: Against the baseline's cell (None on the baseline's own row): the ratio of the means over
+    #: the runs the verdict stands on, the cell's own log-ratio test (paired over shared blocks)
+    #: with its unadjusted 1 - alpha interval, and its two-sided p.
     ratio: float | None
     ratio_low: float | None
     ratio_high: float | None
     p_value: float | None
-    #: faster, slower, same or n/a (too few repetitions); None on the baseline's own row.
+    #: The report's decision (verdicts.Decision: faster, slower, equivalent, undecided, differs,
+    #: identical, missing), judged with every compared cell of the campaign's metric as one family;
+    #: None on the baseline's own row and until the campaign's cells are judged together (a refresh
+    #: of part of a campaign writes figures only).
     verdict: str | None
-    #: The report's marks: + - ? (verdict), ! (collapse), ~ (stall); high_cv says whether the seeds' * applies.
+    #: The report's marks: + - = ° ≠ ? (verdict), * (high CV, opt-in), ! (collapse), ~ (stall),
+    #: < (short window); high_cv says whether the seeds' * applies.
     mark: str
     high_cv: bool
     collapsed: bool
@@ -236,6 +242,15 @@ class CellStatRow:
     stalled_runs: int
     alpha: float
     min_effect: float
+    #: The verdict's Benjamini-Hochberg q-value in its family (None: not judged, or no test).
+    q_value: float | None = None
+    #: The ratio's interval adjusted to agree with the verdict (Benjamini-Yekutieli), at ``interval_level``.
+    interval_low: float | None = None
+    interval_high: float | None = None
+    interval_level: float | None = None
+    #: Runs of this cell (and of the baseline's, on a compared row) left out of its verdict for a
+    #: stall, an overrun or a short window (``kept_runs``).
+    excluded_runs: int = 0
 
 
 #: The cell_stats table's columns, in the record's order.

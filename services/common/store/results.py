@@ -210,6 +210,19 @@ class Results:
             many=[tuple(getattr(r, c) for c in CELL_STAT_COLUMNS) + (at,) for r in rows],
         )
 
+    def clear_verdicts(self, campaign_id: str) -> None:
+        """Empty the stored verdicts of a campaign (decision, q-value, adjusted interval, and the
+        decision's mark, first in a cell's marks): its cells are no longer the family they were
+        judged in, until the whole campaign is judged again."""
+        # The mark first: MariaDB assigns left to right. A row with a verdict and a ratio starts
+        # with its decision's mark (services/reporting/cell_stats.py).
+        self.db.execute(
+            "UPDATE cell_stats SET mark=IF(ratio IS NOT NULL AND mark <> '', SUBSTRING(mark, 2), mark),"
+            " verdict=NULL, q_value=NULL, interval_low=NULL, interval_high=NULL, interval_level=NULL"
+            " WHERE campaign_id=%s AND verdict IS NOT NULL",
+            (campaign_id,),
+        )
+
     # -- reads ------------------------------------------------------------------------------
     def rows(self, campaign_id: str, workload: str | None = None,
              targets: Sequence[str] | None = None, *, or_threads: int | None = None,

@@ -42,6 +42,13 @@ History:
   22: runs.taker_user, taker_worker, taker_attempt: who took a run (the broker user and worker of
       its first claim, services/common/store/takers.py), so no other worker's messages speak for it;
       campaigns.publisher: the broker user that published the campaign's runs.
+  23: cell_stats judged as the report judges (services/reporting/cell_stats.py): verdict VARCHAR(16)
+      for the shared decisions (faster, slower, equivalent, undecided, differs, identical,
+      missing); q_value, interval_low/interval_high at interval_level (Benjamini-Yekutieli, as
+      the report's marks) and excluded_runs (stalled and short runs left out). Verdicts stored
+      before came from a per-cell Welch test no report shows any more: they are cleared (with
+      p_value, ratio_low, ratio_high and the mark, whose first character was that verdict's)
+      until `collector stats CAMPAIGN` judges the campaign again.
 """
 
 from __future__ import annotations
@@ -328,6 +335,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " ADD COLUMN IF NOT EXISTS taker_worker VARCHAR(128) NULL,"
             " ADD COLUMN IF NOT EXISTS taker_attempt INT NULL",
             "ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS publisher VARCHAR(128) NULL",
+        ],
+    ),
+    # 23: one way to a verdict (services/reporting/verdicts.py); what the old test said is not kept.
+    (
+        23,
+        [
+            "ALTER TABLE cell_stats MODIFY verdict VARCHAR(16) NULL,"
+            " ADD COLUMN IF NOT EXISTS q_value DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS interval_low DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS interval_high DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS interval_level DOUBLE NULL,"
+            " ADD COLUMN IF NOT EXISTS excluded_runs INT NOT NULL DEFAULT 0",
+            # Old rows only (interval_level is set on every row judged since): run again, it clears nothing new.
+            # The mark first: MariaDB assigns left to right, so it still reads the old verdict.
+            "UPDATE cell_stats SET mark=IF(verdict IN ('faster', 'slower', 'n/a') AND mark <> '', SUBSTRING(mark, 2), mark),"
+            " verdict=NULL, p_value=NULL, ratio_low=NULL, ratio_high=NULL"
+            " WHERE interval_level IS NULL AND verdict IS NOT NULL",
         ],
     ),
 ]

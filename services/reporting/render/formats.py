@@ -99,15 +99,16 @@ def render_csv(table: Table) -> list[str]:
         for threads, cell in zip(table.threads, row.cells):
             own, comp, v = cell.stats, cell.comparison, cell.verdict
             base = comp.baseline if comp else None
-            test = comp.test if comp else None
-            decision = v.decision if v else comp.verdict if comp else ("" if cell.value is not None else NO_DATA)
+            # t, df, p and the unadjusted interval are the verdict's own log-ratio test's.
+            test = v.estimate if v else None
+            low, high = test.interval(1 - spec.alpha) if test else (None, None)
+            decision = v.decision if v else ("" if cell.value is not None else NO_DATA)
             writer.writerow([
                 row.workload, row.target, spec.baseline, threads, spec.mode,
                 "" if cell.value is None else format_value(cell, table.places), cell.mark, decision,
                 own.n if own else 0, _num(own.mean if own else None), _num(own.stdev if own else None),
                 _num(own.cv if own else None), base.n if base else "", _num(base.mean if base else None),
-                _num(comp.ratio if comp else None), _num(comp.ratio_low if comp else None),
-                _num(comp.ratio_high if comp else None), _num(test.t if test else None),
+                _num(comp.ratio if comp else None), _num(low), _num(high), _num(test.t if test else None),
                 _num(test.df if test else None), _num(test.p if test else None), cell.failed, cell.stalled,
                 v.estimate.method if v else "", _num(v.estimate.estimate if v else None), _num(v.q if v else None),
                 _num(v.level if v else None), _num(v.low if v else None), _num(v.high if v else None),

@@ -13,7 +13,7 @@ from services.reporting.analysis import (
     NamedTable,
     collapse_lines,
 )
-from services.reporting.compare import CampaignComparison, compare_stall_lines, header_lines
+from services.reporting.compare import CampaignComparison, compare_stall_lines, count_summary_lines, header_lines
 from services.reporting.counts import HEADER, RunCounts, summary, table_rows
 from services.reporting.counts import legend_lines as count_legend
 from services.reporting.per_query import CellWork, cell_work, format_figure
@@ -68,7 +68,7 @@ def render_table_html(named: NamedTable) -> list[str]:
         for c in row.cells:
             cls = "num" + (" faster" if MARK_FASTER in c.mark else " slower" if MARK_SLOWER in c.mark else "") \
                 + (" stalled" if MARK_STALL in c.mark or MARK_SHORT in c.mark else "")
-            title = verdict_note(c.verdict) if c.verdict else c.comparison.reason if c.comparison else ""
+            title = verdict_note(c.verdict) if c.verdict else ""
             if c.excluded and not c.verdict:
                 title = (title + "; " if title else "") + f"left out: {c.excluded_reason}"
             cells.append(f'<td class="{cls}" title="{_e(title)}">{_e(format_value(c, table.places))}'
@@ -194,5 +194,7 @@ def render_compare_html(c: CampaignComparison) -> str:
     if stalls:
         parts.append('<h2 id="stalls">Stalls and overruns</h2>')
         parts.append("<p>" + "<br>".join(_e(x) for x in stalls if x) + "</p>")
+    parts.append('<h2 id="counts">Client and server counts</h2>')
+    parts.append("<p>" + "<br>".join(_e(x) for x in count_summary_lines(c)) + "</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -12,10 +12,10 @@ import re
 import zipfile
 from typing import Any, Iterable
 
-from services.common.messages.results import NO_LATENCY
+from services.common.messages.results import no_latency_reason
 from services.common.results.rows import COLUMNS, ResultRow
 from services.reporting.analysis import NamedTable
-from services.reporting.compare import CampaignComparison, header_lines
+from services.reporting.compare import CampaignComparison, count_summary_lines, header_lines
 from services.reporting.counts import NOT_RECORDED, TOLERANCE_RULE, RunCounts, summary
 from services.reporting.counts import legend_lines as count_legend
 from services.reporting.report import Report, head_lines
@@ -35,7 +35,9 @@ from services.reporting.tables import (
 #: stall, an overrun or a short window; ``starved``: cells whose runs starved connections;
 #: ``missing``: why a run's column is null; a table cell's ``missing``: why its value is null;
 #: ``counts``: every successful run's client and server counts with the summary line; a table
-#: cell's ``excluded_runs``/``excluded_reason`` and a table's ``left_out``: runs left out of verdicts).
+#: cell's ``excluded_runs``/``excluded_reason`` and a table's ``left_out``: runs left out of verdicts;
+#: a cell's ``t``, ``df``, ``p`` and ``ratio_low``/``ratio_high`` are its verdict's log-ratio test's, as
+#: ``log_ratio_p``, since the per-cell Welch test was removed: one test behind every mark).
 JSON_VERSION = 1
 
 
@@ -63,12 +65,13 @@ def table_data(named: NamedTable) -> dict[str, Any]:
                             ci_low=_num(c.stats.ci_low), ci_high=_num(c.stats.ci_high))
             if c.comparison:
                 k = c.comparison
-                cell.update(verdict=k.verdict, reason=k.reason, ratio=_num(k.ratio), ratio_low=_num(k.ratio_low),
-                            ratio_high=_num(k.ratio_high), t=_num(k.test.t), df=_num(k.test.df), p=_num(k.test.p),
-                            baseline_n=k.baseline.n, baseline_mean=_num(k.baseline.mean))
+                cell.update(ratio=_num(k.ratio), baseline_n=k.baseline.n, baseline_mean=_num(k.baseline.mean))
             if c.verdict:
                 v = c.verdict
-                # The page's verdict replaces the per-cell Welch test's (still given as t, df, p).
+                # t, df, p and ratio_low/high (unadjusted, 1 - alpha) are the verdict's own log-ratio test's.
+                low, high = v.estimate.interval(1 - spec.alpha)
+                cell.update(ratio_low=_num(low), ratio_high=_num(high), t=_num(v.estimate.t), df=_num(v.estimate.df),
+                            p=_num(v.estimate.p))
                 cell.update(verdict=v.decision, reason=v.reason, method=v.estimate.method,
                             log_ratio=_num(v.estimate.estimate), log_ratio_p=_num(v.estimate.p), q=_num(v.q),
                             selected=v.selected, interval_level=_num(v.level), adjusted_low=_num(v.low),
@@ -193,7 +196,7 @@ def table_rows(named: NamedTable) -> list[list[Any]]:
     return rows
 
 
-#: Columns a successful run leaves None when no transaction completed.
+#: Columns a successful run leaves None when no transaction completed (or sysbench did not print them).
 _LATENCY_COLUMNS = ("p95_ms", "p99_ms", "max_ms")
 
 
@@ -202,7 +205,7 @@ def _missing(r: ResultRow) -> dict[str, str]:
     why (never read as 0)."""
     if r.status != "ok":
         return {}
-    out = {k: NO_LATENCY for k in _LATENCY_COLUMNS if getattr(r, k) is None}
+    out = {k: no_latency_reason(r.transactions) for k in _LATENCY_COLUMNS if getattr(r, k) is None}
     if r.server_transactions is None:
         out["server_transactions"] = r.server_count_reason or NOT_RECORDED
     return out
@@ -259,13 +262,16 @@ def render_compare_json(c: CampaignComparison) -> str:
     return json.dumps({"a": c.a.campaign_id, "b": c.b.campaign_id, "metric": c.metric.key,
                        "unmatched_targets": list(c.unmatched),
                        "stalls": {"a": [s.as_data() for s in c.stalled_a], "b": [s.as_data() for s in c.stalled_b]},
+                       "counts": {side: dict(dataclasses.asdict(summary(counts)), summary=summary(counts).line(),
+                                             tolerance=TOLERANCE_RULE)
+                                  for side, counts in (("a", c.counts_a), ("b", c.counts_b))},
                        "tables": [dict(table_data(t), target=target) for t, target in zip(c.tables, c.targets)]},
                       indent=1) + "\n"
 
 
 def render_compare_ods(c: CampaignComparison) -> bytes:
     """The comparison as a spreadsheet: which campaign is A and B, one sheet per table, both campaigns' runs."""
-    sheets = [("campaigns", [[line] for line in header_lines(c)])]
+    sheets = [("campaigns", [[line] for line in header_lines(c) + count_summary_lines(c)])]
     sheets += [(t.key, table_rows(t)) for t in c.tables]
     sheets += [("stalls A", stall_rows(c.stalled_a)), ("stalls B", stall_rows(c.stalled_b))]
     sheets += [("runs A", run_rows(c.a.runs)), ("runs B", run_rows(c.b.runs))]
