@@ -152,3 +152,40 @@ def test_reports_show_the_section_and_the_html_the_plot():
     assert "## Thread pool monitor" in render_markdown_lines(report)
     page = render_html_report(report)
     assert 'id="plot-pool-oltp_read_write"' in page and "64 threads" in page and 'id="pool"' in page
+
+
+class _Cursor:
+    """Answers the probe's three reads with literal rows, or fails as a server without the tables."""
+
+    def __init__(self, tables: bool = True):
+        self.tables = tables
+        self.sent: list[str] = []
+        self._rows: list[tuple] = []
+
+    def execute(self, sql: str) -> None:
+        self.sent.append(sql)
+        if not self.tables:
+            raise RuntimeError("1109 (42S02): Unknown table 'THREAD_POOL_GROUPS' in information_schema")
+        self._rows = ([(0, 64, 4, 2, 0, 7, 1, 0)] if "GROUPS" in sql else [(0, 3, 1500), (1, 4, 90)]
+                      if "QUEUES" in sql else [(0, 1, 0, 2)])
+
+    def fetchall(self) -> list[tuple]:
+        return self._rows
+
+
+def test_the_probe_reads_once_a_second_and_counts_its_own_selects():
+    """Samples every half second read the tables every second; the server's count leaves out the
+    SELECTs read inside the window; a server without the tables gives a reason and no more reads."""
+    from services.worker.target.pool_probe import PoolProbe, selects_between
+
+    probe, cur = PoolProbe(), _Cursor()
+    for i in range(5):
+        probe.sample(cur, T0 + i * 0.5)
+    assert [s.t for s in probe.samples] == [T0, T0 + 1, T0 + 2]
+    assert (probe.samples[0].queue_length, probe.samples[0].queued_high, probe.samples[0].oldest_queued_ms) == (7, 3, 1.5)
+    assert selects_between(probe.selects, T0 + 1, T0 + 2) == 3 and selects_between(probe.selects, T0, T0 + 3) == 9
+    gone, cur = PoolProbe(), _Cursor(tables=False)
+    gone.sample(cur, T0)
+    gone.sample(cur, T0 + 2)
+    assert gone.samples == [] and "Unknown table" in (gone.reason or "") and len(cur.sent) == 1
+    assert gone.selects == [(T0, 1)]

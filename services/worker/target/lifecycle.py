@@ -195,6 +195,11 @@ def report(session: TargetSession, outcome: Measured, counter: ServerCounter | N
         # The client's totals are its whole measured process's: the server's count runs from the
         # window's start to the monitor's last sample, taken after that process ended.
         deltas = info.status_deltas(session.sampler.samples, t0, math.inf, counter.counters)
+    probe = session.pool_probe
+    if deltas is not None and probe is not None and "Com_select" in deltas:
+        # The pool's tables are read with SELECTs, which Com_select counts beside the load's.
+        t1 = math.inf if to_end else t0 + outcome.measured_s
+        deltas = {**deltas, "Com_select": deltas["Com_select"] - pool_probe.selects_between(probe.selects, t0, t1)}
     out["count"] = server_count(counter, session, deltas)
     out["pool"] = pool_series(session, outcome)
     out["client_cpu_s"] = round(outcome.client_cpu_s, 3)

@@ -22,6 +22,12 @@ _STATS = ("SELECT GROUP_ID, THREAD_CREATIONS_DUE_TO_STALL, THROTTLES, STALLS "
           "FROM information_schema.THREAD_POOL_STATS")
 
 
+def selects_between(selects: list[tuple[float, int]], t0: float, t1: float) -> int:
+    """The probe's SELECTs the server counted between status reads at ``t0`` and ``t1``: a read
+    runs just after the status sample of its instant, so one at ``t0`` counts and one at ``t1`` not."""
+    return sum(n for t, n in selects if t0 <= t < t1)
+
+
 class PoolProbe:
     """A status sampler's probe (info.Probe) of the pool's tables; ``reason`` says why it read
     none (no such tables, or no thread pool behind them), and then it stops trying."""
@@ -30,22 +36,31 @@ class PoolProbe:
         self.interval = interval
         self.samples: list[TablesSample] = []
         self.reason: str | None = None
+        #: (wall time, SELECTs sent): each adds one to the server's Com_select, which counts the
+        #: load's transactions for autocommit workloads, so the server's count leaves them out.
+        self.selects: list[tuple[float, int]] = []
         self._due = 0.0
 
     def sample(self, cursor: Any, now: float) -> None:
         if self.reason is not None or now < self._due:
             return
         self._due = now + self.interval
+        sent = 0
         try:
+            sent += 1
             cursor.execute(_GROUPS)
             groups = [GroupRow(*(int(v) for v in row[:6]), bool(row[6]), bool(row[7])) for row in cursor.fetchall()]
+            sent += 1
             cursor.execute(_QUEUES)
             queues = [QueueRow(int(p), int(n), int(oldest)) for p, n, oldest in cursor.fetchall()]
+            sent += 1
             cursor.execute(_STATS)
             stats = [StatsRow(*(int(v) for v in row)) for row in cursor.fetchall()]
         except Exception as e:  # extra information: a server without these tables still runs the load
             self.reason = f"no thread pool tables in information_schema ({type(e).__name__}: {e})"
             return
+        finally:
+            self.selects.append((now, sent))
         if not groups:
             # One thread per connection: the tables exist (10.5+) but hold no group.
             self.reason = "THREAD_POOL_GROUPS is empty: the server runs no thread pool"
