@@ -189,3 +189,24 @@ def test_the_probe_reads_once_a_second_and_counts_its_own_selects():
     gone.sample(cur, T0 + 2)
     assert gone.samples == [] and "Unknown table" in (gone.reason or "") and len(cur.sent) == 1
     assert gone.selects == [(T0, 1)]
+
+
+def test_the_study_page_prints_the_monitor_section_under_its_campaign():
+    """The runner's page section: a level-3 heading, the reading and the Markdown table; nothing for
+    a campaign whose runs carry no monitor series."""
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "studies" / "run"
+    loader = importlib.machinery.SourceFileLoader("study_runner_pool", str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("study_runner_pool", loader))
+    loader.exec_module(module)
+    rows = (ResultRow.of(_result(PoolSeries(seconds=[_second(k) for k in range(5)]), threads=4096)),)
+    data = CampaignData("c", "c", "finished", ("pool",), "pool", ("oltp_read_write",), (4096,), {}, rows)
+    section = module.pool_section(data)
+    assert section[0] == "### Thread pool monitor"
+    assert any(line.startswith("- pool / oltp_read_write: the pool held at 4096 threads") for line in section)
+    assert any(line.startswith("| pool | oltp_read_write | 4096 |") for line in section)
+    empty = CampaignData("c", "c", "finished", ("pool",), "pool", ("oltp_read_write",), (4096,), {}, ())
+    assert module.pool_section(empty) == []
