@@ -22,6 +22,7 @@ from services.reporting.analysis import (
 from services.reporting.counts import HEADER, RunCounts, cell_counts, count_lines, legend_lines, run_counts, summary, table_rows
 from services.reporting.options import ReportOptions
 from services.reporting.page_verdicts import judge_tables
+from services.reporting.pool import PoolCell, pool_cells, pool_lines
 from services.reporting.stalls import StalledRun, assessed, stall_lines, stalled_runs
 from services.reporting.starved import StarvedCell, starved_cells, starved_lines
 from services.reporting.render.formats import (
@@ -49,6 +50,8 @@ class Report:
     starved: tuple[StarvedCell, ...] = ()
     #: Every successful run's client and server counts (the run list's, with its summary line).
     counts: tuple[RunCounts, ...] = ()
+    #: The status monitor's thread and pool figures per cell, of the runs read whole (plots).
+    pool: tuple[PoolCell, ...] = ()
 
     @property
     def main(self) -> NamedTable:
@@ -69,7 +72,7 @@ def analyse(data: CampaignData, opts: ReportOptions) -> Report:
     # One family for the page: the tables it shows, paired over the campaign's shared blocks.
     tables = judge_tables(tables, alpha=opts.alpha, min_effect=opts.min_effect).tables
     return Report(data, opts, tables, collapsed, stalled, assessed(data.runs), tuple(starved_cells(data.runs)),
-                  tuple(run_counts(data.runs)))
+                  tuple(run_counts(data.runs)), tuple(pool_cells(data.runs)))
 
 
 def head_lines(data: CampaignData) -> list[str]:
@@ -137,4 +140,5 @@ def _lines(report: Report, *, markdown: bool) -> list[str]:
         lines.extend([""] + ([md_text(line) for line in starved] if markdown else starved))
     lines.append("")
     lines.extend(count_markdown(report.counts) if markdown else count_lines(report.counts))
-    return lines
+    pool = pool_lines(report.pool, markdown=markdown)
+    return lines + ([""] + pool if pool else [])

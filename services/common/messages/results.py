@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from services.common.messages.base import RESULT_SCHEMA, Count, Int64, NonNegative, _Message
 from services.common.messages.parts import PartReport
+from services.common.messages.pool import PoolSeries
 from services.common.messages.runs import Cell
 from services.common.messages.server_work import ServerWork, server_work
 from services.common.spec.campaign import MAX_RUNS
@@ -178,6 +179,9 @@ class ServerReport(_Message):
     buffer_pool_hit_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
     #: The server's count of the measured window's transactions; None in results stored before it.
     count: ServerCount | None = None
+    #: The monitor's per-second thread and pool figures (warm-up included); None in results
+    #: stored before it and where the monitor could not sample.
+    pool: PoolSeries | None = None
 
     @field_validator("options", "variables")
     @classmethod

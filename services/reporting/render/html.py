@@ -19,6 +19,10 @@ from services.reporting.counts import legend_lines as count_legend
 from services.reporting.per_query import CellWork, cell_work, format_figure
 from services.reporting.render.formats import render_settings
 from services.reporting.render.plots import Plot, all_plots
+from services.reporting.pool import HEADER as POOL_HEADER
+from services.reporting.pool import LEGEND as POOL_LEGEND
+from services.reporting.pool import PoolCell, readings
+from services.reporting.pool import table_rows as pool_rows
 from services.reporting.report import Report
 from services.reporting.stalls import stall_lines
 from services.reporting.starved import starved_lines
@@ -141,9 +145,24 @@ def render_counts_html(counts: Sequence[RunCounts]) -> list[str]:
     return out
 
 
+def render_pool_html(cells: Sequence[PoolCell]) -> list[str]:
+    """The section "Thread pool monitor": each pool's reading at its highest thread count, the
+    per-cell medians and the legend; nothing when no run carries a monitor series."""
+    if not cells:
+        return []
+    said = [r.line() for r in readings(cells)] or ["No run read the thread pool's tables."]
+    out = ['<h2 id="pool">Thread pool monitor</h2>', "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in said) + "</ul>",
+           '<table class="cmp pool"><tr>' + "".join(f"<th>{_e(h)}</th>" for h in POOL_HEADER) + "</tr>"]
+    for row in pool_rows(cells):
+        out.append("<tr>" + "".join(f"<td>{_e(v)}</td>" if i < 2 else f'<td class="num">{_e(v)}</td>'
+                                    for i, v in enumerate(row)) + "</tr>")
+    return out + ["</table>", f'<p class="note">{_e(POOL_LEGEND)}</p>']
+
+
 def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Sequence[CollapseFinding],
                 fraction: float, plots: Sequence[Plot], stalls: Sequence[str] = (),
-                starved: Sequence[str] = (), counts: Sequence[RunCounts] = ()) -> str:
+                starved: Sequence[str] = (), counts: Sequence[RunCounts] = (),
+                pool: Sequence[PoolCell] = ()) -> str:
     """The whole report as one HTML document."""
     title = f"benchfleet report: {data.name} ({data.campaign_id})"
     ok = sum(1 for r in data.runs if r.status == "ok")
@@ -166,6 +185,7 @@ def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Seq
         parts.append('<h2 id="starved">Starved connections</h2>')
         parts.append("<p>" + "<br>".join(_e(x) for x in starved) + "</p>")
     parts.extend(render_counts_html(counts))
+    parts.extend(render_pool_html(pool))
     parts.append("<h2>Plots</h2>")
     for p in plots:
         parts.extend(_plot_html(p))
@@ -179,7 +199,7 @@ def render_html_report(report: Report) -> str:
     """The self-contained HTML report with plots."""
     return render_html(report.data, report.tables, report.collapsed, report.opts.collapse_fraction,
                        all_plots(report.data), stall_lines(report.stalled, report.stalls_checked),
-                       starved_lines(report.starved), report.counts)
+                       starved_lines(report.starved), report.counts, report.pool)
 
 
 def render_compare_html(c: CampaignComparison) -> str:

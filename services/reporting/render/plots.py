@@ -141,7 +141,43 @@ def throughput_over_time(data: CampaignData, workload: str) -> Plot:
                 figure(panels, cols=3, panel_w=360, panel_h=210, title=f"throughput over time: {workload}"), note)
 
 
+#: The status monitor's per-second figures a pool plot draws, with their colours and dashes.
+POOL_LINES = (("queue_length", "queue length", PALETTE[0], None), ("threads", "pool threads", PALETTE[1], None),
+              ("idle_threads", "idle threads", PALETTE[2], "6,3"), ("threads_running", "Threads_running", PALETTE[3], "2,2"),
+              ("stalled_groups", "stalled groups", PALETTE[4], None))
+
+
+def pool_over_time(data: CampaignData, workload: str) -> Plot | None:
+    """The status monitor's per-second thread-pool figures of each drawn run of ``workload`` whose
+    server reported its pool's tables (warm-up at negative seconds), one panel per thread count;
+    None when no such run."""
+    drawn, _ = series_runs(data, workload)
+    panels = []
+    for threads in data.threads:
+        lines = []
+        for r in drawn:
+            pool = r.result.server.pool if r.threads == threads and r.result is not None else None
+            if pool is None or not any(s.groups is not None for s in pool.seconds):
+                continue
+            for key, label, color, dash in POOL_LINES:
+                pts = [(float(s.second), float(v)) for s in pool.seconds if (v := getattr(s, key)) is not None]
+                if pts:
+                    lines.append(Line(pts, color, f"{r.target} r{r.repetition} {label}", dash=dash, markers=False,
+                                      width=1.0))
+        if lines:
+            legend = tuple((label, color, dash) for _, label, color, dash in POOL_LINES) if not panels else ()
+            panels.append(Panel(f"{threads} threads", lines, Axis("linear", (), "second from window start"),
+                                Axis("linear", (), "connections / threads", zero=True), legend))
+    if not panels:
+        return None
+    return Plot(f"pool-{workload}", f"Thread pool per second (status monitor): {workload}",
+                figure(panels, cols=3, panel_w=360, panel_h=210, title=f"thread pool: {workload}"),
+                "queue length, stalled groups: information_schema.THREAD_POOL_GROUPS; threads, idle: "
+                "Threadpool_threads, Threadpool_idle_threads; negative seconds are the warm-up")
+
+
 def all_plots(data: CampaignData) -> list[Plot]:
     """Every plot of the report, in the order it shows them."""
+    pools = [p for w in data.workloads if (p := pool_over_time(data, w)) is not None]
     return ([throughput_vs_threads(data), latency_vs_threads(data)]
-            + [throughput_over_time(data, w) for w in data.workloads])
+            + [throughput_over_time(data, w) for w in data.workloads] + pools)

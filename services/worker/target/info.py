@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from services.common import logs
 from services.common.spec import server_options
@@ -262,11 +262,20 @@ def server_identity(params: ConnectParams, options: Mapping[str, Any]) -> Server
         conn.close()
 
 
+class Probe(Protocol):
+    """More the sampler reads on its connection after each status sample (the thread pool's
+    tables: pool_probe.py); it keeps what it read and never raises."""
+
+    def sample(self, cursor: Any, now: float) -> None: ...
+
+
 class StatusSampler:
     """Samples SHOW GLOBAL STATUS (and server CPU) in a thread between start() and stop()."""
 
-    def __init__(self, params: ConnectParams, *, server_pid: int | None = None, interval: float = INTERVAL_S):
+    def __init__(self, params: ConnectParams, *, server_pid: int | None = None, interval: float = INTERVAL_S,
+                 probes: Sequence[Probe] = ()):
         self.params = params
+        self.probes = tuple(probes)
         self.server_pid = server_pid
         self.interval = interval
         self.samples: list[Sample] = []
@@ -299,6 +308,8 @@ class StatusSampler:
                 pass
         cpu = read_proc_cpu(self.server_pid) if self.server_pid else None
         self.samples.append((now, status, cpu))
+        for probe in self.probes:
+            probe.sample(cur, now)
         if self.server_pid:
             switches = None
             if last or now >= self._switches_due:

@@ -17,11 +17,12 @@ from typing import Any, Callable, Iterator, Protocol
 from services.common import logs
 from services.common.spec import server_options
 from services.common.errors import TargetError
+from services.common.messages.pool import PoolSeries
 from services.common.messages.results import QuiesceReport, ServerCount, ServerReport, Totals
 from services.common.messages.server_work import server_work
 from services.common.spec.targets import DsnTarget, ManagedTarget
 from services.common.spec.workloads import DataShape
-from services.worker.target import dsn, info, managed, managed_server, quiesce
+from services.worker.target import dsn, info, managed, managed_server, pool_figures, pool_probe, quiesce
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.quiesce import TargetUnsettled
 from services.workload.server_counter import ServerCounter
@@ -56,6 +57,10 @@ class TargetSession:
     #: Why the monitor's counts are not the server's count of the window (it queues behind the
     #: load in a thread pool without extra_port); None when they are.
     monitor_problem: str | None = None
+    #: The pool's information_schema tables, read by the sampler (None: no thread pool to read),
+    #: and why there are no such figures where there are none.
+    pool_probe: pool_probe.PoolProbe | None = None
+    pool_reason: str | None = None
 
 
 def open_target(servers: managed.ServerManager | None, spec_target: DsnTarget | ManagedTarget, data: DataShape,
@@ -89,13 +94,42 @@ def sampling(session: TargetSession) -> Iterator[None]:
     except Exception as e:  # extra information: a server that answers the load must not fail for it
         session.identity_error = f"{type(e).__name__}: {e}"
     params, session.monitor_problem = monitor_route(session)
+    if _runs_pool(session):
+        session.pool_probe = pool_probe.PoolProbe()
+    else:
+        handling = session.identity.thread_handling if session.identity is not None else None
+        session.pool_reason = f"the server runs no thread pool (thread_handling {handling or 'unknown'})"
     # Connected (and a first sample taken) here, before the load opens its connections.
     session.sampler = info.StatusSampler(
-        params, server_pid=session.server.pid if session.server is not None else None).start()
+        params, server_pid=session.server.pid if session.server is not None else None,
+        probes=[session.pool_probe] if session.pool_probe is not None else []).start()
     try:
         yield
     finally:
         session.sampler.stop()
+
+
+def _runs_pool(session: TargetSession) -> bool:
+    if session.identity is not None:
+        return session.identity.thread_pool
+    return session.server is not None and server_options.thread_pool(session.server.target.options)
+
+
+def pool_series(session: TargetSession, outcome: Measured) -> PoolSeries | None:
+    """The monitor's per-second thread and pool figures over the run, warm-up included; None
+    when the monitor took no sample."""
+    sampler = session.sampler
+    if sampler is None or not sampler.samples:
+        return None
+    probe = session.pool_probe
+    reason = session.pool_reason if probe is None else probe.reason
+    if probe is not None and reason is None and not probe.samples:
+        reason = f"the monitor read no pool table ({sampler.error or 'no sample'})"
+    window_start = outcome.started_at + outcome.warmup_s
+    return pool_figures.pool_series([(t, status) for t, status, _ in sampler.samples],
+                                    probe.samples if probe is not None else [], started_at=outcome.started_at,
+                                    window_start=window_start, ended_at=window_start + outcome.measured_s,
+                                    tables_reason=reason)
 
 
 #: Why the monitor cannot see past a thread pool, for a result's ``server.count.reason``.
@@ -161,7 +195,13 @@ def report(session: TargetSession, outcome: Measured, counter: ServerCounter | N
         # The client's totals are its whole measured process's: the server's count runs from the
         # window's start to the monitor's last sample, taken after that process ended.
         deltas = info.status_deltas(session.sampler.samples, t0, math.inf, counter.counters)
+    probe = session.pool_probe
+    if deltas is not None and probe is not None and "Com_select" in deltas:
+        # The pool's tables are read with SELECTs, which Com_select counts beside the load's.
+        t1 = math.inf if to_end else t0 + outcome.measured_s
+        deltas = {**deltas, "Com_select": deltas["Com_select"] - pool_probe.selects_between(probe.selects, t0, t1)}
     out["count"] = server_count(counter, session, deltas)
+    out["pool"] = pool_series(session, outcome)
     out["client_cpu_s"] = round(outcome.client_cpu_s, 3)
     out["client_ctxt_switches"] = outcome.client_ctxt_switches
     work = server_work(queries=outcome.totals.queries, transactions=outcome.totals.transactions,
