@@ -66,8 +66,8 @@ def run_counts(rows: Iterable[ResultRow]) -> list[RunCounts]:
             out.append(RunCounts(*base, None, None, "n/a", "the client's count was not read"))
         else:
             a = agreement.assess(r.transactions, r.server_transactions, in_flight=in_flight)
-            if a is None:  # neither side counted a transaction: they agree on nothing
-                out.append(RunCounts(*base, 0.0, agreement.TOLERANCE, "agree"))
+            if a is None:  # neither side counted a transaction: nothing to agree on, and no tolerance
+                out.append(RunCounts(*base, None, None, "n/a", "neither side counted a transaction in the window"))
             else:
                 out.append(RunCounts(*base, a.off, a.tolerance, "agree" if a.agrees else "disagree"))
     return sorted(out, key=lambda c: (c.workload, c.target, c.threads, c.repetition))

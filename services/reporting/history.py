@@ -74,7 +74,7 @@ def _group(entries: Iterable[HistoryEntry], opts: ReportOptions) -> dict[str, _C
 
 def history_points(entries: Iterable[HistoryEntry], opts: ReportOptions = ReportOptions()) -> list[HistoryPoint]:
     """Group one cell's results by campaign, oldest first; judge each campaign with figures against
-    the last earlier one with figures, all those comparisons as one family."""
+    the last earlier one with at least two, all those comparisons as one family."""
     ordered = sorted(_group(entries, opts).items(), key=lambda kv: kv[1].created_at)
     pairs: list[CellFigures] = []
     prev: dict[int, float] | None = None
@@ -82,7 +82,9 @@ def history_points(entries: Iterable[HistoryEntry], opts: ReportOptions = Report
         if g.figures:
             if prev is not None:
                 pairs.append(CellFigures(cid, dict(g.figures), prev))
-            prev = dict(g.figures)
+            # A campaign with one figure has no spread to test against: it is judged, never the reference.
+            if len(g.figures) >= 2:
+                prev = dict(g.figures)
     page = judge(pairs, family="history", higher_is_better=direction(opts.table_metric), alpha=opts.alpha,
                  min_effect=opts.min_effect, shared_blocks=False)
     verdicts = {v.key: v for v in page.verdicts}

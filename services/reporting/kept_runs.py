@@ -56,11 +56,6 @@ class CellRuns:
         gone = {x.repetition for x in self.left_out}
         return {b: v for b, v in zip(self.blocks or range(1, len(self.values) + 1), self.values) if b not in gone}
 
-    @property
-    def all_left_out(self) -> bool:
-        """Whether no run could be kept, so the number is over the left-out runs themselves."""
-        return bool(self.left_out) and not self.by_block()
-
     @functools.cached_property
     def stats(self) -> CellStats | None:
         """The values' summary, computed once however many tables show the cell (None: no values)."""
@@ -78,17 +73,19 @@ def cell_runs_of(runs: Sequence[tuple[int, float, str]], *, failed: int = 0, tot
 
 def as_judged(own: CellRuns, base: CellRuns) -> tuple[CellRuns, CellRuns]:
     """A comparison's two sides within one campaign as its verdict reads them: when the verdict
-    pairs (two or more blocks both sides kept), each side without the blocks whose run the other
-    side left out, so the ratio shown stands on the pairs the test does; else as they are (Welch
-    on each side's kept runs)."""
-    if not (own.left_out or base.left_out) or len(own.by_block().keys() & base.by_block().keys()) < 2:
+    pairs (two or more blocks both sides kept), each side on those shared blocks only (not a
+    block the other side left out, failed or did not record), so the ratio shown stands on the
+    pairs the test does; else as they are (Welch on each side's kept runs)."""
+    shared = own.by_block().keys() & base.by_block().keys()
+    if len(shared) < 2:
         return own, base
-    return _without(own, base.left_out), _without(base, own.left_out)
+    return _only(own, shared), _only(base, shared)
 
 
-def _without(runs: CellRuns, gone: Sequence[LeftOut]) -> CellRuns:
-    blocks = {x.repetition for x in gone}
-    kept = [(b, v) for b, v in zip(runs.blocks or range(1, len(runs.values) + 1), runs.values) if b not in blocks]
+def _only(runs: CellRuns, blocks: set[int]) -> CellRuns:
+    kept = [(b, v) for b, v in zip(runs.blocks or range(1, len(runs.values) + 1), runs.values) if b in blocks]
+    if len(kept) == len(runs.values):
+        return runs
     return dataclasses.replace(runs, values=tuple(v for _, v in kept), blocks=tuple(b for b, _ in kept))
 
 

@@ -196,7 +196,7 @@ def _gate_flags(s: argparse.ArgumentParser, prefix: str, *, required: bool = Fal
     # PCT is required: an optional value would take the next word for it.
     s.add_argument("--fail-on-slower", metavar="PCT", type=percent, default=None, required=required,
                    help=f"{prefix}exit {EXIT_SLOWER} (EXIT_SLOWER) when a target's cell is slower than the baseline's "
-                        "by more than PCT percent over its whole adjusted interval (the report's family) and by at "
+                        "by more than PCT percent over its whole adjusted interval (the q/s table's family) and by at "
                         "least the 1%% min effect; lists the failing cells on stderr")
     s.add_argument("--confirm", action="store_true",
                    help="with --fail-on-slower: re-run only the failing cells (with their baseline, same targets and "

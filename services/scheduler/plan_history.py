@@ -21,7 +21,8 @@ def earlier_cells(store: Store, spec: CampaignSpec) -> list[CellHistory]:
                 for entry in store.results.history(target.name, workload.key, threads):
                     r = entry.row
                     figures[(r.campaign_id, workload.key, threads)][target.name][r.repetition] = (
-                        r.qps if r.status == "ok" else None)
+                        # Stalled and short runs are left out of every verdict, so of the noise too.
+                        r.qps if r.status == "ok" and not r.flags else None)
     return [CellHistory(cid, w, t, {name: dict(by_rep) for name, by_rep in by_target.items()})
             for (cid, w, t), by_target in sorted(figures.items())]
 

@@ -60,6 +60,18 @@ def test_a_flagged_baseline_run_leaves_the_target_cells_pair_too():
     assert c.excluded_reason == "old repetition 1: stall, overrun"
 
 
+def test_a_failed_baseline_run_drops_its_block_from_the_shown_ratio_too():
+    """old's run of block 3 failed and new's run of block 2 is short: the paired test has blocks 1
+    1 and 4; the number beside it stands on the same blocks, so it lies inside its interval."""
+    runs = [run("old", 8, i, q) for i, q in enumerate([1000.0, 1100.0, 950.0, 1050.0], 1) if i != 3]
+    runs += [run("new", 8, i, q, "short" if i == 2 else "") for i, q in enumerate([1100.0, 300.0, 1400.0, 1150.0], 1)]
+    data = CampaignData("c", "c", "finished", ("old", "new"), "old", ("w",), (8,), {}, tuple(runs))
+    c = cell(analyse(data, ReportOptions()))
+    assert (c.verdict.estimate.method, c.verdict.estimate.n_pairs) == ("paired", 2)
+    assert (c.stats.n, c.comparison.baseline.n) == (2, 2)
+    assert abs(c.value - (1100 + 1150) / (1000 + 1050) * 100) < 1e-9
+
+
 def test_every_format_says_how_many_runs_were_left_out_and_why():
     report = analyse(campaign({("new", 2): "short"}, new=[1021.0, 300.0, 970.0]), ReportOptions())
     text = render_lines(report)

@@ -35,7 +35,7 @@ RUNS = (
     run("off", 3, 10_000, 9_500, in_flight=600),        # 5.3% off, but 600 in flight allow 6.3%: agrees
     run("on", 1, 10_000, None, reason=POOL),            # n/a with the worker's reason
     run("on", 2, 10_000, None),                         # n/a, stored before the count was recorded
-    run("on", 3, 0, 0),                                 # nothing on either side: they agree
+    run("on", 3, 0, 0),                                 # nothing on either side: nothing to agree on (n/a)
     run("on", 4, 0, None, status="failed"),             # a failed run counted nothing to compare
 )
 
@@ -47,11 +47,11 @@ def data() -> CampaignData:
 def test_agree_disagree_and_na_by_the_tolerance_rule():
     got = {c.run_id: (c.state, c.reason) for c in run_counts(RUNS)}
     assert got == {"c.off.r1": ("agree", ""), "c.off.r2": ("disagree", ""), "c.off.r3": ("agree", ""),
-                   "c.on.r1": ("n/a", POOL), "c.on.r2": ("n/a", NOT_RECORDED), "c.on.r3": ("agree", "")}
+                   "c.on.r1": ("n/a", POOL), "c.on.r2": ("n/a", NOT_RECORDED), "c.on.r3": ("n/a", "neither side counted a transaction in the window")}
     third = next(c for c in run_counts(RUNS) if c.run_id == "c.off.r3")
     assert abs(third.off - 500 / 9_500) < 1e-6 and abs(third.tolerance - 600 / 9_500) < 1e-6
     assert summary(run_counts(RUNS)).line() == (
-        "Client and server counts agree within tolerance (max(2%, in-flight / count)) on 3 of 6 runs; 2 n/a; "
+        "Client and server counts agree within tolerance (max(2%, in-flight / count)) on 2 of 6 runs; 3 n/a; "
         "1 disagree (#).")
 
 
@@ -79,10 +79,10 @@ def test_markdown_csv_json_html_and_ods_carry_both_counts():
     on = next(r for r in rows if r["target"] == "on")
     # The cell's client total; its server total is empty since two of its runs have none.
     assert (on["client_transactions"], on["server_transactions"], on["counts_disagree"], on["counts_na"]) == (
-        "20000", "", "0", "2")
+        "20000", "", "0", "3")
     doc = json.loads(render_json(analyse(data(), ReportOptions(all_tables=True))))
     assert (doc["counts"]["agree"], doc["counts"]["disagree"], doc["counts"]["na"], doc["counts"]["runs"][1]["state"]) == (
-        3, 1, 2, "disagree")
+        2, 1, 3, "disagree")
     assert doc["missing"]["c.on.r1"]["server_transactions"] == POOL
     assert next(r for r in doc["runs"] if r["run_id"] == "c.off.r2")["server_transactions"] == 9_000
     html = render_html_report(analyse(data(), ReportOptions(all_tables=True)))
