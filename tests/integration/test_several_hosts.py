@@ -11,6 +11,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import mysql.connector
@@ -39,8 +41,9 @@ def _need_root() -> None:
         missing(problem)
 
 
-@pytest.fixture
-def topo():
+@contextmanager
+def four_hosts() -> Iterator[Topology]:
+    """A control host, two worker hosts and a target host, destroyed on the way out."""
     _need_root()
     # Not pytest's tmp_path: its parents are closed to the rabbitmq and mysql users.
     workdir = Path(tempfile.mkdtemp(prefix="bf-hosts-"))
@@ -56,6 +59,12 @@ def topo():
         t.destroy()
         if os.environ.get("BF_KEEP_HOSTS") != "1":
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def topo() -> Iterator[Topology]:
+    with four_hosts() as t:
+        yield t
 
 
 def host_paths(topo: Topology, role: str) -> dict[str, str]:
