@@ -98,7 +98,8 @@ def fleet(topo: Topology, *worker_env: str) -> HostsFleet:
     rabbit = PrivateRabbit(topo, "ctl", tls).start()
     db = PrivateMariadb(topo, "ctl", tls=tls).start()
     PrivateMariadb(topo, "tgt", grants=False).start()
-    ctl_etc = install_control(topo, rabbit, db)
+    # Installed once: test_several_hosts.py checks that installing again changes nothing.
+    ctl_etc = install_control(topo, rabbit, db, twice=False)
     topo.start_unit("ctl", topo.hosts["ctl"].workdir / "units" / "benchfleet-collector.service")
     for role, cpu in (("w1", "0"), ("w2", "1")):
         install_worker(topo, role, ctl_etc, cpu, tls, *worker_env)
