@@ -10,20 +10,23 @@ import shutil
 import threading
 import time
 import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from services.common.messages.results import RunResult
 from services.common.messages.codec import decode
 from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Tls, Topology, wait_until
-from tests.integration.test_several_hosts import (  # noqa: F401 (topo is a fixture)
+from tests.integration.test_several_hosts import (
     VENV,
     curl_json,
+    four_hosts,
     install_control,
     install_worker,
     results_db,
     rows,
-    topo,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -64,14 +67,39 @@ class ClientHosts:
         self._thread.join(10)
 
 
-def fleet(topo: Topology, *worker_env: str):
+@dataclass(frozen=True)
+class HostsFleet:
+    """What the tests need of the fleet to submit and look."""
+
+    topo: Topology
+    db: PrivateMariadb
+    ctl_etc: Path
+    workers: dict[str, str]  # role -> the worker's name
+    sched_env: dict[str, str]
+
+    def listed(self) -> list[str]:
+        """The workers the collector's service discovery lists."""
+        return sorted(g["labels"]["worker"] for g in curl_json(self.topo, "ctl", "http://127.0.0.1:9465/sd/workers"))
+
+
+@pytest.fixture(scope="module")
+def hosts_fleet() -> Iterator[HostsFleet]:
+    """One fleet for the module (building it is most of each test's time): its workers' parts
+    wait 10 s (not 60) beyond the run's length for each other, two tries per part. The test
+    that unplugs a host runs last."""
+    with four_hosts() as topo:
+        yield fleet(topo, "BENCHFLEET_PART_JOIN_S=10", "BENCHFLEET_RUN_ATTEMPTS=2")
+
+
+def fleet(topo: Topology, *worker_env: str) -> HostsFleet:
     """The three-host fleet of test_several_hosts.py: control host with collector, two worker
-    hosts from their units, a target host; returns what the test needs to submit and look."""
+    hosts from their units, a target host."""
     tls = Tls.make(topo.hosts["ctl"].workdir / "tls", topo.hosts["ctl"].addr)
     rabbit = PrivateRabbit(topo, "ctl", tls).start()
     db = PrivateMariadb(topo, "ctl", tls=tls).start()
-    target = PrivateMariadb(topo, "tgt", grants=False).start()
-    ctl_etc = install_control(topo, rabbit, db)
+    PrivateMariadb(topo, "tgt", grants=False).start()
+    # Installed once: test_several_hosts.py checks that installing again changes nothing.
+    ctl_etc = install_control(topo, rabbit, db, twice=False)
     topo.start_unit("ctl", topo.hosts["ctl"].workdir / "units" / "benchfleet-collector.service")
     for role, cpu in (("w1", "0"), ("w2", "1")):
         install_worker(topo, role, ctl_etc, cpu, tls, *worker_env)
@@ -88,7 +116,7 @@ def fleet(topo: Topology, *worker_env: str):
                  "BENCHFLEET_AMQP_TLS_CA": str(tls.ca), "BENCHFLEET_DB_HOST": ctl_addr, "BENCHFLEET_DB_PORT": "3306",
                  "BENCHFLEET_DB_USER": "benchfleet", "BENCHFLEET_DB_PASSWORD_FILE": str(w2_dir / "db_password"),
                  "BENCHFLEET_DB_TLS_CA": str(tls.ca)}
-    return db, target, ctl_etc, workers, sched_env
+    return HostsFleet(topo, db, ctl_etc, workers, sched_env)
 
 
 def submit(topo: Topology, sched_env: dict[str, str], text: str) -> str:
@@ -112,11 +140,12 @@ def spec_text(topo: Topology, database: str, duration: str) -> str:
             f"threads: [4]\nduration: {duration}\nwarmup: 1s\nrepeat: 1\nload_hosts: 2\n")
 
 
-def test_one_run_from_two_load_hosts(topo):  # noqa: F811
+def test_one_run_from_two_load_hosts(hosts_fleet: HostsFleet):
     """One run with load_hosts: 2 is driven from both worker hosts at once against the one
     target: the server sees both hosts' connections, and one merged result records both parts,
     its transactions the sum of theirs."""
-    db, target, ctl_etc, workers, sched_env = fleet(topo)
+    topo, db, ctl_etc, workers, sched_env = (hosts_fleet.topo, hosts_fleet.db, hosts_fleet.ctl_etc,
+                                             hosts_fleet.workers, hosts_fleet.sched_env)
     campaign = submit(topo, sched_env, spec_text(topo, "bf_parts", "6s"))
     conn = results_db(ctl_etc, db)
     try:
@@ -154,15 +183,22 @@ def test_one_run_from_two_load_hosts(topo):  # noqa: F811
         conn.close()
 
 
-def test_a_part_lost_mid_run_is_never_stored_half(topo):  # noqa: F811
+def test_a_part_lost_mid_run_is_never_stored_half(hosts_fleet: HostsFleet):
     """One worker host is unplugged while the two parts measure: the other part gives up, and
     the run ends failed whole (the one worker left cannot take both parts), never stored with
     half its load."""
-    # Parts wait 10 s (not 60) beyond the run's length for each other, two tries per part.
-    db, target, ctl_etc, workers, sched_env = fleet(topo, "BENCHFLEET_PART_JOIN_S=10", "BENCHFLEET_RUN_ATTEMPTS=2")
-    campaign = submit(topo, sched_env, spec_text(topo, "bf_parts_lost", "20s"))
+    topo, db, ctl_etc, sched_env = hosts_fleet.topo, hosts_fleet.db, hosts_fleet.ctl_etc, hosts_fleet.sched_env
     conn = results_db(ctl_etc, db)
     try:
+        # The shared fleet as a fresh one: both workers announced, no run in progress or queued,
+        # and no connection to the target left over from an earlier test.
+        assert hosts_fleet.listed() == sorted(hosts_fleet.workers.values())
+        assert rows(conn, "SELECT COUNT(*) FROM runs WHERE state NOT IN ('done', 'failed', 'cancelled')") == [(0,)]
+        assert rows(conn, "SELECT COUNT(*) FROM campaigns WHERE state NOT LIKE %s", "finished%") == [(0,)]
+        with ClientHosts(topo) as idle:
+            time.sleep(1)
+        assert not idle.seen, f"connections to the target before the campaign: {idle.seen}"
+        campaign = submit(topo, sched_env, spec_text(topo, "bf_parts_lost", "12s"))
         wait_until("both parts measuring", lambda: rows(
             conn, "SELECT 1 FROM runs WHERE campaign_id=%s AND state='running'", campaign), 180, 0.2)
         with ClientHosts(topo) as clients:
