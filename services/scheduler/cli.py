@@ -25,6 +25,7 @@ from services.common.config import AMQP, DB, Settings, add_settings_flags
 from services.common.spec.campaign import CampaignSpec
 from services.common.store import Store
 from services.common.store.campaigns import Duplicate
+from services.common.terminal import escape_controls
 from services.reporting.render import registry
 from services.scheduler import plan, validation
 from services.scheduler.confirm import GateRequest, gate_campaign

@@ -22,7 +22,7 @@ from services.common.cli import (
 )
 from services.common.completion import Command, command_of
 from services.common.config import AMQP, METRICS, Settings, add_settings_flags
-from services.common.errors import BuildError, SettingsError, TargetError
+from services.common.errors import SettingsError, TargetError
 from services.common.spec.server_options import parse_cpus
 from services.common.spec.loading import load_spec
 

@@ -15,7 +15,6 @@ from services.common.messages.builds import BuildInfo, BuildRecord
 from services.common.errors import BuildError, TargetError
 from services.common.messages.announcements import WorkerBuilds
 from services.common.messages.codec import decode
-from services.common.spec.campaign import CampaignSpec
 from services.common.spec.targets import ManagedTarget
 from services.common.spec.loading import load_spec_source
 from services.common.bus.stub import StubBroker

@@ -4,7 +4,6 @@ report`, `compare`, `history` and `scheduler submit --wait`, and each renders th
 from __future__ import annotations
 
 import argparse
-import contextlib
 
 import pytest
 

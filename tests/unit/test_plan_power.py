@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from services.reporting.plan_power import CellHistory, plan_power, pooled_noise
-from services.reporting.power import Noise, detectable_change
+from services.reporting.power import detectable_change
 
 # Two targets, four blocks; each block moves both targets alike (block noise), plus ~1% run noise.
 BLOCKS = {1: 1.00, 2: 1.05, 3: 0.97, 4: 1.02}
