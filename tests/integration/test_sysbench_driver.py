@@ -137,7 +137,7 @@ def test_a_short_sysbench_run_exports_its_per_second_percentile(params):
         "schema": "benchfleet.run/1", "run_id": "c1.a.oltp_point_select.t2.r1", "campaign_id": "c1",
         "campaign_name": "c", "seq": 1, "total_runs": 1, "cell": {"target": "a", "workload": "oltp_point_select",
                                                                   "threads": 2},
-        "repetition": 1, "target": {"kind": "dsn", "name": "a"}, "workload": {"name": "oltp_point_select"},
+        "repetition": 1, "target": {"kind": "dsn", "name": "a", "user": "bench"}, "workload": {"name": "oltp_point_select"},
         "data": {}, "duration": 3, "warmup": 0, "seed": 7, "published_at": 0})
     metrics = WorkerMetrics("w1")
     metrics.run_started(run)
