@@ -89,14 +89,13 @@ class GateOutcome:
 
 
 def _cell_parts(model: NoiseModel, workload: str, threads: int, pooled: bool) -> tuple[Components, float]:
-    cell = model.cell(workload, threads)
-    return (model.pooled if pooled else cell.components), cell.level
+    return (model.pooled if pooled else model.parts(workload, threads)), model.cell(workload, threads).level
 
 
 def draw_campaign(model: NoiseModel, shape: Shape, rng: random.Random, campaign_id: str, *,
                   slower: Mapping[CellKey, float] | None = None, pooled: bool = False) -> CampaignData:
-    """One finished campaign of ``shape`` drawn from ``model`` (each cell's own parts, or the
-    pooled ones): log q/s = level + campaign + target's own + block + run, a cell of ``slower``
+    """One finished campaign of ``shape`` drawn from ``model`` (each cell's ``NoiseModel.parts``,
+    or the pooled ones): log q/s = level + campaign + target's own + block + run, a cell of ``slower``
     (target, workload, threads) scaled by 1 - its fraction."""
     slower = slower or {}
     rows = []

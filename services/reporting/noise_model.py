@@ -104,6 +104,15 @@ class NoiseModel:
                 return c
         raise KeyError(f"no fitted cell {workload} at {threads} threads")
 
+    def parts(self, workload: str, threads: int) -> Components:
+        """The parts to draw a cell from: its own run and block parts, with the campaign parts
+        pooled over the cells. A cell alone sees one campaign offset per campaign (4 degrees of
+        freedom from 5 campaigns), too few to tell a small part from none; its run and block
+        parts rest on every block."""
+        own = self.cell(workload, threads).components
+        return Components(own.run_sd, own.block_sd, self.pooled.campaign_sd, self.pooled.target_campaign_sd,
+                          own.campaigns, own.blocks)
+
 
 def _logs(h: CellHistory, targets: Sequence[str]) -> tuple[dict[str, dict[int, float]], list[int]]:
     """Each target's log figures of the blocks every target measured (a missing run, None or

@@ -131,3 +131,16 @@ def test_rates_carry_a_wilson_interval():
     assert (round(low, 2), round(high, 2)) == (0.4, 0.6)
     with pytest.raises(ValueError, match="repeat"):
         Shape(("A", "B"), ("x",), (1,), repeat=1)
+
+
+def test_a_drawn_cell_keeps_its_own_run_noise_and_the_pooled_campaign_parts():
+    """Cells with different run noise keep it when drawn; the campaign parts come from the pool."""
+    rng = random.Random(8)
+    history = ([_campaign(rng, f"c{i}", ("oltp_point_select", 1), 4, (0.005, 0.01, 0.02, 0.0)) for i in range(20)]
+               + [_campaign(rng, f"c{i}", ("oltp_read_only", 1), 4, (0.04, 0.01, 0.02, 0.0)) for i in range(20)])
+    model = fit(history)
+    quiet, loud = model.parts("oltp_point_select", 1), model.parts("oltp_read_only", 1)
+    assert quiet.run_sd == pytest.approx(0.005, rel=0.3) and loud.run_sd == pytest.approx(0.04, rel=0.3)
+    assert quiet.campaign_sd == loud.campaign_sd == model.pooled.campaign_sd
+    with pytest.raises(KeyError, match="oltp_delete"):
+        model.parts("oltp_delete", 1)
