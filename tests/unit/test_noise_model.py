@@ -116,7 +116,7 @@ def test_a_regression_well_above_the_noise_is_found_and_campaign_noise_fools_the
 
 
 def test_a_slowdown_put_into_a_campaign_is_named_by_the_gate():
-    """Scaling one cell of target B by 0.7 in a drawn campaign makes the gate name exactly that cell."""
+    """Making one cell of target B 30% slower (q/s / 1.3) in a drawn campaign makes the gate name exactly that cell."""
     model = _model((0.005, 0.02, 0.02, 0.0))
     data = draw_campaign(model, Shape(("A", "B"), *_CELLS, repeat=3), random.Random(1), "c")
     assert gated_cells(data, 0.0) == set()
