@@ -21,8 +21,8 @@ from services.workload.registry import WORKLOADS
 jsonschema = pytest.importorskip("jsonschema")
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Every spec the project ships: the examples, the studies, and any under deploy/.
-SHIPPED = sorted(p for pattern in ("examples/**/*.yaml", "studies/**/*.yaml", "deploy/**/*.yaml")
+#: Every spec the project ships: the examples, the studies, and any under deploy/ and bench/.
+SHIPPED = sorted(p for pattern in ("examples/**/*.yaml", "studies/**/*.yaml", "deploy/**/*.yaml", "bench/**/*.yaml")
                  for p in ROOT.glob(pattern) if "workloads:" in p.read_text())
 
 
