@@ -194,9 +194,11 @@ def test_import_sysbench_of_a_real_run_reproduces_its_numbers(fleet, tmp_path):
     assert abs(run["p95_ms"] - p95) <= 0.02 * p95 + 0.01
     with Store(fleet.settings) as store:
         stored = store.results.get(run["run_id"])
-        # One figure per report line sysbench printed (a busy machine can drop the last one of 3 s).
+        # One figure per report line sysbench printed (a busy machine can drop the last one of 3 s), and
+        # the last partial second from its totals when the lines do not add up to them.
         printed = len(re.findall(r"^\[ \d+s \]", output, re.MULTILINE))
-        assert stored is not None and printed >= 2 and len(stored.series.queries) == printed and stored.latency.histogram
+        assert stored is not None and printed >= 2 and stored.latency.histogram
+        assert len(stored.series.queries) in (printed, printed + 1)
     # The same command again replaces the run; another target joins the campaign for `report`.
     for target in ("mariadb-10.11", "mysql-8.0"):
         r = fleet.cli("collector", "import-sysbench", str(out), "--campaign", "oldbox", "--target", target,
