@@ -354,8 +354,9 @@ def test_a_short_run_exports_live_latency_samples(_mariadb):
     """The live "Transaction latency" panel has data: each second's Progress carries the load
     processes' merged latency histogram, so a worker's scrape shows a histogram whose count is the
     transactions measured so far."""
-    from services.common.messages.runs import RunSpec
     from services.worker.metrics import WorkerMetrics
+
+    from tests.metered_run import metered_run
 
     seen: list[Progress] = []
     out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0,
@@ -364,12 +365,7 @@ def test_a_short_run_exports_live_latency_samples(_mariadb):
     assert measured and all(s.latency is not None for s in measured)
     assert [s.latency.total for s in measured] == [s.counts.transactions for s in measured]
     assert measured[-1].latency.total == out.totals.transactions > 0
-    run = RunSpec.model_validate({
-        "schema": "benchfleet.run/1", "run_id": "c1.a.oltp_point_select.t2.r1", "campaign_id": "c1",
-        "campaign_name": "c", "seq": 1, "total_runs": 1, "cell": {"target": "a", "workload": "oltp_point_select",
-                                                                  "threads": 2},
-        "repetition": 1, "target": {"kind": "dsn", "name": "a", "user": "bench"}, "workload": {"name": "oltp_point_select"},
-        "data": {}, "duration": 2, "warmup": 0, "seed": 5, "published_at": 0})
+    run = metered_run(duration=2, seed=5)
     metrics = WorkerMetrics("w1")
     metrics.run_started(run)
     for progress in seen:

@@ -16,6 +16,8 @@ from services.worker.driver.contract import ConnectParams, LoadRequest, Progress
 from services.worker.driver.sysbench import driver as sysbench_driver
 from services.common.errors import LoadError
 
+from tests.metered_run import metered_run
+
 pytestmark = pytest.mark.integration
 
 DB = "bf_test_sysbench"
@@ -133,12 +135,7 @@ def test_a_short_sysbench_run_exports_its_per_second_percentile(params):
                                              7, on_progress=seconds.append))
     assert seconds and all(s.interval_percentile is not None for s in seconds)
     assert {s.interval_percentile.percentile for s in seconds} == {95.0}
-    run = RunSpec.model_validate({
-        "schema": "benchfleet.run/1", "run_id": "c1.a.oltp_point_select.t2.r1", "campaign_id": "c1",
-        "campaign_name": "c", "seq": 1, "total_runs": 1, "cell": {"target": "a", "workload": "oltp_point_select",
-                                                                  "threads": 2},
-        "repetition": 1, "target": {"kind": "dsn", "name": "a", "user": "bench"}, "workload": {"name": "oltp_point_select"},
-        "data": {}, "duration": 3, "warmup": 0, "seed": 7, "published_at": 0})
+    run = metered_run(duration=3, seed=7)
     metrics = WorkerMetrics("w1")
     metrics.run_started(run)
     for progress in seconds:

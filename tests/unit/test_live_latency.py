@@ -13,6 +13,8 @@ from services.worker.driver.native.sinks import Sink, latency_of, share_histogra
 from services.worker.driver.sysbench.live import LiveProgress
 from services.worker.metrics import WorkerMetrics
 
+from tests.metered_run import metered_run
+
 STALL = [
     "[ 1s ] thds: 2 tps: 822.21 qps: 822.21 (r/w/o: 0.00/822.21/0.00) lat (ms,95%): 8.28 err/s: 0.00 reconn/s: 0.00",
     "[ 2s ] thds: 2 tps: 0.00 qps: 0.00 (r/w/o: 0.00/0.00/0.00) lat (ms,95%): 0.00 err/s: 0.00 reconn/s: 0.00",
@@ -20,12 +22,7 @@ STALL = [
 
 
 def _run() -> RunSpec:
-    return RunSpec.model_validate({
-        "schema": "benchfleet.run/1", "run_id": "c1.a.oltp_point_select.t2.r1", "campaign_id": "c1",
-        "campaign_name": "c", "seq": 1, "total_runs": 1,
-        "cell": {"target": "a", "workload": "oltp_point_select", "threads": 2}, "repetition": 1,
-        "target": {"kind": "dsn", "name": "a", "user": "bench"}, "workload": {"name": "oltp_point_select"}, "data": {},
-        "duration": 10, "warmup": 0, "seed": 1, "published_at": 0})
+    return metered_run(duration=10, seed=1)
 
 
 def _samples(m: WorkerMetrics, name: str) -> dict[frozenset, float]:
