@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import mysql.connector
 import pytest
@@ -13,6 +16,12 @@ import pytest
 from services.common.config import Settings
 
 from tests.integration.fleet import Fleet
+from tests.missing import missing
+
+if TYPE_CHECKING:
+    from services.worker.target.managed import ServerManager
+
+MARIADBD = Path("/usr/sbin/mariadbd")
 
 
 @pytest.fixture
@@ -41,3 +50,19 @@ def results_db(mariadb_params: dict, settings: Settings) -> Iterator[Settings]:
     conn = mysql.connector.connect(**mariadb_params)
     conn.cursor().execute(f"DROP DATABASE IF EXISTS `{s.db_name}`")
     conn.close()
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator["ServerManager"]:
+    """A managed-server manager of the test module's own, its servers stopped and their directory
+    removed afterwards (under /tmp: a unix socket's path is limited to 107 bytes)."""
+    from services.worker.target.managed import ServerManager
+
+    if not MARIADBD.exists():
+        missing(f"{MARIADBD} is missing")
+    d = Path(tempfile.mkdtemp(prefix="bfm-", dir="/tmp"))
+    d.chmod(0o755)
+    m = ServerManager(base_dir=d)
+    yield m
+    m.close()
+    shutil.rmtree(d, ignore_errors=True)

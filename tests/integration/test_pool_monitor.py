@@ -4,11 +4,7 @@ worker's extra_port, and the HTML report of such runs draws them."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +22,6 @@ from services.worker.target import managed
 
 pytestmark = pytest.mark.integration
 
-MARIADBD = "/usr/sbin/mariadbd"
 SHAPE = DataShape(tables=1, table_size=10000, engine="InnoDB")
 #: The study's pool options, small: exact queueing times and a listener per group.
 POOLED = ManagedTarget(kind="managed", name="pool", options={
@@ -34,19 +29,6 @@ POOLED = ManagedTarget(kind="managed", name="pool", options={
     "thread_pool_size": "1", "thread_pool_exact_stats": True, "thread_pool_dedicated_listener": True})
 
 
-@pytest.fixture(scope="module")
-def servers():
-    """A ServerManager of its own (short path: unix socket paths are limited to 107 bytes)."""
-    if not Path(MARIADBD).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{MARIADBD} is missing", pytrace=False)
-        pytest.skip(f"{MARIADBD} is missing")
-    d = Path(tempfile.mkdtemp(prefix="bfp-", dir="/tmp"))
-    d.chmod(0o755)
-    m = managed.ServerManager(base_dir=d)
-    yield m
-    m.close()
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def _run(servers: managed.ServerManager, threads: int, seq: int) -> RunResult:

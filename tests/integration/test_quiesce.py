@@ -12,14 +12,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import mysql.connector
@@ -34,12 +31,10 @@ from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.common.bus.stub import StubBroker
 from services.worker import prepare, runner
 from services.worker.consumer import Worker
-from services.worker.target import managed
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import connector_kwargs
 
 from tests.integration.fleet import wait_for
-from tests.missing import missing
 
 pytestmark = pytest.mark.integration
 
@@ -321,17 +316,6 @@ def test_a_retry_waits_for_the_target_instead_of_starting_at_once(params, target
 # ----------------------------------------------------------------------------- managed
 
 
-@pytest.fixture(scope="module")
-def servers():
-    """A private managed directory and server manager: the servers here are this test's own."""
-    if not shutil.which("mariadbd") and not Path("/usr/sbin/mariadbd").exists():
-        missing("mariadbd is missing")
-    d = Path(tempfile.mkdtemp(prefix="bfq-", dir="/tmp"))
-    d.chmod(0o755)
-    m = managed.ServerManager(base_dir=d)
-    yield m
-    m.close()
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_managed_target_that_does_not_settle_is_restarted_and_its_flushing_options_restored(servers):

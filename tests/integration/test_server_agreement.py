@@ -4,11 +4,8 @@ opened before the load (through extra_port past a thread pool), agree within 2 %
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +22,6 @@ from services.worker.target import managed
 
 pytestmark = pytest.mark.integration
 
-MARIADBD = "/usr/sbin/mariadbd"
 SHAPE = DataShape(tables=4, table_size=20000, engine="InnoDB")
 #: One thread per connection (the monitor is an ordinary connection opened before the load) ...
 PLAIN = ManagedTarget(kind="managed", name="plain", options={"innodb_buffer_pool_size": "64M", "max_connections": "100"})
@@ -35,19 +31,6 @@ POOLED = ManagedTarget(kind="managed", name="pooled", options={
     "max_prepared_stmt_count": "1000000"})
 
 
-@pytest.fixture(scope="module")
-def servers():
-    """A ServerManager of its own (short path: unix socket paths are limited to 107 bytes)."""
-    if not Path(MARIADBD).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{MARIADBD} is missing", pytrace=False)
-        pytest.skip(f"{MARIADBD} is missing")
-    d = Path(tempfile.mkdtemp(prefix="bfa-", dir="/tmp"))
-    d.chmod(0o755)
-    m = managed.ServerManager(base_dir=d)
-    yield m
-    m.close()
-    shutil.rmtree(d, ignore_errors=True)
 
 
 _seq = iter(range(1, 1000))

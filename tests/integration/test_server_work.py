@@ -4,9 +4,7 @@ context switches, disk bytes and hit ratios, and the figures are plausible for t
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,26 +15,13 @@ from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker import runner
 from services.worker.target import managed
 
-from tests.missing import missing
 
 pytestmark = pytest.mark.integration
 
-MARIADBD = "/usr/sbin/mariadbd"
 SHAPE = DataShape(tables=1, table_size=5000, engine="InnoDB")
 TARGET = ManagedTarget(kind="managed", name="work", options={"innodb_buffer_pool_size": "64M"})
 
 
-@pytest.fixture(scope="module")
-def servers():
-    """A ServerManager of its own (short path: unix socket paths are limited to 107 bytes)."""
-    if not Path(MARIADBD).exists():
-        missing(f"{MARIADBD} is missing")
-    d = Path(tempfile.mkdtemp(prefix="bfw-", dir="/tmp"))
-    d.chmod(0o755)
-    m = managed.ServerManager(base_dir=d)
-    yield m
-    m.close()
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def _run(servers: managed.ServerManager, workload: str, seq: int, driver: str = "native") -> RunResult:
