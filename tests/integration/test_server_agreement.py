@@ -37,12 +37,12 @@ _seq = iter(range(1, 1000))
 
 
 def _run(servers: managed.ServerManager, target: ManagedTarget, workload: str, threads: int,
-         driver: str = "native") -> RunResult:
+         driver: str = "native", duration: float = 4.0) -> RunResult:
     seq = next(_seq)
     run = RunSpec(run_id=f"agree.{target.name}.{workload}.t{threads}.r1", campaign_id="agree", campaign_name="agree",
                   seq=seq, total_runs=12, cell=Cell(target=target.name, workload=workload, threads=threads),
                   repetition=1, target=target, workload=WorkloadSpec(name=workload), data=SHAPE, driver=driver,
-                  duration=4.0, warmup=1.0, seed=seq, published_at=time.time())
+                  duration=duration, warmup=1.0, seed=seq, published_at=time.time())
     result = runner.execute(run, runner.WorkerIdentity("w-agree"), servers=servers)
     assert result.status == "ok", result.error
     return result
@@ -81,7 +81,10 @@ def test_native_driver_agrees_with_the_server(servers, workload, counter, thread
 def test_sysbench_totals_agree_with_the_server(servers, workload, counter):
     if shutil.which("sysbench") is None:
         pytest.fail("sysbench is not installed (deploy/ensure-services sysbench)", pytrace=False)
-    _assert_agrees(_run(servers, PLAIN, workload, 8, driver="sysbench"), counter)
+    # 10 s: the server's count starts at the worker's window edge, sysbench's own warm-up ends a
+    # little later (its connections open first), so a few of its warm-up transactions fall in the
+    # server's count; over 4 s at ~150 tps that was 3.3% once, over 10 s it stays inside 2%.
+    _assert_agrees(_run(servers, PLAIN, workload, 8, driver="sysbench", duration=10.0), counter)
 
 
 def test_the_report_shows_both_counts_of_real_runs_and_they_agree(servers):
