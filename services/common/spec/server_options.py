@@ -245,8 +245,8 @@ def unknown_options(options: Iterable[str], accepted: frozenset[str]) -> list[st
     return bad
 
 
-#: The switch that makes a server take exact option names only (MariaDB 10.1.3 and later; its
-#: `--help --verbose` lists getopt-prefix-matching when the build has it).
+#: The switch that makes a server take exact option names only (a build has it when its
+#: `--help --verbose` lists getopt-prefix-matching, as Debian 12's MariaDB 10.11 does).
 EXACT_NAMES_FLAG = "--skip-getopt-prefix-matching"
 
 
