@@ -189,12 +189,13 @@ class ServerManager:
         binary = build.binary
         try:
             errors = server_binary.option_errors(target, binary, build.basedir)
+            # Exact option names where the build can be told so (its help was read just now, and cached).
+            exact = bool(server_options.exact_names_args(server_binary.accepted_options(binary, build.basedir)))
         except (server_binary.BinaryNotFound, OSError, subprocess.SubprocessError) as e:
             raise TargetError(f"{where}.build", f"cannot list the options of {binary}: {e}") from None
         if errors:
             raise TargetError(f"{where}.options.{errors[0][0]}", "; ".join(m if n == errors[0][0] else f"{n}: {m}"
                                                                             for n, m in errors))
-        exact = server_options.exact_names_args(server_binary.accepted_options(binary, build.basedir))
         try:
             server_cpus, client_cpus = server_options.split_cpus(
                 os.sched_getaffinity(0), target.server_cpus, target.client_cpus, worker_client_cpus)
