@@ -158,12 +158,13 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
     fatal: list[Fatal] = []
 
     def backlog_check() -> None:
-        # The server fell so far behind the rate that the queue would grow without bound: the run
-        # ends here with what it says about the server, as a statement error would end it.
+        # The connections fell so far behind the rate that the queue would grow without bound: the
+        # run ends here saying so, as a statement error would end it, not with the worker's memory.
         if schedule is not None and schedule.exceeded is not None and not fatal:
             fatal.append(Fatal(None, f"the open-loop backlog passed {schedule.exceeded:,} transactions due and not "
-                                     f"started in one load process (rate {job.rate:g}/s there): the server fell "
-                                     "that far behind the rate; a lower rate measures it"))
+                                     f"started in one load process (rate {job.rate:g}/s there): its connections "
+                                     "fell that far behind the rate (the server, or the client, cannot keep it); "
+                                     "a lower rate or more connections measure it"))
             _stop(deadline)
 
     def drive() -> None:
