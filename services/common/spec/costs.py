@@ -34,7 +34,7 @@ def prepares_per_target(workloads: Sequence[WorkloadSpec], repeat: int) -> int:
     another table layout or auto_inc than the one before it, or its layout is rebuilt every run."""
     count = 0
     last: tuple[str, bool | None] | None = None
-    for _ in range(min(repeat, 2)):
+    for rep in range(min(repeat, 2)):
         per_rep = 0
         for w in workloads:
             marker, auto_inc, has_rows = _table_kind(w)
@@ -43,5 +43,6 @@ def prepares_per_target(workloads: Sequence[WorkloadSpec], repeat: int) -> int:
             if not same or fresh:
                 per_rep += has_rows
                 last = (marker, auto_inc if auto_inc is not None else (last[1] if same and last else None))
-        count += per_rep if _ == 0 else per_rep * (repeat - 1)
+        # The second repetition starts where the first ended, as every later one does.
+        count += per_rep if rep == 0 else per_rep * (repeat - 1)
     return count
