@@ -57,6 +57,16 @@ def _bomb(levels: int = 9) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _many_options_runs() -> str:
+    """10 managed targets each with 63 server options, 100,000 runs: every run message holds its target."""
+    from services.common.spec.server_allowed import ALLOWED
+
+    opts = "{" + ", ".join(f"{k}: {int(r.lo)}" for k, r in ALLOWED.items() if r.kind == "int") + "}"
+    return ("name: x\ntargets:\n" + "".join(f"  - {{kind: managed, name: m{i}, options: {opts}}}\n" for i in range(10))
+            + "workloads: [oltp_point_select]\nthreads: [" + ", ".join(str(i) for i in range(1, 1001)) + "]\n"
+            "duration: 1s\nrepeat: 10\n")
+
+
 def _cases() -> list[tuple[str, str | bytes, str]]:
     deep_options = "\n".join("  " * (i + 3) + f"k{i}:" for i in range(40)) + " 1\n"
     many = ", ".join(str(i) for i in range(1, 1001))
@@ -266,6 +276,7 @@ def _cases() -> list[tuple[str, str | bytes, str]]:
         ("2 billion rows", spec(extra="data: {tables: 1024, table_size: 2000000}\n"), "data"),
         ("rows prepared again per layout", spec(workloads="[oltp_point_select, oltp_simple]",
                                                 extra="data: {table_size: 200000000}\nrepeat: 10\n"), "data"),
+        ("gigabytes of run messages", _many_options_runs(), "targets"),
         # -- secrets
         ("literal password", spec(targets=target(password="hunter2")), "targets[0].password"),
         ("space in password_env", spec(targets=target(password_env='"BENCHFLEET AMQP"')), "targets[0].password_env"),

@@ -57,6 +57,14 @@ def test_workloads_on_other_table_layouts_prepare_again_and_count_again():
     assert "x 20 prepares each = 4,000,000,000 rows" in message
 
 
+def test_the_bytes_run_messages_carry_are_bounded():
+    """Each run message carries its whole target: targets x workloads x thread counts x repetitions
+    x load hosts copies of them count, and a campaign may not publish gigabytes of them."""
+    assert costs.message_bytes([100, 200], [10], per_cell=3) == 3 * (300 + 20)
+    from tests.unit.hostile_specs import _many_options_runs
+    assert "targets: the run messages would carry 187 MiB of targets and workloads" in refusal(_many_options_runs())
+
+
 @pytest.mark.parametrize("workloads, repeat, prepares", [
     (["oltp_point_select", "oltp_read_only"], 5, 1),
     (["oltp_point_select", "oltp_simple"], 1, 2),

@@ -179,7 +179,8 @@ class CampaignSpec(Frozen):
         return out
 
     def _cost_problems(self) -> list[Problem]:
-        """What a new campaign may ask of the fleet: deliveries (parts included) and rows loaded."""
+        """What a new campaign may ask of the fleet: deliveries (parts included), the bytes their
+        messages carry, and rows loaded."""
         out = []
         runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
         deliveries = costs.messages(runs, self.load_hosts)
@@ -189,6 +190,14 @@ class CampaignSpec(Frozen):
                                          f"{len(self.threads)} thread counts x {self.repeat} repetitions{parts} = "
                                          f"{deliveries:,} runs; a campaign may have at most {MAX_RUNS:,} (a run split "
                                          "over load hosts counts once per host)"))
+        size = costs.message_bytes([len(t.model_dump_json()) for t in self.targets],
+                                   [len(w.model_dump_json()) for w in self.workloads],
+                                   len(self.threads) * self.repeat * self.load_hosts)
+        if size > costs.MAX_MESSAGE_BYTES:
+            out.append(Problem("targets", f"the run messages would carry {size >> 20:,} MiB of targets and workloads "
+                                          f"(each run holds its whole target); a campaign may publish at most "
+                                          f"{costs.MAX_MESSAGE_BYTES >> 20} MiB: fewer server options, runs or "
+                                          "repetitions"))
         prepares = costs.prepares_per_target(self.workloads, self.repeat)
         rows = self.data.tables * self.data.table_size * len(self.targets) * prepares
         if rows > costs.MAX_ROWS_PREPARED:

@@ -1,6 +1,6 @@
 """What a campaign costs the fleet beyond its run count: the messages it makes (a run split over
-load hosts is that many parts, each with its own delivery and result) and the rows its prepares
-load. Pure: the spec's parts come in as arguments, so the campaign model and the scheduler agree.
+load hosts is that many parts, each with its own delivery and result), the bytes they carry, and
+the rows its prepares load. Pure: the spec's parts come in as arguments, so the campaign model and the scheduler agree.
 """
 
 from __future__ import annotations
@@ -13,6 +13,18 @@ from services.workload.registry import WORKLOADS
 #: The most rows one campaign may load into its targets' tables, prepares over again included:
 #: at the loading rates prepare reaches, days of loading, and hundreds of GB per target.
 MAX_ROWS_PREPARED = 2_000_000_000
+
+
+#: The most bytes of targets and workloads a campaign's run messages may carry in all: each run
+#: message holds its whole target and workload, so 200 long server options times 100,000 runs
+#: would be gigabytes on the broker.
+MAX_MESSAGE_BYTES = 128 << 20
+
+
+def message_bytes(target_sizes: Sequence[int], workload_sizes: Sequence[int], per_cell: int) -> int:
+    """Bytes of target and workload the run messages carry: every target with every workload,
+    ``per_cell`` times (thread counts x repetitions x load hosts); sizes are their JSON's."""
+    return per_cell * (sum(target_sizes) * len(workload_sizes) + sum(workload_sizes) * len(target_sizes))
 
 
 def messages(runs: int, load_hosts: int) -> int:
