@@ -4,12 +4,14 @@ quiesce block both carry; part of spec_version (history in spec.py)."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Discriminator, Field, Strict, Tag, WithJsonSchema
 from pydantic import ValidationInfo, field_validator, model_validator
 
 from services.common.spec import server_allowed, server_options
+from services.common.spec.problems import FieldProblems, Problem
 from services.common.spec.server_options import CPU_LIST_PATTERN
 from services.common.spec.fields import (
     IDENT_PATTERN,
@@ -238,15 +240,21 @@ class ManagedTarget(Frozen):
         # A recorded campaign keeps the options it ran with: only their form is checked again.
         stored = is_stored(info)
         seen: dict[str, str] = {}
+        problems = []
         for name, value in v.items():
             problem = (server_options.form_problem(name, value) if stored
                        else server_options.option_problem(name, value))
             if problem:
-                raise ValueError(f"{shown(name)}: {problem}")
+                # Every wrong option at once; a name that is no name is said in the message, not the path.
+                named = re.fullmatch(server_options.OPTION_NAME_PATTERN, name)
+                problems.append(Problem(name, problem) if named else Problem("", f"{shown(name)}: {problem}"))
+                continue
             base = server_options.normalise(name) if stored else server_allowed.canonical(name, value)[0]
             if base in seen:
-                raise ValueError(f"{name}: same option as {seen[base]}")
+                problems.append(Problem(name, f"same option as {seen[base]}"))
             seen[base] = name
+        if problems:
+            raise FieldProblems(problems)
         return v
 
 
