@@ -17,14 +17,33 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    Strict,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-from services.common.spec import server_options
+from services.common.spec import costs, server_options
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.spec.load_hosts import check_load_hosts
 from services.common.spec.problems import FieldProblems, Problem, closest, did_you_mean
-from services.common.spec.fields import DURATION_JSON_SCHEMA, Frozen, Int, Name, Number, Seconds, shown
+from services.common.spec.fields import (
+    DURATION_JSON_SCHEMA,
+    STORED,
+    Frozen,
+    Int,
+    Name,
+    Number,
+    Seconds,
+    is_stored,
+    shown,
+)
 from services.common.spec.targets import PRIVATE_TARGET_FIELDS, DsnTarget, ManagedTarget, Target
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.common.terminal import first_control
@@ -36,8 +55,9 @@ SPEC_VERSION = 1
 # the open-loop schedule, statement builders, timeouts) can loop, hang or allocate without end.
 # A target's own bounds are in spec/targets.py.
 
-#: The most runs one campaign may expand to (targets x workloads x threads x repeat): at a few
-#: seconds each that is days of measuring; the scheduler publishes them in one transaction.
+#: The most runs one campaign may expand to (targets x workloads x threads x repeat, times
+#: load_hosts: each part is a delivery and a result of its own): at a few seconds each that is
+#: days of measuring; the scheduler publishes them in one transaction.
 MAX_RUNS = 100_000
 #: Concurrent connections of one run (a client port range; the worker also needs the fds).
 MAX_THREADS = 65_535
@@ -127,9 +147,9 @@ class CampaignSpec(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "CampaignSpec":
+    def _cross_checks(self, info: ValidationInfo) -> "CampaignSpec":
         # Every problem at once, one line each: a user fixes them all before running validate again.
-        problems = self._name_problems() + self._shape_problems()
+        problems = self._name_problems() + self._shape_problems() + ([] if is_stored(info) else self._cost_problems())
         if self.driver == "sysbench":
             problems += self._sysbench_problems()
         if problems:
@@ -158,13 +178,37 @@ class CampaignSpec(Frozen):
                                           "not join the same way with '.'"))
         return out
 
-    def _shape_problems(self) -> list[Problem]:
+    def _cost_problems(self) -> list[Problem]:
+        """What a new campaign may ask of the fleet: deliveries (parts included), the bytes their
+        messages carry, and rows loaded."""
         out = []
         runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
-        if runs > MAX_RUNS:
+        deliveries = costs.messages(runs, self.load_hosts)
+        if deliveries > MAX_RUNS:
+            parts = f" x {self.load_hosts} load hosts" if self.load_hosts > 1 else ""
             out.append(Problem("repeat", f"{len(self.targets)} targets x {len(self.workloads)} workloads x "
-                                         f"{len(self.threads)} thread counts x {self.repeat} repetitions = {runs:,} "
-                                         f"runs; a campaign may have at most {MAX_RUNS:,}"))
+                                         f"{len(self.threads)} thread counts x {self.repeat} repetitions{parts} = "
+                                         f"{deliveries:,} runs; a campaign may have at most {MAX_RUNS:,} (a run split "
+                                         "over load hosts counts once per host)"))
+        size = costs.message_bytes([len(t.model_dump_json()) for t in self.targets],
+                                   [len(w.model_dump_json()) for w in self.workloads],
+                                   len(self.threads) * self.repeat * self.load_hosts)
+        if size > costs.MAX_MESSAGE_BYTES:
+            out.append(Problem("targets", f"the run messages would carry {size >> 20:,} MiB of targets and workloads "
+                                          f"(each run holds its whole target); a campaign may publish at most "
+                                          f"{costs.MAX_MESSAGE_BYTES >> 20} MiB: fewer server options, runs or "
+                                          "repetitions"))
+        prepares = costs.prepares_per_target(self.workloads, self.repeat)
+        rows = self.data.tables * self.data.table_size * len(self.targets) * prepares
+        if rows > costs.MAX_ROWS_PREPARED:
+            out.append(Problem("data", f"{self.data.tables} tables x {self.data.table_size:,} rows x "
+                                       f"{len(self.targets)} targets x {prepares} prepares each = {rows:,} rows to "
+                                       f"load; a campaign may load at most {costs.MAX_ROWS_PREPARED:,} (a workload "
+                                       "on another table layout or auto_inc than the one before it prepares again)"))
+        return out
+
+    def _shape_problems(self) -> list[Problem]:
+        out = []
         for w in self.workloads:
             most = WORKLOADS[w.name].max_tables
             if most is not None and self.data.tables > most:
@@ -254,7 +298,7 @@ class CampaignSpec(Frozen):
 
     def public(self) -> "CampaignSpec":
         """The spec without where passwords are kept (see public_dump): what an export carries."""
-        return CampaignSpec.model_validate(self.public_dump())
+        return CampaignSpec.model_validate(self.public_dump(), context=STORED)
 
 
 def run_id_clash(targets: list[str], workloads: list[str]) -> tuple[tuple[str, str], tuple[str, str]] | None:

@@ -157,6 +157,16 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
 
     fatal: list[Fatal] = []
 
+    def backlog_check() -> None:
+        # The connections fell so far behind the rate that the queue would grow without bound: the
+        # run ends here saying so, as a statement error would end it, not with the worker's memory.
+        if schedule is not None and schedule.exceeded is not None and not fatal:
+            fatal.append(Fatal(None, f"the open-loop backlog passed {schedule.exceeded:,} transactions due and not "
+                                     f"started in one load process (rate {job.rate:g}/s there): its connections "
+                                     "fell that far behind the rate (the server, or the client, cannot keep it); "
+                                     "a lower rate or more connections measure it"))
+            _stop(deadline)
+
     def drive() -> None:
         while time.monotonic() < t0:
             time.sleep(max(0.0, t0 - time.monotonic()))
@@ -186,6 +196,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
         now_t = time.monotonic()
         if now_t >= boundary and boundary < deadline[1]:
             pipe.send(seconds.close())
+            backlog_check()
             second += 1
         elif now_t >= deadline[1]:
             break
