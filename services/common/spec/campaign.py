@@ -217,8 +217,8 @@ class CampaignSpec(Frozen):
         zipf = sorted({w.key for w in self.workloads
                        if w.option("rand_type") == "zipfian" or "rand_zipfian_exp" in w.options})
         if zipf:
-            out.append(Problem("workloads", f"{', '.join(zipf)}: rand_type zipfian (and rand_zipfian_exp) needs "
-                                            "sysbench 1.1; the sysbench driver runs 1.0.20 (use driver: native)"))
+            out.append(Problem("workloads", f"{', '.join(zipf)}: rand_type zipfian needs sysbench 1.1 (so does "
+                                            "rand_zipfian_exp); the sysbench driver runs 1.0.20 (use driver: native)"))
         if self.latency_by_kind:
             out.append(Problem("latency_by_kind", "sysbench reports latency per event only; use driver: native"))
         for i, t in enumerate(self.targets):

@@ -88,8 +88,9 @@ def spec_json_schema() -> dict[str, Any]:
     defs = base["$defs"]
     names = sorted(WORKLOADS)
     workload = defs["WorkloadSpec"]
-    workload["properties"]["name"] = {"type": "string", "description": "a workload (docs/workloads.md); "
-                                      "with script, the script's name"}
+    workload["properties"]["name"] = {"anyOf": [
+        {"enum": names, "description": "a workload (docs/workloads.md)"},
+        {"type": "string", "pattern": SCRIPT_PATTERN, "description": "with script: the script's name"}]}
     workload["properties"]["script"] = {"type": "string", "pattern": SCRIPT_PATTERN,
                                         "description": "NAME of NAME.lua in the worker's BENCHFLEET_LUA_DIRS"}
     # A registered workload's name is one of the enum; a script's names the script.
