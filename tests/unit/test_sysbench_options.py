@@ -321,3 +321,11 @@ def test_a_translated_sysbench_command_line_validates_and_a_script_under_native_
     assert out.returncode == 2
     errors = json.loads(out.stdout)["errors"]
     assert [e["field"] for e in errors] == ["workloads[0].script"], errors
+
+
+def test_a_scripts_transactions_are_not_counted_by_the_server():
+    """The worker cannot tell which statements make a script's transaction, so the server's count is n/a, saying why."""
+    from services.workload.server_counter import counter_for
+
+    counter = counter_for(WorkloadSpec(script="my_bench"), DataShape())
+    assert counter.counters == () and "custom Lua script" in counter.reason
