@@ -11,6 +11,9 @@ Version history of the spec format (``spec_version``):
      ``basedir`` paths were removed (a spec names no path on a worker).
      ``load_hosts`` joined version 1 (optional; 1, one worker per run, by default).
      ``duration_by_threads`` joined version 1 (optional; every run measures ``duration`` without it).
+     ``events`` and ``percentile`` joined version 1 (sysbench's --events, --percentile); a workload's
+     ``script``, ``tables`` and ``table_size``, and the options rand_spec_*, rand_pareto_h,
+     rand_zipfian_exp, db_ps_mode and mysql_compression too; ``data.engine`` takes any engine name.
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ MAX_DURATION_S = 7 * 86_400
 #: a bound, `.inf` made the arrival schedule loop for ever and a huge rate grew it without end.
 MAX_RATE = 1_000_000
 MAX_SEED = 2**63 - 1
+#: Transactions one run may be told to measure (sysbench's --events): far more than any window holds.
+MAX_EVENTS = 2**40
+#: sysbench's default --percentile.
+DEFAULT_PERCENTILE = 95
 MAX_DESCRIPTION = 2_000
 
 
@@ -115,6 +122,12 @@ class CampaignSpec(Frozen):
     threads: Annotated[list[Annotated[Int, Field(gt=0, le=MAX_THREADS)]],
                        Field(min_length=1, max_length=MAX_THREAD_COUNTS)]
     duration: Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]
+    #: sysbench's --events: a run measures this many transactions, or ``duration`` if that ends
+    #: first (sysbench's --events=N --time=T); 0: no limit but the duration.
+    events: Annotated[Int, Field(ge=0, le=MAX_EVENTS)] = 0
+    #: sysbench's --percentile (1 to 100): the latency percentile sysbench's reports print, per
+    #: second on the live dashboard; the stored histograms keep every percentile either way.
+    percentile: Annotated[Int, Field(ge=1, le=100)] = DEFAULT_PERCENTILE
     #: Longer windows for higher thread counts: {from this many threads: measured time}; a run
     #: measures the duration of the highest key at or below its threads, ``duration`` below
     #: every key (a run must hold enough transactions per connection to measure its response time).
@@ -152,6 +165,8 @@ class CampaignSpec(Frozen):
         problems = self._name_problems() + self._shape_problems() + ([] if is_stored(info) else self._cost_problems())
         if self.driver == "sysbench":
             problems += self._sysbench_problems()
+        else:
+            problems += self._native_problems()
         if problems:
             raise FieldProblems(problems)
         return self
@@ -210,30 +225,44 @@ class CampaignSpec(Frozen):
     def _shape_problems(self) -> list[Problem]:
         out = []
         for w in self.workloads:
-            most = WORKLOADS[w.name].max_tables
-            if most is not None and self.data.tables > most:
+            most = None if w.script is not None else WORKLOADS[w.name].max_tables
+            tables = w.data_for(self.data).tables
+            if most is not None and tables > most:
                 named = w.key if w.key == w.name else f"{w.key} ({w.name})"
+                whose = "its tables" if w.tables is not None else "data.tables"
                 out.append(Problem("workloads", f"{named}: runs on at most {most} table(s), as its sysbench script "
-                                                f"does (it refuses --tables > 1); data.tables is {self.data.tables}"))
+                                                f"does (it refuses --tables > 1); {whose} is {tables}"))
+        if self.events and self.load_hosts > 1:
+            out.append(Problem("events", "a run split over load hosts cannot share one count of transactions; "
+                                         "use load_hosts: 1 with events"))
         managed = [t.name for t in self.targets if isinstance(t, ManagedTarget)]
-        fresh = [w.key for w in self.workloads if WORKLOADS[w.name].tables.fresh]
+        fresh = [w.key for w in self.workloads if w.script is None and WORKLOADS[w.name].tables.fresh]
         try:
             check_load_hosts(self.load_hosts, min(self.threads), self.driver, managed, fresh)
         except ValueError as e:
             out.append(Problem("", str(e)))  # its message starts with "load_hosts: "
         return out
 
+    def _native_problems(self) -> list[Problem]:
+        out = []
+        for i, w in enumerate(self.workloads):
+            if w.script is not None:
+                out.append(Problem(f"workloads[{i}].script", f"{w.script}: a Lua script runs only with driver: "
+                                                             "sysbench (the native driver runs registered workloads)"))
+        return out
+
     def _sysbench_problems(self) -> list[Problem]:
         out = []
-        old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
+        old = sorted({w.key for w in self.workloads if w.script is None and WORKLOADS[w.name].sysbench_test is None})
         if old:
             out.append(Problem("workloads", f"{', '.join(old)}: sysbench 1.0.20 has no script running what "
                                             "sysbench 0.5 ran under these 2010 names (docs/workloads.md); use "
                                             "driver: native"))
-        zipf = sorted({w.key for w in self.workloads if w.option("rand_type") == "zipfian"})
+        zipf = sorted({w.key for w in self.workloads
+                       if w.option("rand_type") == "zipfian" or "rand_zipfian_exp" in w.options})
         if zipf:
-            out.append(Problem("workloads", f"{', '.join(zipf)}: rand_type zipfian needs sysbench 1.1; the sysbench "
-                                            "driver runs 1.0.20 (use driver: native)"))
+            out.append(Problem("workloads", f"{', '.join(zipf)}: rand_type zipfian needs sysbench 1.1 (so does "
+                                            "rand_zipfian_exp); the sysbench driver runs 1.0.20 (use driver: native)"))
         if self.latency_by_kind:
             out.append(Problem("latency_by_kind", "sysbench reports latency per event only; use driver: native"))
         for i, t in enumerate(self.targets):

@@ -138,6 +138,8 @@ class LoadRequest:
     on_window: Callable[[float, float], None] | None = None
     first_thread: int = 0
     run_threads: int | None = None
+    #: The latency percentile sysbench's reports print (its --percentile, never 0).
+    percentile: int = 95
 
 
 class Driver(Protocol):

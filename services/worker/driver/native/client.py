@@ -10,7 +10,7 @@ from services.worker.driver.native.libmariadb import Connection, Statement
 from services.worker.driver.native.protocol import Job
 from services.worker.driver.native.sinks import Sink
 from services.workload.registry import COUNT_BY_ROWS
-from services.workload.statements import Generator
+from services.workload.statements import Generator, text_events, uses_prepared
 
 #: Where a client's statement stands: none running, a prepared statement executing or storing its
 #: result, a plain-text statement (oltp_insert's) running or storing its result.
@@ -30,7 +30,7 @@ class Client:
     # Slots: the loop reads and writes a dozen of these per query.
     __slots__ = ("params", "rng", "gen", "sink", "left", "last_end", "failure", "event", "ret", "ret_ref",
                  "res", "ops", "i", "stage", "cur", "text", "t_start", "ts", "in_flight_from", "done",
-                 "conn", "fd", "stmts", "mask", "by_rows", "rows", "blocking")
+                 "conn", "fd", "stmts", "mask", "by_rows", "rows", "blocking", "prepared")
 
     def __init__(self, job: Job, thread_id: int, budget: int | None = None):
         self.params = job.params
@@ -42,7 +42,9 @@ class Client:
         self.left = budget if budget is not None else -1
         self.last_end = 0.0
         self.failure: BaseException | None = None
-        self.event = self.gen.event
+        #: db_ps_mode auto: server-side prepared statements; disable: every statement as text.
+        self.prepared = uses_prepared(job.workload)
+        self.event = self.gen.event if self.prepared else text_events(self.gen.event)
         #: sysbench 1.0 counts a statement without a result set as a write only when it changed
         #: rows; sysbench 0.5 (the 2010 workloads) counted every INSERT/UPDATE/DELETE as one.
         self.by_rows = self.gen.definition.counting == COUNT_BY_ROWS
@@ -70,9 +72,10 @@ class Client:
         self._open()
 
     def _open(self) -> None:
-        conn = Connection(self.params, nonblocking=not self.blocking)
+        conn = Connection(self.params, nonblocking=not self.blocking,
+                          compress=bool(self.gen.workload.option("mysql_compression")))
         try:
-            self.stmts = {sql: conn.prepare(sql) for sql in self.gen.statements()}
+            self.stmts = {sql: conn.prepare(sql) for sql in self.gen.statements()} if self.prepared else {}
         except BaseException:
             conn.close()
             raise

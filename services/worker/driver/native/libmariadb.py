@@ -24,6 +24,7 @@ from services.worker.target.connect_params import ConnectParams
 WAIT_READ, WAIT_WRITE, WAIT_EXCEPT, WAIT_TIMEOUT = 1, 2, 4, 8
 
 _OPT_CONNECT_TIMEOUT = 0
+_OPT_COMPRESS = 1
 _OPT_LOCAL_INFILE = 8
 _OPT_SSL_VERIFY_SERVER_CERT = 21
 _OPT_NONBLOCK = 6000
@@ -241,7 +242,8 @@ def connect_args(params: ConnectParams) -> ConnectArgs:
 class Connection:
     """One connection, in non-blocking mode unless ``nonblocking`` is False, opened (blocking)."""
 
-    def __init__(self, params: ConnectParams, connect_timeout: int = 10, *, nonblocking: bool = True):
+    def __init__(self, params: ConnectParams, connect_timeout: int = 10, *, nonblocking: bool = True,
+                 compress: bool = False):
         args = connect_args(params)
         fast, blocking, *_ = _load()
         self._lib = fast
@@ -253,6 +255,9 @@ class Connection:
             fast.mysql_options(m, _OPT_NONBLOCK, None)
         timeout = ctypes.c_uint(connect_timeout)
         fast.mysql_options(m, _OPT_CONNECT_TIMEOUT, ctypes.addressof(timeout))
+        if compress:
+            # The compressed protocol, if the server agrees (sysbench's --mysql-compression).
+            fast.mysql_options(m, _OPT_COMPRESS, None)
         # Connector/C sends any file a server asks for by default; a rogue target could ask.
         no_infile = ctypes.c_uint(0)
         fast.mysql_options(m, _OPT_LOCAL_INFILE, ctypes.addressof(no_infile))
