@@ -5,6 +5,7 @@ open-loop backlog of a load process."""
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import replace
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from services.common.config import Settings, settings_from
 from services.common.spec import costs
 from services.common.spec.loading import SpecError, load_spec_source, parse_spec
-from services.common.spec.workloads import WorkloadSpec
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.scheduler import preflight
 from services.worker.driver.native.arrivals import Schedule
 
@@ -45,7 +46,19 @@ def test_runs_split_over_load_hosts_count_once_per_host():
 def test_rows_prepared_are_bounded_per_campaign():
     """1,024 tables of 2 million rows are more rows than a campaign may load."""
     message = refusal(BASE % ("[oltp_point_select]", "[1]") + "data: {tables: 1024, table_size: 2000000}\n")
-    assert "data: 1024 tables x 2,000,000 rows x 1 targets x 1 prepares each = 2,048,000,000 rows" in message
+    assert "data: 1 targets would load 2,048,000,000 rows in all" in message
+
+
+def test_a_workloads_own_tables_count_against_the_bound_too():
+    """A workload's own tables x table_size are what its prepare loads, whatever ``data`` says."""
+    message = refusal(BASE % ("[{name: oltp_point_select, tables: 1024, table_size: 2000000}]", "[1]"))
+    assert "data: 1 targets would load 2,048,000,000 rows in all" in message
+
+
+def test_a_script_workload_is_costed_on_sysbench_10_tables():
+    """A Lua script runs on the tables oltp_point_select runs on: no second prepare between them."""
+    specs = [WorkloadSpec.model_validate(w) for w in ("oltp_point_select", {"script": "my_bench"})]
+    assert costs.rows_prepared(specs, DataShape(tables=2, table_size=10), 3) == 20
 
 
 def test_workloads_on_other_table_layouts_prepare_again_and_count_again():
@@ -54,7 +67,7 @@ def test_workloads_on_other_table_layouts_prepare_again_and_count_again():
     parse_spec(BASE % ("[oltp_point_select]", "[1]") + "data: {table_size: 200000000}\nrepeat: 10\n", "spec.yaml")
     message = refusal(BASE % ("[oltp_point_select, oltp_simple]", "[1]")
                       + "data: {table_size: 200000000}\nrepeat: 10\n")
-    assert "x 20 prepares each = 4,000,000,000 rows" in message
+    assert "would load 4,000,000,000 rows in all" in message
 
 
 def test_the_bytes_run_messages_carry_are_bounded():
@@ -62,7 +75,8 @@ def test_the_bytes_run_messages_carry_are_bounded():
     x load hosts copies of them count, and a campaign may not publish gigabytes of them."""
     assert costs.message_bytes([100, 200], [10], per_cell=3) == 3 * (300 + 20)
     from tests.unit.hostile_specs import _many_options_runs
-    assert "targets: the run messages would carry 187 MiB of targets and workloads" in refusal(_many_options_runs())
+    assert re.search(r"targets: the run messages would carry \d{3} MiB of targets and workloads .* at most 128 MiB",
+                     refusal(_many_options_runs()))
 
 
 @pytest.mark.parametrize("workloads, repeat, prepares", [
@@ -75,7 +89,7 @@ def test_the_bytes_run_messages_carry_are_bounded():
 ])
 def test_prepares_per_target_follow_the_plan_order(workloads, repeat, prepares):
     specs = [WorkloadSpec.model_validate(w) for w in workloads]
-    assert costs.prepares_per_target(specs, repeat) == prepares
+    assert costs.rows_prepared(specs, DataShape(tables=1, table_size=1), repeat) == prepares
 
 
 def test_a_run_counts_server_stop_start_prepare_and_quiesce_against_the_consumer_timeout(tmp_path):

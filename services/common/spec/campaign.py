@@ -213,13 +213,12 @@ class CampaignSpec(Frozen):
                                           f"(each run holds its whole target); a campaign may publish at most "
                                           f"{costs.MAX_MESSAGE_BYTES >> 20} MiB: fewer server options, runs or "
                                           "repetitions"))
-        prepares = costs.prepares_per_target(self.workloads, self.repeat)
-        rows = self.data.tables * self.data.table_size * len(self.targets) * prepares
+        rows = costs.rows_prepared(self.workloads, self.data, self.repeat) * len(self.targets)
         if rows > costs.MAX_ROWS_PREPARED:
-            out.append(Problem("data", f"{self.data.tables} tables x {self.data.table_size:,} rows x "
-                                       f"{len(self.targets)} targets x {prepares} prepares each = {rows:,} rows to "
-                                       f"load; a campaign may load at most {costs.MAX_ROWS_PREPARED:,} (a workload "
-                                       "on another table layout or auto_inc than the one before it prepares again)"))
+            out.append(Problem("data", f"{len(self.targets)} targets would load {rows:,} rows in all (each "
+                                       "workload's tables x table_size, again whenever a workload runs on another "
+                                       f"shape, layout or auto_inc than the one before it); a campaign may load at "
+                                       f"most {costs.MAX_ROWS_PREPARED:,}"))
         return out
 
     def _shape_problems(self) -> list[Problem]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from services.common.spec.workloads import WorkloadSpec
-from services.workload.registry import WORKLOADS
+from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.workload.registry import SYSBENCH_10
 
 #: The most rows one campaign may load into its targets' tables, prepares over again included:
 #: at the loading rates prepare reaches, days of loading, and hundreds of GB per target.
@@ -33,27 +33,36 @@ def messages(runs: int, load_hosts: int) -> int:
     return runs * load_hosts
 
 
-def _table_kind(w: WorkloadSpec) -> tuple[str, bool | None, bool]:
-    """(layout, auto_inc or None when any will do, whether the layout has rows) of the tables
-    ``w`` runs on: a run on another kind than the last prepares its tables again."""
-    d = WORKLOADS[w.name]
-    return d.tables.marker, (bool(w.option("auto_inc")) if d.table_auto_inc else None), d.tables.k is not None
+def _table_kind(w: WorkloadSpec, data: DataShape) -> tuple[str, bool | None, bool]:
+    """(the tables' shape marker, auto_inc or None when any will do, whether the layout has rows) of
+    the tables ``w`` runs on: a run on another kind than the last prepares its tables again. A
+    script runs on sysbench 1.0's tables, as the worker prepares them."""
+    known = w.registered
+    layout = SYSBENCH_10 if known is None else known.tables
+    shape = w.data_for(data)
+    indexes = "" if known is not None and "secondary" not in known.options else \
+        f":{bool(w.option('secondary'))}:{bool(w.option('create_secondary'))}"
+    auto_inc = bool(w.option("auto_inc")) if known is None or known.table_auto_inc else None
+    return f"{shape.tables}x{shape.table_size}:{layout.marker}{indexes}", auto_inc, layout.k is not None
 
 
-def prepares_per_target(workloads: Sequence[WorkloadSpec], repeat: int) -> int:
-    """How often one target's tables are loaded with rows over a campaign run in plan order
-    (repetition, then workload, then thread count): once, and again whenever a workload needs
-    another table layout or auto_inc than the one before it, or its layout is rebuilt every run."""
+def rows_prepared(workloads: Sequence[WorkloadSpec], data: DataShape, repeat: int) -> int:
+    """How many rows one target's prepares load over a campaign run in plan order (repetition,
+    then workload, then thread count): a workload's own tables x table_size each time its tables
+    are loaded, which is once, and again whenever a workload needs another shape, layout or
+    auto_inc than the one before it, or its layout is rebuilt every run."""
     count = 0
     last: tuple[str, bool | None] | None = None
     for rep in range(min(repeat, 2)):
         per_rep = 0
         for w in workloads:
-            marker, auto_inc, has_rows = _table_kind(w)
-            fresh = WORKLOADS[w.name].tables.fresh
+            marker, auto_inc, has_rows = _table_kind(w, data)
+            known = w.registered
+            fresh = known is not None and known.tables.fresh
             same = last is not None and last[0] == marker and (auto_inc is None or last[1] in (None, auto_inc))
             if not same or fresh:
-                per_rep += has_rows
+                shape = w.data_for(data)
+                per_rep += has_rows * shape.tables * shape.table_size
                 last = (marker, auto_inc if auto_inc is not None else (last[1] if same and last else None))
         # The second repetition starts where the first ended, as every later one does.
         count += per_rep if rep == 0 else per_rep * (repeat - 1)
