@@ -9,9 +9,10 @@ results_v lists every column of results but the whole stored result, read from t
 so a column a migration adds reaches it without touching this file.
 
 CREATE OR REPLACE needs DROP on the view, even when the view does not exist yet; CREATE VIEW needs
-only CREATE VIEW. The scheduler's user (and root) has DROP; the collector's user does not (least
+only CREATE VIEW. The operator role (and root) has DROP; the collector's does not (least
 privilege), so a collector creates missing views (CREATE VIEW, never OR REPLACE) and leaves an
-outdated one, logged, for the next command run as a user that may (any `scheduler` command).
+outdated one, logged, for the next command run as a user that may (any `scheduler` command run
+as an operator; docs/operations.md).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def refresh_views(db: Statements) -> list[str]:
             if not _denied(e):
                 raise
             log.warning("view_out_of_date", view=name, error=str(e),
-                        hint="run any scheduler command (its user may replace views) to bring it up to date")
+                        hint="run any scheduler command as an operator (its user may replace views) to bring it up to date")
             continue
         db.execute("INSERT INTO schema_views (name, fingerprint, made_at) VALUES (%s, %s, %s)"
                        " ON DUPLICATE KEY UPDATE fingerprint=VALUES(fingerprint), made_at=VALUES(made_at)",
