@@ -56,7 +56,7 @@ class Db:
     def transaction(self, what: str, statements: Callable[[Any], None]) -> None:
         errno = self.errnos.pop(0)
         if errno is not None:
-            raise StoreError(f"results DB: {what}: {errno} campaign c1 was submitted by bob: only its submitter "
+            raise StoreError(f"results DB: {what}: {errno} was submitted by bob: only its submitter "
                              "or an operator may cancel it", errno=errno)
         statements(self)
 

@@ -148,7 +148,7 @@ class Campaigns:
         except StoreError as e:
             if e.errno not in DENIED:
                 raise
-            raise NotYourCampaign(str(refusal).split(f"{REFUSED_ERRNO} ", 1)[-1]) from None
+            raise NotYourCampaign(f"campaign {campaign_id} " + str(refusal).split(f"{REFUSED_ERRNO} ", 1)[-1]) from None
 
     def _cancel_any(self, campaign_id: str, now: float) -> int:
         """Cancel any campaign (an operator's grants: UPDATE on runs and campaigns)."""

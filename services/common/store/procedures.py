@@ -31,17 +31,19 @@ _DECLARE = """
   DECLARE v_found INT DEFAULT 0;
   DECLARE v_submitter VARCHAR(128) DEFAULT NULL;
   DECLARE v_state VARCHAR(32) DEFAULT NULL;
-  DECLARE v_msg VARCHAR(512);
+  DECLARE v_msg VARCHAR(128);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;"""
 
 
 def _not_yours(action: str) -> str:
-    """The refusal when the campaign is not the caller's: who recorded it, and who may act instead."""
+    """The refusal when the campaign is not the caller's: who recorded it, and who may act instead.
+    A SIGNAL's text holds at most 128 characters (longer is an error under a strict sql_mode), so it
+    names neither the campaign (the caller knows it) nor more than 40 characters of the submitter."""
     return f"""
   IF v_submitter IS NULL OR v_submitter <> {_CALLER} THEN
-    SET v_msg = CONCAT('campaign ', p_campaign_id, IF(v_submitter IS NULL,
-      ' has no recorded submitter (it is the operator''s)', CONCAT(' was submitted by ', v_submitter)),
-      ': only its submitter or an operator may {action} it');
+    SET v_msg = IF(v_submitter IS NULL,
+      'has no recorded submitter (it is the operator''s): only an operator may {action} it',
+      CONCAT('was submitted by ', LEFT(v_submitter, 40), ': only its submitter or an operator may {action} it'));
     SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = v_msg;
   END IF;"""
 
@@ -65,7 +67,7 @@ PROCEDURES: tuple[tuple[str, str], ...] = (
   MODIFIES SQL DATA SQL SECURITY DEFINER COMMENT '{VERSION}'
 BEGIN{_DECLARE}{_OWNER}{_not_yours("add runs to")}
   IF v_state <> 'submitted' THEN
-    SET v_msg = CONCAT('campaign ', p_campaign_id, ' is ', v_state, ': runs are added only while it is submitted');
+    SET v_msg = CONCAT('is ', v_state, ': runs are added only while it is submitted');
     SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = v_msg;
   END IF;
   INSERT INTO runs (run_id, campaign_id, seq, target, workload, threads, repetition, state, updated_at)
@@ -83,7 +85,7 @@ proc: BEGIN{_DECLARE}{_OWNER}
     LEAVE proc;
   END IF;{_not_yours("withdraw")}
   IF v_state <> 'submitted' OR EXISTS (SELECT 1 FROM runs WHERE campaign_id = p_campaign_id AND state <> 'pending') THEN
-    SET v_msg = CONCAT('campaign ', p_campaign_id, ' has begun: cancel it instead');
+    SET v_msg = 'has begun: cancel it instead';
     SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = v_msg;
   END IF;
   DELETE FROM runs WHERE campaign_id = p_campaign_id;
