@@ -23,6 +23,8 @@ ACTIVE_STATES = ("submitted", "running")
 SUBMIT_LOCK = "benchfleet.submit"
 #: Seconds a submit waits for that lock before it is refused.
 SUBMIT_LOCK_WAIT_S = 30
+#: MySQL error for a CALL of a procedure the database does not have.
+ER_SP_DOES_NOT_EXIST = 1305
 #: Planned runs per call of bf_add_runs: about 200 kB of JSON, well inside max_allowed_packet.
 RUNS_PER_CALL = 2000
 
@@ -78,7 +80,13 @@ class Campaigns:
                 cur.execute("CALL bf_add_runs(%s,%s,%s)",
                             (campaign_id, json.dumps(planned[first:first + RUNS_PER_CALL]), now))
 
-        self.db.transaction(f"cannot record campaign {campaign_id}", insert)
+        try:
+            self.db.transaction(f"cannot record campaign {campaign_id}", insert)
+        except StoreError as e:
+            if e.errno != ER_SP_DOES_NOT_EXIST:
+                raise
+            raise StoreError(f"{e}: the results DB {self.db.settings.db_name} lacks the procedures submitters "
+                             "write through; run deploy/ensure-services mariadb (it makes them)", errno=e.errno) from None
 
     def set_state(self, campaign_id: str, state: str) -> None:
         self.db.execute("UPDATE campaigns SET state=%s WHERE campaign_id=%s", (state, campaign_id))
