@@ -62,15 +62,19 @@ def deployed(mariadb_params, settings, tmp_path_factory):
     accounts = [tag, f"{tag}_collector", f"{tag}_grafana", f"{tag}_operator", *people.values()]
     roles = [f"{tag}_{r}" for r in ("submitters", "collectors", "readers", "operators", "procedures")]
     try:
-        runs_ = [subprocess.run([str(ROOT / "deploy" / "ensure-services"), "mariadb"], env=env, capture_output=True,
-                                text=True, timeout=300) for _ in range(2)]
+        runs_ = [ensure_services(env) for _ in range(2)]
         assert [r.returncode for r in runs_] == [0, 0], [r.stderr for r in runs_]
-        yield tag, db, people, tmp, runs_
+        yield tag, db, people, tmp, env
     finally:
         drop = [f"DROP DATABASE IF EXISTS `{db}`;"]
         drop += [f"DROP USER IF EXISTS '{a}'@'{h}';" for a in accounts for h in HOSTS]
         drop += [f"DROP ROLE IF EXISTS {r};" for r in roles]
         root_sql("\n".join(drop))
+
+
+def ensure_services(env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / "deploy" / "ensure-services"), "mariadb"], env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 def account(deployed, settings: Settings, who: str) -> Settings:
@@ -200,7 +204,7 @@ def test_a_submitter_submits_and_reads_but_neither_writes_results_nor_cancels_an
         assert cli.returncode == 3, cli.stdout + cli.stderr
         assert f"error: campaign roles-bob was submitted by {people['bob']}" in cli.stderr
         assert bob.runs.counts("roles-bob")["pending"] == 7
-        assert bob.campaigns.get("roles-bob").state == "submitted"
+        assert bob.campaigns.get("roles-bob").state == "running"  # one result stored, nothing cancelled
 
         # Her own she cancels; the operator cancels Bob's.
         assert alice.campaigns.cancel("roles-alice", 2.0) == 8
@@ -236,4 +240,24 @@ def test_grafana_only_reads_and_the_collector_cannot_cancel(deployed, settings):
         denied(lambda: collector.db.execute("DROP TABLE results"))
     finally:
         collector.close()
+        grafana.close()
+
+
+def test_a_view_of_an_earlier_version_reads_again_after_ensure_services(deployed, settings):
+    """A view made before roles read with its maker's rights, which now come from a role MariaDB does
+    not take on for a definer: Grafana cannot read it until ensure-services makes it read with the
+    reader's rights; the view's columns stay."""
+    tag, db, people, tmp, env = deployed
+    Store(account(deployed, settings, "collector")).open().close()
+    definition = root_sql(f"SELECT VIEW_DEFINITION FROM information_schema.VIEWS WHERE TABLE_SCHEMA = '{db}'"
+                          " AND TABLE_NAME = 'runs_v'").strip()
+    root_sql(f"USE `{db}`; ALTER DEFINER = '{tag}_collector'@'localhost' SQL SECURITY DEFINER VIEW runs_v AS {definition};")
+    grafana = Store(account(deployed, settings, "grafana")).open(migrate=False)
+    try:
+        with pytest.raises(StoreError) as e:
+            grafana.db.rows("SELECT COUNT(*) FROM runs_v")
+        assert e.value.errno == 1356, e.value
+        assert ensure_services(env).returncode == 0
+        assert grafana.db.rows("SELECT COUNT(*) FROM runs_v") == grafana.db.rows("SELECT COUNT(*) FROM runs")
+    finally:
         grafana.close()

@@ -47,6 +47,9 @@ VIEWS: tuple[tuple[str, str], ...] = (
 )
 #: The tables the views read, whose columns are part of each view's fingerprint.
 TABLES = ("campaigns", "runs", "results", "result_series", "cell_stats")
+#: A view reads with its reader's rights: its maker's come from a role (deploy/ensure-services), which
+#: MariaDB does not take on in a definer's context, and every role that reads may read the tables.
+SECURITY = "SQL SECURITY INVOKER"
 #: MySQL errors for a statement this user may not run (no DROP to replace a view).
 DENIED = frozenset({1044, 1142, 1227})
 
@@ -82,15 +85,15 @@ def refresh_views(db: Statements) -> list[str]:
             f" AND TABLE_NAME IN ({', '.join(['%s'] * len(TABLES))}) ORDER BY TABLE_NAME, ORDINAL_POSITION", TABLES):
         columns.setdefault(table, []).append(column)
     recorded = dict(db.rows("SELECT name, fingerprint FROM schema_views"))
-    existing = {r[0] for r in db.rows("SELECT TABLE_NAME FROM information_schema.VIEWS"
-                                          " WHERE TABLE_SCHEMA = DATABASE()")}
+    existing = dict(db.rows("SELECT TABLE_NAME, SECURITY_TYPE FROM information_schema.VIEWS"
+                            " WHERE TABLE_SCHEMA = DATABASE()"))
     made = []
     for name, (sql, fingerprint) in definitions(columns).items():
-        if recorded.get(name) == fingerprint and name in existing:
+        if recorded.get(name) == fingerprint and existing.get(name) == "INVOKER":
             continue
         # OR REPLACE only for a view that is there: it needs DROP even for a missing one, which the
         # collector's user lacks. IF NOT EXISTS: two services starting at once may both make it.
-        create = "CREATE OR REPLACE VIEW" if name in existing else "CREATE VIEW IF NOT EXISTS"
+        create = f"CREATE OR REPLACE {SECURITY} VIEW" if name in existing else f"CREATE {SECURITY} VIEW IF NOT EXISTS"
         try:
             db.execute(f"{create} {name} AS {sql}")
         except StoreError as e:
