@@ -12,6 +12,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 from services.common.bus.stub import StubBroker
 from services.common.config import Settings
 from services.common.errors import BusError, NotYourCampaign, StoreError
-from services.common.store import Store
+from services.common.store import Store, connection
 from services.common.store.campaigns import default_key, spec_hash
 from services.scheduler.submit import StoreLedger, Submitted, submit
 
@@ -261,3 +262,23 @@ def test_a_view_of_an_earlier_version_reads_again_after_ensure_services(deployed
         assert grafana.db.rows("SELECT COUNT(*) FROM runs_v") == grafana.db.rows("SELECT COUNT(*) FROM runs")
     finally:
         grafana.close()
+
+
+def test_a_submitter_before_the_collectors_first_start_waits_for_the_schema(deployed, settings, monkeypatch):
+    """A submitter may not make the schema: opening a results DB that has none yet, it waits for the
+    collector's first start to make it (make demo starts both at once), and without one gives up
+    naming who may."""
+    tag, db, people, tmp, env = deployed
+    root_sql(f"DROP DATABASE `{db}`; CREATE DATABASE `{db}` CHARACTER SET utf8mb4;")
+    monkeypatch.setattr(connection, "SCHEMA_WAIT_S", 2)
+    with pytest.raises(StoreError, match=f"{db} has no schema yet and {people['alice']} may not change the schema"
+                                         r" \(waited 2 s\): start the collector"):
+        Store(account(deployed, settings, "alice")).open()
+    monkeypatch.setattr(connection, "SCHEMA_WAIT_S", 60)
+    collector = threading.Timer(2, lambda: Store(account(deployed, settings, "collector")).open().close())
+    collector.start()
+    try:
+        with Store(account(deployed, settings, "alice")).open() as alice:
+            assert alice.db.rows("SELECT COUNT(*) FROM campaigns") == [(0,)]
+    finally:
+        collector.join()
