@@ -28,6 +28,14 @@ _OPT_COMPRESS = 1
 _OPT_LOCAL_INFILE = 8
 _OPT_SSL_VERIFY_SERVER_CERT = 21
 _OPT_NONBLOCK = 6000
+#: MARIADB_OPT_RESTRICTED_AUTH (Connector/C 3.3+): the authentication plugins a connection may use.
+_OPT_RESTRICTED_AUTH = 7026
+#: The plugins allowed unless the operator allows clear text: none of them sends the password
+#: as it is without TLS (mysql_clear_password and PAM's dialog do; a rogue server may ask for
+#: either by an auth switch, which libmariadb otherwise accepts).
+SAFE_AUTH = b"mysql_native_password,client_ed25519,caching_sha2_password,sha256_password,parsec"
+# Kept alive for the library's copy at every connect.
+_SAFE_AUTH_BUFFER = ctypes.create_string_buffer(SAFE_AUTH)
 _TYPE_NULL, _TYPE_LONGLONG, _TYPE_DOUBLE, _TYPE_STRING = 6, 8, 5, 254
 
 _P = ctypes.c_void_p
@@ -261,6 +269,11 @@ class Connection:
         # Connector/C sends any file a server asks for by default; a rogue target could ask.
         no_infile = ctypes.c_uint(0)
         fast.mysql_options(m, _OPT_LOCAL_INFILE, ctypes.addressof(no_infile))
+        if not params.allow_cleartext and fast.mysql_options(m, _OPT_RESTRICTED_AUTH, ctypes.addressof(_SAFE_AUTH_BUFFER)):
+            self.close()
+            raise DbError(2059, "this MariaDB Connector/C cannot restrict authentication plugins (3.3 and later "
+                                "can), so it would send a password in clear text to a server asking for it; "
+                                "the password is not sent")
         if args.ssl_ca is not None:
             fast.mysql_ssl_set(m, None, None, args.ssl_ca, None, None)
             verify = ctypes.c_char(b"\x01")
