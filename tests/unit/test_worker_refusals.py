@@ -279,3 +279,14 @@ def test_sysbench_never_sends_a_password_meant_for_verified_tls(monkeypatch):
     params = ConnectParams(host="db.example.com", password="pw", ssl_ca="/ca.pem", ssl_verify_cert=True)
     with pytest.raises(LoadError, match="cannot check"):
         sysbench.run_sysbench(LoadRequest(params, WorkloadSpec(name="oltp_point_select"), DataShape(), 1, 0.0, 1.0, 1))
+
+
+def test_a_worker_whose_client_library_would_send_clear_text_refuses_to_start(monkeypatch, tmp_path, capsys):
+    """LIBMYSQL_ENABLE_CLEARTEXT_PLUGIN makes mysql.connector's library answer a clear-text auth
+    switch: without BENCHFLEET_TARGET_ALLOW_CLEARTEXT the worker exits 2 naming both."""
+    monkeypatch.setenv("BENCHFLEET_SECRETS", str(tmp_path))
+    monkeypatch.delenv("BENCHFLEET_TARGET_ALLOW_CLEARTEXT", raising=False)
+    monkeypatch.setenv("LIBMYSQL_ENABLE_CLEARTEXT_PLUGIN", "1")
+    assert worker_cli.main(["--max-runs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: LIBMYSQL_ENABLE_CLEARTEXT_PLUGIN is set") and "BENCHFLEET_TARGET_ALLOW_CLEARTEXT=1" in err, err
