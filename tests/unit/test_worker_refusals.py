@@ -147,6 +147,8 @@ class FakeCursor:
         self.current, self.lines = current, lines
 
     def execute(self, sql, params=None):
+        if self.lines is None and sql.startswith("SHOW GRANTS"):  # a server without grant tables
+            raise dsn.mysql.connector.Error(msg="--skip-grant-tables", errno=1290)
         self.rows = [(self.current,)] if sql.startswith("SELECT CURRENT_USER") else [(line,) for line in self.lines]
 
     def fetchone(self):
@@ -190,6 +192,23 @@ def test_root_or_an_over_privileged_account_fails_the_run_before_prepare(fleet_e
     assert "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, LOCK TABLES ON `sbtest`.*" in res.error
     # Named by the operator, the same account passes the check (and reaches prepare, refused here).
     monkeypatch.setenv("BENCHFLEET_TARGET_PRIVILEGED_USERS", current.split("@")[0])
+    with pytest.raises(AssertionError, match="connected or started"):
+        runner.execute(run_of(target), runner.WorkerIdentity("w1"))
+
+
+def test_a_server_without_grant_tables_is_used_only_as_an_account_the_operator_names(fleet_env, nothing_happens,
+                                                                                      monkeypatch):
+    """On a server started with --skip-grant-tables every account holds everything: refused
+    naming targets.a.user, unless the operator lists the spec's user (a throwaway test server)."""
+    from services.worker.target import account_check
+
+    monkeypatch.setattr(account_check, "connect",
+                        lambda *a, **k: FakeConnection(FakeCursor("skip-grants user@skip-grants host", None)))
+    target = DsnTarget(name="a", user="root", host="127.0.0.1", database="sbtest")
+    res = runner.execute(run_of(target), runner.WorkerIdentity("w1"))
+    assert res.status == "failed" and res.error.startswith("targets.a.user: the server runs with --skip-grant-tables"), \
+        res.error
+    monkeypatch.setenv("BENCHFLEET_TARGET_PRIVILEGED_USERS", "root")
     with pytest.raises(AssertionError, match="connected or started"):
         runner.execute(run_of(target), runner.WorkerIdentity("w1"))
 

@@ -16,6 +16,8 @@ from services.worker.target.dsn import connect
 
 #: Nested roles followed at most this deep (a role granted to a role ...).
 MAX_ROLES = 32
+#: ER_OPTION_PREVENTS_STATEMENT: SHOW GRANTS on a server started with --skip-grant-tables.
+SKIP_GRANT_TABLES = 1290
 
 
 def _text(v: Any) -> str:
@@ -26,11 +28,9 @@ def _quote(role: str) -> str:
     return "`" + role.replace("`", "``") + "`"
 
 
-def read_grants(cur: Any) -> tuple[str, list[str]]:
-    """(CURRENT_USER(), the SHOW GRANTS lines of it, of every role granted to it, and of PUBLIC
-    where the server has it and shows it)."""
-    cur.execute("SELECT CURRENT_USER()")
-    current = _text(cur.fetchone()[0])
+def read_grants(cur: Any) -> list[str]:
+    """The SHOW GRANTS lines of the connection's account, of every role granted to it, and of
+    PUBLIC where the server has it and shows it."""
     cur.execute("SHOW GRANTS FOR CURRENT_USER()")
     lines = [_text(r[0]) for r in cur.fetchall()]
     todo, seen = grants.roles(lines), set()
@@ -54,7 +54,7 @@ def read_grants(cur: Any) -> tuple[str, list[str]]:
         lines += [_text(r[0]) for r in cur.fetchall()]
     except mysql.connector.Error:
         pass
-    return current, lines
+    return lines
 
 
 def check(params: ConnectParams, field: str, policy: AccountPolicy, protected: Iterable[str]) -> str:
@@ -63,13 +63,26 @@ def check(params: ConnectParams, field: str, policy: AccountPolicy, protected: I
     try:
         conn = connect(params, database=False)
         try:
-            current, lines = read_grants(conn.cursor())
+            cur = conn.cursor()
+            cur.execute("SELECT CURRENT_USER()")
+            current = _text(cur.fetchone()[0])
+            if policy.may_hold_more(current):
+                return current
+            try:
+                lines = read_grants(cur)
+            except mysql.connector.Error as e:
+                if e.errno != SKIP_GRANT_TABLES:
+                    raise
+                # No grant tables: every connection holds every privilege, whoever it claims to be.
+                if policy.may_hold_more(params.user):
+                    return current
+                raise TargetError(f"{field}.user", (
+                    "the server runs with --skip-grant-tables, so every account holds every privilege; "
+                    f"only an account the worker's operator lists in {PRIVILEGED_USERS} may be used there")) from None
         finally:
             conn.close()
     except mysql.connector.Error as e:  # the run fails as prepare's errors do: with the server's code
         raise DbError(e.errno or 0, e.msg) from None
-    if policy.may_hold_more(current):
-        return current
     excess = grants.excess(current, lines, protected)
     if excess:
         database = params.database or "sbtest"
