@@ -15,7 +15,7 @@ from services.common.results.rows import ResultRow
 from services.common.spec import server_options
 from services.common.spec.targets import ManagedTarget
 from services.common.spec.workloads import DataShape, WorkloadSpec
-from services.worker.target import info
+from services.worker.target import info, status_clock
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.lifecycle import POOL_WITHOUT_EXTRA_PORT, TargetSession, monitor_route, server_count
 from services.worker.target.managed_server import ManagedServer
@@ -168,21 +168,22 @@ def test_the_monitor_samples_at_the_windows_edges_between_its_regular_samples():
 def test_a_dated_status_reads_the_servers_instant_and_status_names():
     """The counters come with the middle of the server's two clock readings around them, under
     SHOW GLOBAL STATUS's names; a reply without both readings is refused by name."""
-    rows = [(info.BEFORE, "1700000000.100000"), ("COM_COMMIT", "42"), ("THREADPOOL_THREADS", "7"),
-            ("SOME_NEW_STATUS", "1"), ("VERSION_NOTE", "text"), (info.AFTER, "1700000000.100400")]
-    status, at = info.dated_status(rows, {"COM_COMMIT": "Com_commit", "THREADPOOL_THREADS": "Threadpool_threads"})
+    rows = [(status_clock.BEFORE, "1700000000.100000"), ("COM_COMMIT", "42"), ("THREADPOOL_THREADS", "7"),
+            ("SOME_NEW_STATUS", "1"), ("VERSION_NOTE", "text"), (status_clock.AFTER, "1700000000.100400")]
+    names = {"COM_COMMIT": "Com_commit", "THREADPOOL_THREADS": "Threadpool_threads"}
+    status, at = status_clock.dated_status(rows, names)
     assert status == {"Com_commit": 42.0, "Threadpool_threads": 7.0, "SOME_NEW_STATUS": 1.0}
     assert at == pytest.approx(1700000000.1002, abs=1e-6)
-    with pytest.raises(ValueError, match=info.AFTER):
-        info.dated_status(rows[:-1], {})
+    with pytest.raises(ValueError, match=status_clock.AFTER):
+        status_clock.dated_status(rows[:-1], {})
 
 
 def test_the_servers_clock_is_set_by_the_shortest_round_trip():
     """Of three trips, the 0.2 ms one says the server's clock is 5 s ahead (the 40 ms one would say 5.019)."""
     trips = [(100.0, 100.040, 105.039), (101.0, 101.0002, 106.0001), (102.0, 102.010, 107.008)]
-    assert info.clock_offset(trips) == pytest.approx(5.0, abs=1e-9)
+    assert status_clock.clock_offset(trips) == pytest.approx(5.0, abs=1e-9)
     with pytest.raises(ValueError):
-        info.clock_offset([])
+        status_clock.clock_offset([])
 
 
 class _Server:
@@ -206,11 +207,11 @@ class _Server:
         self.sent.append(sql)
         if sql.startswith("SELECT"):
             self.com_select += 1  # counted as it begins, so its own reading holds it
-        if sql == info.DATED_STATUS:
+        if sql == status_clock.DATED_STATUS:
             self.clock[0] += self.read_after
             t = self.clock[0] + self.ahead
-            self._rows = [(info.BEFORE, f"{t - 0.00005:.6f}"), ("COM_SELECT", str(self.com_select + 1000)),
-                          (info.AFTER, f"{t + 0.00005:.6f}")]
+            self._rows = [(status_clock.BEFORE, f"{t - 0.00005:.6f}"), ("COM_SELECT", str(self.com_select + 1000)),
+                          (status_clock.AFTER, f"{t + 0.00005:.6f}")]
             self.clock[0] += self.reply_after
         elif sql == "SHOW GLOBAL STATUS":
             self._rows = [("Com_select", str(self.com_select + 1000))]
@@ -265,7 +266,7 @@ def test_without_the_table_a_sample_is_dated_by_its_round_trip(monkeypatch):
     real = server.execute
 
     def execute(sql):
-        if sql == info.DATED_STATUS:
+        if sql == status_clock.DATED_STATUS:
             server.com_select += 1  # the server counts a SELECT before it finds the table missing
             raise RuntimeError("1109 (42S02): Unknown table 'GLOBAL_STATUS' in information_schema")
         real(sql)

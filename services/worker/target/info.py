@@ -5,12 +5,10 @@ seconds, context switches and disk bytes.
 A sampler thread reads the global status (and the server's /proc counters when the server
 runs on this host) every ``interval`` seconds, and at instants asked for (a window's edges), on
 a connection of its own. Each sample is dated by the server's own clock, read in the same
-statement as the counters and put on the worker's clock by an offset measured before the load:
-under load the reply can come back long after the server read its counters, so a round trip's
-midpoint misdates the window's edges. Counters are interpolated
-linearly between the samples around an instant. The sampler's own statements are included in
-Questions; its SELECTs are taken out of Com_select, which counts the load's autocommit
-transactions. The pure parts (interpolation, deltas, /proc parsing, the dated rows) are tested
+statement as the counters (status_clock.py), so a slow reply under load does not misdate it.
+Counters are interpolated linearly between the samples around an instant. The sampler's own
+statements are included in Questions; its SELECTs are taken out of Com_select, which counts the
+load's autocommit transactions. The pure parts (interpolation, deltas, /proc parsing) are tested
 on literal data.
 """
 
@@ -26,6 +24,7 @@ from services.common import logs
 from services.common.spec import server_options
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import connect
+from services.worker.target.status_clock import CALIBRATION_SAMPLES, DATED_STATUS, clock_offset, dated_status
 
 log = logs.get(__name__)
 
@@ -52,20 +51,6 @@ INTERVAL_S = 0.5
 SWITCH_READS_PER_S = 400
 
 Sample = tuple[float, dict[str, float], float | None]  # (wall time, status, server cpu s)
-
-#: Row names that carry the server's clock in the dated status statement (no status is named so).
-BEFORE, AFTER = "@read_from", "@read_to"
-#: The global status between two readings of the server's clock, in one statement. MariaDB runs a
-#: UNION ALL's parts in order and fills information_schema.GLOBAL_STATUS when its part runs, so
-#: the counters were read between the two instants. It counts one Com_select (SHOW GLOBAL STATUS
-#: could not say when it read), which the sampler takes out again.
-DATED_STATUS = (f"SELECT '{BEFORE}', UNIX_TIMESTAMP(SYSDATE(6)) "
-                "UNION ALL SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
-                f"UNION ALL SELECT '{AFTER}', UNIX_TIMESTAMP(SYSDATE(6))")
-#: Dated samples taken before the load to measure the server's clock against the worker's; the
-#: one with the shortest round trip gives the offset (its error is at most half that trip).
-CALIBRATION_SAMPLES = 3
-
 
 @dataclass(frozen=True)
 class ProcSample:
@@ -128,35 +113,6 @@ class SwitchTotal:
         self.total += sum(max(0, n - last.get(tid, 0)) for tid, n in by_thread.items())
         self._last = dict(by_thread)
         return self.total
-
-
-def dated_status(rows: Sequence[tuple[Any, Any]], names: Mapping[str, str]) -> tuple[dict[str, float], float]:
-    """(status, the server's instant of reading it) from DATED_STATUS's rows; ``names`` maps
-    information_schema's upper-case names to SHOW GLOBAL STATUS's. ValueError without both instants."""
-    status: dict[str, float] = {}
-    instants: dict[str, float] = {}
-    for name, value in rows:
-        key = str(name)
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            continue
-        if key in (BEFORE, AFTER):
-            instants[key] = number
-        else:
-            status[names.get(key.upper(), key)] = number
-    if BEFORE not in instants or AFTER not in instants:
-        raise ValueError(f"the dated status has no {BEFORE} and {AFTER} rows (got {sorted(instants)})")
-    return status, (instants[BEFORE] + instants[AFTER]) / 2
-
-
-def clock_offset(trips: Sequence[tuple[float, float, float]]) -> float:
-    """The server's clock minus the worker's, from (sent, received, server instant) trips: the
-    shortest trip's, where the server's instant can be furthest from its midpoint by least."""
-    if not trips:
-        raise ValueError("no trip to measure the server's clock by")
-    sent, received, server_t = min(trips, key=lambda t: t[1] - t[0])
-    return server_t - (sent + received) / 2
 
 
 def _interpolate(pts: Sequence[tuple[float, float]], t: float) -> float | None:
