@@ -107,6 +107,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
                 events=run.events, percentile=run.report_percentile,
                 # The monitor reads the server's counters at the window's first and last instant.
                 on_window=session.sampler.sample_at if session.sampler is not None else None,
+                read_server=session.sampler.read_now if session.sampler is not None else None,
             ))
     except (target.TargetError, fdlimit.FdLimitError) as e:
         if settling is not None:

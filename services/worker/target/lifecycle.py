@@ -41,6 +41,7 @@ class Measured(Protocol):
     client_cpu_s: float
     client_ctxt_switches: int | None
     totals: Totals
+    server_window: tuple[float, float] | None
 
 log = logs.get(__name__)
 
@@ -204,15 +205,14 @@ def report(session: TargetSession, outcome: Measured, counter: ServerCounter | N
                    status_error=st.status_error, server_ctxt_switches=st.server_ctxt_switches,
                    disk_read_bytes=st.disk_read_bytes, disk_write_bytes=st.disk_write_bytes)
     deltas = out.get("status_deltas")
-    if to_end and session.sampler is not None and deltas is not None and counter is not None:
+    if outcome.server_window is not None and session.sampler is not None and counter is not None:
+        # Read where none of the run's transactions ran (sysbench, between its processes): the
+        # counters stood still there, so the samples at those instants are the window's edges.
+        deltas = info.status_deltas(session.sampler.samples, *outcome.server_window, counter.counters)
+    elif to_end and session.sampler is not None and deltas is not None and counter is not None:
         # The client's totals are its whole measured process's: the server's count runs from the
         # window's start to the monitor's last sample, taken after that process ended.
         deltas = info.status_deltas(session.sampler.samples, t0, math.inf, counter.counters)
-    probe = session.pool_probe
-    if deltas is not None and probe is not None and "Com_select" in deltas:
-        # The pool's tables are read with SELECTs, which Com_select counts beside the load's.
-        t1 = math.inf if to_end else t0 + outcome.measured_s
-        deltas = {**deltas, "Com_select": deltas["Com_select"] - pool_probe.selects_between(probe.selects, t0, t1)}
     out["count"] = server_count(counter, session, deltas)
     out["pool"] = pool_series(session, outcome)
     out["client_cpu_s"] = round(outcome.client_cpu_s, 3)

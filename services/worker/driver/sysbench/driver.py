@@ -290,6 +290,9 @@ def run_sysbench(request: LoadRequest, *, binary: str = BINARY) -> LoadOutcome:
         argv = command(r.workload, r.data, threads=r.threads, seed=r.seed, duration=r.duration, events=r.events,
                        rate=r.rate, ignore_errors=r.ignore_errors, binary=path, config_file=cfg, params=r.params,
                        percentile=r.percentile, script_path=script)
+        # The warm-up's process has ended and the measured one has not started: the server's
+        # counters stand still, and its window starts where sysbench's totals do.
+        quiet_from = r.read_server() if r.read_server is not None else None
         measure_wall = time.time()
         limit = (r.duration or 3600.0) + OVERRUN_S
         live = LiveProgress(r.on_progress, open_loop=bool(r.rate)) if r.on_progress is not None else None
@@ -297,6 +300,7 @@ def run_sysbench(request: LoadRequest, *, binary: str = BINARY) -> LoadOutcome:
                                              stop=r.stop, on_line=None if live is None else live.feed, env=env)
         if live is not None:
             live.flush()
+        quiet_to = r.read_server() if r.read_server is not None and quiet_from is not None else None
         if r.stop is not None and r.stop.is_set():
             return _from_intervals(so.intervals(out), started, measure_wall, warm_s, cpu_s)
         _check(rc, out, r.stop)
@@ -314,6 +318,7 @@ def run_sysbench(request: LoadRequest, *, binary: str = BINARY) -> LoadOutcome:
             ended_at=measure_wall + report.total_time_s,
             client_cpu_s=cpu_s,
             client_ctxt_switches=switches,
+            server_window=(quiet_from, quiet_to) if quiet_from is not None and quiet_to is not None else None,
         )
     finally:
         os.unlink(cfg)
