@@ -131,3 +131,14 @@ def test_compare_sums_up_each_campaigns_counts_over_its_compared_runs():
     doc = json.loads(render_compare_json(c))["counts"]
     assert (doc["a"]["runs"], doc["a"]["disagree"], doc["b"]["agree"]) == (3, 1, 2)
     assert "A: Client and server counts agree" in render_compare_html(c)
+
+
+def test_the_same_report_gives_the_same_ods_bytes_whenever_it_is_rendered(monkeypatch):
+    """A spreadsheet attached twice to a thread is one file: no entry carries the time of rendering."""
+    import time as clock
+
+    report = analyse(data(), ReportOptions())
+    first = render_ods(report)
+    later = clock.time() + 3 * 86400
+    monkeypatch.setattr(clock, "time", lambda: later)
+    assert render_ods(report) == first

@@ -170,9 +170,11 @@ def ods_document(sheets: list[tuple[str, list[list[Any]]]]) -> bytes:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         # The mimetype comes first and uncompressed, so tools can tell the file type from its head.
         z.writestr(zipfile.ZipInfo("mimetype"), _ODS_MIME, compress_type=zipfile.ZIP_STORED)
-        z.writestr("META-INF/manifest.xml", _MANIFEST)
-        z.writestr("styles.xml", _STYLES)
-        z.writestr("content.xml", "".join(parts).encode("utf-8"), compresslevel=1)
+        # Every entry dated 1980-01-01 (as mimetype's ZipInfo is): the same report gives the same
+        # bytes, whatever second it was rendered in.
+        for name, data, level in (("META-INF/manifest.xml", _MANIFEST, None), ("styles.xml", _STYLES, None),
+                                  ("content.xml", "".join(parts).encode("utf-8"), 1)):
+            z.writestr(zipfile.ZipInfo(name), data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=level)
     return buf.getvalue()
 
 
