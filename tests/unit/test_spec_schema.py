@@ -124,6 +124,8 @@ def test_a_spec_using_every_short_form_is_accepted_by_both():
     ("{name: a, user: bench}", "{name: a, user: bench, kind: cloud}"),              # no such target kind
     ("{name: a, user: bench}", "{name: a, user: bench, server_cpus: 0}"),           # a managed field on a dsn target
     ("duration_by_threads: {8: 2m}", "duration_by_threads: {many: 2m}"),
+    ("duration_by_threads: {8: 2m}", "duration_by_threads: {'08': 2m}"),            # a count spelt otherwise
+    ("duration_by_threads: {8: 2m}", "duration_by_threads: {'\uff18': 2m}"),         # a fullwidth digit
 ])
 def test_bad_specs_are_rejected_by_both(old, new):
     """A spec the loader refuses is marked wrong in the editor too, at the field the loader names."""
@@ -147,3 +149,9 @@ def test_duration_pattern_refuses_what_the_loader_refuses(text):
     with pytest.raises(ValueError):
         parse_duration(text)
     assert not re.search(DURATION_PATTERN, text)
+
+
+def test_a_thread_count_given_twice_in_duration_by_threads_is_refused():
+    """{8: 2m, '8': 3m} would keep one of the two silently; the loader names the count instead."""
+    with pytest.raises(SpecError, match="duration_by_threads.*given twice"):
+        parse_spec(GOOD.replace("duration_by_threads: {8: 2m}", "duration_by_threads: {8: 2m, '8': 3m}"))

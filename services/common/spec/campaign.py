@@ -18,6 +18,8 @@ Version history of the spec format (``spec_version``):
 
 from __future__ import annotations
 
+import re
+
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -84,14 +86,17 @@ MAX_DESCRIPTION = 2_000
 
 def _thread_count_keys(v: Any) -> Any:
     """Keys of ``duration_by_threads`` as thread counts; a stored spec comes back from JSON,
-    whose object keys are text, so "1024" is the count 1024 (true, 2.5, "many" are refused)."""
+    whose object keys are text, so "1024" is the count 1024 (true, 2.5, "many", and "04" or other
+    spellings the editor's schema would refuse, are refused)."""
     if not isinstance(v, dict):
         return v
     out = {}
     for key, value in v.items():
-        n = int(key) if isinstance(key, str) and key.isdigit() else key
+        n = int(key) if isinstance(key, str) and re.fullmatch(r"[1-9][0-9]{0,4}", key) else key
         if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_THREADS:
             raise ValueError(f"{shown(str(key))!r} is not a thread count (keys are thread counts, 1 to {MAX_THREADS})")
+        if n in out:
+            raise ValueError(f"{n} is given twice")
         out[n] = value
     return out
 
