@@ -246,19 +246,27 @@ def test_grafana_only_reads_and_the_collector_cannot_cancel(deployed, settings):
 
 def test_a_view_of_an_earlier_version_reads_again_after_ensure_services(deployed, settings):
     """A view made before roles read with its maker's rights, which now come from a role MariaDB does
-    not take on for a definer: Grafana cannot read it until ensure-services makes it read with the
-    reader's rights; the view's columns stay."""
+    not take on for a definer: Grafana cannot read it until ensure-services drops it and the
+    collector's next start makes it again, reading with the reader's rights. A DEFINER view the
+    collector made with SQL in its name is not replayed as root."""
     tag, db, people, tmp, env = deployed
     Store(account(deployed, settings, "collector")).open().close()
     definition = root_sql(f"SELECT VIEW_DEFINITION FROM information_schema.VIEWS WHERE TABLE_SCHEMA = '{db}'"
                           " AND TABLE_NAME = 'runs_v'").strip()
     root_sql(f"USE `{db}`; ALTER DEFINER = '{tag}_collector'@'localhost' SQL SECURITY DEFINER VIEW runs_v AS {definition};")
+    hostile = f"v` AS SELECT 1;GRANT ALL ON *.* TO {tag}_collectors;#"
+    collector = Store(account(deployed, settings, "collector")).open(migrate=False)
+    collector.db.execute(f"CREATE SQL SECURITY DEFINER VIEW `{hostile.replace('`', '``')}` AS SELECT 1 AS one")
+    collector.db.execute("CREATE SQL SECURITY DEFINER VIEW v AS SELECT 1 AS one")
+    collector.close()
     grafana = Store(account(deployed, settings, "grafana")).open(migrate=False)
     try:
         with pytest.raises(StoreError) as e:
             grafana.db.rows("SELECT COUNT(*) FROM runs_v")
         assert e.value.errno == 1356, e.value
         assert ensure_services(env).returncode == 0
+        assert "GRANT ALL PRIVILEGES ON *.*" not in root_sql(f"SHOW GRANTS FOR {tag}_collectors")
+        Store(account(deployed, settings, "collector")).open().close()
         assert grafana.db.rows("SELECT COUNT(*) FROM runs_v") == grafana.db.rows("SELECT COUNT(*) FROM runs")
     finally:
         grafana.close()

@@ -80,3 +80,17 @@ def test_a_cancel_refused_by_the_procedure_falls_back_to_an_operators_updates():
         Campaigns(Db(1644, 1142)).cancel("c1", 1.0)  # type: ignore[arg-type]
     with pytest.raises(StoreError, match="2013"):  # anything else is not a refusal
         Campaigns(Db(2013)).cancel("c1", 1.0)  # type: ignore[arg-type]
+
+
+def test_ensure_services_drops_exactly_the_fleets_own_views():
+    """ensure-services drops earlier versions' DEFINER views by name, from a list of its own: the
+    list must name every view the store makes, and nothing else."""
+    import re as _re
+    from pathlib import Path
+
+    from services.common.store.views import VIEWS
+
+    text = (Path(__file__).resolve().parents[2] / "deploy" / "ensure-services").read_text()
+    listed = _re.search(r'^fleet_views="([^"]*)"$', text, _re.M)
+    assert listed is not None
+    assert listed.group(1).split() == [name for name, _ in VIEWS]
