@@ -111,7 +111,7 @@ def test_option_checking_never_asks_a_binary_about_reserved_options(monkeypatch,
     ({"host": "db.example.com", "password_env": "PW"}, "verify"),
     ({"host": "db.example.com"}, "preferred"),
     ({"host": "127.0.0.1", "password_env": "PW"}, "preferred"),
-    ({"host": "localhost", "password_file": "/pw"}, "preferred"),
+    ({"host": "localhost", "socket": "/run/mysqld/mysqld.sock", "password_file": "/pw"}, "preferred"),
     ({"host": "db.example.com", "socket": "/run/mysqld/mysqld.sock", "password_env": "PW"}, "preferred"),
     ({"host": "db.example.com", "password_env": "PW", "tls": "preferred"}, "preferred"),
     ({"host": "db.example.com", "password_env": "PW", "ssl_disabled": True}, "disabled"),
@@ -121,7 +121,7 @@ def test_option_checking_never_asks_a_binary_about_reserved_options(monkeypatch,
     ({"host": "127.0.0.1.evil.example", "password_env": "PW"}, "verify"),
     ({"host": "127.attacker.example", "password_env": "PW"}, "verify"),
     ({"host": "127.5.5.5", "password_env": "PW"}, "preferred"),
-    ({"host": "LocalHost", "password_env": "PW"}, "preferred"),
+    ({"host": "LocalHost", "socket": "/run/mysqld/mysqld.sock", "password_env": "PW"}, "preferred"),
     ({"host": "::1", "password_env": "PW"}, "preferred"),
     ({"host": "::ffff:127.0.0.1", "password_env": "PW"}, "verify"),
 ])
@@ -144,3 +144,16 @@ def test_markdown_reports_show_user_text_as_text():
     data.settings["description"] = "<script>alert(1)</script>"
     lines = render_markdown_lines(analyse(data, ReportOptions()))
     assert "\\<script\\>alert(1)\\</script\\>" in lines and "<script>" not in "\n".join(lines)
+
+
+@pytest.mark.parametrize("host", ["localhost", "LocalHost", "localhost."])
+def test_localhost_without_a_socket_is_refused_naming_the_host(host):
+    """libmariadb (native, sysbench) reads localhost as its default socket, ignoring the port, and the
+    fleet's checks connect over TCP: such a target could be checked on one server and loaded on another."""
+    from services.common.errors import SpecError
+
+    spec = ("name: x\ntargets:\n  - {name: a, host: %s, port: 3307, user: u}\nworkloads: [oltp_point_select]\n"
+            "threads: [4]\nduration: 5s\n")
+    with pytest.raises(SpecError, match=r"spec:3: targets\[0\]\.host: localhost means the default unix socket"):
+        parse_spec(spec % host)
+    parse_spec(spec.replace("port: 3307", "socket: /run/mysqld/mysqld.sock") % host)

@@ -172,6 +172,17 @@ class DsnTarget(Frozen):
             raise ValueError(f"ssl_ca: given with tls: {self.tls}; a CA is for tls: verify")
         return self
 
+    @model_validator(mode="after")
+    def _localhost_means_one_thing(self, info: ValidationInfo) -> "DsnTarget":
+        # MariaDB's client library (the native driver, sysbench) reads "localhost" as its default
+        # unix socket and ignores the port, while the fleet's own checks (grants, prepare, the server
+        # count) go over TCP: the two would reach different servers, or different accounts.
+        if self.socket is None and self.host.rstrip(".").lower() == "localhost" and not is_stored(info):
+            raise ValueError("host: localhost means the default unix socket to MariaDB's client library and "
+                             "TCP to the fleet's checks, which may be two servers; write 127.0.0.1 (TCP to "
+                             "port) or give socket: PATH")
+        return self
+
     @property
     def remote(self) -> bool:
         """Whether connections leave this machine (TCP to a host other than loopback)."""
