@@ -16,6 +16,7 @@ import random
 from typing import Any, Callable, Protocol, Sequence
 
 from services.workload import distributions
+from services.workload.program import Distribution
 from services.workload.registry import OTHER, READ, WRITE, Op, Transaction, definition
 
 
@@ -107,6 +108,7 @@ class Generator:
             raise ValueError(f"workload {workload.name} has no native implementation") from None
         self.workload = workload
         self.data = data
+        self.thread_id, self.threads = thread_id, threads
         self.draw = distributions.by_name(str(workload.option("rand_type")))
         self._unique = _Unique(seed_rng or random.Random(0), thread_id, threads)
         # Formatted once, so the loop hands the same string objects (and cached hashes) on.
@@ -117,6 +119,18 @@ class Generator:
 
     def __call__(self, rng: random.Random) -> Transaction:
         return self.event(rng)
+
+    def program(self) -> Any:
+        """This thread's transaction as a program.Program (the load core runs it); ValueError
+        when the workload has none yet."""
+        compile_ = self.definition.program
+        if compile_ is None:
+            raise ValueError(f"workload {self.workload.name} has no transaction program")
+        return compile_(self, self.thread_id, self.threads)
+
+    def distribution(self) -> Distribution:
+        """The key distribution of the rand_type option, as a program.Distribution."""
+        return Distribution(str(self.workload.option("rand_type")))
 
     def statements(self) -> list[str]:
         """Every prepared statement this workload may execute (each connection prepares these
