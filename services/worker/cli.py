@@ -137,9 +137,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # Which passwords specs may name here: refused at start when misconfigured, not per run.
     policy = SecretPolicy.from_environ(os.environ)
     logs.get("worker").info("target_password_policy", **policy.describe())
-    from services.worker.driver.native.libmariadb import library
+    from services.worker.driver.native.core import module
 
-    library()  # the native driver's client library: missing, the worker would fail every run
+    module()  # the native driver's compiled core: missing, the worker would fail every run
     from services.common.bus.rabbitmq import Role, rabbit_factory, rabbit_parts_factory
     from services.common.monitoring.discovery import announced, scrape_address
     from services.worker.consumer import Worker

@@ -17,7 +17,7 @@ import time
 from services.common.messages.results import Series
 from services.worker.driver.contract import Counts
 from services.worker.driver.native.core import LoadCore
-from services.worker.driver.native.libmariadb import ClientLibraryError, DbError
+from services.common.errors import ClientLibraryError, DbError
 from services.worker.driver.native.protocol import Done, Failed, Fatal, Go, Job, Ready, Stop, Tick
 from services.worker.target.connect_params import ConnectParams
 
