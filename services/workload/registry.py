@@ -1,6 +1,7 @@
 """The workload registry: every workload a spec may name, each defined once with the options it
 accepts (sysbench's defaults), the transaction it runs, the statements each connection prepares
-and what its tables need. A new workload is one ``@register``-ed builder in one module.
+and what its tables need. A new workload is one ``@register``-ed builder in one module, with the
+same transaction as a program.Program (``program=``), which the native driver's compiled core runs.
 
 Two families share it: sysbench 1.0.20's tests (oltp.py) and the 2010 pages' names, each running
 what sysbench 0.5's script of that name ran in 2010 (sysbench05.py, random_select.py).
