@@ -29,6 +29,10 @@ _load_local_env()
 # Tests take their settings from the environment alone: never from a settings file that
 # deploy/ensure-services wrote for this user or host (their CLI subprocesses inherit this).
 os.environ["BENCHFLEET_CONFIG"] = ""
+# Test targets connect as the results DB's user, and throwaway servers' as root: both hold more
+# than a run needs, which a worker refuses unless its operator names the account. The tests'
+# workers (in process and started) name them; tests of the refusal set their own list.
+os.environ.setdefault("BENCHFLEET_TARGET_PRIVILEGED_USERS", f"root,{os.environ.get('BENCHFLEET_DB_USER', 'root')}")
 
 from services.common.config import Settings, settings_from  # noqa: E402
 

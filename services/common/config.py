@@ -64,6 +64,9 @@ class Settings:
     #: The longest run (warm-up + measurement) the scheduler accepts, in seconds. The broker's
     #: consumer_timeout (deploy/ sets 3 h) must stay above it, or a run's ack would come too late.
     max_run_s: int = 7200
+    #: The broker's consumer_timeout in ms, as deploy/ensure-services configures it (the same
+    #: variable): a run's delivery, server start and prepare included, must end well within it.
+    consumer_timeout_ms: int = 10_800_000
     #: Seconds past a run's warm-up + duration after which the collector fails a run still
     #: marked running (its worker is gone and nobody took the run again). Generous: it also
     #: covers preparing the tables and starting a managed server before the warm-up.
@@ -150,7 +153,8 @@ _HELP: dict[str, str] = {
     "metrics_port": "port /metrics is served on (0: a free one)",
     "sd_dir": "Prometheus file-discovery directory to announce /metrics in",
     "run_attempts": f"tries of a failing run before it is marked failed (1 to {MAX_RUN_ATTEMPTS})",
-    "max_run_s": "longest run (warm-up + measurement) accepted, in seconds",
+    "max_run_s": "longest run (server stop and start, prepare, quiesce, warm-up, measurement) accepted, in seconds",
+    "consumer_timeout_ms": "the broker's consumer_timeout in ms (deploy/ensure-services sets it from this variable)",
     "announce_ttl_s": f"seconds after which workers' build and /metrics announcements not refreshed are ignored "
                       f"(0: never; running workers announce every {ANNOUNCE_EVERY_S} s)",
     "part_join_s": "seconds a part of a load_hosts run waits for the other parts, beyond the run's length",
@@ -162,7 +166,7 @@ _HELP: dict[str, str] = {
     "db_tls_key": "client key for the results DB",
 }
 
-_METAVARS = {"max_run_s": "SECONDS", "announce_ttl_s": "SECONDS", "part_join_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N", "db_connect_timeout_s": "SECONDS",
+_METAVARS = {"max_run_s": "SECONDS", "consumer_timeout_ms": "MS", "announce_ttl_s": "SECONDS", "part_join_s": "SECONDS", "heartbeat": "SECONDS", "run_attempts": "N", "db_connect_timeout_s": "SECONDS",
              "db_read_timeout_s": "SECONDS", "db_write_timeout_s": "SECONDS"}
 
 #: The settings of a command that talks to the broker.

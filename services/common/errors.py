@@ -15,7 +15,8 @@ BenchfleetError
  │    └── StoreError     the results DB
  │         ├── StoreUnavailable  the results DB is away (not: it refused this write)
  │         ├── StoreRefused      the results DB refuses this write (the message is to blame)
- │         └── SubmitLockBusy    another submit held the submit lock too long
+ │         ├── SubmitLockBusy    another submit held the submit lock too long
+ │         └── NotYourCampaign   another submitter's campaign, for a user without the operator role
  └── RunError            a run could not be measured (the run fails with the message)
       ├── TargetError    a target that cannot be used as given (names the spec field)
       │    └── BinaryNotFound  a managed target's server binary is not on this host
@@ -132,6 +133,11 @@ class TopologyMissing(BusError):
 class StoreError(ConnectError):
     """The results DB cannot be reached or used; the message says which and where."""
 
+    def __init__(self, message: str, *, errno: int | None = None):
+        super().__init__(message)
+        #: The MySQL error number when the DB answered with an error (None: no answer, or none of its own).
+        self.errno = errno
+
 
 class StoreUnavailable(StoreError):
     """The results DB is away (connection lost, refused, no database): wait and retry, never
@@ -146,6 +152,10 @@ class StoreRefused(StoreError):
 
 class SubmitLockBusy(StoreError):
     """Another submit held the submit lock in the results DB for too long: nothing was done."""
+
+
+class NotYourCampaign(StoreError):
+    """A campaign of another submitter, which only an operator may cancel: nothing was done."""
 
 
 # -- runs ---------------------------------------------------------------------------------------

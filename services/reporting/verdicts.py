@@ -147,9 +147,3 @@ def fails_gate(v: Verdict, higher_is_better: bool | None, slower_pct: float) -> 
     beyond = slower_pct / 100
     return (v.high < 1 - beyond) if higher_is_better else (v.low > 1 + beyond)
 
-
-def gate(page: Page, slower_pct: float) -> list[Verdict]:
-    """The cells of ``page`` that fail a gate of ``slower_pct`` percent (:func:`fails_gate`)."""
-    if slower_pct < 0:
-        raise ValueError(f"slower_pct must be >= 0, got {slower_pct}")
-    return [v for v in page.verdicts if fails_gate(v, page.higher_is_better, slower_pct)]

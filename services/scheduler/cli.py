@@ -211,9 +211,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     # Each command shows the settings it reads: validate and plan only the ones their checks use.
-    spec_settings = {"validate": [("db_name", "max_run_s", "announce_ttl_s")],
-                     "plan": [("db_name", "max_run_s", "announce_ttl_s")],
-                     "submit": [AMQP, DB, ("max_run_s", "announce_ttl_s")]}
+    spec_settings = {"validate": [("db_name", "max_run_s", "consumer_timeout_ms", "announce_ttl_s")],
+                     "plan": [("db_name", "max_run_s", "consumer_timeout_ms", "announce_ttl_s")],
+                     "submit": [AMQP, DB, ("max_run_s", "consumer_timeout_ms", "announce_ttl_s")]}
 
     def spec_cmd(name: str, help: str) -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=help, description=help)

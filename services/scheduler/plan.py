@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.messages.base import MAX_RUN_SEED
 from services.common.messages.runs import Cell, RunSpec, run_id_of
-from services.common.spec.campaign import CampaignSpec
+from services.common.spec.campaign import DEFAULT_PERCENTILE, CampaignSpec
 
 #: Seconds a run costs beyond warm-up and measurement (connect, spawn load processes,
 #: publish), used only for the wall-time estimate.
@@ -104,7 +104,7 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
             repetition=p.repetition,
             target=spec.target(p.cell.target),
             workload=spec.workload(p.cell.workload),
-            data=spec.data,
+            data=spec.workload(p.cell.workload).data_for(spec.data),
             driver=spec.driver,
             duration=spec.duration_for(p.cell.threads),
             warmup=spec.warmup,
@@ -113,6 +113,8 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
             rate=spec.rate or None,
             latency_by_kind=spec.latency_by_kind or None,
             ignore_errors=None if spec.ignore_errors == IGNORE_DEFAULT else spec.ignore_errors,
+            events=spec.events or None,
+            percentile=None if spec.percentile == DEFAULT_PERCENTILE else spec.percentile,
         )
         for p in planned
     ]

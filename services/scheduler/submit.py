@@ -85,8 +85,7 @@ class StoreLedger(CampaignLedger):
         return self.store.campaigns.find_duplicate(key, explicit=explicit)
 
     def record(self, campaign_id: str, spec: CampaignSpec, runs: Sequence[RunSpec], key: str | None) -> None:
-        self.store.campaigns.record(campaign_id, spec, runs, publisher=self.publisher)
-        self.store.campaigns.set_key(campaign_id, key)
+        self.store.campaigns.record(campaign_id, spec, runs, publisher=self.publisher, key=key)
 
     def delete(self, campaign_id: str) -> None:
         self.store.campaigns.delete(campaign_id)

@@ -132,11 +132,24 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """Consume runs of the pool until stopped."""
     cpus = _cpus(args.client_cpus)
     from services.common import logs
+    from services.worker.target.account_policy import LIBMYSQL_CLEARTEXT, AccountPolicy
     from services.worker.target.secret_policy import SecretPolicy
 
-    # Which passwords specs may name here: refused at start when misconfigured, not per run.
+    # Which passwords specs may name here, and where they may go: refused at start when
+    # misconfigured, not per run.
     policy = SecretPolicy.from_environ(os.environ)
-    logs.get("worker").info("target_password_policy", **policy.describe())
+    accounts = AccountPolicy.from_environ(os.environ)
+    log = logs.get("worker")
+    log.info("target_password_policy", **policy.describe(), **accounts.describe())
+    if policy.unbound:
+        # The allow-list's earlier form: still honoured, for this host's own servers only.
+        log.warning("target_password_unbound", entries=policy.unbound,
+                    hint="these passwords go only to this worker's loopback; bind each to its server "
+                         "(NAME@HOST:PORT, /DIR@HOST:PORT) to send it elsewhere (docs/security.md)")
+    if accounts.allow_cleartext:
+        # mysql.connector's client library reads this when it starts; the native driver and
+        # sysbench read the run's connection parameters.
+        os.environ[LIBMYSQL_CLEARTEXT] = "1"
     from services.worker.driver.native.core import module
 
     module()  # the native driver's compiled core: missing, the worker would fail every run

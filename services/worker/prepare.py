@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
 
@@ -29,7 +30,7 @@ from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import connect
 from services.workload.distributions import SPEC_ITER, SPEC_PCT, SPEC_RES
-from services.workload.registry import SYSBENCH_10, TableLayout, definition
+from services.workload.registry import SYSBENCH_10, TableLayout
 
 #: Where the shape of prepared tables is remembered, beside the tables themselves.
 SHAPE_TABLE = "benchfleet_shape"
@@ -71,17 +72,24 @@ def _quote(name: str) -> str:
     return f"`{name}`"
 
 
-def _table_sql(n: int, engine: str, auto_inc: bool = True) -> str:
+def _engine(name: str) -> str:
+    # Written bare, as sysbench writes it; the spec's pattern is an identifier's, checked again.
+    _quote(name)
+    return name
+
+
+def _table_sql(n: int, engine: str, auto_inc: bool = True, secondary: bool = False) -> str:
     # sysbench's --auto_inc=off leaves id a plain INTEGER NOT NULL; its prepare then inserts
-    # the ids 1..table_size explicitly, as this one always does.
+    # the ids 1..table_size explicitly, as this one always does. --secondary=on puts id under
+    # a plain index (KEY xid) instead of the PRIMARY KEY.
     return (
         f"CREATE TABLE `sbtest{n}` (\n"
         f"  id INTEGER NOT NULL{' AUTO_INCREMENT' if auto_inc else ''},\n"
         "  k INTEGER DEFAULT '0' NOT NULL,\n"
         "  c CHAR(120) DEFAULT '' NOT NULL,\n"
         "  pad CHAR(60) DEFAULT '' NOT NULL,\n"
-        "  PRIMARY KEY (id)\n"
-        f") ENGINE = {engine}"
+        f"  {'KEY xid' if secondary else 'PRIMARY KEY'} (id)\n"
+        f") ENGINE = {_engine(engine)}"
     )
 
 
@@ -94,14 +102,36 @@ def _table_sql_05(n: int, data: DataShape, auto_inc: bool = True) -> str:
         "  c CHAR(120) DEFAULT '' NOT NULL,\n"
         "  pad CHAR(60) DEFAULT '' NOT NULL,\n"
         "  PRIMARY KEY (id)\n"
-        f") ENGINE = {data.engine} MAX_ROWS = {max(MAX_ROWS_05, data.table_size)}"
+        f") ENGINE = {_engine(data.engine)} MAX_ROWS = {max(MAX_ROWS_05, data.table_size)}"
     )
 
 
-def marker(data: DataShape, auto_inc: bool, layout: TableLayout = SYSBENCH_10) -> str:
-    """The shape marker stored beside prepared tables: the data shape, auto_inc and, for the 2010
-    layouts, which one (sysbench 1.0's tables keep the markers they always had)."""
-    return data.marker(auto_inc) + (f":{layout.marker}" if layout.marker else "")
+@dataclass(frozen=True)
+class Indexes:
+    """oltp_common.lua's index options: ``secondary`` puts id under KEY xid instead of the
+    PRIMARY KEY, ``create_secondary`` False leaves k without its index k_N."""
+
+    secondary: bool = False
+    create_secondary: bool = True
+
+
+def marker(data: DataShape, auto_inc: bool, layout: TableLayout = SYSBENCH_10, indexes: Indexes = Indexes()) -> str:
+    """The shape marker stored beside prepared tables: the data shape, auto_inc, the indexes and,
+    for the 2010 layouts, which one (sysbench 1.0's tables keep the markers they always had)."""
+    return data.marker(auto_inc, indexes.secondary, indexes.create_secondary) + (
+        f":{layout.marker}" if layout.marker else "")
+
+
+def _check_engine(cur: Any, engine: str) -> None:
+    """DbError naming data.engine when the server has no usable engine of that name: a server
+    asked for an engine it lacks may substitute its default (sql_mode without
+    NO_ENGINE_SUBSTITUTION), which would measure another engine than the spec says."""
+    cur.execute("SELECT ENGINE, SUPPORT FROM information_schema.ENGINES")
+    engines = {str(e): str(s) for e, s in cur.fetchall()}
+    usable = sorted(e for e, s in engines.items() if s.upper() in ("YES", "DEFAULT"))
+    if not any(e.lower() == engine.lower() for e in usable):
+        raise DbError(1286, f"data.engine: the target's server has no storage engine {engine} "
+                            f"(its engines: {', '.join(usable)})")
 
 
 def _recorded(cur: Any) -> dict[str, str]:
@@ -117,14 +147,27 @@ def _existing(cur: Any, database: str) -> set[str]:
 def auto_inc_of(workload: WorkloadSpec) -> bool | None:
     """The auto_inc a workload needs its tables prepared with, or None when it does not care
     (the select_random_* tests only read and have no auto_inc option)."""
-    if not definition(workload.name).table_auto_inc:
+    known = workload.registered
+    if known is not None and not known.table_auto_inc:
         return None
     return bool(workload.option("auto_inc"))
 
 
+def indexes_of(workload: WorkloadSpec) -> Indexes:
+    """The indexes a workload's tables are prepared with (its secondary and create_secondary
+    options; a script's, as oltp_common.lua reads them)."""
+    known = workload.registered
+    if known is not None and "secondary" not in known.options:
+        return Indexes()
+    return Indexes(bool(workload.option("secondary")), bool(workload.option("create_secondary")))
+
+
 def ensure_workload_tables(params: ConnectParams, data: DataShape, workload: WorkloadSpec) -> bool:
-    """The tables ``workload`` runs on, prepared unless already there (see ensure_tables)."""
-    return ensure_tables(params, data, auto_inc=auto_inc_of(workload), layout=definition(workload.name).tables)
+    """The tables ``workload`` runs on, prepared unless already there (see ensure_tables); a
+    script runs on sysbench 1.0's tables (oltp_common.lua's)."""
+    known = workload.registered
+    return ensure_tables(params, data, auto_inc=auto_inc_of(workload),
+                         layout=SYSBENCH_10 if known is None else known.tables, indexes=indexes_of(workload))
 
 
 #: Seconds a part of a run split over load hosts waits for another part's prepare of the same
@@ -159,24 +202,25 @@ def prepare_lock(params: ConnectParams, timeout_s: float = PREPARE_LOCK_TIMEOUT_
 
 
 def ensure_tables(params: ConnectParams, data: DataShape, seed: int = 0, auto_inc: bool | None = True,
-                  layout: TableLayout = SYSBENCH_10) -> bool:
+                  layout: TableLayout = SYSBENCH_10, indexes: Indexes = Indexes()) -> bool:
     """Create the database and sbtest1..N for ``data`` unless tables of that exact shape and
     ``layout`` are already there (a fresh layout is built every time); return True if it
     (re)created them. ``auto_inc`` is sysbench's option of that name (False: id is not
     AUTO_INCREMENT); None takes tables prepared either way and prepares missing ones with
     sysbench's default (True). DbError when the server refuses."""
     try:
-        return _ensure_tables(params, data, seed, auto_inc, layout)
+        return _ensure_tables(params, data, seed, auto_inc, layout, indexes)
     except mysql.connector.Error as e:
         raise DbError(e.errno or 0, e.msg) from None
 
 
 def _ensure_tables(params: ConnectParams, data: DataShape, seed: int, auto_inc: bool | None,
-                   layout: TableLayout) -> bool:
+                   layout: TableLayout, indexes: Indexes) -> bool:
     database = params.database
     conn = connect(params, database=False)
     try:
         cur = conn.cursor()
+        _check_engine(cur, data.engine)
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {_quote(database)}")
         cur.execute(f"USE {_quote(database)}")
         cur.execute(
@@ -186,7 +230,7 @@ def _ensure_tables(params: ConnectParams, data: DataShape, seed: int, auto_inc: 
         )
         wanted = [f"sbtest{n}" for n in range(1, data.tables + 1)]
         recorded, existing = _recorded(cur), _existing(cur, database)
-        accepted = {marker(data, a, layout) for a in ((True, False) if auto_inc is None else (auto_inc,))}
+        accepted = {marker(data, a, layout, indexes) for a in ((True, False) if auto_inc is None else (auto_inc,))}
         if not layout.fresh and any(all(recorded.get(t) == m and t in existing for t in wanted) for m in accepted):
             return False
         auto_inc = True if auto_inc is None else auto_inc
@@ -200,7 +244,7 @@ def _ensure_tables(params: ConnectParams, data: DataShape, seed: int, auto_inc: 
         conn.close()
     with _infile_dir() as infiles, ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, data.tables)) as pool:
         # list() re-raises the first failure of any table here.
-        list(pool.map(lambda n: _load_table(params, data, n, seed, auto_inc, infiles, layout),
+        list(pool.map(lambda n: _load_table(params, data, n, seed, auto_inc, infiles, layout, indexes),
                       range(1, data.tables + 1)))
     return True
 
@@ -220,7 +264,7 @@ def _infile_dir() -> Iterator[str]:
 
 
 def _load_table(params: ConnectParams, data: DataShape, n: int, seed: int, auto_inc: bool, infiles: str,
-                layout: TableLayout = SYSBENCH_10) -> None:
+                layout: TableLayout = SYSBENCH_10, indexes: Indexes = Indexes()) -> None:
     gen = rng_for(seed, n)
     old = layout.schema == "0.5"
     make = rows_05 if old else rows
@@ -230,7 +274,8 @@ def _load_table(params: ConnectParams, data: DataShape, n: int, seed: int, auto_
         for sql in LOAD_SESSION:
             cur.execute(sql)
         cur.execute(f"DROP TABLE IF EXISTS `sbtest{n}`")
-        cur.execute(_table_sql_05(n, data, auto_inc) if old else _table_sql(n, data.engine, auto_inc))
+        cur.execute(_table_sql_05(n, data, auto_inc) if old else
+                    _table_sql(n, data.engine, auto_inc, indexes.secondary))
         size = 0 if layout.k is None else data.table_size
         # Autocommitted chunks: measured faster here than one transaction with InnoDB's
         # empty-table bulk load, which was 1.4-2x slower on MariaDB 10.11.
@@ -241,10 +286,13 @@ def _load_table(params: ConnectParams, data: DataShape, n: int, seed: int, auto_
         for start in range(done, size, INSERT_ROWS):
             chunk = make(gen, start, min(INSERT_ROWS, size - start), size, "sql", layout)
             cur.execute(head + chunk[:-1].decode())
-        cur.execute(f"CREATE INDEX `k` ON `sbtest{n}` (k)" if old else f"CREATE INDEX `k_{n}` ON `sbtest{n}` (k)")
+        if old:
+            cur.execute(f"CREATE INDEX `k` ON `sbtest{n}` (k)")
+        elif indexes.create_secondary:
+            cur.execute(f"CREATE INDEX `k_{n}` ON `sbtest{n}` (k)")
         cur.execute(
             f"REPLACE INTO `{SHAPE_TABLE}` (table_name, shape_marker, row_count) VALUES (%s, %s, %s)",
-            (f"sbtest{n}", marker(data, auto_inc, layout), size),
+            (f"sbtest{n}", marker(data, auto_inc, layout, indexes), size),
         )
     finally:
         conn.close()

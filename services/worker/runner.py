@@ -18,7 +18,7 @@ from services.common.messages.runs import RunSpec
 from services.worker.parts.share import share_of
 from services.worker import fdlimit, prepare
 from services.worker.driver.contract import LoadError, LoadRequest, ProgressCallback
-from services.worker.driver.registry import check_target, driver_for
+from services.worker.driver.registry import check_target, check_workload, driver_for
 from services.worker.target import dsn as target
 from services.worker.target import lifecycle as server_run
 from services.worker.target.managed import ServerManager
@@ -71,6 +71,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
     try:
         drive = driver_for(run.driver)
         check_target(run.driver, run.target)
+        check_workload(run.driver, run.workload)
         # Before any connection: one open file per client, in this process and in the load
         # processes and sysbench it starts next, which inherit the limit.
         share = share_of(run.cell.threads, run.rate, run.seed, run.part)
@@ -103,8 +104,10 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
                 client_cpus=tuple(client_cpus) if client_cpus else None, stop=stop, on_progress=on_progress,
                 start_gate=start_gate, first_thread=share.first_thread,
                 run_threads=share.run_threads if run.part is not None else None,
+                events=run.events, percentile=run.report_percentile,
                 # The monitor reads the server's counters at the window's first and last instant.
                 on_window=session.sampler.sample_at if session.sampler is not None else None,
+                read_server=session.sampler.read_now if session.sampler is not None else None,
             ))
     except (target.TargetError, fdlimit.FdLimitError) as e:
         if settling is not None:
@@ -117,7 +120,10 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
                          started_at=started, ended_at=time.time(), **base)
     status = "cancelled" if stop is not None and stop.is_set() else "ok"
     # Only a finished run is judged: a cancelled one stopped early by request.
-    quality = stalls.assess(outcome.series.transactions, warmup_s=run.warmup, duration_s=run.duration,
+    # A run told to measure N events (sysbench's --events) may end before its duration: it is
+    # judged on the time it measured.
+    measured_for = min(run.duration, outcome.measured_s) if run.events else run.duration
+    quality = stalls.assess(outcome.series.transactions, warmup_s=run.warmup, duration_s=measured_for,
                             wall_s=outcome.ended_at - outcome.started_at, rate=share.rate,
                             completed=outcome.totals.transactions, threads=share.threads) if status == "ok" else None
     server = server_run.report(session, outcome, _counter(run), to_end=run.driver in WHOLE_PROCESS_DRIVERS)

@@ -43,7 +43,8 @@ def special(r: Source, a: int, b: int, iters: int = SPEC_ITER, pct: int = SPEC_P
     t = b - a
     rnd = r()
     # The first draw decides the branch and, in the hot branch, is reused as the position.
-    if rnd * t * (100.0 / (100.0 - res)) < t:
+    # res = 100 sends every draw to the hot rows (sysbench's 100 / 0.0 is infinite).
+    if res < 100 and rnd * t * (100.0 / (100.0 - res)) < t:
         if iters == 12:
             # The default, written out: it is every load loop's hottest line (three times in
             # four per key), and a loop costs twice as many bytecodes. Summed left to right
@@ -59,6 +60,8 @@ def special(r: Source, a: int, b: int, iters: int = SPEC_ITER, pct: int = SPEC_P
 
 
 def _pareto_power(h: float) -> float:
+    if not 0.0 < h < 1.0:
+        raise ValueError(f"pareto h must be between 0 and 1 (exclusive), not {h}")
     return math.log(h) / math.log(1.0 - h)
 
 
@@ -126,6 +129,27 @@ BY_NAME: dict[str, Draw] = {
     "pareto": pareto,
     "zipfian": zipfian,
 }
+
+
+def make(rand_type: str, *, iters: int = SPEC_ITER, pct: int = SPEC_PCT, res: int = SPEC_RES,
+         pareto_h: float = PARETO_H, zipfian_exp: float = ZIPFIAN_EXP) -> Draw:
+    """The draw for ``rand_type`` with sysbench's parameters (--rand-spec-iter, --rand-spec-pct,
+    --rand-spec-res, --rand-pareto-h, --rand-zipfian-exp); the defaults give by_name's draws.
+    ValueError names an unknown type or a parameter out of its range."""
+    if rand_type not in BY_NAME:
+        by_name(rand_type)
+    if iters < 1:
+        raise ValueError(f"rand_spec_iter must be >= 1, not {iters}")
+    if rand_type == "gaussian" and iters != SPEC_ITER:
+        return lambda r, a, b: gaussian(r, a, b, iters)
+    if rand_type == "special" and (iters, pct, res) != (SPEC_ITER, SPEC_PCT, SPEC_RES):
+        return lambda r, a, b: special(r, a, b, iters, pct, res)
+    if rand_type == "pareto" and pareto_h != PARETO_H:
+        power = _pareto_power(pareto_h)
+        return lambda r, a, b: pareto(r, a, b, power)
+    if rand_type == "zipfian" and zipfian_exp != ZIPFIAN_EXP:
+        return make_zipfian(zipfian_exp)
+    return BY_NAME[rand_type]
 
 
 def by_name(rand_type: str) -> Draw:

@@ -33,6 +33,33 @@ Event = Callable[[random.Random], Transaction]
 Builder = Callable[[Any, int, int], Event]
 
 RAND_TYPES = ("uniform", "gaussian", "special", "pareto", "zipfian")
+#: sysbench's --db-ps-mode: server-side prepared statements (auto) or statements sent as text.
+PS_MODES = ("auto", "disable")
+
+#: sysbench's global options every test takes, as each test's options (sysbench 1.0.20's
+#: defaults; rand_zipfian_exp is sysbench 1.1's, the native driver's zipfian): the random
+#: distribution with its parameters, prepared statements or text, and client compression.
+COMMON_OPTIONS: Mapping[str, object] = MappingProxyType(
+    {
+        "rand_type": "special",
+        "rand_spec_iter": 12,
+        "rand_spec_pct": 1,
+        "rand_spec_res": 75,
+        "rand_pareto_h": 0.2,
+        "rand_zipfian_exp": 0.8,
+        "db_ps_mode": "auto",
+        "mysql_compression": False,
+    }
+)
+#: Options a run passes to sysbench under another spelling than --KEY=VALUE (its global options
+#: are spelt with '-'), or not at all (rand_zipfian_exp: sysbench 1.0.20 has no zipfian).
+SYSBENCH_SPELLING: Mapping[str, str | None] = MappingProxyType(
+    {"rand_type": "--rand-type", "rand_spec_iter": "--rand-spec-iter", "rand_spec_pct": "--rand-spec-pct",
+     "rand_spec_res": "--rand-spec-res", "rand_pareto_h": "--rand-pareto-h", "rand_zipfian_exp": None,
+     "db_ps_mode": "--db-ps-mode", "mysql_compression": "--mysql-compression"}
+)
+#: Options that change the prepared tables (oltp_common.lua's create_table), besides auto_inc.
+TABLE_OPTIONS = ("secondary", "create_secondary")
 
 #: How a workload's statements count as reads, writes and other (docs/workloads.md):
 #: sysbench 1.0 counts a statement without a result set as a write only when it changed rows
@@ -58,13 +85,13 @@ OLTP_OPTIONS: Mapping[str, object] = MappingProxyType(
         "auto_inc": True,
         "secondary": False,
         "create_secondary": True,
-        "rand_type": "special",
+        **COMMON_OPTIONS,
     }
 )
 
 #: Extra options of the select_random_* tests (select_random_points.lua, select_random_ranges.lua).
 RANDOM_OPTIONS: Mapping[str, object] = MappingProxyType(
-    {"random_points": 10, "number_of_ranges": 10, "delta": 5, "rand_type": "special"}
+    {"random_points": 10, "number_of_ranges": 10, "delta": 5, **COMMON_OPTIONS}
 )
 
 #: The largest value a spec may give each whole-number option. Statement counts are per
@@ -78,7 +105,18 @@ OPTION_LIMITS: Mapping[str, int] = MappingProxyType(
         "number_of_ranges": 1_000,
         "range_size": 2_000_000_000,
         "delta": 2_000_000_000,
+        # Uniform draws summed per key: each one costs the load loop a call.
+        "rand_spec_iter": 1_000,
+        "rand_spec_pct": 100,
+        "rand_spec_res": 100,
     }
+)
+#: The smallest value of whole-number options below which sysbench divides by zero.
+OPTION_MINIMUM: Mapping[str, int] = MappingProxyType({"rand_spec_iter": 1})
+#: (low, high, whether each end is allowed) of the fractional options: pareto's h is a
+#: probability strictly between 0 and 1 (log(h) / log(1 - h)); zipfian's exponent >= 0.
+FLOAT_LIMITS: Mapping[str, tuple[float, float, bool, bool]] = MappingProxyType(
+    {"rand_pareto_h": (0.0, 1.0, False, False), "rand_zipfian_exp": (0.0, 100.0, True, True)}
 )
 
 

@@ -47,6 +47,8 @@ def _verb(sql: str) -> str:
 
 def counter_for(workload: WorkloadOptions, data: TableShape) -> ServerCounter:
     """The server counter of ``workload``'s transactions on tables ``data``, from drawn transactions."""
+    if getattr(workload, "script", None) is not None:
+        return ServerCounter((), reason="a custom Lua script: which statements make its transaction is its own")
     try:
         gen = Generator(workload, data)
     except ValueError as e:

@@ -102,6 +102,8 @@ class Generator:
 
     def __init__(self, workload: WorkloadOptions, data: TableShape, *, thread_id: int = 0,
                  threads: int = 1, seed_rng: random.Random | None = None):
+        if getattr(workload, "script", None) is not None:
+            raise ValueError(f"workload {workload.name} is a Lua script, which only driver: sysbench runs")
         try:
             self.definition = definition(workload.name)
         except KeyError:
@@ -109,7 +111,7 @@ class Generator:
         self.workload = workload
         self.data = data
         self.thread_id, self.threads = thread_id, threads
-        self.draw = distributions.by_name(str(workload.option("rand_type")))
+        self.draw = draw_of(workload)
         self._unique = _Unique(seed_rng or random.Random(0), thread_id, threads)
         # Formatted once, so the loop hands the same string objects (and cached hashes) on.
         self.sql = {key: [tpl % t for t in range(data.tables + 1)] for key, (_, tpl) in STATEMENTS.items()}
@@ -144,6 +146,54 @@ class Generator:
 
     def _id(self, r: Callable[[], float]) -> int:
         return self.draw(r, 1, self.data.table_size)
+
+
+def literal(v: Any) -> str:
+    """One parameter as SQL text, the way a statement sent without server-side preparing
+    carries it (sysbench's --db-ps-mode=disable): numbers as written, text quoted, None NULL."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    text = v.decode() if isinstance(v, bytes) else str(v)
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def as_text(sql: str, params: Sequence[Any]) -> str:
+    """``sql`` with each ``?`` replaced by its parameter as SQL text (the templates hold no
+    literal '?'); ValueError when the counts differ."""
+    pieces = sql.split("?")
+    if len(pieces) != len(params) + 1:
+        raise ValueError(f"{len(params)} parameters for {len(pieces) - 1} placeholders in {sql!r}")
+    out = [pieces[0]]
+    for value, piece in zip(params, pieces[1:]):
+        out += (literal(value), piece)
+    return "".join(out)
+
+
+def text_events(event: Callable[[random.Random], Transaction]) -> Callable[[random.Random], Transaction]:
+    """``event`` with every statement sent as text (``params`` None) instead of prepared on the
+    server: sysbench's --db-ps-mode=disable, which sends BEGIN and COMMIT as text too."""
+
+    def text(rng: random.Random) -> Transaction:
+        return [(kind, sql if params is None else as_text(sql, params), None) for kind, sql, params in event(rng)]
+
+    return text
+
+
+def uses_prepared(workload: WorkloadOptions) -> bool:
+    """Whether ``workload``'s statements are prepared on the server (db_ps_mode auto)."""
+    return str(workload.option("db_ps_mode")) != "disable"
+
+
+def draw_of(workload: WorkloadOptions) -> distributions.Draw:
+    """The key distribution of ``workload``: its rand_type with that type's parameters."""
+    o = workload.option
+    return distributions.make(str(o("rand_type")), iters=int(o("rand_spec_iter")), pct=int(o("rand_spec_pct")),
+                              res=int(o("rand_spec_res")), pareto_h=float(o("rand_pareto_h")),
+                              zipfian_exp=float(o("rand_zipfian_exp")))
 
 
 def per_table(g: Generator, keys: Sequence[str]) -> list[str]:

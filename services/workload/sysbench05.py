@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Callable, Mapping
 
 from services.workload.registry import (
+    COMMON_OPTIONS,
     COUNT_BY_STATEMENT,
     OTHER,
     READ,
@@ -34,7 +35,7 @@ TABLE = "sbtest1"
 SOURCE = "akopytov/sysbench b9d0556 (unchanged to cea90cb, 2010) sysbench/tests/db/{}.lua"
 
 #: sysbench 0.5's options of these scripts (--oltp-auto-inc, --rand-type), with their defaults.
-OPTIONS: Mapping[str, object] = MappingProxyType({"auto_inc": True, "rand_type": "special"})
+OPTIONS: Mapping[str, object] = MappingProxyType({"auto_inc": True, **COMMON_OPTIONS})
 #: oltp_complex_*: also --oltp-range-size, and lock_tables: the scripts took LOCK TABLES ...
 #: READ/WRITE and UNLOCK TABLES instead of BEGIN/COMMIT when --mysql-table-engine was spelt
 #: "myisam" in lower case; the 2010 pages wrote "MyISAM", so they ran BEGIN/COMMIT (the default).

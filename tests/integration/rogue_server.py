@@ -1,6 +1,8 @@
 """A rogue MySQL server for tests: it accepts any login, and answers every query with a LOAD DATA
 LOCAL request for a file of its choosing (the 0xFB packet), recording whatever the client sends
-back. A client that honours the request hands the server a file of the worker's."""
+back. A client that honours the request hands the server a file of the worker's. With
+``clear_text`` it first asks the client to switch to mysql_clear_password (an auth switch
+request) and records what the client answers: a client that complies sends the password as it is."""
 
 from __future__ import annotations
 
@@ -28,13 +30,17 @@ def _read(conn: socket.socket) -> tuple[int, bytes] | None:
 
 
 class RogueServer:
-    """Listens on 127.0.0.1 (a free port); ``received`` holds the bytes of every file a client sent."""
+    """Listens on ``host`` (a free port); ``received`` holds the bytes of every file a client sent,
+    ``passwords`` every clear-text answer, ``connections`` counts the clients that came."""
 
-    def __init__(self, wanted: str):
+    def __init__(self, wanted: str = "/etc/hostname", *, host: str = "127.0.0.1", clear_text: bool = False):
         self.wanted = wanted
+        self.clear_text = clear_text
         self.received: list[bytes] = []
+        self.passwords: list[bytes] = []
         self.requests = 0
-        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.connections = 0
+        self._sock = socket.create_server((host, 0))
         self.port = self._sock.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -47,6 +53,7 @@ class RogueServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
+            self.connections += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
@@ -58,6 +65,12 @@ class RogueServer:
             got = _read(conn)
             if got is None:
                 return
+            if self.clear_text:
+                conn.sendall(_packet(got[0] + 1, b"\xfe" + b"mysql_clear_password\0"))
+                got = _read(conn)
+                if got is None:  # the client refused to switch
+                    return
+                self.passwords.append(got[1])
             conn.sendall(_packet(got[0] + 1, _OK))
             while (got := _read(conn)) is not None and got[1][:1] and got[1][0] != COM_QUIT:
                 command = got[1][0]

@@ -259,7 +259,7 @@ def test_a_live_clients_statement_is_never_ended(params, target_password, leftov
     assert res.quiesce.ended_connections == 0 and left.error is None and left.running()
 
 
-def test_a_live_socket_clients_statement_on_a_dsn_target_is_never_ended(params, target_password):
+def test_a_live_socket_clients_statement_on_a_dsn_target_is_never_ended(params, target_password, monkeypatch):
     """On a DSN target reached over its unix socket a client's liveness cannot be seen, so even
     after a failure the worker ends nothing there: a user's statement is waited for and the run
     fails naming it (only the worker's own managed server has its socket leftovers ended)."""
@@ -270,6 +270,7 @@ def test_a_live_socket_clients_statement_on_a_dsn_target_is_never_ended(params, 
     if not os.path.exists(sock):
         pytest.skip(f"the server's socket {sock} is not on this host")
     over_socket = dict(params, unix_socket=sock)
+    monkeypatch.setenv("BENCHFLEET_TARGET_SOCKET_DIRS", os.path.dirname(sock))  # the worker operator allows it
     left = Leftover(over_socket).start()
     try:
         target = dsn(params, connections_only(1)).model_copy(update={"socket": sock})

@@ -232,9 +232,9 @@ ENSURE_SERVICES = Path(__file__).resolve().parents[2] / "deploy" / "ensure-servi
 
 
 def collector_db_privileges() -> str:
-    """The privileges deploy/ensure-services grants the collector's DB user on the results DB."""
-    m = re.search(r"GRANT ([A-Z ,]+) ON \\`\$db_grant\\`\.\* TO \$col;", ENSURE_SERVICES.read_text())
-    assert m, "deploy/ensure-services: no GRANT to the collector on the results DB ($db_grant)"
+    """The privileges deploy/ensure-services grants the collectors' role on the results DB."""
+    m = re.search(r"GRANT ([A-Z ,]+) ON \\`\$db_grant\\`\.\* TO \$\{p\}_collectors;", ENSURE_SERVICES.read_text())
+    assert m, "deploy/ensure-services: no GRANT to the collectors' role on the results DB ($db_grant)"
     return m.group(1)
 
 

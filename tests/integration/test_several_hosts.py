@@ -106,7 +106,10 @@ def install_worker(topo: Topology, role: str, ctl_etc: Path, cpu: str, tls: Tls,
             "--tls-ca", str(tls.ca),
             "--metrics-addr", host.addr, "--metrics-port", "9464", "--client-cpus", cpu,
             # Seconds between AMQP heartbeats: the broker notices an unplugged host after two.
-            "--env", "BENCHFLEET_HEARTBEAT=5", *(a for e in env for a in ("--env", e))]
+            "--env", "BENCHFLEET_HEARTBEAT=5",
+            # The target host's throwaway server is reached as its root, which a worker refuses
+            # unless its operator names it.
+            "--env", "BENCHFLEET_TARGET_PRIVILEGED_USERS=root", *(a for e in env for a in ("--env", e))]
     topo.exec(role, str(ROOT / "deploy/host/install-worker"), *args, env=host_paths(topo, role))
 
 

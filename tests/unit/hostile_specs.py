@@ -57,6 +57,16 @@ def _bomb(levels: int = 9) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _many_options_runs() -> str:
+    """10 managed targets each with 63 server options, 100,000 runs: every run message holds its target."""
+    from services.common.spec.server_allowed import ALLOWED
+
+    opts = "{" + ", ".join(f"{k}: {int(r.lo)}" for k, r in ALLOWED.items() if r.kind == "int") + "}"
+    return ("name: x\ntargets:\n" + "".join(f"  - {{kind: managed, name: m{i}, options: {opts}}}\n" for i in range(10))
+            + "workloads: [oltp_point_select]\nthreads: [" + ", ".join(str(i) for i in range(1, 1001)) + "]\n"
+            "duration: 1s\nrepeat: 10\n")
+
+
 def _cases() -> list[tuple[str, str | bytes, str]]:
     deep_options = "\n".join("  " * (i + 3) + f"k{i}:" for i in range(40)) + " 1\n"
     many = ", ".join(str(i) for i in range(1, 1001))
@@ -245,6 +255,28 @@ def _cases() -> list[tuple[str, str | bytes, str]]:
         ("dot-dot value", option("default_time_zone", "../../x"), "targets[0].options.default_time_zone"),
         ("uppercase option", spec(targets=managed("{Plugin_Dir: /x}")), "targets[0].options.Plugin_Dir"),
         ("skip-grant-tables", option("skip-grant-tables", "true"), "targets[0].options.skip-grant-tables"),
+        # -- server options off the allow-list, abbreviated, or past their bounds
+        ("abbreviated option", option("key_buffer", "8M"), "targets[0].options.key_buffer"),
+        ("loose abbreviated option", option("loose-innodb-buffer-pool", "1G"),
+         "targets[0].options.loose-innodb-buffer-pool"),
+        ("skip- abbreviation", option("skip-performance", "null"), "targets[0].options.skip-performance"),
+        ("feedback URL", option("feedback_url", "http:evil.example"), "targets[0].options.feedback_url"),
+        ("proxy protocol", option("proxy_protocol_networks", "127.0.0.1"), "targets[0].options.proxy_protocol_networks"),
+        ("monitor port", option("extra_port", "3307"), "targets[0].options.extra_port"),
+        ("general log", option("general_log", "true"), "targets[0].options.general_log"),
+        ("maximum- ceiling", option("maximum-max-connections", "1000"), "targets[0].options.maximum-max-connections"),
+        ("2 TB buffer pool", option("innodb_buffer_pool_size", "2T"), "targets[0].options.innodb_buffer_pool_size"),
+        ("8 GB sort buffer", option("sort_buffer_size", "8G"), "targets[0].options.sort_buffer_size"),
+        ("a million connections", option("max_connections", "1000000"), "targets[0].options.max_connections"),
+        ("unknown thread handling", option("thread_handling", "no-such-handling"), "targets[0].options.thread_handling"),
+        ("size as a word", option("key_buffer_size", "lots"), "targets[0].options.key_buffer_size"),
+        # -- costs
+        ("120,000 deliveries over load hosts", spec(threads="[" + ", ".join(str(i) for i in range(2, 1002)) + "]",
+                                                    extra="repeat: 60\nload_hosts: 2\n"), "repeat"),
+        ("2 billion rows", spec(extra="data: {tables: 1024, table_size: 2000000}\n"), "data"),
+        ("rows prepared again per layout", spec(workloads="[oltp_point_select, oltp_simple]",
+                                                extra="data: {table_size: 200000000}\nrepeat: 10\n"), "data"),
+        ("gigabytes of run messages", _many_options_runs(), "targets"),
         # -- secrets
         ("literal password", spec(targets=target(password="hunter2")), "targets[0].password"),
         ("space in password_env", spec(targets=target(password_env='"BENCHFLEET AMQP"')), "targets[0].password_env"),

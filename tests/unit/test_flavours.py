@@ -35,7 +35,8 @@ def test_mysql_accounts_use_native_password_and_mariadb_flushes_first():
     loads the grant tables before creating it."""
     my = f.client_user_sql(f.flavour_of("8.0.36"), "benchfleet", "pw", ("localhost",))
     assert my == ("CREATE USER 'benchfleet'@'localhost' IDENTIFIED WITH mysql_native_password BY 'pw';\n"
-                  "GRANT ALL PRIVILEGES ON *.* TO 'benchfleet'@'localhost';\n")
+                  "GRANT ALL PRIVILEGES ON *.* TO 'benchfleet'@'localhost';\n"
+                  "REVOKE FILE ON *.* FROM 'benchfleet'@'localhost';\n")
     maria = f.client_user_sql(f.flavour_of("10.11.19-MariaDB"), "benchfleet", "pw", ("localhost",))
     assert maria.startswith("FLUSH PRIVILEGES;\nCREATE USER 'benchfleet'@'localhost' IDENTIFIED BY 'pw';\n")
 

@@ -9,13 +9,12 @@ from typing import Any, Iterator
 import pytest
 
 from services.common.errors import ExportFileError
-from services.common.spec.loading import parse_spec
 from services.common.store.campaign_file import MAX_DEPTH, decode_export, too_deep
 
-from tests.unit.test_report_leaks import SECRET_SPEC, _export
+from tests.unit.test_report_leaks import SECRET_SPEC, _export, recorded
 
 #: A well-formed export of a small campaign, as parsed JSON.
-GOOD = json.loads(_export(parse_spec(SECRET_SPEC)).encode())
+GOOD = json.loads(_export(recorded(SECRET_SPEC)).encode())
 #: Values of every JSON type, and one nested far deeper than any export.
 WRONG_VALUES: tuple[Any, ...] = (None, True, -1, 1e308, "x" * 300, [], {}, [[["deep"]]], {"k": {"k": {}}})
 

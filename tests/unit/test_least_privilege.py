@@ -90,8 +90,8 @@ def test_options_that_load_code_or_name_paths_are_reserved(name):
     assert server_options.name_problem(name) is not None
 
 
-@pytest.mark.parametrize("name", ["key_buffer_size", "key_cache_segments", "thread_handling", "general_log",
-                                  "log_slow_query", "innodb_adaptive_hash_index", "innodb_file_per_table",
+@pytest.mark.parametrize("name", ["key_buffer_size", "key_cache_segments", "thread_handling", "thread_pool_size",
+                                  "query_cache_type", "innodb_adaptive_hash_index", "innodb_file_per_table",
                                   "skip_name_resolve", "performance_schema", "innodb_buffer_pool_size"])
 def test_tuning_options_stay_allowed(name):
     assert server_options.name_problem(name) is None

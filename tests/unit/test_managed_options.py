@@ -64,10 +64,11 @@ def test_unknown_options_accepts_prefixes_and_refuses_abbreviations():
 
 
 def test_argv_renders_booleans_and_flags():
-    """Options keep the spec's order; true/false become ON/OFF, null a bare flag."""
+    """Options keep the spec's order under their full names; true/false become ON/OFF, null a bare flag."""
     assert so.argv({"key_buffer_size": "400M", "skip-name-resolve": True, "performance_schema": False,
-                    "skip_grant_x": None, "n": 8}) == [
-        "--key_buffer_size=400M", "--skip-name-resolve=ON", "--performance_schema=OFF", "--skip_grant_x", "--n=8"]
+                    "thread_pool_exact_stats": None, "max-connections": 8}) == [
+        "--key_buffer_size=400M", "--skip_name_resolve=ON", "--performance_schema=OFF", "--thread_pool_exact_stats",
+        "--max_connections=8"]
 
 
 def test_managed_target_loads():

@@ -8,16 +8,19 @@ import io
 import json
 import zipfile
 
+import yaml
+
 from services.common.store.campaign_file import CampaignExport, ExportedCampaign, ExportedRun, decode_export
 from services.common.messages.runs import Cell
 from services.common.messages.results import RunResult, ServerReport, Totals
-from services.common.spec.loading import parse_spec
 from services.reporting.analysis import CampaignData
 from services.reporting.options import ReportOptions
 from services.reporting.render import registry
 from services.reporting.render.html import render_html_report
 from services.reporting.render.machine_formats import render_json, render_ods
 from services.reporting.report import analyse, render_lines, render_markdown_lines
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.fields import STORED
 
 from tests.unit.test_report_formats import run
 
@@ -32,6 +35,12 @@ workloads: [oltp_point_select]
 threads: [1, 4]
 duration: 1s
 """
+def recorded(text: str) -> CampaignSpec:
+    """The spec as a campaign recorded before server options had an allow-list holds it: read
+    back (results DB, export), so its password-like options were once possible."""
+    return CampaignSpec.model_validate(yaml.safe_load(text), context=STORED)
+
+
 #: Everything no report or export may show: where passwords are kept, and a secret option's value.
 SECRETS = ("PW_REMOTE_TARGET", "/srv/benchpw/local.pw", "local.pw", "password_env", "password_file", "tok-77x")
 
@@ -81,7 +90,7 @@ def test_no_report_format_nor_the_export_shows_where_passwords_are_kept():
     """Text, Markdown, HTML, JSON, ODS and the campaign export of a campaign whose targets read
     their passwords from a variable and a file, with a password-like server option (also in its
     results' server options and variables), name neither the variable, the file nor the option's value."""
-    spec = parse_spec(SECRET_SPEC)
+    spec = recorded(SECRET_SPEC)
     data = _data(spec)
     outputs = {"text": "\n".join(render_lines(analyse(data, ReportOptions(all_tables=True)))),
                "markdown": "\n".join(render_markdown_lines(analyse(data, ReportOptions(all_tables=True))))}
@@ -104,7 +113,7 @@ def test_no_report_format_nor_the_export_shows_where_passwords_are_kept():
 def test_an_export_imports_into_the_same_reports_without_the_secret_locations():
     """The export of such a campaign decodes; what it imports reports exactly like the original
     (the remote target still shows the verified TLS its runs used) and exports to the same file."""
-    spec = parse_spec(SECRET_SPEC)
+    spec = recorded(SECRET_SPEC)
     text = _export(spec).encode()
     imported = decode_export(text, "leaky.json")
     remote = imported.campaign.spec.target("remote")
@@ -120,7 +129,7 @@ def test_an_export_imports_into_the_same_reports_without_the_secret_locations():
 def test_an_export_written_with_secret_locations_imports_without_them():
     """A file written before exports dropped password_env/password_file still imports, and the
     campaign it stores no longer names them."""
-    spec = parse_spec(SECRET_SPEC)
+    spec = recorded(SECRET_SPEC)
     old = _export(spec).model_dump(mode="json", by_alias=True, exclude_none=True)
     old["campaign"]["spec"] = spec.model_dump(mode="json", exclude_none=True)  # as older versions wrote it
     assert "PW_REMOTE_TARGET" in str(old)
@@ -131,7 +140,7 @@ def test_an_export_written_with_secret_locations_imports_without_them():
 def test_markdown_reports_show_a_multi_line_description_as_text():
     """A description's later lines can start no heading, rule or list, and its HTML and links
     stay text; the text report prints it as written (control characters are refused by the spec)."""
-    spec = parse_spec(SECRET_SPEC.replace(
+    spec = recorded(SECRET_SPEC.replace(
         'description: "<script>alert(1)</script> see [here](http://evil.example/x) <b>bold</b>"',
         'description: "intro\\n# Owned\\n<script>alert(1)</script>\\n[here](http://evil.example/x)\\n---"'))
     md = render_markdown_lines(analyse(_data(spec), ReportOptions()))
@@ -156,7 +165,7 @@ def test_markdown_reports_show_underscores_and_numbered_lines_as_written():
     """A description ``_draft_`` is not set in italics and its line ``1. item`` (or ``2) two``)
     starts no numbered list: both show their characters as written; an option name keeps its
     underscores, which start no emphasis inside a word."""
-    spec = parse_spec(SECRET_SPEC.replace(
+    spec = recorded(SECRET_SPEC.replace(
         'description: "<script>alert(1)</script> see [here](http://evil.example/x) <b>bold</b>"',
         'description: "_draft_ of big_table\\n1. item\\n  2) two"'))
     page = "\n".join(render_markdown_lines(analyse(_data(spec), ReportOptions())))

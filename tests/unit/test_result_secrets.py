@@ -6,22 +6,25 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import yaml
+
 from services.common.store.campaign_file import CampaignExport, ExportedCampaign, ExportedRun, decode_export
 from services.common.messages.results import RunResult, ServerReport, Totals
 from services.common.messages.codec import decode
-from services.common.spec.loading import parse_spec
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.fields import STORED
 from services.worker.driver.contract import LoadOutcome
 from services.worker.target import info, lifecycle
 from services.worker.target.connect_params import ConnectParams
 
-SPEC = parse_spec("""\
+SPEC = CampaignSpec.model_validate(yaml.safe_load("""\
 name: sst
 targets:
  - {name: managed, kind: managed, options: {server_audit_secret_token: tok-77x, key_buffer_size: 8M}}
 workloads: [oltp_point_select]
 threads: [1]
 duration: 1s
-""")
+"""), context=STORED)  # as recorded before server options had an allow-list, when such an option was possible
 #: A password-like option with its value, as a worker before this fix recorded it.
 LEAKY = {"server_audit_secret_token": "tok-77x", "key_buffer_size": "8M"}
 CLEAN = {"server_audit_secret_token": "hidden", "key_buffer_size": "8M"}

@@ -109,3 +109,44 @@ def test_client_cpu_of_the_sysbench_driver_leaves_out_its_start(tmp_path):
     assert rc == 0
     # Without the line all of the process counts (0.6 s busy start included); with it, not the start.
     assert cpu_whole >= 0.5 and cpu_with < 0.3 and switches >= 0
+
+
+_FAKE_RUN = """#!{python}
+import sys
+with open({log!r}, "a") as f:
+    # The warm-up runs without per-second reports.
+    f.write("measured\\n" if "--report-interval=1" in sys.argv else "warm-up\\n")
+sys.stdout.write(open({output!r}).read())
+"""
+
+
+def test_the_server_is_read_between_the_warm_up_and_the_measured_process_and_after_it(tmp_path):
+    """The server's window is sysbench's own: its counters are read once the warm-up's process has
+    ended and before the measured one starts, and again after that one ended; the outcome keeps both
+    instants. Without a reading before, none is taken after and the outcome has no such window."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    from services.worker.driver.contract import LoadRequest
+
+    log = tmp_path / "log"
+    fake = tmp_path / "sysbench"
+    output = Path(__file__).parent / "fixtures" / "sysbench" / "oltp_point_select_histogram.txt"
+    fake.write_text(_FAKE_RUN.format(python=sys.executable, log=str(log), output=str(output)))
+    fake.chmod(0o755)
+    instants = iter([100.0, 107.5])
+
+    def read_server() -> float | None:
+        with open(log, "a") as f:
+            f.write("read\n")
+        return next(instants)
+
+    request = LoadRequest(PARAMS, WorkloadSpec(name="oltp_point_select"), DataShape(), 4, 1.0, 2.0, 3,
+                          read_server=read_server)
+    outcome = sd.run_sysbench(request, binary=str(fake))
+    assert log.read_text().split() == ["warm-up", "read", "measured", "read"]
+    assert outcome.server_window == (100.0, 107.5)
+    log.write_text("")
+    unread = sd.run_sysbench(dataclasses.replace(request, read_server=lambda: None), binary=str(fake))
+    assert log.read_text().split() == ["warm-up", "measured"] and unread.server_window is None

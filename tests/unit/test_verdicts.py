@@ -10,7 +10,12 @@ import random
 import pytest
 
 from services.reporting.log_ratio import log_ratio
-from services.reporting.verdicts import CellFigures, gate, judge
+from services.reporting.verdicts import CellFigures, Page, Verdict, fails_gate, judge
+
+
+def gate(page: Page, slower_pct: float) -> list[Verdict]:
+    """The cells of a page that fail a gate of ``slower_pct`` percent, by the rule gate.regressions applies."""
+    return [v for v in page.verdicts if fails_gate(v, page.higher_is_better, slower_pct)]
 
 
 def reps(*values):

@@ -33,12 +33,12 @@ class _Connection:
         if "information_schema.COLUMNS" in sql:
             return [(t, c) for t, cols in COLUMNS.items() for c in cols]
         if "information_schema.VIEWS" in sql:
-            return [(name,) for name in self.existing]
+            return [(name, "INVOKER") for name in self.existing]
         return []
 
     def execute(self, sql: str, params=()):
-        if sql.startswith("CREATE OR REPLACE VIEW"):
-            view = sql.split()[4]
+        if sql.startswith("CREATE OR REPLACE SQL SECURITY INVOKER VIEW"):
+            view = sql.split()[7]
             raise StoreError("results DB: 1142 DROP command denied to user 'benchfleet_collector'@'localhost' "
                              f"for table `benchfleet`.`{view}`")
         self.executed.append(sql.split(" AS ")[0])

@@ -54,8 +54,8 @@ def fleet_env(monkeypatch, tmp_path):
     monkeypatch.setenv("BENCHFLEET_AMQP_PASSWORD", SECRET)
     monkeypatch.setenv("BENCHFLEET_AMQP_PASSWORD_FILE", str(secrets / "amqp_password"))
     monkeypatch.setenv("BENCH_PW", "bench-password")
-    monkeypatch.setenv("BENCHFLEET_TARGET_PASSWORD_ENV", "BENCH_*")
-    monkeypatch.setenv("BENCHFLEET_TARGET_PASSWORD_DIRS", str(allowed))
+    monkeypatch.setenv("BENCHFLEET_TARGET_PASSWORD_ENV", "BENCH_*@db.example.com:3306,BENCH_*@127.0.0.1")
+    monkeypatch.setenv("BENCHFLEET_TARGET_PASSWORD_DIRS", f"{allowed}@db.example.com:3306")
     return tmp_path
 
 
@@ -119,6 +119,98 @@ def test_allowed_passwords_are_used_with_tls_verified_for_remote_hosts(fleet_env
     assert "ssl_verify_cert" not in local and "ssl_disabled" not in local
     opt_out = dsn.connector_kwargs(dsn.connect_params(remote(password_env="BENCH_PW", tls="disabled")))
     assert opt_out["ssl_disabled"] and "ssl_verify_cert" not in opt_out
+
+
+@pytest.mark.parametrize("fields, field, reason", [
+    ({"host": "127.0.0.2", "password_env": "BENCH_PW"}, "targets.a.host", "127.0.0.2:3306 is not where BENCH_PW"),
+    ({"port": 3307, "password_env": "BENCH_PW"}, "targets.a.port", "db.example.com:3307 is not where BENCH_PW"),
+    ({"host": "db2.example.com", "password_file": "${BENCHFLEET_TARGET_SECRETS}/bench"}, "targets.a.host",
+     "binds it to db.example.com:3306"),
+    ({"socket": "/run/mysqld/mysqld.sock"}, "targets.a.socket", "BENCHFLEET_TARGET_SOCKET_DIRS: none configured"),
+])
+def test_a_password_or_socket_aimed_elsewhere_fails_the_run_before_anything_connects(
+        fleet_env, nothing_happens, monkeypatch, fields, field, reason):
+    """An allowed password sent to a server it is not bound to, or a socket outside the
+    operator's directories, fails the run naming the field; nothing is connected."""
+    monkeypatch.setenv("BENCHFLEET_TARGET_SECRETS", str(fleet_env / "target-passwords"))
+    res = runner.execute(run_of(remote(**fields)), runner.WorkerIdentity("w1"))
+    assert res.status == "failed" and res.error.startswith(f"{field}: "), res.error
+    assert reason in res.error, res.error
+    assert "bench-password" not in res.encode().decode()
+
+
+class FakeCursor:
+    """SHOW GRANTS as MariaDB answers it for ``current``."""
+
+    def __init__(self, current: str, lines: list[str]):
+        self.rows: list[tuple] = []
+        self.current, self.lines = current, lines
+
+    def execute(self, sql, params=None):
+        if self.lines is None and sql.startswith("SHOW GRANTS"):  # a server without grant tables
+            raise dsn.mysql.connector.Error(msg="--skip-grant-tables", errno=1290)
+        self.rows = [(self.current,)] if sql.startswith("SELECT CURRENT_USER") else [(line,) for line in self.lines]
+
+    def fetchone(self):
+        return self.rows[0]
+
+    def fetchall(self):
+        return self.rows
+
+
+class FakeConnection:
+    def __init__(self, cursor: FakeCursor):
+        self._cursor = cursor
+
+    def cursor(self):
+        return self._cursor
+
+    def close(self):
+        pass
+
+
+ROOT_GRANTS = ["GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION"]
+
+
+@pytest.mark.parametrize("current, lines, refused", [
+    ("root@localhost", ROOT_GRANTS, "it is root"),
+    ("bench@%", ["GRANT USAGE ON *.* TO `bench`@`%`", "GRANT ALL PRIVILEGES ON `sbtest`.* TO `bench`@`%`"],
+     "ALL PRIVILEGES ON `sbtest`"),
+    ("bench@%", ["GRANT FILE ON *.* TO `bench`@`%`"], "FILE ON *.*"),
+])
+def test_root_or_an_over_privileged_account_fails_the_run_before_prepare(fleet_env, nothing_happens, monkeypatch,
+                                                                       current, lines, refused):
+    """The worker reads the account's grants on a connection of its own and refuses, naming
+    targets.a.user, what it holds too much and the setting that would allow it; prepare never runs."""
+    from services.worker.target import account_check
+
+    monkeypatch.setattr(account_check, "connect", lambda *a, **k: FakeConnection(FakeCursor(current, lines)))
+    target = DsnTarget(name="a", user=current.split("@")[0], host="127.0.0.1", database="sbtest")
+    res = runner.execute(run_of(target), runner.WorkerIdentity("w1"))
+    assert res.status == "failed" and res.error.startswith("targets.a.user: the account "), res.error
+    assert refused in res.error and "BENCHFLEET_TARGET_PRIVILEGED_USERS" in res.error, res.error
+    assert "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, LOCK TABLES ON `sbtest`.*" in res.error
+    # Named by the operator, the same account passes the check (and reaches prepare, refused here).
+    monkeypatch.setenv("BENCHFLEET_TARGET_PRIVILEGED_USERS", current.split("@")[0])
+    with pytest.raises(AssertionError, match="connected or started"):
+        runner.execute(run_of(target), runner.WorkerIdentity("w1"))
+
+
+def test_a_server_without_grant_tables_is_used_only_as_an_account_the_operator_names(fleet_env, nothing_happens,
+                                                                                      monkeypatch):
+    """On a server started with --skip-grant-tables every account holds everything: refused
+    naming targets.a.user, unless the operator lists the spec's user (a throwaway test server)."""
+    from services.worker.target import account_check
+
+    monkeypatch.setattr(account_check, "connect",
+                        lambda *a, **k: FakeConnection(FakeCursor("skip-grants user@skip-grants host", None)))
+    target = DsnTarget(name="a", user="root", host="127.0.0.1", database="sbtest")
+    res = runner.execute(run_of(target), runner.WorkerIdentity("w1"))
+    assert res.status == "failed" and res.error.startswith("targets.a.user: the server runs with --skip-grant-tables"), \
+        res.error
+    monkeypatch.setenv("BENCHFLEET_TARGET_PRIVILEGED_USERS", "root")
+    with pytest.raises(AssertionError, match="connected or started"):
+        runner.execute(run_of(target), runner.WorkerIdentity("w1"))
 
 
 def test_the_results_db_is_refused_as_a_target_database(fleet_env, monkeypatch, nothing_happens):
@@ -206,3 +298,14 @@ def test_sysbench_never_sends_a_password_meant_for_verified_tls(monkeypatch):
     params = ConnectParams(host="db.example.com", password="pw", ssl_ca="/ca.pem", ssl_verify_cert=True)
     with pytest.raises(LoadError, match="cannot check"):
         sysbench.run_sysbench(LoadRequest(params, WorkloadSpec(name="oltp_point_select"), DataShape(), 1, 0.0, 1.0, 1))
+
+
+def test_a_worker_whose_client_library_would_send_clear_text_refuses_to_start(monkeypatch, tmp_path, capsys):
+    """LIBMYSQL_ENABLE_CLEARTEXT_PLUGIN makes mysql.connector's library answer a clear-text auth
+    switch: without BENCHFLEET_TARGET_ALLOW_CLEARTEXT the worker exits 2 naming both."""
+    monkeypatch.setenv("BENCHFLEET_SECRETS", str(tmp_path))
+    monkeypatch.delenv("BENCHFLEET_TARGET_ALLOW_CLEARTEXT", raising=False)
+    monkeypatch.setenv("LIBMYSQL_ENABLE_CLEARTEXT_PLUGIN", "1")
+    assert worker_cli.main(["--max-runs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: LIBMYSQL_ENABLE_CLEARTEXT_PLUGIN is set") and "BENCHFLEET_TARGET_ALLOW_CLEARTEXT=1" in err, err

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from services.common.messages.base import MAX_RUN_SEED, RUN_SCHEMA, _Message
 from services.common.messages.parts import PartOf
-from services.common.spec.campaign import MAX_DURATION_S, MAX_RATE, MAX_RUNS, MAX_THREADS
+from services.common.spec.campaign import DEFAULT_PERCENTILE, MAX_DURATION_S, MAX_EVENTS, MAX_RATE, MAX_RUNS, MAX_THREADS
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.spec.targets import Target
@@ -60,6 +60,11 @@ class RunSpec(_Message):
     ignore_errors: IgnoreErrors | None = None
     #: One part of a run spread over several load hosts (spec ``load_hosts``); None: the whole run.
     part: PartOf | None = None
+    #: Measure this many transactions, or ``duration`` if that ends first (sysbench's --events);
+    #: None (left out): the duration alone.
+    events: Annotated[int, Field(ge=1, le=MAX_EVENTS)] | None = None
+    #: The latency percentile sysbench's reports print (--percentile); None (left out): 95.
+    percentile: Annotated[int, Field(ge=1, le=100)] | None = None
 
     @model_validator(mode="after")
     def _agrees_with_its_cell(self) -> "RunSpec":
@@ -76,6 +81,11 @@ class RunSpec(_Message):
 
     def encode(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+    @property
+    def report_percentile(self) -> int:
+        """The percentile sysbench's reports print for this run (sysbench's default when left out)."""
+        return DEFAULT_PERCENTILE if self.percentile is None else self.percentile
 
     @property
     def ignored_errors(self) -> IgnoreErrors:

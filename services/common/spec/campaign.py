@@ -11,20 +11,42 @@ Version history of the spec format (``spec_version``):
      ``basedir`` paths were removed (a spec names no path on a worker).
      ``load_hosts`` joined version 1 (optional; 1, one worker per run, by default).
      ``duration_by_threads`` joined version 1 (optional; every run measures ``duration`` without it).
+     ``events`` and ``percentile`` joined version 1 (sysbench's --events, --percentile); a workload's
+     ``script``, ``tables`` and ``table_size``, and the options rand_spec_*, rand_pareto_h,
+     rand_zipfian_exp, db_ps_mode and mysql_compression too; ``data.engine`` takes any engine name.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    Strict,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-from services.common.spec import server_options
+from services.common.spec import costs, server_options
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.spec.load_hosts import check_load_hosts
 from services.common.spec.problems import FieldProblems, Problem, closest, did_you_mean
-from services.common.spec.fields import DURATION_JSON_SCHEMA, Frozen, Int, Name, Number, Seconds, shown
+from services.common.spec.fields import (
+    DURATION_JSON_SCHEMA,
+    STORED,
+    Frozen,
+    Int,
+    Name,
+    Number,
+    Seconds,
+    is_stored,
+    shown,
+)
 from services.common.spec.targets import PRIVATE_TARGET_FIELDS, DsnTarget, ManagedTarget, Target
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.common.terminal import first_control
@@ -36,8 +58,9 @@ SPEC_VERSION = 1
 # the open-loop schedule, statement builders, timeouts) can loop, hang or allocate without end.
 # A target's own bounds are in spec/targets.py.
 
-#: The most runs one campaign may expand to (targets x workloads x threads x repeat): at a few
-#: seconds each that is days of measuring; the scheduler publishes them in one transaction.
+#: The most runs one campaign may expand to (targets x workloads x threads x repeat, times
+#: load_hosts: each part is a delivery and a result of its own): at a few seconds each that is
+#: days of measuring; the scheduler publishes them in one transaction.
 MAX_RUNS = 100_000
 #: Concurrent connections of one run (a client port range; the worker also needs the fds).
 MAX_THREADS = 65_535
@@ -51,6 +74,10 @@ MAX_DURATION_S = 7 * 86_400
 #: a bound, `.inf` made the arrival schedule loop for ever and a huge rate grew it without end.
 MAX_RATE = 1_000_000
 MAX_SEED = 2**63 - 1
+#: Transactions one run may be told to measure (sysbench's --events): far more than any window holds.
+MAX_EVENTS = 2**40
+#: sysbench's default --percentile.
+DEFAULT_PERCENTILE = 95
 MAX_DESCRIPTION = 2_000
 
 
@@ -95,6 +122,12 @@ class CampaignSpec(Frozen):
     threads: Annotated[list[Annotated[Int, Field(gt=0, le=MAX_THREADS)]],
                        Field(min_length=1, max_length=MAX_THREAD_COUNTS)]
     duration: Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]
+    #: sysbench's --events: a run measures this many transactions, or ``duration`` if that ends
+    #: first (sysbench's --events=N --time=T); 0: no limit but the duration.
+    events: Annotated[Int, Field(ge=0, le=MAX_EVENTS)] = 0
+    #: sysbench's --percentile (1 to 100): the latency percentile sysbench's reports print, per
+    #: second on the live dashboard; the stored histograms keep every percentile either way.
+    percentile: Annotated[Int, Field(ge=1, le=100)] = DEFAULT_PERCENTILE
     #: Longer windows for higher thread counts: {from this many threads: measured time}; a run
     #: measures the duration of the highest key at or below its threads, ``duration`` below
     #: every key (a run must hold enough transactions per connection to measure its response time).
@@ -127,11 +160,13 @@ class CampaignSpec(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "CampaignSpec":
+    def _cross_checks(self, info: ValidationInfo) -> "CampaignSpec":
         # Every problem at once, one line each: a user fixes them all before running validate again.
-        problems = self._name_problems() + self._shape_problems()
+        problems = self._name_problems() + self._shape_problems() + ([] if is_stored(info) else self._cost_problems())
         if self.driver == "sysbench":
             problems += self._sysbench_problems()
+        else:
+            problems += self._native_problems()
         if problems:
             raise FieldProblems(problems)
         return self
@@ -158,38 +193,75 @@ class CampaignSpec(Frozen):
                                           "not join the same way with '.'"))
         return out
 
-    def _shape_problems(self) -> list[Problem]:
+    def _cost_problems(self) -> list[Problem]:
+        """What a new campaign may ask of the fleet: deliveries (parts included), the bytes their
+        messages carry, and rows loaded."""
         out = []
         runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
-        if runs > MAX_RUNS:
+        deliveries = costs.messages(runs, self.load_hosts)
+        if deliveries > MAX_RUNS:
+            parts = f" x {self.load_hosts} load hosts" if self.load_hosts > 1 else ""
             out.append(Problem("repeat", f"{len(self.targets)} targets x {len(self.workloads)} workloads x "
-                                         f"{len(self.threads)} thread counts x {self.repeat} repetitions = {runs:,} "
-                                         f"runs; a campaign may have at most {MAX_RUNS:,}"))
+                                         f"{len(self.threads)} thread counts x {self.repeat} repetitions{parts} = "
+                                         f"{deliveries:,} runs; a campaign may have at most {MAX_RUNS:,} (a run split "
+                                         "over load hosts counts once per host)"))
+        size = costs.message_bytes([len(t.model_dump_json()) for t in self.targets],
+                                   [len(w.model_dump_json()) for w in self.workloads],
+                                   len(self.threads) * self.repeat * self.load_hosts)
+        if size > costs.MAX_MESSAGE_BYTES:
+            out.append(Problem("targets", f"the run messages would carry {size >> 20:,} MiB of targets and workloads "
+                                          f"(each run holds its whole target); a campaign may publish at most "
+                                          f"{costs.MAX_MESSAGE_BYTES >> 20} MiB: fewer server options, runs or "
+                                          "repetitions"))
+        rows = costs.rows_prepared(self.workloads, self.data, self.repeat) * len(self.targets)
+        if rows > costs.MAX_ROWS_PREPARED:
+            out.append(Problem("data", f"{len(self.targets)} targets would load {rows:,} rows in all (each "
+                                       "workload's tables x table_size, again whenever a workload runs on another "
+                                       f"shape, layout or auto_inc than the one before it); a campaign may load at "
+                                       f"most {costs.MAX_ROWS_PREPARED:,}"))
+        return out
+
+    def _shape_problems(self) -> list[Problem]:
+        out = []
         for w in self.workloads:
-            most = WORKLOADS[w.name].max_tables
-            if most is not None and self.data.tables > most:
+            most = None if w.script is not None else WORKLOADS[w.name].max_tables
+            tables = w.data_for(self.data).tables
+            if most is not None and tables > most:
                 named = w.key if w.key == w.name else f"{w.key} ({w.name})"
+                whose = "its tables" if w.tables is not None else "data.tables"
                 out.append(Problem("workloads", f"{named}: runs on at most {most} table(s), as its sysbench script "
-                                                f"does (it refuses --tables > 1); data.tables is {self.data.tables}"))
+                                                f"does (it refuses --tables > 1); {whose} is {tables}"))
+        if self.events and self.load_hosts > 1:
+            out.append(Problem("events", "a run split over load hosts cannot share one count of transactions; "
+                                         "use load_hosts: 1 with events"))
         managed = [t.name for t in self.targets if isinstance(t, ManagedTarget)]
-        fresh = [w.key for w in self.workloads if WORKLOADS[w.name].tables.fresh]
+        fresh = [w.key for w in self.workloads if w.script is None and WORKLOADS[w.name].tables.fresh]
         try:
             check_load_hosts(self.load_hosts, min(self.threads), self.driver, managed, fresh)
         except ValueError as e:
             out.append(Problem("", str(e)))  # its message starts with "load_hosts: "
         return out
 
+    def _native_problems(self) -> list[Problem]:
+        out = []
+        for i, w in enumerate(self.workloads):
+            if w.script is not None:
+                out.append(Problem(f"workloads[{i}].script", f"{w.script}: a Lua script runs only with driver: "
+                                                             "sysbench (the native driver runs registered workloads)"))
+        return out
+
     def _sysbench_problems(self) -> list[Problem]:
         out = []
-        old = sorted({w.key for w in self.workloads if WORKLOADS[w.name].sysbench_test is None})
+        old = sorted({w.key for w in self.workloads if w.script is None and WORKLOADS[w.name].sysbench_test is None})
         if old:
             out.append(Problem("workloads", f"{', '.join(old)}: sysbench 1.0.20 has no script running what "
                                             "sysbench 0.5 ran under these 2010 names (docs/workloads.md); use "
                                             "driver: native"))
-        zipf = sorted({w.key for w in self.workloads if w.option("rand_type") == "zipfian"})
+        zipf = sorted({w.key for w in self.workloads
+                       if w.option("rand_type") == "zipfian" or "rand_zipfian_exp" in w.options})
         if zipf:
-            out.append(Problem("workloads", f"{', '.join(zipf)}: rand_type zipfian needs sysbench 1.1; the sysbench "
-                                            "driver runs 1.0.20 (use driver: native)"))
+            out.append(Problem("workloads", f"{', '.join(zipf)}: rand_type zipfian needs sysbench 1.1 (so does "
+                                            "rand_zipfian_exp); the sysbench driver runs 1.0.20 (use driver: native)"))
         if self.latency_by_kind:
             out.append(Problem("latency_by_kind", "sysbench reports latency per event only; use driver: native"))
         for i, t in enumerate(self.targets):
@@ -254,7 +326,7 @@ class CampaignSpec(Frozen):
 
     def public(self) -> "CampaignSpec":
         """The spec without where passwords are kept (see public_dump): what an export carries."""
-        return CampaignSpec.model_validate(self.public_dump())
+        return CampaignSpec.model_validate(self.public_dump(), context=STORED)
 
 
 def run_id_clash(targets: list[str], workloads: list[str]) -> tuple[tuple[str, str], tuple[str, str]] | None:

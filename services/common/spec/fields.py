@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict, ValidationInfo, WithJsonSchema
 
 from services.common.spec.durations import format_duration, parse_duration
 
@@ -13,6 +13,17 @@ from services.common.spec.durations import format_duration, parse_duration
 #: so no SQL or routing key is ever built from arbitrary text.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 IDENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+
+#: Validation context of a spec read back (results DB, export file, a recorded spec's public
+#: copy): what bounds only what a new campaign may ask of the fleet (the server options' allow-list,
+#: the costs of spec/costs.py) is not checked again, so campaigns recorded before stay readable.
+STORED = {"stored": True}
+
+
+def is_stored(info: ValidationInfo) -> bool:
+    """Whether the spec being validated is one read back (validated with the STORED context)."""
+    return bool(info.context and info.context.get("stored"))
 
 
 def number_as_name(v: Any) -> Any:

@@ -11,8 +11,18 @@ import copy
 from typing import Any
 
 from services.common.spec.campaign import SPEC_VERSION, CampaignSpec
-from services.common.spec.workloads import PREPARE_FIXED
-from services.workload.registry import OPTION_LIMITS, RAND_TYPES, WORKLOADS
+from services.common.spec.workloads import SCRIPT_OPTION_PATTERN, SCRIPT_PATTERN
+from services.workload.registry import (
+    COMMON_OPTIONS,
+    FLOAT_LIMITS,
+    OLTP_OPTIONS,
+    OPTION_LIMITS,
+    OPTION_MINIMUM,
+    PS_MODES,
+    RAND_TYPES,
+    TABLE_OPTIONS,
+    WORKLOADS,
+)
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 #: The schema's own name; a new spec_version gets a new one.
@@ -35,20 +45,36 @@ _NAME_MAPS = frozenset({"properties", "$defs", "patternProperties", "dependentSc
 
 def _option_schema(key: str, default: object) -> dict[str, Any]:
     """What the loader accepts for one sysbench option (services/common/spec/workloads.py)."""
-    if key in PREPARE_FIXED:
-        return {"const": default, "description": "only sysbench's default: the worker prepares that table shape"}
     if isinstance(default, bool):
         return {"type": "boolean", "default": default}
     if isinstance(default, int):
-        return {"type": "integer", "minimum": 0, "maximum": OPTION_LIMITS[key], "default": default}
+        return {"type": "integer", "minimum": OPTION_MINIMUM.get(key, 0), "maximum": OPTION_LIMITS[key],
+                "default": default}
+    if isinstance(default, float):
+        low, high, low_in, high_in = FLOAT_LIMITS[key]
+        return {"type": "number", "minimum" if low_in else "exclusiveMinimum": low,
+                "maximum" if high_in else "exclusiveMaximum": high, "default": default}
     if key == "rand_type":
         return {"enum": list(RAND_TYPES), "default": default}
+    if key == "db_ps_mode":
+        return {"enum": list(PS_MODES), "default": default}
     return {"type": "string", "default": default}
+
+
+def _script_rule() -> dict[str, Any]:
+    """A script workload: sysbench's common options as for any workload, the script's own by pattern."""
+    known = {**COMMON_OPTIONS, **{k: OLTP_OPTIONS[k] for k in (*TABLE_OPTIONS, "auto_inc")}}
+    return {"if": {"required": ["script"]},
+            "then": {"properties": {"options": {
+                "type": "object",
+                "properties": {k: _option_schema(k, v) for k, v in sorted(known.items())},
+                "propertyNames": {"pattern": SCRIPT_OPTION_PATTERN},
+                "additionalProperties": {"type": ["integer", "number", "boolean", "string"]}}}}}
 
 
 def _workload_rules() -> list[dict[str, Any]]:
     """One rule per workload: its options, and no other."""
-    return [{"if": {"properties": {"name": {"const": name}}, "required": ["name"]},
+    return [{"if": {"properties": {"name": {"const": name}}, "required": ["name"], "not": {"required": ["script"]}},
              "then": {"properties": {"options": {
                  "type": "object",
                  "properties": {k: _option_schema(k, v) for k, v in sorted(w.options.items())},
@@ -62,8 +88,15 @@ def spec_json_schema() -> dict[str, Any]:
     defs = base["$defs"]
     names = sorted(WORKLOADS)
     workload = defs["WorkloadSpec"]
-    workload["properties"]["name"] = {"enum": names, "description": "a workload (docs/workloads.md)"}
-    workload["allOf"] = _workload_rules()
+    workload["properties"]["name"] = {"anyOf": [
+        {"enum": names, "description": "a workload (docs/workloads.md)"},
+        {"type": "string", "pattern": SCRIPT_PATTERN, "description": "with script: the script's name"}]}
+    workload["properties"]["script"] = {"type": "string", "pattern": SCRIPT_PATTERN,
+                                        "description": "NAME of NAME.lua in the worker's BENCHFLEET_LUA_DIRS"}
+    # A registered workload's name is one of the enum; a script's names the script.
+    workload["anyOf"] = [{"required": ["script"]}, {"required": ["name"], "properties": {"name": {"enum": names}}}]
+    workload.pop("required", None)
+    workload["allOf"] = [*_workload_rules(), _script_rule()]
     # A bare name is the short form of {name: ...}.
     base["properties"]["workloads"]["items"] = {"anyOf": [{"enum": names}, {"$ref": "#/$defs/WorkloadSpec"}]}
     # kind decides the target's model, dsn when it is left out (the loader's discriminator).

@@ -77,7 +77,7 @@ def option_errors(target: ManagedTarget, binary: Path, basedir: str | None = Non
     ``binary`` does not accept (``basedir``: the build it belongs to, when not the system's)."""
     out = []
     for name, value in target.options.items():
-        problem = server_options.name_problem(name) or server_options.value_problem(value)
+        problem = server_options.option_problem(name, value)
         if problem:
             out.append((name, problem))
     if out:

@@ -1,5 +1,6 @@
-"""Server options of managed targets: strict names and values, checks against what a binary
-accepts, command-line rendering and the CPU split between server and clients.
+"""Server options of managed targets: strict names and values (the allow-list is in
+server_allowed.py), checks against what a binary accepts, command-line rendering and the CPU
+split between server and clients.
 
 Pure on purpose: ``mariadbd --help --verbose`` output and the worker's CPU set come in as
 arguments, so everything here is tested on literal text.
@@ -12,6 +13,8 @@ import re
 from typing import Iterable, Mapping, TypeVar
 
 from services.common.errors import CpuSplitError
+from services.common.spec import server_allowed
+from services.common.spec.server_allowed import NotAllowed
 
 #: Option names as mariadbd spells them, dashes or underscores (`key_buffer_size`,
 #: `thread-handling`). Nothing else ever reaches an argv or a SQL statement.
@@ -126,10 +129,44 @@ def hide_secrets(values: Mapping[str, V]) -> dict[str, V | str]:
 
 
 def name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a spec option (pattern or reserved), or None."""
+    """Why ``name`` cannot be a spec option (pattern, reserved, or not on the allow-list), or None."""
     if not re.fullmatch(OPTION_NAME_PATTERN, name):
         return "invalid option name (allowed: lowercase letters, digits, _ and -)"
-    return reserved_problem(name)
+    problem = reserved_problem(name)
+    if problem:
+        return problem
+    try:
+        server_allowed.canonical(name, None)
+    except NotAllowed as e:
+        return str(e)
+    return None
+
+
+def form_problem(name: str, value: object) -> str | None:
+    """Why ``name``/``value`` could not be a server option of any spec, recorded or new: the
+    name's pattern, a reserved name, the value's characters."""
+    if not re.fullmatch(OPTION_NAME_PATTERN, name):
+        return "invalid option name (allowed: lowercase letters, digits, _ and -)"
+    return reserved_problem(name) or value_problem(value)
+
+
+def option_problem(name: str, value: object) -> str | None:
+    """Why a spec may not set option ``name`` to ``value``, or None: the name's problem, the
+    value's form, then the bounds of the option it resolves to."""
+    problem = name_problem(name) or value_problem(value)
+    if problem:
+        return problem
+    try:
+        base, resolved = server_allowed.canonical(name, value)
+    except NotAllowed as e:
+        return str(e)
+    return server_allowed.value_problem(base, resolved)
+
+
+def canonical(options: Mapping[str, V]) -> dict[str, V | bool | None]:
+    """``options`` (checked) by their full names with prefixes resolved: what the server is given,
+    so no prefix or abbreviation ever reaches its option parser."""
+    return dict(server_allowed.canonical(k, v) for k, v in options.items())  # type: ignore[misc]
 
 
 def render_value(value: object) -> str | None:
@@ -159,9 +196,9 @@ def value_problem(value: object) -> str | None:
 
 
 def argv(options: Mapping[str, object]) -> list[str]:
-    """`--name=value` (or `--name`) for each option, in the spec's order."""
+    """`--name=value` (or `--name`) for each option, in the spec's order, by its full name."""
     out = []
-    for name, value in options.items():
+    for name, value in canonical(options).items():
         text = render_value(value)
         out.append(f"--{name}" if text is None else f"--{name}={text}")
     return out
@@ -194,18 +231,28 @@ def unknown_options(options: Iterable[str], accepted: frozenset[str]) -> list[st
     """The option names (as given) that the binary does not accept, prefixes considered.
 
     Abbreviations are refused on purpose: my_getopt would take `key_buffer` for
-    `key_buffer_size`, but reports must list the exact variable names.
+    `key_buffer_size`, and an abbreviation could reach an option refused by its full name.
     """
     bad = []
     for name in options:
-        base = normalise(name)
-        candidates = {base}
-        for prefix in _PREFIXES:
-            if base.startswith(prefix):
-                candidates.add(base[len(prefix):])
-        if not candidates & accepted:
+        try:
+            base, _ = server_allowed.canonical(name, None)
+        except NotAllowed:
+            bad.append(name)
+            continue
+        if base not in accepted:
             bad.append(name)
     return bad
+
+
+#: The switch that makes a server take exact option names only (a build has it when its
+#: `--help --verbose` lists getopt-prefix-matching, as Debian 12's MariaDB 10.11 does).
+EXACT_NAMES_FLAG = "--skip-getopt-prefix-matching"
+
+
+def exact_names_args(accepted: frozenset[str]) -> list[str]:
+    """[EXACT_NAMES_FLAG] when a build with the ``accepted`` options has it, else []."""
+    return [EXACT_NAMES_FLAG] if "getopt_prefix_matching" in accepted else []
 
 
 def suggestion(name: str, accepted: frozenset[str]) -> str | None:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from services.common.errors import StoreError
 from services.common.spec.campaign import MAX_DESCRIPTION, CampaignSpec
+from services.common.spec.fields import STORED
 
 #: Managed-target fields of earlier spec models, removed since (a spec names no path on a worker).
 REMOVED_TARGET_PATHS = ("binary", "basedir")
@@ -49,7 +50,7 @@ def read_stored_spec(text: str | bytes, campaign_id: str) -> CampaignSpec:
     """The spec recorded with campaign ``campaign_id``; StoreError naming the campaign and the
     field when even the compatibility pass leaves it unreadable."""
     try:
-        return CampaignSpec.model_validate(upgrade(json.loads(text)))
+        return CampaignSpec.model_validate(upgrade(json.loads(text)), context=STORED)
     except json.JSONDecodeError as e:
         raise StoreError(f"campaign {campaign_id}: its stored spec is not JSON: {e}") from None
     except ValidationError as e:

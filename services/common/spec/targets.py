@@ -4,14 +4,26 @@ quiesce block both carry; part of spec_version (history in spec.py)."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Discriminator, Field, Strict, Tag, WithJsonSchema
-from pydantic import field_validator, model_validator
+from pydantic import ValidationInfo, field_validator, model_validator
 
-from services.common.spec import server_options
+from services.common.spec import server_allowed, server_options
+from services.common.spec.problems import FieldProblems, Problem
 from services.common.spec.server_options import CPU_LIST_PATTERN
-from services.common.spec.fields import IDENT_PATTERN, Frozen, Int, Name, Number, Seconds, number_as_name, shown
+from services.common.spec.fields import (
+    IDENT_PATTERN,
+    Frozen,
+    Int,
+    Name,
+    Number,
+    Seconds,
+    is_stored,
+    number_as_name,
+    shown,
+)
 
 # -- bounds of a target's numbers (the campaign's, and why, are in spec.py).
 
@@ -200,8 +212,8 @@ class ManagedTarget(Frozen):
     #: The allocator preloaded into the server: glibc's own, or Debian's libjemalloc2 /
     #: libtcmalloc-minimal4 (LD_PRELOAD, from the worker's library directories only).
     malloc: Literal["glibc", "jemalloc", "tcmalloc"] = "glibc"
-    #: Passed as --name=value in this order; names are checked against `--help --verbose`.
-    #: Options that name paths or load code are reserved (server_options.reserved_problem).
+    #: Passed as --name=value in this order by their full names; only options on the allow-list
+    #: (server_allowed.ALLOWED) with values in its bounds, and names the build's `--help --verbose` lists.
     options: Annotated[dict[str, ServerOptionValue], Field(max_length=MAX_SERVER_OPTIONS)] = Field(default_factory=dict)
     #: CPU lists like "0" or "2-3"; default: the worker splits its CPUs (server first half).
     server_cpus: CpuList | None = None
@@ -224,16 +236,25 @@ class ManagedTarget(Frozen):
 
     @field_validator("options")
     @classmethod
-    def _strict_options(cls, v: dict[str, Any]) -> dict[str, Any]:
+    def _strict_options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # A recorded campaign keeps the options it ran with: only their form is checked again.
+        stored = is_stored(info)
         seen: dict[str, str] = {}
+        problems = []
         for name, value in v.items():
-            problem = server_options.name_problem(name) or server_options.value_problem(value)
+            problem = (server_options.form_problem(name, value) if stored
+                       else server_options.option_problem(name, value))
             if problem:
-                raise ValueError(f"{shown(name)}: {problem}")
-            base = server_options.normalise(name)
+                # Every wrong option at once; a name that is no name is said in the message, not the path.
+                named = re.fullmatch(server_options.OPTION_NAME_PATTERN, name)
+                problems.append(Problem(name, problem) if named else Problem("", f"{shown(name)}: {problem}"))
+                continue
+            base = server_options.normalise(name) if stored else server_allowed.canonical(name, value)[0]
             if base in seen:
-                raise ValueError(f"{name}: same option as {seen[base]}")
+                problems.append(Problem(name, f"same option as {seen[base]}"))
             seen[base] = name
+        if problems:
+            raise FieldProblems(problems)
         return v
 
 

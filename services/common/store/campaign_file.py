@@ -20,7 +20,7 @@ from services.common.errors import ExportFileError
 from services.common.messages.base import Record
 from services.common.messages.results import RunResult
 from services.common.spec.campaign import CampaignSpec
-from services.common.spec.fields import shown
+from services.common.spec.fields import STORED, shown
 from services.common.spec.stored import upgrade
 
 EXPORT_SCHEMA = "benchfleet.campaign-export/1"
@@ -146,7 +146,8 @@ def decode_export(text: str | bytes, name: str) -> CampaignExport:
     if schema != EXPORT_SCHEMA:
         raise ExportFileError(f"{name}: schema: {schema!r} is not a campaign export (expected {EXPORT_SCHEMA})")
     try:
-        export = CampaignExport.model_validate(data)
+        # A recorded campaign: its spec is read back as the results DB reads it (fields.STORED).
+        export = CampaignExport.model_validate(data, context=STORED)
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"])

@@ -4,6 +4,7 @@ the scheduler's guards on submitting (the submit lock, the idempotency key) and 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -11,7 +12,9 @@ from typing import Any, Sequence
 from services.common.messages.runs import RunSpec
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.stored import read_stored_spec
-from services.common.store.connection import StoreConnection
+from services.common.errors import NotYourCampaign, StoreError
+from services.common.store.connection import DENIED, StoreConnection
+from services.common.store.procedures import REFUSED_ERRNO
 
 #: States in which a campaign still has work to do; a spec-hash duplicate is only refused
 #: against these (an explicit --idempotency-key is refused against any earlier campaign).
@@ -20,6 +23,10 @@ ACTIVE_STATES = ("submitted", "running")
 SUBMIT_LOCK = "benchfleet.submit"
 #: Seconds a submit waits for that lock before it is refused.
 SUBMIT_LOCK_WAIT_S = 30
+#: MySQL error for a CALL of a procedure the database does not have.
+ER_SP_DOES_NOT_EXIST = 1305
+#: Planned runs per call of bf_add_runs: about 200 kB of JSON, well inside max_allowed_packet.
+RUNS_PER_CALL = 2000
 
 
 @dataclass(frozen=True)
@@ -57,33 +64,38 @@ class Campaigns:
         self.db = db
 
     def record(self, campaign_id: str, spec: CampaignSpec, runs: Sequence[RunSpec], now: float | None = None,
-               publisher: str | None = None) -> None:
-        """Record a campaign and its planned runs (state pending) in one transaction, with the broker
-        user that publishes its runs (``publisher``; store/takers.py trusts the dead letters it sent)."""
+               publisher: str | None = None, key: str | None = None) -> None:
+        """Record a campaign as the caller's, with its planned runs (state pending) and idempotency
+        key (None: no key), in one transaction, through the procedures a submitter may call
+        (store/procedures.py); ``publisher`` is the broker user that publishes its runs
+        (store/takers.py trusts the dead letters it sent)."""
         now = now if now is not None else time.time()
+        planned = [[r.run_id, r.seq, r.cell.target, r.cell.workload, r.cell.threads, r.repetition] for r in runs]
 
         def insert(cur: Any) -> None:
-            cur.execute(
-                "INSERT INTO campaigns (campaign_id, name, spec_json, spec_hash, pool, baseline, total_runs, state,"
-                " created_at, publisher) VALUES (%s,%s,%s,%s,%s,%s,%s,'submitted',%s,%s)",
-                (campaign_id, spec.name, spec.model_dump_json(), spec_hash(spec), spec.pool, spec.baseline_name, len(runs),
-                 now, publisher),
-            )
-            cur.executemany(
-                "INSERT INTO runs (run_id, campaign_id, seq, target, workload, threads, repetition, state, updated_at)"
-                " VALUES (%s,%s,%s,%s,%s,%s,%s,'pending',%s)",
-                [(r.run_id, campaign_id, r.seq, r.cell.target, r.cell.workload, r.cell.threads, r.repetition, now) for r in runs],
-            )
+            cur.execute("CALL bf_record_campaign(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                        (campaign_id, spec.name, spec.model_dump_json(), spec_hash(spec), spec.pool,
+                         spec.baseline_name, len(runs), now, publisher, key))
+            for first in range(0, len(planned), RUNS_PER_CALL):
+                cur.execute("CALL bf_add_runs(%s,%s,%s)",
+                            (campaign_id, json.dumps(planned[first:first + RUNS_PER_CALL]), now))
 
-        self.db.transaction(f"cannot record campaign {campaign_id}", insert)
+        try:
+            self.db.transaction(f"cannot record campaign {campaign_id}", insert)
+        except StoreError as e:
+            if e.errno != ER_SP_DOES_NOT_EXIST:
+                raise
+            raise StoreError(f"{e}: the results DB {self.db.settings.db_name} lacks the procedures submitters "
+                             "write through; run deploy/ensure-services mariadb (it makes them)", errno=e.errno) from None
 
     def set_state(self, campaign_id: str, state: str) -> None:
         self.db.execute("UPDATE campaigns SET state=%s WHERE campaign_id=%s", (state, campaign_id))
 
     def delete(self, campaign_id: str) -> None:
-        """Remove a campaign that could not be published, so nothing half-done remains."""
-        for table in ("cell_stats", "result_series", "results", "runs", "campaigns"):
-            self.db.execute(f"DELETE FROM {table} WHERE campaign_id=%s", (campaign_id,))
+        """Take back out a campaign of the caller's whose runs could not be published (none of them
+        began), so nothing half-done remains."""
+        self.db.transaction(f"cannot withdraw campaign {campaign_id}",
+                            lambda cur: cur.execute("CALL bf_withdraw_campaign(%s)", (campaign_id,)))
 
     def get(self, ref: str) -> CampaignRow | None:
         """A campaign by id, or the latest one of that name."""
@@ -119,22 +131,46 @@ class Campaigns:
         rows = self.db.rows(sql + " ORDER BY created_at DESC LIMIT 1", (key,))
         return Duplicate(rows[0][0], rows[0][1]) if rows else None
 
-    def set_key(self, campaign_id: str, key: str | None) -> None:
-        self.db.execute("UPDATE campaigns SET idempotency_key=%s WHERE campaign_id=%s", (key, campaign_id))
-
     def cancel(self, campaign_id: str, now: float) -> int:
         """Mark the campaign cancelled and its pending runs cancelled; returns how many pending
         runs were dropped. Running runs are left to their worker, which stores a partial,
-        cancelled result. The idempotency key is released so the spec can be submitted again."""
-        cur = self.db.execute(
-            "UPDATE runs SET state='cancelled', error='campaign cancelled before the run started', updated_at=%s"
-            " WHERE campaign_id=%s AND state='pending'",
-            (now, campaign_id),
-        )
-        dropped = int(cur.rowcount or 0)
-        self.db.execute("UPDATE campaigns SET state='cancelled', idempotency_key=NULL WHERE campaign_id=%s",
+        cancelled result. The idempotency key is released so the spec can be submitted again.
+        The caller's own campaign goes through bf_cancel_campaign; anyone else's only for a user
+        whose grants allow the UPDATEs (an operator): NotYourCampaign for the others."""
+        dropped: list[int] = []
+
+        def own(cur: Any) -> None:
+            cur.execute("CALL bf_cancel_campaign(%s, %s, @bf_dropped)", (campaign_id, now))
+            cur.execute("SELECT @bf_dropped")
+            dropped.append(int(cur.fetchall()[0][0] or 0))
+
+        try:
+            self.db.transaction(f"cannot cancel campaign {campaign_id}", own)
+            return dropped[0]
+        except StoreError as e:
+            if e.errno != REFUSED_ERRNO:
+                raise
+            refusal = e
+        try:
+            return self._cancel_any(campaign_id, now)
+        except StoreError as e:
+            if e.errno not in DENIED:
+                raise
+            raise NotYourCampaign(f"campaign {campaign_id} " + str(refusal).split(f"{REFUSED_ERRNO} ", 1)[-1]) from None
+
+    def _cancel_any(self, campaign_id: str, now: float) -> int:
+        """Cancel any campaign (an operator's grants: UPDATE on runs and campaigns)."""
+        counts: list[int] = []
+
+        def update(cur: Any) -> None:
+            cur.execute("UPDATE runs SET state='cancelled', error='campaign cancelled before the run started',"
+                        " updated_at=%s WHERE campaign_id=%s AND state='pending'", (now, campaign_id))
+            counts.append(int(cur.rowcount or 0))
+            cur.execute("UPDATE campaigns SET state='cancelled', idempotency_key=NULL WHERE campaign_id=%s",
                         (campaign_id,))
-        return dropped
+
+        self.db.transaction(f"cannot cancel campaign {campaign_id}", update)
+        return counts[0]
 
     def is_cancelled(self, campaign_id: str) -> bool:
         rows = self.db.rows("SELECT state FROM campaigns WHERE campaign_id=%s", (campaign_id,))

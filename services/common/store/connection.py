@@ -18,6 +18,7 @@ import mysql.connector
 from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
+from services.common.store.procedures import outdated as outdated_procedures
 from services.common.store.schema import MIGRATIONS
 from services.common.store.views import refresh_views
 
@@ -44,12 +45,19 @@ RETRY_ON = frozenset({
 #: statement above max_allowed_packet (the server closes the connection after that one).
 REFUSED_SQLSTATE_CLASSES = ("22", "23")
 ER_NET_PACKET_TOO_LARGE = 1153
+#: MySQL errors for a statement this user may not run: on a database, on a table, on a routine, a
+#: privilege missing.
+DENIED = frozenset({1044, 1142, 1370, 1227})
 ER_BAD_DB_ERROR = 1049
+ER_NO_SUCH_TABLE = 1146
 REFUSED_ON = frozenset({ER_NET_PACKET_TOO_LARGE, 1366})
 #: Tries of one statement (the first again at once, a lost connection needs no wait), then the
 #: DB counts as away; pauses between tries double from RETRY_BACKOFF_S.
 RETRY_ATTEMPTS = 4
 RETRY_BACKOFF_S = 0.5
+#: Seconds a user that may not migrate waits for a pending migration (the collector's first start
+#: makes the schema; a submit right after it waits rather than fails).
+SCHEMA_WAIT_S = 30
 
 
 class StoreConnection:
@@ -163,9 +171,9 @@ class StoreConnection:
                     _close(self._conn)
                     self._conn = None
                 if _refused(e):
-                    raise StoreRefused(error) from None
+                    raise StoreRefused(error, errno=e.errno) from None
                 if not _away(e):
-                    raise StoreError(error) from None
+                    raise StoreError(error, errno=e.errno) from None
             except (OverflowError, ValueError) as e:
                 # A parameter the client library cannot convert: the value is wrong, not the DB.
                 raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
@@ -204,13 +212,34 @@ class StoreConnection:
             except mysql.connector.Error:  # a lost connection rolled it back already
                 pass
             error = f"results DB: {what}: {e.errno} {e.msg}"
-            raise (StoreUnavailable if _away(e) else StoreError)(error) from None
+            raise (StoreUnavailable if _away(e) else StoreError)(error, errno=e.errno) from None
 
     # -- schema -----------------------------------------------------------------------------
     def migrate(self) -> int:
-        """Apply pending migrations in order; returns the schema version now in force."""
-        self.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at DOUBLE NOT NULL)")
-        done = {r[0] for r in self.rows("SELECT version FROM schema_migrations")}
+        """Apply pending migrations in order; returns the schema version now in force. A user that
+        may not change the schema (a submitter, Grafana) changes nothing: while a migration is
+        pending it waits up to SCHEMA_WAIT_S for one who may (a collector starting beside it), then
+        StoreError says who may."""
+        deadline = time.monotonic() + SCHEMA_WAIT_S
+        told = False
+        while True:
+            try:
+                return self._migrate()
+            except _MayNotMigrate as e:
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"{e} (waited {SCHEMA_WAIT_S} s): start the collector (it migrates), "
+                                     "or run this once as an operator", errno=e.errno) from None
+                if not told:
+                    log.info("schema_awaited", reason=str(e))
+                    told = True
+                time.sleep(1)
+
+    def _migrate(self) -> int:
+        done = self._versions()
+        if done is None:
+            self._may_migrate("has no schema yet", "CREATE TABLE IF NOT EXISTS schema_migrations"
+                              " (version INT NOT NULL PRIMARY KEY, applied_at DOUBLE NOT NULL)")
+            done = set()
         pending = [(v, statements) for v, statements in MIGRATIONS if v not in done]
         if pending:
             # Backfills may work on big tables longer than a statement's read timeout.
@@ -220,7 +249,7 @@ class StoreConnection:
         try:
             for version, statements in pending:
                 for sql in statements:
-                    self.execute(sql)
+                    self._may_migrate(f"lacks schema version {version}", sql)
                 # INSERT IGNORE: two services starting at once may both apply an idempotent step.
                 self.execute("INSERT IGNORE INTO schema_migrations VALUES (%s, %s)", (version, time.time()))
                 log.info("schema_migrated", version=version)
@@ -229,7 +258,46 @@ class StoreConnection:
                 _close(self._conn)
                 self._conn = None
         refresh_views(self)  # views follow their tables' columns (views.py)
+        self._refresh_procedures()
         return max([v for v, _ in MIGRATIONS] + list(done))
+
+    def _versions(self) -> set[int] | None:
+        """The migrations applied, None when the results DB has no schema_migrations table yet."""
+        try:
+            return {r[0] for r in self.rows("SELECT version FROM schema_migrations")}
+        except StoreError as e:
+            if e.errno == ER_NO_SUCH_TABLE:
+                return None
+            raise
+
+    def _may_migrate(self, why: str, sql: str) -> None:
+        """Run a schema statement; _MayNotMigrate when this user may not."""
+        try:
+            self.execute(sql)
+        except StoreError as e:
+            if e.errno not in DENIED:
+                raise
+            raise _MayNotMigrate(f"the results DB {self.settings.db_name} {why} and {self.settings.db_user} "
+                                 f"may not change the schema", errno=e.errno) from None
+
+    def _refresh_procedures(self) -> None:
+        """Make the procedures submitters write through (store/procedures.py) when they are missing
+        or of another version and this user may; deploy/ensure-services makes the fleet's own."""
+        made = dict(self.rows("SELECT ROUTINE_NAME, ROUTINE_COMMENT FROM information_schema.ROUTINES"
+                              " WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE'"))
+        for name, sql in outdated_procedures(made):
+            try:
+                self.execute(sql)
+                log.info("procedure_made", procedure=name)
+            except StoreError as e:
+                # A user without the routine privileges sees none of them (the collector): not an error.
+                if e.errno not in DENIED:
+                    raise
+                log.debug("procedure_not_made", procedure=name, error=str(e))
+
+
+class _MayNotMigrate(StoreError):
+    """A migration is pending and this user may not apply it."""
 
 
 def _lost(e: mysql.connector.Error) -> bool:

@@ -49,6 +49,9 @@ History:
       before came from a per-cell Welch test no report shows any more: they are cleared (with
       p_value, ratio_low, ratio_high and the mark, whose first character was that verdict's)
       until `collector stats CAMPAIGN` judges the campaign again.
+  24: campaigns.submitter: the results-DB user that recorded the campaign (the user name of USER(),
+      set by the procedure bf_record_campaign, store/procedures.py); only it or an operator may
+      cancel the campaign. NULL for campaigns recorded before and imported ones: the operator's.
 """
 
 from __future__ import annotations
@@ -354,6 +357,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " WHERE interval_level IS NULL AND verdict IS NOT NULL",
         ],
     ),
+    # 24: who submitted a campaign (store/procedures.py); no backfill: NULL is the operator's.
+    (24, ["ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS submitter VARCHAR(128) NULL"]),
 ]
 
 LATEST = max(v for v, _ in MIGRATIONS)

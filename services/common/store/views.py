@@ -9,9 +9,10 @@ results_v lists every column of results but the whole stored result, read from t
 so a column a migration adds reaches it without touching this file.
 
 CREATE OR REPLACE needs DROP on the view, even when the view does not exist yet; CREATE VIEW needs
-only CREATE VIEW. The scheduler's user (and root) has DROP; the collector's user does not (least
+only CREATE VIEW. The operator role (and root) has DROP; the collector's does not (least
 privilege), so a collector creates missing views (CREATE VIEW, never OR REPLACE) and leaves an
-outdated one, logged, for the next command run as a user that may (any `scheduler` command).
+outdated one, logged, for the next command run as a user that may (any `scheduler` command run
+as an operator; docs/operations.md).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ VIEWS: tuple[tuple[str, str], ...] = (
 )
 #: The tables the views read, whose columns are part of each view's fingerprint.
 TABLES = ("campaigns", "runs", "results", "result_series", "cell_stats")
+#: A view reads with its reader's rights: its maker's come from a role (deploy/ensure-services), which
+#: MariaDB does not take on in a definer's context, and every role that reads may read the tables.
+SECURITY = "SQL SECURITY INVOKER"
 #: MySQL errors for a statement this user may not run (no DROP to replace a view).
 DENIED = frozenset({1044, 1142, 1227})
 
@@ -81,22 +85,22 @@ def refresh_views(db: Statements) -> list[str]:
             f" AND TABLE_NAME IN ({', '.join(['%s'] * len(TABLES))}) ORDER BY TABLE_NAME, ORDINAL_POSITION", TABLES):
         columns.setdefault(table, []).append(column)
     recorded = dict(db.rows("SELECT name, fingerprint FROM schema_views"))
-    existing = {r[0] for r in db.rows("SELECT TABLE_NAME FROM information_schema.VIEWS"
-                                          " WHERE TABLE_SCHEMA = DATABASE()")}
+    existing = dict(db.rows("SELECT TABLE_NAME, SECURITY_TYPE FROM information_schema.VIEWS"
+                            " WHERE TABLE_SCHEMA = DATABASE()"))
     made = []
     for name, (sql, fingerprint) in definitions(columns).items():
-        if recorded.get(name) == fingerprint and name in existing:
+        if recorded.get(name) == fingerprint and existing.get(name) == "INVOKER":
             continue
         # OR REPLACE only for a view that is there: it needs DROP even for a missing one, which the
         # collector's user lacks. IF NOT EXISTS: two services starting at once may both make it.
-        create = "CREATE OR REPLACE VIEW" if name in existing else "CREATE VIEW IF NOT EXISTS"
+        create = f"CREATE OR REPLACE {SECURITY} VIEW" if name in existing else f"CREATE {SECURITY} VIEW IF NOT EXISTS"
         try:
             db.execute(f"{create} {name} AS {sql}")
         except StoreError as e:
             if not _denied(e):
                 raise
             log.warning("view_out_of_date", view=name, error=str(e),
-                        hint="run any scheduler command (its user may replace views) to bring it up to date")
+                        hint="run any scheduler command as an operator (its user may replace views) to bring it up to date")
             continue
         db.execute("INSERT INTO schema_views (name, fingerprint, made_at) VALUES (%s, %s, %s)"
                        " ON DUPLICATE KEY UPDATE fingerprint=VALUES(fingerprint), made_at=VALUES(made_at)",

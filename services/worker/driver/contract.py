@@ -136,8 +136,14 @@ class LoadRequest:
     #: Called with the measured window's wall-clock start and end as soon as the driver has
     #: fixed them (the native driver), so the server's counters are read at those instants.
     on_window: Callable[[float, float], None] | None = None
+    #: Reads the server's counters now and waits for it, returning the reading's wall-clock
+    #: instant (None when it could not): the sysbench driver calls it between its processes,
+    #: when none of the run's transactions is running, to fix the server's window there.
+    read_server: Callable[[], float | None] | None = None
     first_thread: int = 0
     run_threads: int | None = None
+    #: The latency percentile sysbench's reports print (its --percentile, never 0).
+    percentile: int = 95
 
 
 class Driver(Protocol):
@@ -170,6 +176,10 @@ class LoadOutcome:
     #: Per-connection completions in the window and what was in flight at its end; None when the
     #: driver cannot tell (sysbench).
     window: Window | None = None
+    #: Wall-clock instants at which the server's counters were read with none of the run's
+    #: transactions running, before and after the measured ones (sysbench); None: the server's
+    #: count is taken at the window's edges.
+    server_window: tuple[float, float] | None = None
 
     @property
     def client_cpu_us_per_query(self) -> float:

@@ -31,6 +31,9 @@ class ConnectParams:
     ssl_ca: str | None = None
     ssl_verify_cert: bool = False
     ssl_verify_identity: bool = False
+    #: Whether a client may send the password in clear text when the server asks for it
+    #: (mysql_clear_password, PAM's dialog): the worker operator's BENCHFLEET_TARGET_ALLOW_CLEARTEXT.
+    allow_cleartext: bool = False
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)

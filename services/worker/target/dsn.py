@@ -12,7 +12,9 @@ import mysql.connector
 
 from services.common.config import Settings
 from services.common.errors import TargetError
+from services.worker.target.account_policy import AccountPolicy
 from services.worker.target.connect_params import ConnectParams
+from services.worker.target.destinations import Where
 from services.worker.target.secret_policy import SecretPolicy, resolve_password
 
 try:
@@ -34,19 +36,26 @@ def system_ca_bundle() -> str | None:
 
 
 def connect_params(target: DsnTarget, environ: Mapping[str, str] = os.environ,
-                   policy: SecretPolicy | None = None) -> ConnectParams:
+                   policy: SecretPolicy | None = None, accounts: AccountPolicy | None = None) -> ConnectParams:
     """How to reach ``target``, with its password resolved here under the worker's secret policy
-    (``policy``, else the one ``environ`` configures). TargetError, naming the spec field,
-    before anything is connected."""
+    (``policy``, else the one ``environ`` configures) for the target's address, and its socket
+    and authentication under the account policy (``accounts``, likewise). TargetError, naming
+    the spec field, before anything is connected."""
     where = f"targets.{target.name}"
     # The scheduler refuses this too; a worker never prepares tables in the results DB.
     if target.database.lower() == environ.get("BENCHFLEET_DB_NAME", Settings.db_name).lower():
         raise TargetError(f"{where}.database", f"{target.database} is the results DB's database")
     try:
         policy = policy or SecretPolicy.from_environ(environ)
+        accounts = accounts or AccountPolicy.from_environ(environ)
     except ValueError as e:  # SettingsError: the worker checked it at start; the environment changed
         raise TargetError(where, f"the worker's secret policy is unusable: {e}") from None
-    password = resolve_password(where, target.password_env, target.password_file, environ, policy)
+    if target.socket:
+        problem = accounts.socket_problem(target.socket)
+        if problem:
+            raise TargetError(f"{where}.socket", problem)
+    address = Where(target.host, target.port, target.socket or None)
+    password = resolve_password(where, target.password_env, target.password_file, environ, policy, address)
     tls: dict[str, Any] = {}
     mode = target.tls_mode
     if mode == "disabled":
@@ -59,7 +68,7 @@ def connect_params(target: DsnTarget, environ: Mapping[str, str] = os.environ,
                                               "tls: preferred to accept an unverified connection")
         tls = {"ssl_ca": ca, "ssl_verify_cert": True, "ssl_verify_identity": True}
     return ConnectParams(host=target.host, port=target.port, unix_socket=target.socket or None, user=target.user,
-                         password=password, database=target.database, **tls)
+                         password=password, database=target.database, allow_cleartext=accounts.allow_cleartext, **tls)
 
 
 def connector_kwargs(params: ConnectParams, database: bool = True) -> dict[str, Any]:

@@ -45,13 +45,15 @@ def flavour_of(version: str) -> Flavour:
 
 
 def client_user_sql(flavour: Flavour, user: str, password: str, hosts: tuple[str, ...]) -> str:
-    """The SQL that creates the load processes' account, one statement a line."""
+    """The SQL that creates the load processes' account, one statement a line: every privilege
+    but FILE, which would let a workload read and write the server user's files."""
     ident = "IDENTIFIED WITH mysql_native_password BY" if flavour.name == "mysql" else "IDENTIFIED BY"
     # MariaDB's bootstrap mode starts without the grant tables loaded; MySQL's init file runs
     # in a server that has them.
     head = "FLUSH PRIVILEGES;\n" if flavour.name == "mariadb" else ""
     return head + "".join(f"CREATE USER '{user}'@'{h}' {ident} '{password}';\n"
-                          f"GRANT ALL PRIVILEGES ON *.* TO '{user}'@'{h}';\n" for h in hosts)
+                          f"GRANT ALL PRIVILEGES ON *.* TO '{user}'@'{h}';\n"
+                          f"REVOKE FILE ON *.* FROM '{user}'@'{h}';\n" for h in hosts)
 
 
 def init_commands(flavour: Flavour, *, binary: Path, script: Path | None, datadir: Path, basedir: str | None,

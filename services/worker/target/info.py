@@ -2,12 +2,14 @@
 deltas over the measured interval, the Threads_running peak, and the server process's CPU
 seconds, context switches and disk bytes.
 
-A sampler thread reads SHOW GLOBAL STATUS (and the server's /proc counters when the server
-runs on this host) every ``interval`` seconds on a connection of its own. The load engine
-reports the measured interval only afterwards, so counters are interpolated linearly between
-the two samples around each end of it; at steady load that error is a fraction of one
-interval's worth of queries. The sampler's own statements (about 2 per second) are included
-in Questions. The pure parts (interpolation, deltas, /proc parsing) are tested on literal data.
+A sampler thread reads the global status (and the server's /proc counters when the server
+runs on this host) every ``interval`` seconds, and at instants asked for (a window's edges), on
+a connection of its own. Each sample is dated by the server's own clock, read in the same
+statement as the counters (status_clock.py), so a slow reply under load does not misdate it.
+Counters are interpolated linearly between the samples around an instant. The sampler's own
+statements are included in Questions; its SELECTs are taken out of Com_select, which counts the
+load's autocommit transactions. The pure parts (interpolation, deltas, /proc parsing) are tested
+on literal data.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from services.common import logs
 from services.common.spec import server_options
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import connect
+from services.worker.target.status_clock import CALIBRATION_SAMPLES, DATED_STATUS, clock_offset, dated_status
 
 log = logs.get(__name__)
 
@@ -48,7 +51,6 @@ INTERVAL_S = 0.5
 SWITCH_READS_PER_S = 400
 
 Sample = tuple[float, dict[str, float], float | None]  # (wall time, status, server cpu s)
-
 
 @dataclass(frozen=True)
 class ProcSample:
@@ -160,6 +162,14 @@ def peak(samples: Sequence[Sample], t0: float, t1: float, name: str = "Threads_r
     return int(max(inside))
 
 
+def _is_number(v: Any) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def effective_names(options: Mapping[str, Any]) -> dict[str, str]:
     """spec option name -> the variable name to look up (`skip-name-resolve` -> skip_name_resolve)."""
     return {name: server_options.normalise(name).removeprefix("loose_") for name in options}
@@ -266,11 +276,14 @@ class Probe(Protocol):
     """More the sampler reads on its connection after each status sample (the thread pool's
     tables: pool_probe.py); it keeps what it read and never raises."""
 
+    #: (wall time, SELECTs sent): the server counts them in Com_select, which the sampler corrects.
+    selects: list[tuple[float, int]]
+
     def sample(self, cursor: Any, now: float) -> None: ...
 
 
 class StatusSampler:
-    """Samples SHOW GLOBAL STATUS (and server CPU) in a thread between start() and stop()."""
+    """Samples the global status (and server CPU) in a thread between start() and stop()."""
 
     def __init__(self, params: ConnectParams, *, server_pid: int | None = None, interval: float = INTERVAL_S,
                  probes: Sequence[Probe] = ()):
@@ -284,28 +297,45 @@ class StatusSampler:
         #: When the server's threads are read next (switches_interval).
         self._switches_due = 0.0
         self.error: str | None = None
+        #: The server's clock minus the worker's (clock_offset); None: the samples are dated by
+        #: their round trip's midpoint (a server without information_schema.GLOBAL_STATUS).
+        self.offset: float | None = None
+        #: information_schema's upper-case status names -> SHOW GLOBAL STATUS's.
+        self._names: dict[str, str] = {}
+        #: The SELECTs this connection sent (DATED_STATUS's): each counted in Com_select.
+        self._own_selects = 0
         #: Wall-clock instants still to sample at (the measured window's edges), and the stop;
-        #: the condition wakes the loop for either.
+        #: the condition wakes the loop for either, and read_now() for a sample taken.
         self._edges: list[float] = []
         self._stopping = False
         self._wake = threading.Condition()
+        #: When the latest sample's statement was sent, on the worker's clock.
+        self._last_sent = 0.0
         self._thread: threading.Thread | None = None
         self._conn: Any = None
 
+    def _read(self, cur: Any) -> tuple[float, dict[str, float], float]:
+        """(sent, status, its instant on the worker's clock) of one reading."""
+        sent = time.time()
+        if self.offset is None:
+            cur.execute("SHOW GLOBAL STATUS")
+            status = {str(k): float(v) for k, v in cur.fetchall() if _is_number(v)}
+            # The server read its counters somewhere between the send and the reply.
+            now = (sent + time.time()) / 2
+        else:
+            cur.execute(DATED_STATUS)
+            status, server_t = dated_status(cur.fetchall(), self._names)
+            self._own_selects += 1
+            now = server_t - self.offset
+        if "Com_select" in status:
+            # Its own SELECTs (this one included: Com_select counts a statement as it begins)
+            # and its probes' are the monitor's, not the load's.
+            status["Com_select"] -= self._own_selects + sum(n for p in self.probes for _, n in p.selects)
+        return sent, status, now
+
     def _sample(self, *, last: bool = False) -> None:
         cur = self._conn.cursor()
-        sent = time.time()
-        cur.execute("SHOW GLOBAL STATUS")
-        rows = cur.fetchall()
-        # The server read its counters somewhere between the send and the reply: under a
-        # 1024-connection load that round trip is tens of ms, a share of a window's edges.
-        now = (sent + time.time()) / 2
-        status: dict[str, float] = {}
-        for name, value in rows:
-            try:
-                status[str(name)] = float(value)
-            except (TypeError, ValueError):
-                pass
+        sent, status, now = self._read(cur)
         cpu = read_proc_cpu(self.server_pid) if self.server_pid else None
         self.samples.append((now, status, cpu))
         for probe in self.probes:
@@ -319,10 +349,36 @@ class StatusSampler:
                     self._switches_due = now + switches_interval(len(threads), self.interval)
             io = read_proc_io(self.server_pid)
             self.proc_samples.append(ProcSample(now, switches, *(io if io is not None else (None, None))))
+        with self._wake:
+            self._last_sent = sent
+            self._wake.notify_all()
+
+    def _calibrate(self) -> None:
+        """Date samples by the server's clock where it can: learn the status names, then the
+        offset from a few quiet trips (before the load, round trips are shortest)."""
+        cur = self._conn.cursor()
+        cur.execute("SHOW GLOBAL STATUS")
+        self._names = {str(k).upper(): str(k) for k, _ in cur.fetchall()}
+        trips = []
+        try:
+            # UTC: UNIX_TIMESTAMP of a local time is ambiguous in the hour a clock goes back.
+            cur.execute("SET time_zone = '+00:00'")
+            for _ in range(CALIBRATION_SAMPLES):
+                sent = time.time()
+                # Counted in Com_select even when it fails on a missing table.
+                self._own_selects += 1
+                cur.execute(DATED_STATUS)
+                _, server_t = dated_status(cur.fetchall(), self._names)
+                trips.append((sent, time.time(), server_t))
+        except Exception as e:  # a server without the table: the round trip dates its samples
+            log.info("status samples dated by their round trip: %s", e)
+            return
+        self.offset = clock_offset(trips)
 
     def start(self) -> "StatusSampler":
         try:
             self._conn = connect(self.params)
+            self._calibrate()
             self._sample()
         except Exception as e:  # status is extra information: never fail a run for it
             self.error = f"{type(e).__name__}: {e}"
@@ -336,7 +392,26 @@ class StatusSampler:
         its counters are read there rather than interpolated between samples."""
         with self._wake:
             self._edges = sorted([*self._edges, *instants])
-            self._wake.notify()
+            self._wake.notify_all()
+
+    def read_now(self, timeout: float = 10.0) -> float | None:
+        """Sample now and wait for it; the sample's instant, or None when the sampler is not
+        running or gave no sample in ``timeout`` seconds. For an instant at which no transaction
+        of the run is running (between sysbench's processes): the counters stand still there,
+        so the reading is exact however long it took."""
+        asked = time.time()
+        with self._wake:
+            if self._thread is None or not self._thread.is_alive() or self._stopping:
+                return None
+            self._edges = sorted([*self._edges, asked])
+            self._wake.notify_all()
+            give_up = time.monotonic() + timeout
+            while self._last_sent < asked:
+                left = give_up - time.monotonic()
+                if left <= 0 or self.error is not None or not self._thread.is_alive():
+                    return None
+                self._wake.wait(min(left, 0.1))
+            return self.samples[-1][0]
 
     def _wait(self, regular: float) -> bool:
         """Sleep until the next regular sample or edge; False when stopped."""
@@ -364,7 +439,7 @@ class StatusSampler:
     def stop(self) -> None:
         with self._wake:
             self._stopping = True
-            self._wake.notify()
+            self._wake.notify_all()
         if self._thread is not None:
             self._thread.join(10)
         if self._conn is not None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from services.common import logs
 from services.common.spec import server_options
@@ -20,9 +21,11 @@ from services.common.errors import TargetError
 from services.common.messages.pool import PoolSeries
 from services.common.messages.results import QuiesceReport, ServerCount, ServerReport, Totals
 from services.common.messages.server_work import server_work
-from services.common.spec.targets import DsnTarget, ManagedTarget
+from services.common.config import Settings
+from services.common.spec.targets import SYSTEM_SCHEMAS, DsnTarget, ManagedTarget
 from services.common.spec.workloads import DataShape
-from services.worker.target import dsn, info, managed, managed_server, pool_figures, pool_probe, quiesce
+from services.worker.target import account_check, dsn, info, managed, managed_server, pool_figures, pool_probe, quiesce
+from services.worker.target.account_policy import AccountPolicy
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.quiesce import TargetUnsettled
 from services.workload.server_counter import ServerCounter
@@ -38,6 +41,7 @@ class Measured(Protocol):
     client_cpu_s: float
     client_ctxt_switches: int | None
     totals: Totals
+    server_window: tuple[float, float] | None
 
 log = logs.get(__name__)
 
@@ -79,10 +83,20 @@ def open_target(servers: managed.ServerManager | None, spec_target: DsnTarget | 
                             reused=server.reused, start_s=round(server.start_s, 3), pid=server.pid,
                             port=server.port)
         return TargetSession(server.connect_params(), server.client_cpus, server, base)
+    params = dsn.connect_params(spec_target)
+    # Before prepare or load: a spec must not make the worker act as root or as an account
+    # holding more than a run needs.
+    account_check.check(params, f"targets.{spec_target.name}", AccountPolicy.from_environ(os.environ),
+                        protected_schemas(os.environ))
     # A dsn run must have the machine alone: stop a managed server left by earlier runs.
     if servers is not None:
         servers.release()
-    return TargetSession(dsn.connect_params(spec_target), client_cpus)
+    return TargetSession(params, client_cpus)
+
+
+def protected_schemas(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """Schemas a dsn target's account may hold nothing on: the server's own and the results DB."""
+    return (*sorted(SYSTEM_SCHEMAS), environ.get("BENCHFLEET_DB_NAME") or Settings.db_name)
 
 
 @contextlib.contextmanager
@@ -191,15 +205,14 @@ def report(session: TargetSession, outcome: Measured, counter: ServerCounter | N
                    status_error=st.status_error, server_ctxt_switches=st.server_ctxt_switches,
                    disk_read_bytes=st.disk_read_bytes, disk_write_bytes=st.disk_write_bytes)
     deltas = out.get("status_deltas")
-    if to_end and session.sampler is not None and deltas is not None and counter is not None:
+    if outcome.server_window is not None and session.sampler is not None and counter is not None:
+        # Read where none of the run's transactions ran (sysbench, between its processes): the
+        # counters stood still there, so the samples at those instants are the window's edges.
+        deltas = info.status_deltas(session.sampler.samples, *outcome.server_window, counter.counters)
+    elif to_end and session.sampler is not None and deltas is not None and counter is not None:
         # The client's totals are its whole measured process's: the server's count runs from the
         # window's start to the monitor's last sample, taken after that process ended.
         deltas = info.status_deltas(session.sampler.samples, t0, math.inf, counter.counters)
-    probe = session.pool_probe
-    if deltas is not None and probe is not None and "Com_select" in deltas:
-        # The pool's tables are read with SELECTs, which Com_select counts beside the load's.
-        t1 = math.inf if to_end else t0 + outcome.measured_s
-        deltas = {**deltas, "Com_select": deltas["Com_select"] - pool_probe.selects_between(probe.selects, t0, t1)}
     out["count"] = server_count(counter, session, deltas)
     out["pool"] = pool_series(session, outcome)
     out["client_cpu_s"] = round(outcome.client_cpu_s, 3)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from services.common import logs
 from services.common.spec import server_binary
-from services.common.spec import server_options
+from services.common.spec import server_allowed, server_options
 from services.common.spec.targets import ManagedTarget
 from services.common.spec.workloads import DataShape
 from services.worker.target import builds as build_registry
@@ -46,6 +46,32 @@ from services.worker.target.managed_template import (
 )
 
 log = logs.get(__name__)
+
+
+def host_memory(meminfo: str = "/proc/meminfo") -> int:
+    """Bytes of memory this host has (MemTotal); 0 when it cannot be read, so that every size
+    counts as too big rather than none."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def free_disk(path: Path) -> int:
+    """Bytes an unprivileged writer may still use on the file system of ``path`` (or of its
+    nearest existing parent); 0 when none can be read."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 def default_dir() -> Path:
@@ -135,9 +161,13 @@ class ServerManager:
         # A reserved option, an unregistered build or a missing allocator fails the run before
         # anything is stopped, run or started.
         for name, value in target.options.items():
-            problem = server_options.name_problem(name) or server_options.value_problem(value)
+            problem = server_options.option_problem(name, value)
             if problem:
                 raise TargetError(f"targets.{target.name}.options.{name}", problem)
+        too_big = server_allowed.host_problems(server_options.canonical(target.options),
+                                               memory=host_memory(), disk_free=free_disk(self.base))
+        if too_big:
+            raise TargetError(f"targets.{target.name}.options.{too_big[0][0]}", too_big[0][1])
         build = find_build(target, self.builds)
         try:
             preload = allocator_library(target.malloc)
@@ -159,6 +189,8 @@ class ServerManager:
         binary = build.binary
         try:
             errors = server_binary.option_errors(target, binary, build.basedir)
+            # Exact option names where the build can be told so (its help was read just now, and cached).
+            exact = bool(server_options.exact_names_args(server_binary.accepted_options(binary, build.basedir)))
         except (server_binary.BinaryNotFound, OSError, subprocess.SubprocessError) as e:
             raise TargetError(f"{where}.build", f"cannot list the options of {binary}: {e}") from None
         if errors:
@@ -187,7 +219,7 @@ class ServerManager:
             chown_tree(tdir, ids)
         password = (template / "client_password").read_text().strip()
         server = ManagedServer(target=target, key=key, build=build, dir=tdir, port=0, password=password,
-                               server_cpus=server_cpus, client_cpus=client_cpus, preload=preload)
+                               server_cpus=server_cpus, client_cpus=client_cpus, preload=preload, exact_names=exact)
         server.extra["template"] = str(template)
         return server
 

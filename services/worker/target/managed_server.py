@@ -20,6 +20,7 @@ from services.worker.target import flavours
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import TargetError, connect
 from services.worker.target.managed_template import CLIENT_USER, ServerBuild, log_tail
+from services.worker.target.server_env import server_environment
 
 log = logs.get(__name__)
 
@@ -89,6 +90,8 @@ class ManagedServer:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The monitor's port past the thread pool (monitored_past_pool), chosen at each start.
     extra_port: int | None = None
+    #: Whether the build takes --skip-getopt-prefix-matching (server_options.exact_names_args).
+    exact_names: bool = False
 
     @property
     def binary(self) -> Path:
@@ -105,6 +108,12 @@ class ManagedServer:
     @property
     def error_log(self) -> Path:
         return self.dir / "error.log"
+
+    @property
+    def files_dir(self) -> Path:
+        """secure_file_priv: an empty directory the server's user may not write, so LOAD DATA
+        INFILE, SELECT ... INTO OUTFILE and LOAD_FILE() reach no file on the worker."""
+        return self.dir / "no-files"
 
     @property
     def pid(self) -> int | None:
@@ -133,17 +142,20 @@ class ManagedServer:
         return self.connect_params()
 
     def argv(self) -> list[str]:
-        t = self.target
+        """The server's command line: exact option names only (where the build can be told so),
+        the spec's options by their full names, then the worker's own, which win any repeat."""
         # extra_max_connections: the monitor and the identity query, with room for one more.
         extra = ([f"--extra-port={self.extra_port}", f"--extra-max-connections={EXTRA_MAX_CONNECTIONS}"]
                  if self.monitored_past_pool and self.extra_port else [])
         return [
             *server_binary.server_argv(self.binary, self.build.basedir),
+            *([server_options.EXACT_NAMES_FLAG] if self.exact_names else []),
+            *server_options.argv(self.target.options),
             f"--datadir={self.datadir}", f"--port={self.port}", "--bind-address=127.0.0.1",
             f"--socket={self.socket}", f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.error_log}",
+            f"--secure-file-priv={self.files_dir}",
             *extra,
             *flavours.start_args(flavours.flavour_of(self.build.version)),
-            *server_options.argv(t.options),
         ]
 
     def start(self, ids: tuple[int, int] | None) -> None:
@@ -152,9 +164,8 @@ class ManagedServer:
         self.port = free_port()
         self.extra_port = free_port() if self.monitored_past_pool else None
         t0 = time.monotonic()
-        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-        if self.preload:
-            env["LD_PRELOAD"] = self.preload
+        self.files_dir.mkdir(mode=0o555, exist_ok=True)  # read-only, so no OUTFILE lands in it either
+        env = server_environment(self.preload)
         with open(self.dir / "stderr.log", "ab") as err:
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
                                          preexec_fn=_child_setup(ids, self.server_cpus, os.getpid()))

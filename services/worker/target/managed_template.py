@@ -23,6 +23,7 @@ from services.common.spec.targets import ManagedTarget
 from services.worker.target import builds as build_registry
 from services.worker.target import flavours
 from services.worker.target.dsn import TargetError
+from services.worker.target.server_env import server_environment
 
 log = logs.get(__name__)
 
@@ -43,6 +44,9 @@ INSTALL_TIMEOUT_S = 300.0
 #: set them get a template of their own (other options only matter at start-up).
 INIT_OPTIONS = frozenset({"innodb_page_size", "lower_case_table_names", "innodb_data_file_path",
                           "innodb_undo_tablespaces", "innodb_checksum_algorithm", "aria_block_size"})
+#: Part of a template's key: a change to what a template holds (2: the client account without
+#: FILE) makes new templates instead of reusing older ones.
+TEMPLATE_VERSION = 2
 
 
 def server_ids() -> tuple[int, int] | None:
@@ -98,7 +102,8 @@ def ensure_template(base: Path, target: ManagedTarget, build: ServerBuild, ids: 
     binary = build.binary
     st = binary.stat()
     init = _init_args(target)
-    key = short_hash(f"{binary.resolve()}:{st.st_size}:{st.st_mtime}:{build.basedir or ''}:{' '.join(init)}")
+    key = short_hash(f"{TEMPLATE_VERSION}:{binary.resolve()}:{st.st_size}:{st.st_mtime}:{build.basedir or ''}:"
+                     f"{' '.join(init)}")
     tdir = base / "templates" / key
     if (tdir / "ready").exists():
         return tdir
@@ -124,7 +129,8 @@ def ensure_template(base: Path, target: ManagedTarget, build: ServerBuild, ids: 
 
 
 def _init_args(target: ManagedTarget) -> list[str]:
-    return server_options.argv({k: v for k, v in target.options.items() if server_options.normalise(k) in INIT_OPTIONS})
+    return server_options.argv({k: v for k, v in server_options.canonical(target.options).items()
+                                if k in INIT_OPTIONS})
 
 
 def _install(target: ManagedTarget, build: ServerBuild, work: Path, ids: tuple[int, int] | None) -> None:
@@ -151,7 +157,7 @@ def _install(target: ManagedTarget, build: ServerBuild, work: Path, ids: tuple[i
             # MariaDB's bootstrap (the last of its two commands) reads the SQL on stdin.
             stdin = sql if last and not flavour.initialize_in_server else None
             p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S,
-                               stdin=None if stdin is not None else subprocess.DEVNULL)
+                               stdin=None if stdin is not None else subprocess.DEVNULL, env=server_environment())
             if p.returncode != 0:
                 tail = log_tail(work / "bootstrap.err") if last else ""
                 what = "creating the client user" if stdin is not None else argv[0]

@@ -22,12 +22,6 @@ _STATS = ("SELECT GROUP_ID, THREAD_CREATIONS_DUE_TO_STALL, THROTTLES, STALLS "
           "FROM information_schema.THREAD_POOL_STATS")
 
 
-def selects_between(selects: list[tuple[float, int]], t0: float, t1: float) -> int:
-    """The probe's SELECTs the server counted between status reads at ``t0`` and ``t1``: a read
-    runs just after the status sample of its instant, so one at ``t0`` counts and one at ``t1`` not."""
-    return sum(n for t, n in selects if t0 <= t < t1)
-
-
 class PoolProbe:
     """A status sampler's probe (info.Probe) of the pool's tables; ``reason`` says why it read
     none (no such tables, or no thread pool behind them), and then it stops trying."""
@@ -37,7 +31,7 @@ class PoolProbe:
         self.samples: list[TablesSample] = []
         self.reason: str | None = None
         #: (wall time, SELECTs sent): each adds one to the server's Com_select, which counts the
-        #: load's transactions for autocommit workloads, so the server's count leaves them out.
+        #: load's transactions for autocommit workloads, so the sampler takes them out of it.
         self.selects: list[tuple[float, int]] = []
         self._due = 0.0
 

@@ -2,12 +2,18 @@
 
 A spec comes from whoever may submit, and names where a worker finds a target's password
 (``password_env``, ``password_file``); the worker then sends that password to the spec's host.
-So the operator lists what specs may name, and the fleet's own secrets are never among them:
+So the operator lists what specs may name, each with the server it may be sent to, and the
+fleet's own secrets are never among them:
 
-  BENCHFLEET_TARGET_PASSWORD_ENV    comma-separated variable names; ``NAME*`` allows a prefix,
-                                    ``*`` any variable. Unset or empty: none.
-  BENCHFLEET_TARGET_PASSWORD_DIRS   comma- or colon-separated directories whose files specs
-                                    may name. Unset or empty: none.
+  BENCHFLEET_TARGET_PASSWORD_ENV    comma-separated ``NAME@HOST[:PORT]``: a variable and where its
+                                    value may go; ``NAME*`` allows a prefix, ``*`` any variable.
+  BENCHFLEET_TARGET_PASSWORD_DIRS   comma-separated ``DIRECTORY@HOST[:PORT]``: a directory whose
+                                    files specs may name, and where they may go.
+
+Unset or empty: none. The ``@`` part is destinations.py's (a socket path, ``:*`` for any port);
+one name or directory may be listed once per destination. An entry without ``@`` (the form of
+earlier versions) still works, for this worker's loopback only, and the worker logs a warning
+at start naming it (``target_password_unbound``); the DIRS of that form may also be colon-separated.
 
 Never allowed, whatever is configured: variables starting with ``BENCHFLEET_`` (broker and
 results-DB passwords live there), files under the fleet's secrets directory
@@ -27,6 +33,8 @@ from pathlib import Path
 from typing import Mapping
 
 from services.common.errors import SettingsError, TargetError
+from services.worker.target import destinations
+from services.worker.target.destinations import LOOPBACK, Destination, Where
 
 ENV_ALLOW = "BENCHFLEET_TARGET_PASSWORD_ENV"
 DIRS_ALLOW = "BENCHFLEET_TARGET_PASSWORD_DIRS"
@@ -66,34 +74,70 @@ def _inside(path: str, directory: str) -> bool:
 
 
 @dataclass(frozen=True)
-class SecretPolicy:
-    """What specs may name for passwords on this worker (see the module docstring)."""
+class Rule:
+    """One allow-list entry: a variable name (``prefix``: a ``NAME*``) or a directory, and
+    where what it names may be sent."""
 
-    env_names: frozenset[str] = frozenset()
-    env_prefixes: tuple[str, ...] = ()
-    dirs: tuple[str, ...] = ()
+    source: str
+    destination: Destination
+    prefix: bool = False
+
+    def names(self, variable: str) -> bool:
+        return variable.startswith(self.source) if self.prefix else variable == self.source
+
+    def holds(self, real_path: str) -> bool:
+        return _inside(real_path, self.source) and real_path != self.source
+
+    def __str__(self) -> str:
+        source = self.source + ("*" if self.prefix else "")
+        return source if self.destination.loopback else f"{source}@{self.destination}"
+
+
+def _entries(text: str, *, colons: bool) -> list[tuple[str, Destination]]:
+    """(source, destination) of each entry; ``colons``: colons separate entries too (the DIRS
+    of earlier versions, when no entry has an ``@``)."""
+    sep = r"[,:]" if colons and "@" not in text else ","
+    out = []
+    for entry in filter(None, (e.strip() for e in re.split(sep, text))):
+        source, at, where = entry.rpartition("@") if "@" in entry else (entry, "", "")
+        out.append((source, destinations.parse(where) if at else LOOPBACK))
+    return out
+
+
+@dataclass(frozen=True)
+class SecretPolicy:
+    """What specs may name for passwords on this worker, and where each may go (see the module
+    docstring)."""
+
+    env_rules: tuple[Rule, ...] = ()
+    dir_rules: tuple[Rule, ...] = ()
     forbidden_dirs: tuple[str, ...] = ()
     forbidden_files: frozenset[str] = frozenset()
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "SecretPolicy":
         """The operator's policy; SettingsError for an entry that could only ever be refused."""
-        names: set[str] = set()
-        prefixes: list[str] = []
-        for entry in filter(None, (e.strip() for e in environ.get(ENV_ALLOW, "").split(","))):
+        env_rules: list[Rule] = []
+        try:
+            env_entries = _entries(environ.get(ENV_ALLOW, ""), colons=False)
+        except ValueError as e:
+            raise SettingsError(f"{ENV_ALLOW}: {e}") from None
+        for entry, where in env_entries:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?|\*", entry):
                 raise SettingsError(f"{ENV_ALLOW}: {entry!r} is not a variable name (or NAME* / *)")
             if entry.upper().startswith(FLEET_PREFIX):
                 raise SettingsError(f"{ENV_ALLOW}: {entry} is one of the fleet's own variables; specs may "
                                     "never name those")
-            if entry.endswith("*"):
-                prefixes.append(entry[:-1])
-            else:
-                names.add(entry)
+            prefix = entry.endswith("*")
+            env_rules.append(Rule(entry[:-1] if prefix else entry, where, prefix))
         forbidden = [_real(fleet_secrets_dir(environ)), _real(managed_dir(environ))]
         files = {_real(environ[k]) for k in FLEET_SECRET_FILES if environ.get(k)}
-        dirs: list[str] = []
-        for entry in filter(None, (e.strip() for e in re.split(r"[,:]", environ.get(DIRS_ALLOW, "")))):
+        dir_rules: list[Rule] = []
+        try:
+            dir_entries = _entries(environ.get(DIRS_ALLOW, ""), colons=True)
+        except ValueError as e:
+            raise SettingsError(f"{DIRS_ALLOW}: {e}") from None
+        for entry, where in dir_entries:
             if not entry.startswith(("/", "~")):
                 raise SettingsError(f"{DIRS_ALLOW}: {entry!r} is not an absolute directory")
             real = _real(entry)
@@ -101,32 +145,53 @@ class SecretPolicy:
             if clash is not None:
                 raise SettingsError(f"{DIRS_ALLOW}: {entry} overlaps the fleet's own secrets ({clash}); give "
                                     "target passwords a directory of their own")
-            dirs.append(real)
-        return cls(frozenset(names), tuple(prefixes), tuple(dirs), tuple(forbidden), frozenset(files))
+            dir_rules.append(Rule(real, where))
+        return cls(tuple(env_rules), tuple(dir_rules), tuple(forbidden), frozenset(files))
 
-    def env_problem(self, name: str) -> str | None:
-        """Why a spec may not name variable ``name`` for a password here, or None."""
+    @property
+    def unbound(self) -> list[str]:
+        """Entries naming no destination (the allow-list's earlier form): loopback only."""
+        return [str(r) for r in (*self.env_rules, *self.dir_rules) if r.destination.loopback]
+
+    def env_problem(self, name: str, where: Where | None = None) -> tuple[str, str] | None:
+        """(the spec field at fault, why) a spec may not send variable ``name``'s value to
+        ``where`` (None: anywhere it is allowed), or None."""
         if name.upper().startswith(FLEET_PREFIX):
-            return f"{name} is one of the fleet's own variables; a spec may never name it"
-        if name in self.env_names or any(name.startswith(p) for p in self.env_prefixes):
-            return None
-        allowed = sorted(self.env_names) + [p + "*" for p in self.env_prefixes]
-        return (f"{name} is not a variable this worker lets specs name (the worker's {ENV_ALLOW}: "
-                f"{', '.join(allowed) if allowed else 'none configured'})")
+            return "password_env", f"{name} is one of the fleet's own variables; a spec may never name it"
+        rules = [r for r in self.env_rules if r.names(name)]
+        if not rules:
+            allowed = ", ".join(str(r) for r in self.env_rules) or "none configured"
+            return "password_env", (f"{name} is not a variable this worker lets specs name (the worker's "
+                                    f"{ENV_ALLOW}: {allowed})")
+        return _bound(name, rules, where, ENV_ALLOW)
 
-    def file_problem(self, real_path: str) -> str | None:
-        """Why a spec may not name the file at ``real_path`` (symlinks resolved), or None."""
+    def file_problem(self, real_path: str, where: Where | None = None, label: str = "it") -> tuple[str, str] | None:
+        """(the spec field at fault, why) a spec may not send the file at ``real_path``
+        (symlinks resolved; ``label`` as the spec names it) to ``where``, or None."""
         if real_path in self.forbidden_files or any(_inside(real_path, d) for d in self.forbidden_dirs):
-            return "it is one of the fleet's own secrets; a spec may never name it"
-        if any(_inside(real_path, d) and real_path != d for d in self.dirs):
-            return None
-        return (f"it is not in a directory this worker lets specs name (the worker's {DIRS_ALLOW}: "
-                f"{', '.join(self.dirs) if self.dirs else 'none configured'})")
+            return "password_file", "it is one of the fleet's own secrets; a spec may never name it"
+        rules = [r for r in self.dir_rules if r.holds(real_path)]
+        if not rules:
+            allowed = ", ".join(str(r) for r in self.dir_rules) or "none configured"
+            return "password_file", (f"it is not in a directory this worker lets specs name (the worker's "
+                                     f"{DIRS_ALLOW}: {allowed})")
+        return _bound(label, rules, where, DIRS_ALLOW)
 
     def describe(self) -> dict[str, object]:
-        """The policy for the worker's start-up log line (names and directories, no secrets)."""
-        return {"allowed_env": sorted(self.env_names) + [p + "*" for p in self.env_prefixes],
-                "allowed_dirs": list(self.dirs)}
+        """The policy for the worker's start-up log line (names, directories and their
+        destinations, no secrets)."""
+        return {"allowed_env": [str(r) for r in self.env_rules], "allowed_dirs": [str(r) for r in self.dir_rules]}
+
+
+def _bound(what: str, rules: list[Rule], where: Where | None, setting: str) -> tuple[str, str] | None:
+    """Why ``where`` is none of ``rules``' destinations, naming the target field that points
+    elsewhere (socket, port when only the port differs, else host), or None."""
+    if where is None or any(r.destination.admits(where) for r in rules):
+        return None
+    field = "socket" if where.socket else "port" if any(r.destination.same_host(where) for r in rules) else "host"
+    bound = ", ".join(str(r.destination) for r in rules)
+    return field, (f"{where} is not where {what} may be sent: the worker's {setting} binds it to {bound}; "
+                   "the operator adds SOURCE@HOST:PORT for another server")
 
 
 def expand(text: str, environ: Mapping[str, str]) -> str:
@@ -136,22 +201,23 @@ def expand(text: str, environ: Mapping[str, str]) -> str:
 
 
 def resolve_password(field: str, password_env: str | None, password_file: str | None,
-                     environ: Mapping[str, str], policy: SecretPolicy) -> str:
-    """The password a spec names, if the policy allows it; TargetError naming the spec field
-    otherwise. Messages quote the spec's text, never an expanded path (``${VAR}`` could hold a
-    secret)."""
+                     environ: Mapping[str, str], policy: SecretPolicy, where: Where | None = None) -> str:
+    """The password a spec names, if the policy allows sending it to ``where`` (the target's
+    address); TargetError naming the spec field otherwise. Messages quote the spec's text, never
+    an expanded path (``${VAR}`` could hold a secret)."""
     if password_env is not None:
-        problem = policy.env_problem(password_env)
+        problem = policy.env_problem(password_env, where)
         if problem:
-            raise TargetError(f"{field}.password_env", problem)
+            raise TargetError(f"{field}.{problem[0]}", problem[1])
         if password_env not in environ:
             raise TargetError(f"{field}.password_env", f"environment variable {password_env} is not set on this worker")
         return environ[password_env]
     if password_file is not None:
         real = os.path.realpath(expand(password_file, environ))
-        problem = policy.file_problem(real)
+        problem = policy.file_problem(real, where, label=password_file)
         if problem:
-            raise TargetError(f"{field}.password_file", f"{password_file}: {problem}")
+            message = f"{password_file}: {problem[1]}" if problem[0] == "password_file" else problem[1]
+            raise TargetError(f"{field}.{problem[0]}", message)
         try:
             with open(real, "rb") as f:
                 raw = f.read(MAX_PASSWORD_BYTES + 1)
@@ -161,4 +227,3 @@ def resolve_password(field: str, password_env: str | None, password_file: str | 
             raise TargetError(f"{field}.password_file", f"{password_file} is larger than {MAX_PASSWORD_BYTES} bytes")
         return raw.decode("utf-8", errors="replace").strip()
     return ""
-

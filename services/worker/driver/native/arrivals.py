@@ -8,6 +8,12 @@ import random
 import threading
 
 
+#: Arrivals one load process may hold due and not started: the open-loop backlog. A server that
+#: falls further behind the rate ends the run (child.py) instead of growing the queue without end,
+#: at 1,000,000/s by tens of MB a second.
+MAX_BACKLOG = 1_000_000
+
+
 class Schedule:
     """Poisson arrivals shared by the connections of one load process.
 
@@ -18,17 +24,23 @@ class Schedule:
     Poisson stream of the whole rate, so this is the same as one schedule for the whole run.
     """
 
-    def __init__(self, rate: float, start: float, rng: random.Random):
+    def __init__(self, rate: float, start: float, rng: random.Random, limit: int = MAX_BACKLOG):
         self._lock = threading.Lock()
-        self._rate, self._rng = rate, rng
+        self._rate, self._rng, self._limit = rate, rng, limit
         #: Intended start times drawn and not yet taken, oldest first.
         self._pending: collections.deque[float] = collections.deque()
         self._last = start
+        #: The backlog that went past ``limit`` (nothing more is drawn after it), or None.
+        self.exceeded: int | None = None
 
     def _draw_until(self, t: float) -> None:
-        while not self._pending or self._pending[-1] <= t:
+        pending = self._pending
+        while not pending or pending[-1] <= t:
+            if len(pending) > self._limit:
+                self.exceeded = len(pending)
+                return
             self._last += self._rng.expovariate(self._rate)
-            self._pending.append(self._last)
+            pending.append(self._last)
 
     def take(self, before: float) -> float | None:
         """The next intended start time, or None (and nothing taken) if it is at or after ``before``."""

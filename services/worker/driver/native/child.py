@@ -118,6 +118,16 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
     core.core.go(t0, t_measure, t_end)
     failure: list[BaseException] = []
 
+    def backlog_check() -> None:
+        # The connections fell so far behind the rate that the queue would grow without bound: the
+        # run ends here saying so, as a statement error would end it, not with the worker's memory.
+        if schedule is not None and schedule.exceeded is not None and not fatal:
+            fatal.append(Fatal(None, f"the open-loop backlog passed {schedule.exceeded:,} transactions due and not "
+                                     f"started in one load process (rate {job.rate:g}/s there): its connections "
+                                     "fell that far behind the rate (the server, or the client, cannot keep it); "
+                                     "a lower rate or more connections measure it"))
+            _stop(deadline)
+
     def drive() -> None:
         try:
             core.core.run(t0)
@@ -149,6 +159,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
         now_t = time.monotonic()
         if now_t >= boundary and boundary < end():
             pipe.send(seconds.close())
+            backlog_check()
             second += 1
         elif now_t >= end():
             break

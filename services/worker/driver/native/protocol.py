@@ -64,9 +64,10 @@ class Failed:
 @dataclass(frozen=True)
 class Fatal:
     """A statement failed with an error outside the run's ignore list: the run ends with it, as
-    sysbench ends a run on its FATAL "returned error NNNN"."""
+    sysbench ends a run on its FATAL "returned error NNNN"; ``code`` None: not a server error
+    (an open-loop backlog past its bound)."""
 
-    code: int
+    code: int | None
     message: str
 
 

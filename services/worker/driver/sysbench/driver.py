@@ -34,7 +34,8 @@ from services.worker.driver.contract import ConnectParams, LoadError, LoadOutcom
 from services.common.results import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
 from services.worker.target import info
-from services.workload.registry import definition
+from services.workload.registry import SYSBENCH_SPELLING, definition
+from services.worker.driver.sysbench.scripts import find_script
 
 #: The binary and the Debian package that ships it (named in the error when it is missing).
 BINARY = "sysbench"
@@ -55,6 +56,13 @@ def find_binary(binary: str = BINARY) -> str:
             f"Debian package '{PACKAGE}' (deploy/ensure-services sysbench) or use driver: native"
         )
     return path
+
+
+def check_workload(workload: WorkloadSpec) -> None:
+    """LoadError, naming the spec field, for a script workload whose script this worker does not
+    have: checked before the worker starts, stops or prepares anything for the run."""
+    if workload.script is not None:
+        find_script(workload.script, f"workloads.{workload.key}.script")
 
 
 def check_target(target: object) -> None:
@@ -88,17 +96,26 @@ def _option_value(v: object) -> str:
 def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int, duration: float | None = None,
             events: int | None = None, rate: float | None = None, report_interval: int = 1,
             ignore_errors: IgnoreErrors = IGNORE_DEFAULT, binary: str = BINARY, config_file: str | None = None,
-            params: ConnectParams | None = None) -> list[str]:
+            params: ConnectParams | None = None, percentile: int = 95, script_path: str | None = None) -> list[str]:
     """The sysbench ``run`` command for one run (pure). ``duration`` None with ``events`` gives
-    sysbench's fixed-event mode (--events=N --time=0)."""
+    sysbench's fixed-event mode (--events=N --time=0). A script workload runs ``script_path``,
+    the file the worker found for it (scripts.find_script)."""
     rand_type = str(workload.option("rand_type"))
-    if rand_type in UNSUPPORTED_RAND_TYPES:
+    if rand_type in UNSUPPORTED_RAND_TYPES or "rand_zipfian_exp" in workload.options:
         raise LoadError(f"driver sysbench: sysbench 1.0.20 has no rand_type {rand_type} "
-                        "(it came with sysbench 1.1); use the native driver for it")
-    test = definition(workload.name).sysbench_test
+                        "(zipfian and rand_zipfian_exp came with sysbench 1.1); use the native driver for it")
+    if workload.script is not None:
+        if script_path is None:
+            raise LoadError(f"driver sysbench: script {workload.script!r} was not looked up on this worker")
+        test = script_path
+    else:
+        test = definition(workload.name).sysbench_test
     if test is None:
         raise LoadError(f"driver sysbench: sysbench 1.0.20 has no script running what sysbench 0.5 ran as "
                         f"{workload.name} in 2010 (docs/workloads.md); use driver: native for it")
+    if not 1 <= percentile <= 100:
+        # 0 would stop sysbench's latency histogram, which the result's percentiles come from.
+        raise LoadError(f"driver sysbench: percentile {percentile} is outside 1..100")
     argv = [binary]
     if config_file:
         argv.append(f"--config-file={config_file}")
@@ -110,9 +127,13 @@ def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int,
     argv += [f"--tables={data.tables}", f"--table_size={data.table_size}",
              f"--mysql_storage_engine={data.engine}"]
     for key in sorted(workload.options):
-        if key != "rand_type":
+        if key not in SYSBENCH_SPELLING:
             argv.append(f"--{key}={_option_value(workload.options[key])}")
     argv.append(f"--rand-type={rand_type}")
+    # sysbench's global options, each as sysbench spells it, when the spec set it.
+    for key, flag in SYSBENCH_SPELLING.items():
+        if flag is not None and key != "rand_type" and key in workload.options:
+            argv.append(f"{flag}={_option_value(workload.options[key])}")
     if not 0 <= seed <= MAX_RUN_SEED:
         raise LoadError(f"driver sysbench: seed {seed} is outside sysbench's --rand-seed range 0..{MAX_RUN_SEED}")
     # sysbench seeds from the clock when --rand-seed is 0, which is also what it does unseeded.
@@ -129,8 +150,38 @@ def command(workload: WorkloadSpec, data: DataShape, *, threads: int, seed: int,
         argv.append(f"--rate={rate:g}")
     if report_interval:
         argv.append(f"--report-interval={report_interval}")
-    argv += ["--histogram=on", "--percentile=95", "run"]
+    argv += ["--histogram=on", f"--percentile={percentile}", "run"]
     return argv
+
+
+#: Where Debian's libmariadb3 (the library sysbench links) keeps its authentication plugins.
+PLUGIN_DIRS = ("/usr/lib/x86_64-linux-gnu/libmariadb3/plugin", "/usr/lib/aarch64-linux-gnu/libmariadb3/plugin",
+               "/usr/lib/mariadb/plugin")
+#: Plugins that send the password as it is: kept out of sysbench's reach unless the operator
+#: allows clear text. sysbench 1.0.20 sets no option that restricts them and reads no option
+#: file, so its libmariadb is given a plugin directory without them (MARIADB_PLUGIN_DIR).
+CLEARTEXT_PLUGINS = frozenset({"mysql_clear_password.so", "dialog.so"})
+
+
+def safe_plugin_dir(into: str, sources: tuple[str, ...] = PLUGIN_DIRS) -> str:
+    """A directory in ``into`` holding links to the system's client plugins but the clear-text
+    ones (empty when there is no plugin directory: mysql_native_password is built in)."""
+    out = os.path.join(into, "plugin")
+    os.mkdir(out, 0o700)
+    source = next((d for d in sources if os.path.isdir(d)), None)
+    for name in sorted(os.listdir(source)) if source else []:
+        if name.endswith(".so") and name not in CLEARTEXT_PLUGINS:
+            os.symlink(os.path.join(source, name), os.path.join(out, name))
+    return out
+
+
+def sysbench_env(params: ConnectParams, plugin_dir: str | None) -> dict[str, str]:
+    """sysbench's environment: the worker's, with the clear-text-free plugin directory unless
+    ``params`` allow clear text."""
+    env = dict(os.environ)
+    if not params.allow_cleartext and plugin_dir is not None:
+        env["MARIADB_PLUGIN_DIR"] = plugin_dir
+    return env
 
 
 def _config_file(params: ConnectParams) -> str:
@@ -165,11 +216,12 @@ def _usage_so_far(pid: int) -> tuple[float, int]:
 
 
 def _run_once(argv: list[str], *, cpus: tuple[int, ...] | None, deadline: float, stop: threading.Event | None,
-              on_line: Callable[[str], None] | None = None) -> tuple[int, str, float, int]:
+              on_line: Callable[[str], None] | None = None,
+              env: dict[str, str] | None = None) -> tuple[int, str, float, int]:
     """Run sysbench to its end; return (exit status, stdout+stderr, CPU seconds it used,
     context switches of its threads), both from its STARTED_LINE on: start, connecting and
     preparing statements are not the measured interval (the native driver counts only that)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
     _pin(proc.pid, cpus)
     lines: list[str] = []
     baseline: tuple[float, int] | None = None
@@ -217,30 +269,38 @@ def run_sysbench(request: LoadRequest, *, binary: str = BINARY) -> LoadOutcome:
         raise LoadError("driver sysbench: these connection parameters ask for a verified certificate, "
                         "which sysbench 1.0.20 cannot check; the password is not sent")
     path = find_binary(binary)
+    script = None if r.workload.script is None else find_script(r.workload.script, f"workloads.{r.workload.key}.script")
+    scratch = tempfile.mkdtemp(prefix="benchfleet-sysbench-")
     cfg = _config_file(r.params)
     try:
+        env = sysbench_env(r.params, safe_plugin_dir(scratch))
         started = time.time()
         t0 = time.monotonic()
         if r.warmup > 0:
             argv = command(r.workload, r.data, threads=r.threads, seed=r.seed, duration=r.warmup, rate=r.rate,
                            report_interval=0, ignore_errors=r.ignore_errors, binary=path, config_file=cfg,
-                           params=r.params)
+                           params=r.params, percentile=r.percentile, script_path=script)
             rc, out, _, _ = _run_once(argv, cpus=r.client_cpus, deadline=time.monotonic() + r.warmup + OVERRUN_S,
-                                      stop=r.stop)
+                                      stop=r.stop, env=env)
             _check(rc, out, r.stop)
         warm_s = time.monotonic() - t0
         if r.stop is not None and r.stop.is_set():
             now = time.time()
             return _cancelled(started, now, warm_s)
         argv = command(r.workload, r.data, threads=r.threads, seed=r.seed, duration=r.duration, events=r.events,
-                       rate=r.rate, ignore_errors=r.ignore_errors, binary=path, config_file=cfg, params=r.params)
+                       rate=r.rate, ignore_errors=r.ignore_errors, binary=path, config_file=cfg, params=r.params,
+                       percentile=r.percentile, script_path=script)
+        # The warm-up's process has ended and the measured one has not started: the server's
+        # counters stand still, and its window starts where sysbench's totals do.
+        quiet_from = r.read_server() if r.read_server is not None else None
         measure_wall = time.time()
         limit = (r.duration or 3600.0) + OVERRUN_S
         live = LiveProgress(r.on_progress, open_loop=bool(r.rate)) if r.on_progress is not None else None
         rc, out, cpu_s, switches = _run_once(argv, cpus=r.client_cpus, deadline=time.monotonic() + limit,
-                                             stop=r.stop, on_line=None if live is None else live.feed)
+                                             stop=r.stop, on_line=None if live is None else live.feed, env=env)
         if live is not None:
             live.flush()
+        quiet_to = r.read_server() if r.read_server is not None and quiet_from is not None else None
         if r.stop is not None and r.stop.is_set():
             return _from_intervals(so.intervals(out), started, measure_wall, warm_s, cpu_s)
         _check(rc, out, r.stop)
@@ -258,9 +318,11 @@ def run_sysbench(request: LoadRequest, *, binary: str = BINARY) -> LoadOutcome:
             ended_at=measure_wall + report.total_time_s,
             client_cpu_s=cpu_s,
             client_ctxt_switches=switches,
+            server_window=(quiet_from, quiet_to) if quiet_from is not None and quiet_to is not None else None,
         )
     finally:
         os.unlink(cfg)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _check(rc: int, out: str, stop: threading.Event | None) -> None:

@@ -1,0 +1,135 @@
+"""The results DB's stored procedures: the only way a submitter writes. Each runs with its definer's
+rights (SQL SECURITY DEFINER) and acts on the caller's own campaigns only.
+
+MariaDB grants by table, never by row, so a submitter's role holds SELECT and EXECUTE on these
+procedures, nothing else (docs/security.md). The caller is the user name of USER(), the login
+(CURRENT_USER() inside a DEFINER procedure is the definer); the campaign row keeps it in
+``submitter``. A campaign without one (recorded before migration 24, or imported) is the operator's.
+
+deploy/ensure-services makes them in the fleet's results DB with the definer role
+``<prefix>_procedures`` (``script``); on a DB it did not set up (the tests' own), the store makes
+them as the first user that may (``StoreConnection.migrate``). This module imports nothing of
+benchfleet, so ensure-services loads the file by itself.
+"""
+
+from __future__ import annotations
+
+#: In each procedure's COMMENT: a procedure whose comment differs is made again. Raise it with
+#: every change of a body or signature.
+VERSION = "benchfleet procedures 1"
+
+_CALLER = "SUBSTRING_INDEX(USER(), '@', 1)"
+#: SQLSTATE of a refusal; MariaDB gives it MySQL error 1644 (ER_SIGNAL_EXCEPTION).
+REFUSED_SQLSTATE = "45000"
+REFUSED_ERRNO = 1644
+
+# The campaign of p_campaign_id locked for the rest of the transaction, its submitter and state read.
+_OWNER = """
+  SELECT 1, submitter, state INTO v_found, v_submitter, v_state FROM campaigns
+    WHERE campaign_id = p_campaign_id FOR UPDATE;"""
+_DECLARE = """
+  DECLARE v_found INT DEFAULT 0;
+  DECLARE v_submitter VARCHAR(128) DEFAULT NULL;
+  DECLARE v_state VARCHAR(32) DEFAULT NULL;
+  DECLARE v_msg VARCHAR(128);
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;"""
+
+
+def _not_yours(action: str) -> str:
+    """The refusal when the campaign is not the caller's: who recorded it, and who may act instead.
+    A SIGNAL's text holds at most 128 characters (longer is an error under a strict sql_mode), so it
+    names neither the campaign (the caller knows it) nor more than 40 characters of the submitter."""
+    return f"""
+  IF v_submitter IS NULL OR v_submitter <> {_CALLER} THEN
+    SET v_msg = IF(v_submitter IS NULL,
+      'has no recorded submitter (it is the operator''s): only an operator may {action} it',
+      CONCAT('was submitted by ', LEFT(v_submitter, 40), ': only its submitter or an operator may {action} it'));
+    SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = v_msg;
+  END IF;"""
+
+
+#: (name, parameters and body after the name). MODIFIES SQL DATA is advisory; SQL SECURITY DEFINER
+#: is what lets a submitter write through them.
+PROCEDURES: tuple[tuple[str, str], ...] = (
+    # A new campaign, recorded as the caller's, with its idempotency key.
+    ("bf_record_campaign", f"""(IN p_campaign_id VARCHAR(128), IN p_name VARCHAR(64), IN p_spec_json LONGTEXT,
+    IN p_spec_hash CHAR(64), IN p_pool VARCHAR(64), IN p_baseline VARCHAR(64), IN p_total_runs INT,
+    IN p_created_at DOUBLE, IN p_publisher VARCHAR(128), IN p_key VARCHAR(128))
+  MODIFIES SQL DATA SQL SECURITY DEFINER COMMENT '{VERSION}'
+  INSERT INTO campaigns (campaign_id, name, spec_json, spec_hash, pool, baseline, total_runs, state, created_at,
+                         publisher, idempotency_key, submitter)
+  VALUES (p_campaign_id, p_name, p_spec_json, p_spec_hash, p_pool, p_baseline, p_total_runs, 'submitted',
+          p_created_at, p_publisher, p_key, {_CALLER})"""),
+    # Planned runs of the caller's campaign while it is being submitted: a JSON array of
+    # [run_id, seq, target, workload, threads, repetition] (one call per chunk: a plan of 100,000
+    # runs does not fit one packet).
+    ("bf_add_runs", f"""(IN p_campaign_id VARCHAR(128), IN p_runs LONGTEXT, IN p_now DOUBLE)
+  MODIFIES SQL DATA SQL SECURITY DEFINER COMMENT '{VERSION}'
+BEGIN{_DECLARE}{_OWNER}{_not_yours("add runs to")}
+  IF v_state <> 'submitted' THEN
+    SET v_msg = CONCAT('is ', v_state, ': runs are added only while it is submitted');
+    SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  INSERT INTO runs (run_id, campaign_id, seq, target, workload, threads, repetition, state, updated_at)
+    SELECT j.run_id, p_campaign_id, j.seq, j.target, j.workload, j.threads, j.repetition, 'pending', p_now
+    FROM JSON_TABLE(p_runs, '$[*]' COLUMNS (run_id VARCHAR(255) PATH '$[0]', seq INT PATH '$[1]',
+      target VARCHAR(64) PATH '$[2]', workload VARCHAR(64) PATH '$[3]', threads INT PATH '$[4]',
+      repetition INT PATH '$[5]')) AS j;
+END"""),
+    # Take the caller's campaign back out when its runs could not be published: only while no
+    # run of it has begun (a campaign under way is cancelled, never removed).
+    ("bf_withdraw_campaign", f"""(IN p_campaign_id VARCHAR(128))
+  MODIFIES SQL DATA SQL SECURITY DEFINER COMMENT '{VERSION}'
+proc: BEGIN{_DECLARE}{_OWNER}
+  IF v_found = 0 THEN
+    LEAVE proc;
+  END IF;{_not_yours("withdraw")}
+  IF v_state <> 'submitted' OR EXISTS (SELECT 1 FROM runs WHERE campaign_id = p_campaign_id AND state <> 'pending') THEN
+    SET v_msg = 'has begun: cancel it instead';
+    SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  DELETE FROM runs WHERE campaign_id = p_campaign_id;
+  DELETE FROM campaigns WHERE campaign_id = p_campaign_id;
+END"""),
+    # Cancel the caller's campaign: its pending runs cancelled (how many, in p_dropped), its
+    # idempotency key released. Running runs are left to their workers. An operator cancels any
+    # campaign with plain UPDATEs (store/campaigns.py).
+    ("bf_cancel_campaign", f"""(IN p_campaign_id VARCHAR(128), IN p_now DOUBLE, OUT p_dropped INT)
+  MODIFIES SQL DATA SQL SECURITY DEFINER COMMENT '{VERSION}'
+proc: BEGIN{_DECLARE}
+  SET p_dropped = 0;{_OWNER}
+  IF v_found = 0 THEN
+    LEAVE proc;
+  END IF;{_not_yours("cancel")}
+  UPDATE runs SET state = 'cancelled', error = 'campaign cancelled before the run started', updated_at = p_now
+    WHERE campaign_id = p_campaign_id AND state = 'pending';
+  SET p_dropped = ROW_COUNT();
+  UPDATE campaigns SET state = 'cancelled', idempotency_key = NULL WHERE campaign_id = p_campaign_id;
+END"""),
+)
+
+NAMES = tuple(name for name, _ in PROCEDURES)
+
+
+def statements(definer: str | None = None) -> list[tuple[str, str]]:
+    """(name, CREATE OR REPLACE PROCEDURE statement) for each procedure; ``definer`` (a role or
+    'user'@'host', already quoted) when given, else the creating user."""
+    who = f" DEFINER={definer}" if definer else ""
+    return [(name, f"CREATE OR REPLACE{who} PROCEDURE {name}{body}") for name, body in PROCEDURES]
+
+
+def outdated(made: dict[str, str]) -> list[tuple[str, str]]:
+    """The statements for the procedures missing from ``made`` (name -> COMMENT) or of another version."""
+    return [(name, sql) for name, sql in statements() if made.get(name) != VERSION]
+
+
+def script(definer: str) -> str:
+    """Every procedure for the mariadb client (its DELIMITER), made with ``definer``."""
+    body = "".join(f"{sql} ;;\n" for _, sql in statements(definer))
+    return f"DELIMITER ;;\n{body}DELIMITER ;\n"
+
+
+if __name__ == "__main__":  # deploy/ensure-services: script(DEFINER) on stdout
+    import sys
+
+    sys.stdout.write(script(sys.argv[1]))
