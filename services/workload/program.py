@@ -12,7 +12,7 @@ Pure: no database import.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from services.workload import distributions
@@ -163,6 +163,26 @@ class Program:
                 if not st.text:
                     seen.update(dict.fromkeys(st.sql))
         return tuple(seen)
+
+
+def _quoted(sql: str, params: tuple[Param, ...]) -> str:
+    """``sql`` with the placeholder of each Digits parameter quoted, as a string is written in SQL."""
+    pieces = sql.split("?")
+    out = [pieces[0]]
+    for p, piece in zip(params, pieces[1:]):
+        out += ("'?'" if isinstance(p, Digits) else "?", piece)
+    return "".join(out)
+
+
+def text_program(program: Program) -> Program:
+    """``program`` with every statement sent as plain text, BEGIN and COMMIT too: sysbench's
+    --db-ps-mode=disable (statements.text_events' transactions, drawn from the same stream)."""
+    blocks = tuple(
+        replace(b, statements=tuple(
+            st if st.text else replace(st, sql=tuple(_quoted(s, st.params) for s in st.sql), text=True)
+            for st in b.statements))
+        for b in program.blocks)
+    return replace(program, blocks=blocks)
 
 
 def block(tables: int, repeat: int, *statements: Statement) -> tuple[Block, ...]:

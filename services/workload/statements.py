@@ -16,7 +16,7 @@ import random
 from typing import Any, Callable, Protocol, Sequence
 
 from services.workload import distributions
-from services.workload.program import Distribution
+from services.workload.program import Distribution, text_program
 from services.workload.registry import OTHER, READ, WRITE, Op, Transaction, definition
 
 
@@ -128,11 +128,17 @@ class Generator:
         compile_ = self.definition.program
         if compile_ is None:
             raise ValueError(f"workload {self.workload.name} has no transaction program")
-        return compile_(self, self.thread_id, self.threads)
+        program = compile_(self, self.thread_id, self.threads)
+        # db_ps_mode disable: nothing prepared on the server, every statement sent as text.
+        return program if uses_prepared(self.workload) else text_program(program)
 
     def distribution(self) -> Distribution:
-        """The key distribution of the rand_type option, as a program.Distribution."""
-        return Distribution(str(self.workload.option("rand_type")))
+        """The key distribution of the rand_type option with its parameters (rand_spec_*,
+        rand_pareto_h, rand_zipfian_exp), as a program.Distribution."""
+        o = self.workload.option
+        return Distribution(str(o("rand_type")), iters=int(o("rand_spec_iter")), pct=int(o("rand_spec_pct")),
+                            res=int(o("rand_spec_res")), pareto_h=float(o("rand_pareto_h")),
+                            zipfian_exp=float(o("rand_zipfian_exp")))
 
     def statements(self) -> list[str]:
         """Every prepared statement this workload may execute (each connection prepares these

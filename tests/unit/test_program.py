@@ -22,7 +22,7 @@ from services.workload.program import (
     Unique,
 )
 from services.workload.registry import WORKLOADS
-from services.workload.statements import Generator
+from services.workload.statements import Generator, text_events, uses_prepared
 
 SHAPE = DataShape(tables=4, table_size=1000)
 ONE = DataShape(tables=1, table_size=1000)
@@ -34,6 +34,13 @@ VARIANTS = [
     {"rand_type": "gaussian"},
     {"rand_type": "pareto"},
     {"rand_type": "zipfian"},
+    # sysbench's distribution parameters and --db-ps-mode=disable (every statement as text).
+    {"rand_spec_iter": 3, "rand_spec_pct": 10, "rand_spec_res": 100},
+    {"rand_type": "gaussian", "rand_spec_iter": 5},
+    {"rand_type": "pareto", "rand_pareto_h": 0.5},
+    {"rand_type": "zipfian", "rand_zipfian_exp": 1.3},
+    {"db_ps_mode": "disable"},
+    {"db_ps_mode": "disable", "rand_spec_res": 0},
 ]
 OLTP_VARIANTS = [
     {"skip_trx": True, "range_selects": False},
@@ -64,9 +71,11 @@ def test_every_workload_program_draws_what_its_builder_draws(name, shape, option
         return Generator(spec, shape, thread_id=2, threads=3, seed_rng=random.Random(5))
 
     builder, program = gen(), Interpreter(gen().program())
+    # What the Python client sent: the builder's statements, as text under db_ps_mode disable.
+    event = builder.event if uses_prepared(spec) else text_events(builder.event)
     a, b = random.Random(11), random.Random(11)
     for _ in range(5):
-        assert program(b) == builder.event(a)
+        assert program(b) == event(a)
 
 
 def test_a_program_prepares_each_statement_once_and_no_plain_text_one():
@@ -74,6 +83,19 @@ def test_a_program_prepares_each_statement_once_and_no_plain_text_one():
     g = Generator(WorkloadSpec(name="oltp_read_write"), SHAPE)
     assert sorted(g.program().prepared()) == sorted(g.statements())
     assert Generator(WorkloadSpec(name="oltp_insert"), SHAPE).program().prepared() == ()
+
+
+def test_db_ps_mode_disable_sends_every_statement_as_text_with_strings_quoted():
+    """Nothing is prepared; BEGIN and COMMIT are text too, numbers written bare, c and pad quoted."""
+    spec = WorkloadSpec(name="oltp_read_write", options={"db_ps_mode": "disable"})
+    program = Generator(spec, ONE).program()
+    assert program.prepared() == ()
+    trx = Interpreter(program)(random.Random(3))
+    assert all(params is None for _, _, params in trx)
+    assert trx[0][1] == "BEGIN" and trx[-1][1] == "COMMIT"
+    update_c = next(sql for _, sql, _ in trx if sql.startswith("UPDATE sbtest1 SET c="))
+    assert update_c.startswith("UPDATE sbtest1 SET c='") and "' WHERE id=" in update_c
+    assert "?" not in "".join(sql for _, sql, _ in trx)
 
 
 def test_a_literal_program_runs_blocks_registers_and_generators_in_order():

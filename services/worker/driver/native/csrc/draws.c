@@ -55,7 +55,8 @@ int64_t dist_draw(const dist_t *d, mt_t *s, int64_t a, int64_t b)
     case DIST_SPECIAL: {
         double t = (double)(b - a);
         double rnd = mt_random(s);
-        if (rnd * t * (100.0 / (100.0 - d->res)) < t) {
+        /* res = 100 sends every draw to the hot rows (sysbench's 100 / 0.0 is infinite). */
+        if (d->res < 100 && rnd * t * (100.0 / (100.0 - d->res)) < t) {
             double sum = 0.0;
             for (int i = 0; i < d->iters; i++)
                 sum += mt_random(s);

@@ -138,7 +138,8 @@ program_t *program_from_py(PyObject *o)
         bad("blocks and prepared must be tuples");
         return NULL;
     }
-    if (dkind < DIST_UNIFORM || dkind > DIST_ZIPFIAN || iters < 1 || res >= 100 || !(pareto_h > 0 && pareto_h < 1)) {
+    if (dkind < DIST_UNIFORM || dkind > DIST_ZIPFIAN || iters < 1 || res < 0 || res > 100 || pct < 0 || pct > 100 ||
+        !(pareto_h > 0 && pareto_h < 1) || !(zipf_exp >= 0)) {
         bad("distribution out of range");
         return NULL;
     }
