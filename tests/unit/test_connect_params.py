@@ -65,12 +65,15 @@ def test_each_client_gets_the_same_server_user_database_and_tls():
                                         "database": "sbtest"}
     assert connector_kwargs(ConnectParams(host="h", ssl_disabled=True))["ssl_disabled"] is True
 
-    # The load core's (host, user, password, database, port, unix_socket, ssl_ca, connect timeout).
+    # The load core's (host, user, password, database, port, unix_socket, ssl_ca, connect timeout,
+    # compression, clear text allowed).
     assert connect_tuple(TCP)[:7] == ("db1", "bench", SECRET, "sbtest", 3307, None, "/etc/ca.pem")
-    host, *_, port, sock, _, _ = connect_tuple(SOCKET)
+    host, *_, port, sock, _, _, _, _ = connect_tuple(SOCKET)
     assert (host, sock, port) == ("localhost", "/run/m.sock", 3306)
     assert connect_tuple(ConnectParams(ssl_ca="/ca", ssl_disabled=True))[6] is None
     assert connect_tuple(ConnectParams())[3] is None and connect_tuple(ConnectParams())[0] == "127.0.0.1"
+    assert connect_tuple(TCP)[8:] == (False, False)  # no compression; hashing auth plugins only
+    assert connect_tuple(ConnectParams(allow_cleartext=True), compress=True)[8:] == (True, True)
 
     assert mysql_options(TCP) == ["--mysql-host=db1", "--mysql-port=3307", "--mysql-user=bench", "--mysql-db=sbtest"]
     assert mysql_options(SOCKET) == ["--mysql-socket=/run/m.sock", "--mysql-user=benchfleet", "--mysql-db=sbtest"]

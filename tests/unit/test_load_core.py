@@ -13,6 +13,7 @@ from services.worker.driver.native import core
 from services.workload.program import Block, Const, Cycle, Digits, Distribution, Interpreter, Key, Program, Ref, \
     Statement, Unique
 from services.workload.registry import WORKLOADS
+from services.worker.target.connect_params import ConnectParams
 from services.workload.statements import Generator
 
 
@@ -39,6 +40,41 @@ def test_the_core_draws_every_workloads_transactions_as_python_does(name, rand_t
     interpret, rng = Interpreter(program), random.Random(7)
     want = [interpret(rng) for _ in range(20)]
     assert core.draw(program, random.Random(7), 20) == want
+
+
+@pytest.mark.parametrize("name", ["oltp_read_write", "oltp_insert", "select_random_ranges", "oltp_complex_rw"])
+@pytest.mark.parametrize("options", [
+    {"rand_spec_iter": 3, "rand_spec_pct": 10, "rand_spec_res": 100},
+    {"rand_spec_res": 0, "rand_spec_pct": 50},
+    {"rand_type": "gaussian", "rand_spec_iter": 2},
+    {"rand_type": "pareto", "rand_pareto_h": 0.45},
+    {"rand_type": "zipfian", "rand_zipfian_exp": 1.5},
+    {"db_ps_mode": "disable"},
+], ids=str)
+def test_the_core_draws_sysbenchs_distribution_parameters_and_text_mode_as_python_does(name, options):
+    """--rand-spec-*, --rand-pareto-h, --rand-zipfian-exp and --db-ps-mode=disable reach the core:
+    its transactions are the Python interpreter's for the same program and seed."""
+    if name not in WORKLOADS:
+        pytest.skip(f"{name} is not registered")
+    shape = DataShape(tables=1 if WORKLOADS[name].max_tables == 1 else 3, table_size=10_000)
+    program = Generator(WorkloadSpec(name=name, options=options), shape, thread_id=0, threads=2,
+                        seed_rng=random.Random(4)).program()
+    interpret, rng = Interpreter(program), random.Random(8)
+    want = [interpret(rng) for _ in range(30)]
+    assert core.draw(program, random.Random(8), 30) == want
+
+
+def test_the_cores_open_loop_backlog_stops_at_its_bound_and_ends_the_run_naming_it():
+    """Arrivals at 1,000,000/s and nobody taking them: the core's queue stops growing past the
+    bound and the load process's fatal error names the backlog."""
+    lib = core.module()
+    program = Program((Block((Statement("other", ("DO 0",), text=True),)),), Distribution("uniform"))
+    k = lib.Core([core.encode(program)], [random.Random(0).getstate()], [-1],
+                 core.connect_tuple(ConnectParams()), False, None, False, 1_000_000.0,
+                 random.Random(1).getstate(), 1_000)
+    assert k.queue(0.0005) < 1_000 and k.backlog() is None
+    assert k.queue(5.0) <= 1_001 and k.backlog() == 1_001
+    k.close()
 
 
 def test_the_core_runs_a_literal_program_with_every_generator():

@@ -120,13 +120,10 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
 
     def backlog_check() -> None:
         # The connections fell so far behind the rate that the queue would grow without bound: the
-        # run ends here saying so, as a statement error would end it, not with the worker's memory.
-        if schedule is not None and schedule.exceeded is not None and not fatal:
-            fatal.append(Fatal(None, f"the open-loop backlog passed {schedule.exceeded:,} transactions due and not "
-                                     f"started in one load process (rate {job.rate:g}/s there): its connections "
-                                     "fell that far behind the rate (the server, or the client, cannot keep it); "
-                                     "a lower rate or more connections measure it"))
-            _stop(deadline)
+        # run ends here saying so (core.fatal() names it), as a statement error would end it, not
+        # with the worker's memory.
+        if core.core.backlog() is not None:
+            core.core.stop()
 
     def drive() -> None:
         try:

@@ -19,7 +19,8 @@ from services.common.spec import ignore_errors as ignore
 from services.worker.driver.contract import Counts
 from services.worker.driver.native.protocol import Fatal, Job
 from services.worker.target.connect_params import ConnectParams
-from services.workload.program import Const, Cycle, Digits, Key, Program, Ref, Unique
+from services.worker.driver.native.arrivals import MAX_BACKLOG
+from services.workload.program import Block, Const, Cycle, Digits, Distribution, Key, Program, Ref, Statement, Unique
 from services.workload.registry import COUNT_BY_ROWS, OTHER, RAND_TYPES, READ, WRITE
 from services.workload.statements import Generator
 
@@ -80,13 +81,31 @@ def draw(program: Program, rng: random.Random, events: int) -> list[list[tuple]]
     return module().draw(encode(program), rng.getstate(), events)
 
 
-def connect_tuple(params: ConnectParams) -> tuple:
+def connect_tuple(params: ConnectParams, *, compress: bool = False) -> tuple:
     """``params`` as the core's connect takes them; over a socket the host is "localhost", which
-    is how libmariadb is told to use it, and TLS only when a CA is set and TLS is not disabled."""
+    is how libmariadb is told to use it, and TLS only when a CA is set and TLS is not disabled.
+    ``compress``: the compressed protocol (mysql_compression); clear-text authentication only
+    when the operator allows it (the connection is otherwise restricted to hashing plugins)."""
     sock = params.unix_socket
     return ("localhost" if sock else params.host or "127.0.0.1", params.user, params.password,
             params.database or None, params.port or 3306, sock or None,
-            params.ssl_ca if params.ssl_ca and not params.ssl_disabled else None, CONNECT_TIMEOUT_S)
+            params.ssl_ca if params.ssl_ca and not params.ssl_disabled else None, CONNECT_TIMEOUT_S,
+            bool(compress), bool(params.allow_cleartext))
+
+
+def connect_once(params: ConnectParams) -> None:
+    """Open one connection as a run's would and close it; DbError as the run would get it."""
+    lib = module()
+    program = Program((Block((Statement(OTHER, ("DO 0",), text=True),)),), Distribution("uniform"))
+    core = lib.Core([encode(program)], [random.Random(0).getstate()], [-1], connect_tuple(params), False, None,
+                    True, 0.0, None, MAX_BACKLOG)
+    try:
+        core.open(0)
+    except lib.Error as e:
+        code, message = e.args
+        raise DbError(int(code), str(message)) from None
+    finally:
+        core.close()
 
 
 def runs_blocking(job: Job) -> bool:
@@ -116,8 +135,10 @@ class LoadCore:
         arrivals = random.Random(f"{job.seed}:arrivals:{job.index}").getstate() if job.rate > 0 else None
         self.blocking = runs_blocking(job)
         self.ignore_errors = job.ignore_errors
-        self.core = lib.Core(programs, states, budgets, connect_tuple(job.params), job.by_kind, policy,
-                             self.blocking, float(job.rate), arrivals)
+        compress = bool(job.workload.option("mysql_compression"))
+        self.rate = job.rate
+        self.core = lib.Core(programs, states, budgets, connect_tuple(job.params, compress=compress), job.by_kind,
+                             policy, self.blocking, float(job.rate), arrivals, MAX_BACKLOG)
         self.connections = len(programs)
 
     def open(self) -> None:
@@ -163,11 +184,22 @@ class LoadCore:
         """Statement latency per kind (only kinds that ran)."""
         return {kind: Histogram(b, m) for kind, (b, m) in self.core.kinds().items() if b}
 
+    def backlog(self) -> Fatal | None:
+        """Open loop: the run's end when its backlog passed the bound, or None."""
+        exceeded = self.core.backlog()
+        if exceeded is None:
+            return None
+        return Fatal(None, f"the open-loop backlog passed {exceeded:,} transactions due and not started in one "
+                           f"load process (rate {self.rate:g}/s there): its connections fell that far behind "
+                           "the rate (the server, or the client, cannot keep it); a lower rate or more "
+                           "connections measure it")
+
     def fatal(self) -> Fatal | None:
-        """The error outside the ignore list that ended the run, if one did."""
+        """The error outside the ignore list that ended the run, if one did (a statement's, else
+        an open-loop backlog past its bound)."""
         got = self.core.fatal()
         if got is None:
-            return None
+            return self.backlog()
         code, message, sql = got
         return Fatal(code, f"MySQL error {code}: {message}, for query '{sql}' (not in ignore_errors: "
                            f"{ignore.describe(self.ignore_errors)})")

@@ -315,6 +315,23 @@ int conn_open(conn_t *c, const connect_t *how, char *err, size_t errlen, unsigne
     /* Connector/C sends any file a server asks for by default; a rogue target could ask. */
     unsigned no_infile = 0;
     mysql_options(m, MYSQL_OPT_LOCAL_INFILE, &no_infile);
+    if (how->compress)
+        /* The compressed protocol, if the server agrees (sysbench's --mysql-compression). */
+        mysql_options(m, MYSQL_OPT_COMPRESS, NULL);
+    if (!how->allow_cleartext) {
+        int refused = 1;
+#if MARIADB_PACKAGE_VERSION_ID >= 30300
+        refused = mysql_options(m, MARIADB_OPT_RESTRICTED_AUTH, SAFE_AUTH) != 0;
+#endif
+        if (refused) {
+            *code = 2059;
+            snprintf(err, errlen, "this MariaDB Connector/C cannot restrict authentication plugins (3.3 and "
+                                  "later can), so it would send a password in clear text to a server asking "
+                                  "for it; the password is not sent");
+            mysql_close(m);
+            return -1;
+        }
+    }
     if (how->ssl_ca) {
         my_bool verify = 1;
         mysql_ssl_set(m, NULL, NULL, how->ssl_ca, NULL, NULL);

@@ -97,7 +97,14 @@ typedef struct {
     const char *host, *user, *password, *database, *unix_socket, *ssl_ca;
     unsigned port;
     unsigned connect_timeout;
+    int compress;        /* the compressed protocol (mysql_compression) */
+    int allow_cleartext; /* the operator allows clear-text auth plugins */
 } connect_t;
+
+/* The authentication plugins a connection may use unless the operator allows clear text: none
+ * sends the password as it is without TLS (mysql_clear_password and PAM's dialog do; a rogue
+ * server may ask for either by an auth switch, which libmariadb otherwise accepts). */
+#define SAFE_AUTH "mysql_native_password,client_ed25519,caching_sha2_password,sha256_password,parsec"
 
 /* The buffers a prepared statement's parameters are bound to, one set per program statement
  * and table, so a statement shared by two program statements is bound again on a switch. */
@@ -184,6 +191,8 @@ typedef struct {
     double rate, last;
     double *pending;
     size_t head, n, cap;
+    size_t limit;     /* arrivals it may hold due and not started (arrivals.py's MAX_BACKLOG) */
+    size_t exceeded;  /* the backlog that went past limit (nothing more is drawn), or 0 */
 } schedule_t;
 
 double schedule_take(schedule_t *s, double before, int *got);

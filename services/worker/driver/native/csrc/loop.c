@@ -109,6 +109,10 @@ static timer_t_ heap_pop(heap_t *h)
 static void draw_until(schedule_t *s, double t)
 {
     while (!s->n || s->pending[(s->head + s->n - 1) % s->cap] <= t) {
+        if (s->n > s->limit) {
+            s->exceeded = s->n;
+            return;
+        }
         /* random.expovariate(rate) of Python 3.11: -log(1.0 - random()) / rate */
         s->last += -log(1.0 - mt_random(&s->rng)) / s->rate;
         if (s->n == s->cap) {

@@ -162,6 +162,7 @@ static PyObject *core_arrivals(PyObject *self, PyObject *args)
     pthread_mutex_init(&s.lock, NULL);
     s.rate = rate;
     s.last = start;
+    s.limit = SIZE_MAX;
     PyObject *out = NULL;
     if (read_state(state, &s.rng) == 0) {
         out = PyList_New(0);
@@ -228,15 +229,20 @@ static const char *opt_str(PyObject *o)
     return o == Py_None ? NULL : PyUnicode_AsUTF8(o);
 }
 
-/* Core(programs, states, budgets, connect, by_kind, ignore, blocking, rate, arrivals_state) */
+/* Core(programs, states, budgets, connect, by_kind, ignore, blocking, rate, arrivals_state, backlog) */
 static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
 {
     PyObject *programs, *states, *budgets, *connect, *ignore, *arrivals;
     int by_kind, blocking;
     double rate;
-    if (!PyArg_ParseTuple(args, "OOOOpOpdO", &programs, &states, &budgets, &connect, &by_kind, &ignore,
-                          &blocking, &rate, &arrivals))
+    Py_ssize_t backlog;
+    if (!PyArg_ParseTuple(args, "OOOOpOpdOn", &programs, &states, &budgets, &connect, &by_kind, &ignore,
+                          &blocking, &rate, &arrivals, &backlog))
         return -1;
+    if (backlog < 1) {
+        PyErr_SetString(PyExc_ValueError, "load core: the open-loop backlog bound must be >= 1");
+        return -1;
+    }
     if (self->k.conns) {
         PyErr_SetString(PyExc_RuntimeError, "load core: already initialised");
         return -1;
@@ -252,7 +258,9 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
     k->deadline[0] = k->deadline[1] = 0.0;
     PyObject *host, *user, *password, *database, *sock, *ssl_ca;
     unsigned port, timeout;
-    if (!PyArg_ParseTuple(connect, "UUUOIOOI", &host, &user, &password, &database, &port, &sock, &ssl_ca, &timeout))
+    int compress, allow_cleartext;
+    if (!PyArg_ParseTuple(connect, "UUUOIOOIpp", &host, &user, &password, &database, &port, &sock, &ssl_ca,
+                          &timeout, &compress, &allow_cleartext))
         return -1;
     self->keep = Py_NewRef(connect);
     k->how.host = PyUnicode_AsUTF8(host);
@@ -263,6 +271,8 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
     k->how.ssl_ca = opt_str(ssl_ca);
     k->how.port = port;
     k->how.connect_timeout = timeout;
+    k->how.compress = compress;
+    k->how.allow_cleartext = allow_cleartext;
     if (PyErr_Occurred())
         return -1;
     k->by_kind = by_kind;
@@ -294,6 +304,7 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
         }
         pthread_mutex_init(&k->schedule->lock, NULL);
         k->schedule->rate = rate;
+        k->schedule->limit = (size_t)backlog;
         if (read_state(arrivals, &k->schedule->rng))
             return -1;
     }
@@ -467,6 +478,20 @@ static PyObject *Core_queue(CoreObject *self, PyObject *arg)
     return PyLong_FromLong(due);
 }
 
+/* Open loop: the backlog that passed the bound (the run must end), or None. */
+static PyObject *Core_backlog(CoreObject *self, PyObject *unused)
+{
+    schedule_t *s = self->k.schedule;
+    if (!s)
+        Py_RETURN_NONE;
+    pthread_mutex_lock(&s->lock);
+    size_t exceeded = s->exceeded;
+    pthread_mutex_unlock(&s->lock);
+    if (!exceeded)
+        Py_RETURN_NONE;
+    return PyLong_FromSize_t(exceeded);
+}
+
 static PyObject *Core_fatal(CoreObject *self, PyObject *unused)
 {
     core_t *k = &self->k;
@@ -523,6 +548,8 @@ static PyMethodDef Core_methods[] = {
     {"latency", (PyCFunction)Core_latency, METH_NOARGS, "Transaction latency so far: (buckets, max_us)."},
     {"kinds", (PyCFunction)Core_kinds, METH_NOARGS, "Statement latency per kind: {kind: (buckets, max_us)}."},
     {"queue", (PyCFunction)Core_queue, METH_O, "Open loop: arrivals due by now not started; None when closed."},
+    {"backlog", (PyCFunction)Core_backlog, METH_NOARGS,
+     "Open loop: the backlog that passed its bound (the run must end), or None."},
     {"fatal", (PyCFunction)Core_fatal, METH_NOARGS, "(code, message, sql) of the error that ended the run, or None."},
     {"failure", (PyCFunction)Core_failure, METH_NOARGS, "A failure of the core itself, or None."},
     {"connections", (PyCFunction)Core_connections, METH_NOARGS,
