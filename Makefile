@@ -10,7 +10,15 @@ ENV := set -a; . var/local.env; set +a;
 # The versions the suite runs against: pyproject gives ranges, requirements-lock.txt the exact pins.
 LOCK := requirements-lock.txt
 
-$(BIN)/scheduler: pyproject.toml $(LOCK)
+# The load core (C, services/worker/driver/native/csrc) is compiled by pip install: its headers
+# and compiler come first (deploy/ensure-services build, which needs root or sudo only when
+# something is missing).
+CORE_SRC := setup.py $(wildcard services/worker/driver/native/csrc/*.c services/worker/driver/native/csrc/*.h)
+BUILD_READY = command -v gcc >/dev/null && [ -f /usr/include/mariadb/mysql.h ] && \
+	$(PY) -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'
+
+$(BIN)/scheduler: pyproject.toml $(LOCK) $(CORE_SRC)
+	$(BUILD_READY) || deploy/ensure-services build
 	$(PY) -m venv $(VENV) || (deploy/ensure-services python && $(PY) -m venv $(VENV))
 	$(BIN)/pip install -q -c $(LOCK) -e '.[test]'
 	touch $@

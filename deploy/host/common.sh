@@ -32,10 +32,10 @@ ensure_services() {
   BENCHFLEET_VAR="$etc" BENCHFLEET_CONFIG="${BENCHFLEET_CONFIG-$etc/settings.env}" "$root/deploy/ensure-services" "$@"
 }
 
-# What the checkout holds: a hash of the package's files (pyproject.toml and services/), so any
+# What the checkout holds: a hash of the package's files (pyproject.toml, setup.py, services/), so any
 # edit, pull or checkout gives another stamp, with or without git.
 source_stamp() {
-  (cd "$root" && find pyproject.toml services -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 \
+  (cd "$root" && find pyproject.toml setup.py services -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 \
     | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16
 }
 
@@ -57,9 +57,10 @@ ensure_venv() {
     have=$(cat "$venv/benchfleet-source" 2>/dev/null || echo unknown)
     [ "$have" != "$want" ] || { say "unchanged $venv (benchfleet from source $want)"; return 0; }
     say "upgrading benchfleet in $venv: installed from source $have, the checkout is $want"
+    ensure_services build  # pip compiles the native driver's load core
     "$venv/bin/pip" install -q --upgrade "${lock[@]}" "$root"
   else
-    ensure_services python
+    ensure_services python build
     say "creating $venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q "${lock[@]}" "$root"

@@ -150,9 +150,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         # mysql.connector's client library reads this when it starts; the native driver and
         # sysbench read the run's connection parameters.
         os.environ[LIBMYSQL_CLEARTEXT] = "1"
-    from services.worker.driver.native.libmariadb import library
+    from services.worker.driver.native.core import module
 
-    library()  # the native driver's client library: missing, the worker would fail every run
+    module()  # the native driver's compiled core: missing, the worker would fail every run
     from services.common.bus.rabbitmq import Role, rabbit_factory, rabbit_parts_factory
     from services.common.monitoring.discovery import announced, scrape_address
     from services.worker.consumer import Worker

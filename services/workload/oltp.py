@@ -6,11 +6,13 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from services.workload.registry import OLTP_OPTIONS, READ, WRITE, Transaction, register
+from services.workload.program import Const, Digits, Key, Program, Ref, Statement, Unique, block
+from services.workload.registry import OLTP_OPTIONS, OTHER, READ, WRITE, Transaction, register
 from services.workload.statements import (
     BEGIN,
     COMMIT,
     RANGES,
+    STATEMENTS,
     Generator,
     c_value,
     pad_value,
@@ -144,6 +146,70 @@ def _build_insert(g: Generator, thread_id: int, threads: int) -> Callable[[rando
     return event
 
 
+# -- the same events as transaction programs (program.py), what the load core runs ---------------
+
+
+def _per_table(g: Generator, key: str) -> tuple[str, ...]:
+    return tuple(g.sql[key][1:])
+
+
+def _key(g: Generator, save: int = -1) -> Key:
+    return Key(1, g.data.table_size, save)
+
+
+def _stmt(g: Generator, key: str, *params) -> Statement:
+    return Statement(STATEMENTS[key][0], _per_table(g, key), params)
+
+
+def _program_point_select(g: Generator, thread_id: int, threads: int) -> Program:
+    return Program(block(g.data.tables, 1, _stmt(g, "point_selects", _key(g))), g.distribution())
+
+
+def _program_oltp(reads: bool, writes: bool) -> Callable[[Generator, int, int], Program]:
+    def compile_(g: Generator, thread_id: int, threads: int) -> Program:
+        counts, trx, n = _counts(g), _trx(g), g.data.tables
+        span = int(g.workload.option("range_size")) - 1
+        blocks = block(0, 1, Statement(OTHER, ("BEGIN",))) if trx else ()
+        if reads:
+            blocks += block(n, counts["point_selects"], _stmt(g, "point_selects", _key(g)))
+            if g.workload.option("range_selects"):
+                for key in RANGES:
+                    blocks += block(n, counts[key], _stmt(g, key, _key(g, 0), Ref(0, span)))
+        if writes:
+            blocks += block(n, counts["index_updates"], _stmt(g, "index_updates", _key(g)))
+            blocks += block(n, counts["non_index_updates"], _stmt(g, "non_index_updates", Digits(10), _key(g)))
+            # The id deleted is inserted again, with a new k, c and pad.
+            blocks += block(n, counts["delete_inserts"], _stmt(g, "deletes", _key(g, 0)),
+                            _stmt(g, "inserts", Ref(0), _key(g), Digits(10), Digits(5)))
+        if trx:
+            blocks += block(0, 1, Statement(OTHER, ("COMMIT",)))
+        return Program(blocks, g.distribution(), registers=1)
+
+    return compile_
+
+
+def _program_single_write(key: str) -> Callable[[Generator, int, int], Program]:
+    def compile_(g: Generator, thread_id: int, threads: int) -> Program:
+        params = (_key(g),) if key == "index_updates" else (Digits(10), _key(g))
+        # One table drawn per event, then the n statements on it.
+        return Program(block(g.data.tables, int(g.workload.option(key)), _stmt(g, key, *params)), g.distribution())
+
+    return compile_
+
+
+def _program_delete(g: Generator, thread_id: int, threads: int) -> Program:
+    return Program(block(g.data.tables, 1, _stmt(g, "deletes", _key(g))), g.distribution())
+
+
+def _program_insert(g: Generator, thread_id: int, threads: int) -> Program:
+    # Plain text, as sysbench sends it; the id 0 asks for the next AUTO_INCREMENT value.
+    u = g._unique
+    i = Const(0) if g.workload.option("auto_inc") else Unique(u.index, u.offset, u.step, -2147483648)
+    sql = tuple(f"INSERT INTO sbtest{t} (id, k, c, pad) VALUES (?, ?, '?', '?')" for t in range(1, g.data.tables + 1))
+    return Program(block(g.data.tables, 1, Statement(WRITE, sql, (i, _key(g), Digits(10), Digits(5)), text=True)),
+                   g.distribution())
+
+
 def _oltp_prepared(reads: bool, writes: bool) -> Callable[[Generator], list[str]]:
     def statements(g: Generator) -> list[str]:
         keys: list[str] = []
@@ -162,18 +228,24 @@ def _oltp_prepared(reads: bool, writes: bool) -> Callable[[Generator], list[str]
 # -- the registry: one entry per workload ----------------------------------------------------------
 
 
-def _register(name: str, prepared: Callable[[Generator], list[str]]) -> Callable:
+def _register(name: str, prepared: Callable[[Generator], list[str]],
+              program: Callable[[Generator, int, int], Program]) -> Callable:
     # Each runs under its own name with the sysbench driver too.
-    return register(name, options=OLTP_OPTIONS, prepared=prepared, sysbench_test=name,
+    return register(name, options=OLTP_OPTIONS, prepared=prepared, sysbench_test=name, program=program,
                     source=f"akopytov/sysbench 1.0.20 src/lua/{name}.lua + src/lua/oltp_common.lua")
 
 
-_register("oltp_point_select", lambda g: per_table(g, ["point_selects"]))(_build_point_select)
-_register("oltp_read_only", _oltp_prepared(reads=True, writes=False))(_build_oltp(reads=True, writes=False))
-_register("oltp_read_write", _oltp_prepared(reads=True, writes=True))(_build_oltp(reads=True, writes=True))
-_register("oltp_write_only", _oltp_prepared(reads=False, writes=True))(_build_oltp(reads=False, writes=True))
-_register("oltp_update_index", lambda g: per_table(g, ["index_updates"]))(_build_single_write("index_updates"))
-_register("oltp_update_non_index",
-          lambda g: per_table(g, ["non_index_updates"]))(_build_single_write("non_index_updates"))
-_register("oltp_delete", lambda g: per_table(g, ["deletes"]))(_build_delete)
-_register("oltp_insert", lambda g: [])(_build_insert)
+_register("oltp_point_select", lambda g: per_table(g, ["point_selects"]),
+          _program_point_select)(_build_point_select)
+_register("oltp_read_only", _oltp_prepared(reads=True, writes=False),
+          _program_oltp(reads=True, writes=False))(_build_oltp(reads=True, writes=False))
+_register("oltp_read_write", _oltp_prepared(reads=True, writes=True),
+          _program_oltp(reads=True, writes=True))(_build_oltp(reads=True, writes=True))
+_register("oltp_write_only", _oltp_prepared(reads=False, writes=True),
+          _program_oltp(reads=False, writes=True))(_build_oltp(reads=False, writes=True))
+_register("oltp_update_index", lambda g: per_table(g, ["index_updates"]),
+          _program_single_write("index_updates"))(_build_single_write("index_updates"))
+_register("oltp_update_non_index", lambda g: per_table(g, ["non_index_updates"]),
+          _program_single_write("non_index_updates"))(_build_single_write("non_index_updates"))
+_register("oltp_delete", lambda g: per_table(g, ["deletes"]), _program_delete)(_build_delete)
+_register("oltp_insert", lambda g: [], _program_insert)(_build_insert)

@@ -21,6 +21,7 @@ from services.workload.registry import (
     Transaction,
     register,
 )
+from services.workload.program import Key, Program, Ref, Statement, block
 from services.workload.statements import Generator
 
 
@@ -67,13 +68,29 @@ def _build_random_ranges(g: Generator, thread_id: int, threads: int) -> Callable
     return event
 
 
-def _register(name: str, prepared) -> Callable:
-    return register(name, options=RANDOM_OPTIONS, prepared=prepared, counting=COUNT_BY_STATEMENT,
+def _program_random_points(g: Generator, thread_id: int, threads: int) -> Program:
+    lo, hi = _slice(g, thread_id, threads)
+    n = int(g.workload.option("random_points"))
+    stmt = Statement(READ, (_random_points_sql(n),), (Key(lo, hi),) * n)
+    return Program(block(0, 1, stmt), g.distribution(), COUNT_BY_STATEMENT)
+
+
+def _program_random_ranges(g: Generator, thread_id: int, threads: int) -> Program:
+    lo, hi = _slice(g, thread_id, threads)
+    n, delta = int(g.workload.option("number_of_ranges")), int(g.workload.option("delta"))
+    stmt = Statement(READ, (_random_ranges_sql(n),), (Key(lo, hi, 0), Ref(0, delta)) * n)
+    return Program(block(0, 1, stmt), g.distribution(), COUNT_BY_STATEMENT, registers=1)
+
+
+def _register(name: str, prepared, program) -> Callable:
+    return register(name, options=RANDOM_OPTIONS, prepared=prepared, counting=COUNT_BY_STATEMENT, program=program,
                     tables=SYSBENCH_05_K_ID, max_tables=1, sysbench_test=name,
                     source=f"akopytov/sysbench cea90cb (2010-10-29) sysbench/tests/db/{name}.lua")
 
 
 _register("select_random_points",
-          lambda g: [_random_points_sql(int(g.workload.option("random_points")))])(_build_random_points)
+          lambda g: [_random_points_sql(int(g.workload.option("random_points")))],
+          _program_random_points)(_build_random_points)
 _register("select_random_ranges",
-          lambda g: [_random_ranges_sql(int(g.workload.option("number_of_ranges")))])(_build_random_ranges)
+          lambda g: [_random_ranges_sql(int(g.workload.option("number_of_ranges")))],
+          _program_random_ranges)(_build_random_ranges)

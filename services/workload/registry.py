@@ -1,6 +1,7 @@
 """The workload registry: every workload a spec may name, each defined once with the options it
 accepts (sysbench's defaults), the transaction it runs, the statements each connection prepares
-and what its tables need. A new workload is one ``@register``-ed builder in one module.
+and what its tables need. A new workload is one ``@register``-ed builder in one module, with the
+same transaction as a program.Program (``program=``), which the native driver's compiled core runs.
 
 Two families share it: sysbench 1.0.20's tests (oltp.py) and the 2010 pages' names, each running
 what sysbench 0.5's script of that name ran in 2010 (sysbench05.py, random_select.py).
@@ -170,6 +171,9 @@ class Workload:
     #: The sysbench 1.0.20 test the sysbench driver runs for it; None: sysbench 1.0.20 has no
     #: script that runs these statements (the 2010 oltp names), so that driver refuses it.
     sysbench_test: str | None = None
+    #: (generator, thread id, threads) -> the workload's transaction as a program.Program, the
+    #: form the native driver's compiled core runs.
+    program: Builder | None = None
 
     @property
     def table_auto_inc(self) -> bool:
@@ -186,14 +190,16 @@ WORKLOADS: dict[str, Workload] = {}
 
 def register(name: str, *, options: Mapping[str, object], prepared: Callable[[Any], list[str]],
              source: str, counting: str = COUNT_BY_ROWS, tables: TableLayout = SYSBENCH_10,
-             max_tables: int | None = None, sysbench_test: str | None = None) -> Callable[[Builder], Builder]:
-    """Register the builder it decorates as workload ``name``; ``source`` names its script."""
+             max_tables: int | None = None, sysbench_test: str | None = None,
+             program: Builder | None = None) -> Callable[[Builder], Builder]:
+    """Register the builder it decorates as workload ``name``; ``source`` names its script and
+    ``program`` compiles it for the load core (program.py)."""
 
     def add(build: Builder) -> Builder:
         if name in WORKLOADS:
             raise ValueError(f"workload {name} registered twice")
         WORKLOADS[name] = Workload(name, options, build, prepared, f"{source} ({CATALOGUE})", counting, tables,
-                                   max_tables, sysbench_test)
+                                   max_tables, sysbench_test, program)
         return build
 
     return add

@@ -16,6 +16,7 @@ import random
 from typing import Any, Callable, Protocol, Sequence
 
 from services.workload import distributions
+from services.workload.program import Distribution, text_program
 from services.workload.registry import OTHER, READ, WRITE, Op, Transaction, definition
 
 
@@ -109,6 +110,7 @@ class Generator:
             raise ValueError(f"workload {workload.name} has no native implementation") from None
         self.workload = workload
         self.data = data
+        self.thread_id, self.threads = thread_id, threads
         self.draw = draw_of(workload)
         self._unique = _Unique(seed_rng or random.Random(0), thread_id, threads)
         # Formatted once, so the loop hands the same string objects (and cached hashes) on.
@@ -119,6 +121,24 @@ class Generator:
 
     def __call__(self, rng: random.Random) -> Transaction:
         return self.event(rng)
+
+    def program(self) -> Any:
+        """This thread's transaction as a program.Program (the load core runs it); ValueError
+        when the workload has none yet."""
+        compile_ = self.definition.program
+        if compile_ is None:
+            raise ValueError(f"workload {self.workload.name} has no transaction program")
+        program = compile_(self, self.thread_id, self.threads)
+        # db_ps_mode disable: nothing prepared on the server, every statement sent as text.
+        return program if uses_prepared(self.workload) else text_program(program)
+
+    def distribution(self) -> Distribution:
+        """The key distribution of the rand_type option with its parameters (rand_spec_*,
+        rand_pareto_h, rand_zipfian_exp), as a program.Distribution."""
+        o = self.workload.option
+        return Distribution(str(o("rand_type")), iters=int(o("rand_spec_iter")), pct=int(o("rand_spec_pct")),
+                            res=int(o("rand_spec_res")), pareto_h=float(o("rand_pareto_h")),
+                            zipfian_exp=float(o("rand_zipfian_exp")))
 
     def statements(self) -> list[str]:
         """Every prepared statement this workload may execute (each connection prepares these

@@ -26,6 +26,7 @@ from services.workload.registry import (
     Transaction,
     register,
 )
+from services.workload.program import Const, Cycle, Digits, Key, Program, Ref, Statement, block
 from services.workload.statements import BEGIN, COMMIT, Generator, c_value, pad_value
 
 #: The one table of the 2010 scripts.
@@ -164,17 +165,71 @@ def _build_one(kind: str, sql: str, with_c: bool) -> Callable[[Generator, int, i
     return build
 
 
-def _register(name: str, statements: Callable[[Generator], list[str]], *, options: Mapping[str, object] = OPTIONS,
-              empty: bool = False) -> Callable:
-    return register(name, options=options, prepared=statements, source=SOURCE.format(name),
+# -- the same events as transaction programs (program.py), what the load core runs ---------------
+
+
+def _one(kind: str, sql: str, *params) -> Statement:
+    return Statement(kind, (sql,), params)
+
+
+def _program_point(sql: str) -> Callable[[Generator, int, int], Program]:
+    def compile_(g: Generator, thread_id: int, threads: int) -> Program:
+        return Program(block(0, 1, _one(READ, sql, Key(1, g.data.table_size))), g.distribution(), COUNT_BY_STATEMENT)
+
+    return compile_
+
+
+def _program_complex(writes: bool) -> Callable[[Generator, int, int], Program]:
+    def compile_(g: Generator, thread_id: int, threads: int) -> Program:
+        key = Key(1, g.data.table_size)
+        saved = Key(1, g.data.table_size, 0)
+        span = int(g.workload.option("range_size")) - 1
+        begin, commit = _trx(g, "WRITE" if writes else "READ")
+        blocks = block(0, 1, Statement(begin[0], (begin[1],), text=begin[2] is None))
+        blocks += block(0, POINT_SELECTS, _one(READ, POINT, key))
+        blocks += block(0, 1, *(_one(READ, sql, saved, Ref(0, span)) for sql in RANGES))
+        if writes:
+            # DELETE and INSERT on the same id.
+            blocks += block(0, 1, _one(WRITE, UPDATE_K, key), _one(WRITE, UPDATE_C, Digits(10), key),
+                            _one(WRITE, DELETE, saved), _one(WRITE, REINSERT, Ref(0)))
+        blocks += block(0, 1, Statement(commit[0], (commit[1],), text=commit[2] is None))
+        return Program(blocks, g.distribution(), COUNT_BY_STATEMENT, registers=1)
+
+    return compile_
+
+
+def _program_insert(g: Generator, thread_id: int, threads: int) -> Program:
+    size = g.data.table_size
+    i = Const(None) if g.workload.option("auto_inc") else Cycle(thread_id + 1, max(1, threads), size)
+    return Program(block(0, 1, _one(WRITE, INSERT, i, Key(1, size), Digits(10), Digits(5))), g.distribution(),
+                   COUNT_BY_STATEMENT)
+
+
+def _program_one(kind: str, sql: str, with_c: bool) -> Callable[[Generator, int, int], Program]:
+    def compile_(g: Generator, thread_id: int, threads: int) -> Program:
+        key = Key(1, g.data.table_size)
+        params = (Digits(10), key) if with_c else (key,)
+        return Program(block(0, 1, _one(kind, sql, *params)), g.distribution(), COUNT_BY_STATEMENT)
+
+    return compile_
+
+
+def _register(name: str, statements: Callable[[Generator], list[str]], program: Callable[[Generator, int, int], Program],
+              *, options: Mapping[str, object] = OPTIONS, empty: bool = False) -> Callable:
+    return register(name, options=options, prepared=statements, source=SOURCE.format(name), program=program,
                     counting=COUNT_BY_STATEMENT, tables=SYSBENCH_05_EMPTY if empty else SYSBENCH_05, max_tables=1)
 
 
-_register("oltp_simple", lambda g: [POINT])(_build_point(POINT))
-_register("select", lambda g: [SELECT_PAD])(_build_point(SELECT_PAD))
-_register("oltp_complex_ro", _complex_prepared(writes=False), options=COMPLEX_OPTIONS)(_build_complex(writes=False))
-_register("oltp_complex_rw", _complex_prepared(writes=True), options=COMPLEX_OPTIONS)(_build_complex(writes=True))
-_register("insert", lambda g: [INSERT], empty=True)(_build_insert)
-_register("delete", lambda g: [DELETE_ONE])(_build_one(WRITE, DELETE_ONE, with_c=False))
-_register("update_index", lambda g: [UPDATE_INDEX])(_build_one(WRITE, UPDATE_INDEX, with_c=False))
-_register("update_non_index", lambda g: [UPDATE_NON_INDEX])(_build_one(WRITE, UPDATE_NON_INDEX, with_c=True))
+_register("oltp_simple", lambda g: [POINT], _program_point(POINT))(_build_point(POINT))
+_register("select", lambda g: [SELECT_PAD], _program_point(SELECT_PAD))(_build_point(SELECT_PAD))
+_register("oltp_complex_ro", _complex_prepared(writes=False), _program_complex(writes=False),
+          options=COMPLEX_OPTIONS)(_build_complex(writes=False))
+_register("oltp_complex_rw", _complex_prepared(writes=True), _program_complex(writes=True),
+          options=COMPLEX_OPTIONS)(_build_complex(writes=True))
+_register("insert", lambda g: [INSERT], _program_insert, empty=True)(_build_insert)
+_register("delete", lambda g: [DELETE_ONE], _program_one(WRITE, DELETE_ONE, False))(
+    _build_one(WRITE, DELETE_ONE, with_c=False))
+_register("update_index", lambda g: [UPDATE_INDEX], _program_one(WRITE, UPDATE_INDEX, False))(
+    _build_one(WRITE, UPDATE_INDEX, with_c=False))
+_register("update_non_index", lambda g: [UPDATE_NON_INDEX], _program_one(WRITE, UPDATE_NON_INDEX, True))(
+    _build_one(WRITE, UPDATE_NON_INDEX, with_c=True))

@@ -17,7 +17,7 @@ from services.common.errors import DbError
 from services.common.messages.runs import RunSpec
 from services.worker import runner
 from services.worker.driver.contract import ConnectParams, LoadError, LoadRequest
-from services.worker.driver.native.libmariadb import Connection
+from services.worker.driver.native.core import connect_once
 from services.worker.driver.sysbench import driver as sysbench_driver
 from services.common.spec.workloads import DataShape, WorkloadSpec
 
@@ -160,14 +160,14 @@ def clear_text_server():
 
 def test_no_client_sends_a_password_in_clear_text_to_a_server_asking_for_it(clear_text_server):
     """A server that switches authentication to mysql_clear_password gets nothing from the native
-    driver's libmariadb, the worker's own mysql.connector connections or sysbench's libmariadb;
+    driver's compiled core, the worker's own mysql.connector connections or sysbench's libmariadb;
     the native driver sends it once the operator allows clear text (so the test can fail)."""
     from services.worker.target import dsn
 
     rogue = clear_text_server
     params = ConnectParams(host="127.0.0.1", port=rogue.port, user="bench", password="Clear-Canary-1", database="sbtest")
     with pytest.raises(DbError):
-        Connection(params, nonblocking=False)
+        connect_once(params)
     with pytest.raises(mysql.connector.Error):
         dsn.connect(params)
     if shutil.which("sysbench") is None:
@@ -182,7 +182,7 @@ def test_no_client_sends_a_password_in_clear_text_to_a_server_asking_for_it(clea
     allowed = ConnectParams(host="127.0.0.1", port=rogue.port, user="bench", password="Clear-Canary-1",
                             database="sbtest", allow_cleartext=True)
     try:
-        Connection(allowed, nonblocking=False).close()
+        connect_once(allowed)
     except DbError:
         pass  # the rogue answers the connection's first statements oddly; the password went before
     assert rogue.passwords[before:] == [b"Clear-Canary-1\0"]

@@ -12,7 +12,7 @@ import structlog
 
 from services.common import logs
 from services.common.errors import TargetError
-from services.worker.driver.native.libmariadb import connect_args
+from services.worker.driver.native.core import connect_tuple
 from services.worker.driver.sysbench.driver import mysql_options
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import connector_kwargs
@@ -65,13 +65,15 @@ def test_each_client_gets_the_same_server_user_database_and_tls():
                                         "database": "sbtest"}
     assert connector_kwargs(ConnectParams(host="h", ssl_disabled=True))["ssl_disabled"] is True
 
-    lib = connect_args(TCP)
-    assert (lib.host, lib.port, lib.user, lib.password, lib.database, lib.unix_socket, lib.ssl_ca) == \
-        (b"db1", 3307, b"bench", SECRET.encode(), b"sbtest", None, b"/etc/ca.pem")
-    over_socket = connect_args(SOCKET)
-    assert (over_socket.host, over_socket.unix_socket, over_socket.port) == (b"localhost", b"/run/m.sock", 3306)
-    assert connect_args(ConnectParams(ssl_ca="/ca", ssl_disabled=True)).ssl_ca is None
-    assert connect_args(ConnectParams()).database is None and connect_args(ConnectParams()).host == b"127.0.0.1"
+    # The load core's (host, user, password, database, port, unix_socket, ssl_ca, connect timeout,
+    # compression, clear text allowed).
+    assert connect_tuple(TCP)[:7] == ("db1", "bench", SECRET, "sbtest", 3307, None, "/etc/ca.pem")
+    host, *_, port, sock, _, _, _, _ = connect_tuple(SOCKET)
+    assert (host, sock, port) == ("localhost", "/run/m.sock", 3306)
+    assert connect_tuple(ConnectParams(ssl_ca="/ca", ssl_disabled=True))[6] is None
+    assert connect_tuple(ConnectParams())[3] is None and connect_tuple(ConnectParams())[0] == "127.0.0.1"
+    assert connect_tuple(TCP)[8:] == (False, False)  # no compression; hashing auth plugins only
+    assert connect_tuple(ConnectParams(allow_cleartext=True), compress=True)[8:] == (True, True)
 
     assert mysql_options(TCP) == ["--mysql-host=db1", "--mysql-port=3307", "--mysql-user=bench", "--mysql-db=sbtest"]
     assert mysql_options(SOCKET) == ["--mysql-socket=/run/m.sock", "--mysql-user=benchfleet", "--mysql-db=sbtest"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from types import SimpleNamespace
 
-from services.worker.driver.contract import Progress
+from services.common.results.histogram import Histogram
+from services.worker.driver.contract import Counts, Progress
 from services.worker.driver.native import child, parent
-from services.worker.driver.native.sinks import Sink
 from services.common.results import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
 from services.worker.metrics import WorkerMetrics
@@ -56,27 +56,46 @@ def test_sysbench_running_totals_round_once_so_they_do_not_drift():
     assert [p.queue for p in seen] == [0, 0, 0]
 
 
+class FakeCore:
+    """What a load process's control thread reads of its core: counts so far, latency, queue."""
+
+    def __init__(self):
+        self.total = Counts()
+
+    def add(self, **counts) -> None:
+        codes = dict(self.total.errors_by_code)
+        for code, n in counts.pop("errors_by_code", {}).items():
+            codes[code] = codes.get(code, 0) + n
+        fields = {k: getattr(self.total, k) + v for k, v in counts.items()}
+        self.total = dataclasses.replace(self.total, errors_by_code=codes, **fields)
+
+    def counts(self) -> Counts:
+        return self.total
+
+    def latency(self) -> Histogram:
+        return Histogram()
+
+    def queue(self, now: float) -> None:
+        return None
+
+
 def _native_second(seconds: list[child._Seconds]) -> Progress:
     """Every load process closes its second; the parent merges their Ticks."""
     return parent._progress([s.close() for s in seconds])
 
 
 def test_native_progress_from_two_load_processes_exports_totals_and_rates():
-    """Two load processes of two connections each count into their sinks as the load loop does;
+    """Two load processes of two connections each count in their cores as the load loop does;
     the merged Progress exports the whole run's totals, its last second's rates and error codes."""
     m, run = WorkerMetrics("w1"), run_spec()
     m.run_started(run)
-    procs = [[SimpleNamespace(sink=Sink()) for _ in range(2)] for _ in range(2)]
-    seconds = [child._Seconds(clients, None, t_end=1e9) for clients in procs]
+    cores = [FakeCore() for _ in range(2)]
+    seconds = [child._Seconds(c, t_end=1e9) for c in cores]
     for tx_per_client in (100, 90, 110):
-        for clients in procs:
-            for c in clients:
-                c.sink.counts["transactions"] += tx_per_client
-                c.sink.counts["read"] += 10 * tx_per_client
-        procs[0][1].sink.errors_by_code["1213"] = procs[0][1].sink.errors_by_code.get("1213", 0) + 1
-        procs[0][1].sink.counts["ignored_errors"] += 1
-        procs[1][0].sink.errors_by_code["2013"] = procs[1][0].sink.errors_by_code.get("2013", 0) + 1
-        procs[1][0].sink.counts["reconnects"] += 1
+        for c in cores:
+            c.add(transactions=2 * tx_per_client, reads=2 * 10 * tx_per_client)
+        cores[0].add(errors_by_code={"1213": 1}, ignored_errors=1)
+        cores[1].add(errors_by_code={"2013": 1}, reconnects=1)
         m.observe_progress(run, _native_second(seconds))
     text = m.scrape()
     assert value(text, "benchfleet_worker_transactions_total") == 4 * 300
@@ -98,9 +117,9 @@ def test_native_warmup_notes_then_measurement():
     m.run_started(run)
     m.observe_progress(run, Progress("warmup", 1.0))
     assert value(m.scrape(), "benchfleet_worker_run_phase", phase="warmup") == 1
-    procs = [[SimpleNamespace(sink=Sink())]]
-    seconds = [child._Seconds(procs[0], None, t_end=1e9)]
-    procs[0][0].sink.counts["transactions"] += 7
+    core = FakeCore()
+    seconds = [child._Seconds(core, t_end=1e9)]
+    core.add(transactions=7)
     m.observe_progress(run, _native_second(seconds))
     text = m.scrape()
     assert value(text, "benchfleet_worker_transactions_total") == 7

@@ -9,7 +9,6 @@ from services.common.results.histogram import Histogram
 from services.worker.driver.contract import Counts, IntervalPercentile, Progress
 from services.worker.driver.native.parent import _progress
 from services.worker.driver.native.protocol import Tick
-from services.worker.driver.native.sinks import Sink, latency_of, share_histogram
 from services.worker.driver.sysbench.live import LiveProgress
 from services.worker.metrics import WorkerMetrics
 
@@ -62,24 +61,6 @@ def test_the_worker_exports_sysbench_percentile_as_a_gauge_and_drops_it_for_an_e
     assert dict(labels)["percentile"] == "95" and abs(value - 0.00828) < 1e-12
     live.feed(STALL[1])
     assert _samples(m, "benchfleet_worker_interval_latency_seconds") == {}
-
-
-def test_a_load_process_reads_its_connections_latency_so_far():
-    """The histogram a Tick carries is every connection's, merged, without touching the sinks."""
-    a, b = Sink(hist=_hist(300, 900)), Sink(hist=_hist(2500))
-    h = latency_of([a, b])
-    assert h.total == 3 and h.max_us == 2500
-    assert (a.hist.total, b.hist.total) == (2, 1)
-
-
-def test_connections_sharing_one_histogram_are_counted_once():
-    """A load process's connections record into one histogram; its latency is that one's, not once
-    per connection (the second's Tick and the run's result would otherwise multiply every count)."""
-    sinks = [Sink() for _ in range(1000)]
-    share_histogram(sinks)
-    for i, s in enumerate(sinks[:3]):
-        s.hist.record(100.0 * (i + 1))
-    assert latency_of(sinks).total == 3 and all(s.hist is sinks[0].hist for s in sinks)
 
 
 def test_native_progress_merges_the_processes_histograms_and_the_worker_exports_it():

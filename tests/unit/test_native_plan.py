@@ -4,7 +4,7 @@ connection with blocking calls."""
 from __future__ import annotations
 
 from services.common.spec.workloads import DataShape, WorkloadSpec
-from services.worker.driver.native.client import runs_blocking
+from services.worker.driver.native.core import runs_blocking
 from services.worker.driver.native.parent import OWN_PROCESS_MAX_PER_CPU, _plan
 from services.worker.driver.native.protocol import Job
 from services.worker.target.connect_params import ConnectParams

@@ -4,8 +4,8 @@ which it completes, whenever it began, as sysbench counts an event when it ends.
 Completed before ``deadline[0]``: the warm-up (counted apart, never reported); in
 ``[deadline[0], deadline[1])``: the measured window, its latency taken from its own start (which
 may lie in the warm-up); at or after ``deadline[1]``: no window, and the transaction is recorded
-as in flight at the window's end instead. The native driver's loops (native/loop.py,
-native/blocking.py) inline ``window_of`` for speed; ``Tally`` applies the same rule to a list of
+as in flight at the window's end instead. The native driver's compiled core (native/csrc/loop.c)
+applies the same rule in C; ``Tally`` applies the same rule to a list of
 completions, for tests and for reading, and ``summarize`` turns what the loops recorded into the
 result's Window.
 """

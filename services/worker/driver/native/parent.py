@@ -29,7 +29,7 @@ from services.worker.driver.contract import (
     ProgressCallback,
 )
 from services.worker.driver.native import child
-from services.worker.driver.native.loop import DRAIN_GRACE_S
+from services.worker.driver.native.child import DRAIN_GRACE_S
 from services.worker.driver.window import measured_seconds, summarize
 from services.worker.driver.native.protocol import (
     Done,
