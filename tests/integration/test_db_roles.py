@@ -324,3 +324,25 @@ def test_a_store_never_replaces_the_procedures_and_names_ensure_services_when_th
         assert carol.db.rows("SELECT 1") == [(1,)]
     assert root_sql(f"SELECT DEFINER, ROUTINE_COMMENT FROM {where}").split("\t") == [
         f"{tag}_procedures", f"{procedures.VERSION}\n"]
+
+
+def test_ensure_services_refuses_the_servers_own_accounts_as_people(deployed):
+    """root, mysql, mariadb.sys, or an account of the server the fleet did not set up (a DBA's): as a
+    submitter or operator its password would be reset; ensure-services refuses it, naming it, and
+    changes nothing. A person it set up before is set up again."""
+    tag, db, people, tmp, env = deployed
+    dba = f"dba{tag}"
+    root_sql(f"CREATE USER '{dba}'@'localhost' IDENTIFIED BY 'unchanged-{tag}';")
+    try:
+        before = root_sql(f"SELECT authentication_string FROM mysql.user WHERE User = '{dba}'")
+        for var, name, why in (("BENCHFLEET_DB_SUBMITTERS", "root", "a name of the server's own"),
+                               ("BENCHFLEET_DB_OPERATORS", "mysql", "a name of the server's own"),
+                               ("BENCHFLEET_DB_SUBMITTERS", "mariadb.sys", "is not an account name"),
+                               ("BENCHFLEET_DB_OPERATORS", dba, "not one of the fleet's")):
+            r = ensure_services(dict(env, **{var: f"{people['alice']},{name}"}))
+            assert r.returncode != 0 and f"{var}: {name} " in r.stderr and why in r.stderr, (name, r.stderr)
+        assert root_sql(f"SELECT authentication_string FROM mysql.user WHERE User = '{dba}'") == before
+        assert f"{tag}_" not in root_sql(f"SHOW GRANTS FOR '{dba}'@'localhost'")
+        assert ensure_services(env).returncode == 0
+    finally:
+        root_sql(f"DROP USER IF EXISTS '{dba}'@'localhost';")
