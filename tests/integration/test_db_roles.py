@@ -6,6 +6,7 @@ the table docs/security.md shows."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -15,13 +16,14 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
 from services.common.bus.stub import StubBroker
 from services.common.config import Settings
 from services.common.errors import BusError, NotYourCampaign, StoreError
-from services.common.store import Store, connection
+from services.common.store import Store, connection, procedures
 from services.common.store.campaigns import default_key, spec_hash
 from services.scheduler.submit import StoreLedger, Submitted, submit
 
@@ -290,3 +292,65 @@ def test_a_submitter_before_the_collectors_first_start_waits_for_the_schema(depl
             assert alice.db.rows("SELECT COUNT(*) FROM campaigns") == [(0,)]
     finally:
         collector.join()
+
+
+def test_a_submitter_cannot_add_runs_under_another_campaigns_run_ids(deployed, settings):
+    """Run ids are predictable (the campaign id, a dot, the cell): Alice's own campaign takes no run id
+    that does not start with its id and a dot, so she cannot squat Bob's next campaign's runs."""
+    assert ensure_services(deployed[4]).returncode == 0  # the procedures again (a test before drops the DB)
+    Store(account(deployed, settings, "collector")).open().close()
+    with Store(account(deployed, settings, "alice")).open() as alice:
+        def add(run_id: str) -> Callable[[Any], None]:
+            def statements(cur: Any) -> None:
+                cur.execute("CALL bf_record_campaign(%s,'x','{}','',%s,'A',1,0,NULL,NULL)", ("squat", "default"))
+                cur.execute("CALL bf_add_runs(%s,%s,0)", ("squat", json.dumps([[run_id, 0, "A", "w", 1, 0]])))
+            return statements
+        for foreign in ("roles-bob2.A.w.t1.r0", "squat2.A.w.t1.r0", "squatA.w.t1.r0"):
+            with pytest.raises(StoreError, match="1644 .*does not start with its campaign id and a dot") as e:
+                alice.db.transaction("add runs", add(foreign))
+            assert e.value.errno == 1644
+        assert alice.db.rows("SELECT COUNT(*) FROM campaigns WHERE campaign_id = 'squat'") == [(0,)]
+        alice.db.transaction("add runs", add("squat.A.w.t1.r0"))
+        assert alice.db.rows("SELECT run_id FROM runs WHERE campaign_id = 'squat'") == [("squat.A.w.t1.r0",)]
+
+
+def test_a_store_never_replaces_the_procedures_and_names_ensure_services_when_they_are_older(deployed, settings):
+    """Procedures of an earlier version: an operator's store (which may create routines) refuses to open
+    naming deploy/ensure-services, and leaves them and their definer alone (had it replaced them, it
+    would be their definer and every submitter's CALL would fail); ensure-services replaces them."""
+    tag, db, people, tmp, env = deployed
+    assert ensure_services(env).returncode == 0
+    where = f"information_schema.ROUTINES WHERE ROUTINE_SCHEMA = '{db}' AND ROUTINE_NAME = 'bf_cancel_campaign'"
+    root_sql(f"USE `{db}`; ALTER PROCEDURE bf_cancel_campaign COMMENT 'benchfleet procedures 1';")
+    with pytest.raises(StoreError, match=r"bf_cancel_campaign are not .*found: benchfleet procedures 1\): run "
+                                         r"deploy/ensure-services mariadb"):
+        Store(account(deployed, settings, "carol")).open()
+    assert root_sql(f"SELECT DEFINER, ROUTINE_COMMENT FROM {where}").split("\t") == [
+        f"{tag}_procedures", "benchfleet procedures 1\n"]
+    assert ensure_services(env).returncode == 0
+    with Store(account(deployed, settings, "carol")).open() as carol:
+        assert carol.db.rows("SELECT 1") == [(1,)]
+    assert root_sql(f"SELECT DEFINER, ROUTINE_COMMENT FROM {where}").split("\t") == [
+        f"{tag}_procedures", f"{procedures.VERSION}\n"]
+
+
+def test_ensure_services_refuses_the_servers_own_accounts_as_people(deployed):
+    """root, mysql, mariadb.sys, or an account of the server the fleet did not set up (a DBA's): as a
+    submitter or operator its password would be reset; ensure-services refuses it, naming it, and
+    changes nothing. A person it set up before is set up again."""
+    tag, db, people, tmp, env = deployed
+    dba = f"dba{tag}"
+    root_sql(f"CREATE USER '{dba}'@'localhost' IDENTIFIED BY 'unchanged-{tag}';")
+    try:
+        before = root_sql(f"SELECT authentication_string FROM mysql.user WHERE User = '{dba}'")
+        for var, name, why in (("BENCHFLEET_DB_SUBMITTERS", "root", "a name of the server's own"),
+                               ("BENCHFLEET_DB_OPERATORS", "mysql", "a name of the server's own"),
+                               ("BENCHFLEET_DB_SUBMITTERS", "mariadb.sys", "is not an account name"),
+                               ("BENCHFLEET_DB_OPERATORS", dba, "not one of the fleet's")):
+            r = ensure_services(dict(env, **{var: f"{people['alice']},{name}"}))
+            assert r.returncode != 0 and f"{var}: {name} " in r.stderr and why in r.stderr, (name, r.stderr)
+        assert root_sql(f"SELECT authentication_string FROM mysql.user WHERE User = '{dba}'") == before
+        assert f"{tag}_" not in root_sql(f"SHOW GRANTS FOR '{dba}'@'localhost'")
+        assert ensure_services(env).returncode == 0
+    finally:
+        root_sql(f"DROP USER IF EXISTS '{dba}'@'localhost';")

@@ -230,3 +230,35 @@ def test_db_bind_to_one_address_keeps_the_results_db_on_loopback(tmp_path):
         server.cleanup()
     assert bind_conf(tmp_path, "0.0.0.0").returncode == 0
     assert "bind-address = 0.0.0.0\n" in (tmp_path / "conf" / "60-benchfleet.cnf").read_text()
+
+
+def test_each_target_server_gets_a_password_directory_bound_to_it_alone(tmp_path):
+    """--target-server twice: two directories, each bound to its server only, so a password put there
+    for one server cannot be sent to the other (one shared directory let any go to any)."""
+    _need_root_and_systemd_analyze()
+    from services.common.errors import TargetError
+    from services.worker.target.destinations import Where
+    from services.worker.target.secret_policy import SecretPolicy, resolve_password
+
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+    r = install_worker(tmp_path, "--broker", "10.99.0.1", "--amqp-password-file", str(pw),
+                       "--target-server", "10.0.0.20:3307", "--target-server", "db2.example",
+                       "--target-server", "[2001:db8::5]")
+    assert r.returncode == 0, r.stderr
+    tp = tmp_path / "etc" / "target-passwords"
+    dirs = {"10.0.0.20_3307": Where("10.0.0.20", 3307), "db2.example_3306": Where("db2.example", 3306),
+            "2001-db8--5_3306": Where("2001:db8::5", 3306)}
+    assert sorted(p.name for p in tp.iterdir()) == sorted(dirs)
+    assert all((tp / d).stat().st_mode & 0o777 == 0o700 for d in dirs)
+    env = dict(line.split("=", 1) for line in (tmp_path / "etc" / "worker.env").read_text().splitlines()
+               if line and not line.startswith("#"))
+    policy = SecretPolicy.from_environ({**env, "BENCHFLEET_SECRETS": str(tmp_path / "secrets"),
+                                        "BENCHFLEET_MANAGED_DIR": str(tmp_path / "managed")})
+    for d in dirs:
+        (tp / d / "pw").write_text(f"pw-{d}\n")
+    for d, where in dirs.items():
+        assert resolve_password("targets.a", None, str(tp / d / "pw"), {}, policy, where) == f"pw-{d}"
+        for other in (o for o in dirs.values() if o != where):
+            with pytest.raises(TargetError, match="is not where"):
+                resolve_password("targets.a", None, str(tp / d / "pw"), {}, policy, other)

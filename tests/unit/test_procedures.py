@@ -38,12 +38,33 @@ def test_every_procedure_but_record_refuses_a_campaign_of_someone_else():
     assert "submitter" not in bodies["bf_record_campaign"].split("MODIFIES")[0]
 
 
-def test_only_missing_or_older_procedures_are_made_again():
+def test_a_store_makes_the_procedures_only_where_there_are_none_and_never_replaces_them():
+    """A fresh results DB gets every procedure (CREATE, not OR REPLACE: whoever replaced them would become
+    their definer and every submitter's CALL would fail); current ones are left alone; an older or
+    missing one is refused naming deploy/ensure-services, a newer one asks to update the checkout."""
+    fresh = procedures.to_make({"other_proc": "x"})
+    assert [n for n, _ in fresh] == list(procedures.NAMES)
+    assert all(sql.startswith(f"CREATE PROCEDURE {n}(") for n, sql in fresh)
     made = {n: procedures.VERSION for n in procedures.NAMES}
-    assert procedures.outdated(made) == []
-    made["bf_cancel_campaign"] = "benchfleet procedures 0"
-    del made["bf_add_runs"]
-    assert [n for n, _ in procedures.outdated(made)] == ["bf_add_runs", "bf_cancel_campaign"]
+    assert procedures.to_make(made) == []
+    older = dict(made, bf_cancel_campaign="benchfleet procedures 1")
+    del older["bf_add_runs"]
+    with pytest.raises(ValueError, match=r"^the procedures bf_add_runs, bf_cancel_campaign are not 'benchfleet "
+                                         r"procedures \d+' \(found: benchfleet procedures 1, missing\): run "
+                                         r"deploy/ensure-services mariadb \(as root\)"):
+        procedures.to_make(older)
+    with pytest.raises(ValueError, match="found: benchfleet procedures 99\\): this checkout is older"):
+        procedures.to_make(dict(made, bf_add_runs="benchfleet procedures 99"))
+
+
+def test_adding_runs_refuses_a_run_id_of_another_campaign():
+    """Run ids are predictable: bf_add_runs checks each starts with the campaign id and the dot of
+    run_id_of (compared by LEFT, so a campaign id's _ or % is no wildcard)."""
+    from services.common.messages.runs import Cell, run_id_of
+    assert run_id_of("c1", Cell(target="A", workload="w", threads=1), 0).startswith("c1.")
+    body = dict(procedures.PROCEDURES)["bf_add_runs"]
+    check = "LEFT(j.run_id, CHAR_LENGTH(p_campaign_id) + 1) <> CONCAT(p_campaign_id, '.')"
+    assert check in body and body.index(check) < body.index("INSERT INTO runs")
 
 
 class Db:

@@ -124,3 +124,29 @@ def test_a_binding_the_worker_cannot_use_stops_it_at_start(var, value, why):
 
 def test_the_start_up_log_shows_each_entry_with_its_server():
     assert policy("DB1_PW@db1.example:3306,L*").describe()["allowed_env"] == ["DB1_PW@db1.example:3306", "L*"]
+
+
+def test_a_socket_binding_and_the_targets_socket_compare_with_their_links_resolved(tmp_path):
+    """The socket directory check resolves links, so the binding does too: a password bound to a socket
+    through a linked directory reaches it however the spec spells it, and a spelling that resolves to
+    another server's socket is refused naming targets.a.socket."""
+    from services.common.spec.targets import DsnTarget
+    from services.worker.target.account_policy import AccountPolicy
+    from services.worker.target.dsn import connect_params
+    real, other = tmp_path / "run", tmp_path / "other"
+    real.mkdir()
+    other.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    (tmp_path / "link2").symlink_to(other)
+    env = {**ENV, "BENCHFLEET_TARGET_SOCKET_DIRS": f"{real},{other}",
+           "BENCHFLEET_TARGET_PASSWORD_ENV": f"DB1_PW@{tmp_path}/link/mysqld.sock"}
+    p, accounts = SecretPolicy.from_environ(env), AccountPolicy.from_environ(env)
+
+    def params(socket: str):
+        return connect_params(DsnTarget(name="a", user="bench", socket=socket, password_env="DB1_PW"), env, p, accounts)
+
+    assert params(str(real / "mysqld.sock")).password == "pw-one"
+    assert params(str(tmp_path / "link" / "mysqld.sock")).password == "pw-one"
+    with pytest.raises(TargetError) as e:
+        params(str(tmp_path / "link2" / "mysqld.sock"))
+    assert e.value.field == "targets.a.socket" and f"{other}/mysqld.sock is not where" in e.value.message, e.value

@@ -8,8 +8,11 @@ import os
 
 import pytest
 
-from services.common.errors import SettingsError
-from services.worker.target import grants
+import mysql.connector
+
+from services.common.errors import SettingsError, TargetError
+from services.worker.target import account_check, grants
+from services.worker.target.connect_params import ConnectParams
 from services.worker.target.account_policy import AccountPolicy
 
 PROTECTED = ("information_schema", "mysql", "performance_schema", "sys", "benchfleet")
@@ -29,19 +32,19 @@ ROOT = [
 
 def test_an_account_with_what_a_run_needs_holds_nothing_more():
     """The workloads', prepare's and quiesce's privileges, by pattern or by table, are not excess."""
-    assert grants.excess("bench@%", MINIMAL, PROTECTED) == []
+    assert grants.excess("bench@%", MINIMAL, PROTECTED, "sbtest") == []
     # MySQL 8 spells dynamic privileges with underscores, on lines of their own.
     assert grants.excess("bench@%", ["GRANT USAGE ON *.* TO `bench`@`%`",
-                                     "GRANT CONNECTION_ADMIN ON *.* TO `bench`@`%`"], PROTECTED) == []
+                                     "GRANT CONNECTION_ADMIN ON *.* TO `bench`@`%`"], PROTECTED, "sbtest") == []
 
 
 def test_root_is_refused_by_name_and_by_what_it_holds():
-    found = grants.excess("root@localhost", ROOT, PROTECTED)
+    found = grants.excess("root@localhost", ROOT, PROTECTED, "sbtest")
     assert found[0] == "it is root"
     assert {"ALL PRIVILEGES ON *.*", "GRANT OPTION", "PROXY"} <= set(found), found
     # Root without a grant to show is still root (unix_socket logs an OS root in as it).
-    assert grants.excess("root@127.0.0.1", [], PROTECTED) == ["it is root"]
-    assert grants.excess("rootless@%", [], PROTECTED) == []
+    assert grants.excess("root@127.0.0.1", [], PROTECTED, "sbtest") == ["it is root"]
+    assert grants.excess("rootless@%", [], PROTECTED, "sbtest") == []
 
 
 @pytest.mark.parametrize("line, phrase", [
@@ -66,23 +69,99 @@ def test_root_is_refused_by_name_and_by_what_it_holds():
 ])
 def test_anything_beyond_a_runs_needs_is_named(line, phrase):
     """Each excess is named in words a DBA can turn into a REVOKE."""
-    found = grants.excess("b@%", [*MINIMAL, line], PROTECTED)
+    found = grants.excess("b@%", [*MINIMAL, line], PROTECTED, "sbtest")
     assert any(phrase in f for f in found), found
 
 
 def test_an_escaped_pattern_covers_only_what_it_says():
     """`benchfleet\\_%` covers benchfleet_x but not benchfleet itself; `sbtest%` covers no system schema."""
     line = "GRANT SELECT ON `benchfleet\\_%`.* TO `b`@`%`"
-    assert grants.excess("b@%", [line], PROTECTED) == []
-    assert grants.excess("b@%", [line], (*PROTECTED, "benchfleet_test_1")) != []
+    assert grants.excess("b@%", [line], PROTECTED, "benchfleet_run") == []
+    assert grants.excess("b@%", [line], (*PROTECTED, "benchfleet_test_1"), "benchfleet_run") != []
 
 
 def test_roles_are_followed_and_default_role_lines_grant_nothing():
     lines = ["GRANT USAGE ON *.* TO `b`@`%`", "GRANT `bench_role` TO `b`@`%`", "SET DEFAULT ROLE `bench_role` FOR `b`@`%`",
              "GRANT `r2`@`%` TO `b`@`%`"]
     assert grants.roles(lines) == ["bench_role", "r2"]
-    assert grants.excess("b@%", lines, PROTECTED) == []
+    assert grants.excess("b@%", lines, PROTECTED, "sbtest") == []
     assert grants.parse("SET DEFAULT ROLE `bench_role` FOR `b`@`%`") is None
+
+
+def test_privileges_on_a_database_other_than_the_runs_are_more_than_it_needs():
+    """docs/security.md: a run's privileges are on its database (a pattern covering it, or its tables).
+    DROP on another database would let a spec drop someone else's data; the demo's `sbtest%` pattern
+    covers every sbtest database a run names."""
+    shop = "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, LOCK TABLES ON `shop`.* TO `b`@`%`"
+    assert grants.excess("b@%", [*MINIMAL[:3], shop], PROTECTED, "sbtest") == [
+        "privileges on `shop`, which is not the run's database sbtest"]
+    assert grants.excess("b@%", [shop], PROTECTED, "shop") == []
+    assert grants.excess("b@%", MINIMAL[:3], PROTECTED, "sbtest_large") == []
+    # A table grant names its database as it is: `sbtest`.`sbtest1` is not the run's sbtest_large.
+    assert grants.excess("b@%", MINIMAL, PROTECTED, "sbtest_large") == [
+        "privileges on `sbtest`, which is not the run's database sbtest_large"]
+
+
+def test_a_line_granting_several_roles_follows_each_of_them():
+    """MySQL 8 prints the roles of an account on one line: every one is read, not only the first."""
+    line = "GRANT `r1`@`%`,`r2`@`%` TO `b`@`%`"
+    assert grants.roles([line]) == ["r1", "r2"]
+    assert grants.roles(["GRANT `r1`, `r 2` TO `b`@`%` WITH ADMIN OPTION"]) == ["r1", "r 2"]
+    cur = RoleCursor({"r1": [], "r2": ["GRANT FILE ON *.* TO `r2`@`%`"]}, [line])
+    assert "FILE ON *.*" in grants.excess("b@%", account_check.read_grants(cur), PROTECTED, "sbtest")
+
+
+def test_an_account_with_more_roles_than_the_worker_reads_is_refused_naming_why(monkeypatch):
+    """Past MAX_ROLES roles (nested included) the rest would go unread: the account is refused,
+    naming targets.a.user and the limit, rather than passed on the roles read."""
+    n = account_check.MAX_ROLES + 1
+    chain = {f"r{i}": [f"GRANT `r{i + 1}` TO `r{i}`"] for i in range(n)}
+    monkeypatch.setattr(account_check, "connect",
+                        lambda *a, **k: FakeConnection(RoleCursor(chain, ["GRANT `r0` TO `b`@`%`"])))
+    params = ConnectParams(host="127.0.0.1", port=3306, user="b", database="sbtest")
+    with pytest.raises(TargetError) as e:
+        account_check.check(params, "targets.a", AccountPolicy.from_environ(ENV), PROTECTED)
+    assert e.value.field == "targets.a.user", e.value
+    assert f"holds more than {account_check.MAX_ROLES} roles" in e.value.message, e.value
+    assert "BENCHFLEET_TARGET_PRIVILEGED_USERS" in e.value.message
+    monkeypatch.setattr(account_check, "connect", lambda *a, **k: FakeConnection(
+        RoleCursor({f"r{i}": [] for i in range(account_check.MAX_ROLES)},
+                   [f"GRANT `r{i}` TO `b`@`%`" for i in range(account_check.MAX_ROLES)])))
+    assert account_check.check(params, "targets.a", AccountPolicy.from_environ(ENV), PROTECTED) == "b@%"
+
+
+class RoleCursor:
+    """SHOW GRANTS as a server answers it for account b@% (``account``) and for each role of ``roles``."""
+
+    def __init__(self, roles: dict[str, list[str]], account: list[str]):
+        self.roles, self.account, self.rows = roles, account, []
+
+    def execute(self, sql: str, params=None) -> None:
+        if sql == "SELECT CURRENT_USER()":
+            self.rows = [("b@%",)]
+        elif sql == "SHOW GRANTS FOR CURRENT_USER()":
+            self.rows = [(line,) for line in self.account]
+        elif sql == "SHOW GRANTS FOR PUBLIC":
+            raise mysql.connector.Error(msg="no PUBLIC", errno=1064)
+        else:
+            self.rows = [(line,) for line in self.roles[sql.removeprefix("SHOW GRANTS FOR ").strip("`")]]
+
+    def fetchone(self):
+        return self.rows[0]
+
+    def fetchall(self):
+        return self.rows
+
+
+class FakeConnection:
+    def __init__(self, cursor: RoleCursor):
+        self._cursor = cursor
+
+    def cursor(self):
+        return self._cursor
+
+    def close(self):
+        pass
 
 
 ENV = {"BENCHFLEET_SECRETS": "/nonexistent/secrets", "BENCHFLEET_MANAGED_DIR": "/nonexistent/managed"}

@@ -18,7 +18,7 @@ import mysql.connector
 from services.common import logs
 from services.common.config import Settings
 from services.common.errors import StoreError, StoreRefused, StoreUnavailable
-from services.common.store.procedures import outdated as outdated_procedures
+from services.common.store.procedures import to_make as procedures_to_make
 from services.common.store.schema import MIGRATIONS
 from services.common.store.views import refresh_views
 
@@ -50,6 +50,7 @@ ER_NET_PACKET_TOO_LARGE = 1153
 DENIED = frozenset({1044, 1142, 1370, 1227})
 ER_BAD_DB_ERROR = 1049
 ER_NO_SUCH_TABLE = 1146
+ER_SP_ALREADY_EXISTS = 1304
 REFUSED_ON = frozenset({ER_NET_PACKET_TOO_LARGE, 1366})
 #: Tries of one statement (the first again at once, a lost connection needs no wait), then the
 #: DB counts as away; pauses between tries double from RETRY_BACKOFF_S.
@@ -281,17 +282,23 @@ class StoreConnection:
                                  f"may not change the schema", errno=e.errno) from None
 
     def _refresh_procedures(self) -> None:
-        """Make the procedures submitters write through (store/procedures.py) when they are missing
-        or of another version and this user may; deploy/ensure-services makes the fleet's own."""
+        """Make the procedures submitters write through (store/procedures.py) when there are none
+        and this user may; StoreError when they are of another version: only deploy/ensure-services
+        replaces them, with the definer role (a store replacing them would become their definer)."""
         made = dict(self.rows("SELECT ROUTINE_NAME, ROUTINE_COMMENT FROM information_schema.ROUTINES"
                               " WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE'"))
-        for name, sql in outdated_procedures(made):
+        try:
+            make = procedures_to_make(made)
+        except ValueError as e:
+            raise StoreError(f"results DB {self.settings.db_name}: {e}") from None
+        for name, sql in make:
             try:
                 self.execute(sql)
                 log.info("procedure_made", procedure=name)
             except StoreError as e:
-                # A user without the routine privileges sees none of them (the collector): not an error.
-                if e.errno not in DENIED:
+                # A user without the routine privileges sees none of them (the collector): not an error;
+                # nor is one made meanwhile by a service starting beside this one.
+                if e.errno not in DENIED and e.errno != ER_SP_ALREADY_EXISTS:
                     raise
                 log.debug("procedure_not_made", procedure=name, error=str(e))
 

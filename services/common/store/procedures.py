@@ -6,9 +6,10 @@ procedures, nothing else (docs/security.md). The caller is the user name of USER
 (CURRENT_USER() inside a DEFINER procedure is the definer); the campaign row keeps it in
 ``submitter``. A campaign without one (recorded before migration 24, or imported) is the operator's.
 
-deploy/ensure-services makes them in the fleet's results DB with the definer role
-``<prefix>_procedures`` (``script``); on a DB it did not set up (the tests' own), the store makes
-them as the first user that may (``StoreConnection.migrate``). This module imports nothing of
+deploy/ensure-services makes and replaces them in the fleet's results DB with the definer role
+``<prefix>_procedures`` (``script``); on a DB that has none of them (the tests' own), the store makes
+them as the first user that may (``StoreConnection.migrate``). The store never replaces them: the
+one replacing would become their definer, and every submitter's CALL would then fail. This module imports nothing of
 benchfleet, so ensure-services loads the file by itself.
 """
 
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 #: In each procedure's COMMENT: a procedure whose comment differs is made again. Raise it with
 #: every change of a body or signature.
-VERSION = "benchfleet procedures 1"
+VERSION = "benchfleet procedures 2"
+#: 2: bf_add_runs refuses a run id that does not start with the campaign id and a dot.
 
 _CALLER = "SUBSTRING_INDEX(USER(), '@', 1)"
 #: SQLSTATE of a refusal; MariaDB gives it MySQL error 1644 (ER_SIGNAL_EXCEPTION).
@@ -70,6 +72,13 @@ BEGIN{_DECLARE}{_OWNER}{_not_yours("add runs to")}
     SET v_msg = CONCAT('is ', v_state, ': runs are added only while it is submitted');
     SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = v_msg;
   END IF;
+  -- Run ids are predictable (messages/runs.py run_id_of): a run id of another campaign would squat
+  -- that campaign's run. LEFT, not LIKE: a campaign id may hold LIKE's wildcards.
+  IF EXISTS (SELECT 1 FROM JSON_TABLE(p_runs, '$[*]' COLUMNS (run_id VARCHAR(255) PATH '$[0]')) AS j
+             WHERE j.run_id IS NULL OR LEFT(j.run_id, CHAR_LENGTH(p_campaign_id) + 1) <> CONCAT(p_campaign_id, '.')) THEN
+    SET v_msg = 'has a run id that does not start with its campaign id and a dot';
+    SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = v_msg;
+  END IF;
   INSERT INTO runs (run_id, campaign_id, seq, target, workload, threads, repetition, state, updated_at)
     SELECT j.run_id, p_campaign_id, j.seq, j.target, j.workload, j.threads, j.repetition, 'pending', p_now
     FROM JSON_TABLE(p_runs, '$[*]' COLUMNS (run_id VARCHAR(255) PATH '$[0]', seq INT PATH '$[1]',
@@ -111,16 +120,42 @@ END"""),
 NAMES = tuple(name for name, _ in PROCEDURES)
 
 
-def statements(definer: str | None = None) -> list[tuple[str, str]]:
-    """(name, CREATE OR REPLACE PROCEDURE statement) for each procedure; ``definer`` (a role or
+def statements(definer: str | None = None, *, replace: bool = True) -> list[tuple[str, str]]:
+    """(name, CREATE [OR REPLACE] PROCEDURE statement) for each procedure; ``definer`` (a role or
     'user'@'host', already quoted) when given, else the creating user."""
+    how = " OR REPLACE" if replace else ""
     who = f" DEFINER={definer}" if definer else ""
-    return [(name, f"CREATE OR REPLACE{who} PROCEDURE {name}{body}") for name, body in PROCEDURES]
+    return [(name, f"CREATE{how}{who} PROCEDURE {name}{body}") for name, body in PROCEDURES]
 
 
 def outdated(made: dict[str, str]) -> list[tuple[str, str]]:
     """The statements for the procedures missing from ``made`` (name -> COMMENT) or of another version."""
     return [(name, sql) for name, sql in statements() if made.get(name) != VERSION]
+
+
+def to_make(made: dict[str, str]) -> list[tuple[str, str]]:
+    """The statements a store makes for the procedures found (``made``: name -> COMMENT): all of them
+    when there are none (CREATE without OR REPLACE: ones this user cannot see stay), nothing when every
+    one is current; ValueError naming the stale ones else."""
+    ours = {name: comment for name, comment in made.items() if name in NAMES}
+    if not ours:
+        return statements(replace=False)
+    stale = [name for name, _ in outdated(ours)]
+    if stale:
+        found = sorted({ours.get(n, "missing") for n in stale})
+        if all(_number(f) > _number(VERSION) for f in found):
+            fix = "this checkout is older than the results DB's: update it"
+        else:
+            fix = ("run deploy/ensure-services mariadb (as root) from this checkout, which replaces them with "
+                   "the right definer")
+        raise ValueError(f"the procedures {', '.join(stale)} are not {VERSION!r} (found: {', '.join(found)}): {fix}")
+    return []
+
+
+def _number(comment: str) -> int:
+    """The version number in a procedure's COMMENT; -1 when it has none (missing, or not ours)."""
+    tail = comment.rsplit(" ", 1)[-1]
+    return int(tail) if comment.startswith("benchfleet procedures ") and tail.isdigit() else -1
 
 
 def script(definer: str) -> str:

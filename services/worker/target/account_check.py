@@ -14,7 +14,8 @@ from services.worker.target.account_policy import PRIVILEGED_USERS, AccountPolic
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import connect
 
-#: Nested roles followed at most this deep (a role granted to a role ...).
+#: Roles followed at most, nested ones included (a role granted to a role ...): an account with
+#: more is refused, since the grants of the rest are unread.
 MAX_ROLES = 32
 #: ER_OPTION_PREVENTS_STATEMENT: SHOW GRANTS on a server started with --skip-grant-tables.
 SKIP_GRANT_TABLES = 1290
@@ -28,16 +29,23 @@ def _quote(role: str) -> str:
     return "`" + role.replace("`", "``") + "`"
 
 
+class TooManyRoles(Exception):
+    """The account holds more roles than the worker reads (MAX_ROLES)."""
+
+
 def read_grants(cur: Any) -> list[str]:
     """The SHOW GRANTS lines of the connection's account, of every role granted to it, and of
-    PUBLIC where the server has it and shows it."""
+    PUBLIC where the server has it and shows it; TooManyRoles past MAX_ROLES roles."""
     cur.execute("SHOW GRANTS FOR CURRENT_USER()")
     lines = [_text(r[0]) for r in cur.fetchall()]
     todo, seen = grants.roles(lines), set()
-    while todo and len(seen) < MAX_ROLES:
+    while todo:
         role = todo.pop()
         if role in seen:
             continue
+        if len(seen) == MAX_ROLES:
+            raise TooManyRoles(f"more than {MAX_ROLES} roles, nested ones included ({', '.join(sorted(seen)[:3])}, "
+                               f"... and {role} not read)")
         seen.add(role)
         try:
             cur.execute(f"SHOW GRANTS FOR {_quote(role)}")
@@ -70,6 +78,11 @@ def check(params: ConnectParams, field: str, policy: AccountPolicy, protected: I
                 return current
             try:
                 lines = read_grants(cur)
+            except TooManyRoles as e:
+                raise TargetError(f"{field}.user", (
+                    f"the account {current} holds {e}: the worker reads at most {MAX_ROLES} roles' grants, so "
+                    "it cannot tell the account holds no more than a run needs; give the run an account with "
+                    f"fewer roles, or the worker's operator lists it in {PRIVILEGED_USERS}")) from None
             except mysql.connector.Error as e:
                 if e.errno != SKIP_GRANT_TABLES:
                     raise
@@ -83,9 +96,9 @@ def check(params: ConnectParams, field: str, policy: AccountPolicy, protected: I
             conn.close()
     except mysql.connector.Error as e:  # the run fails as prepare's errors do: with the server's code
         raise DbError(e.errno or 0, e.msg) from None
-    excess = grants.excess(current, lines, protected)
+    database = params.database or "sbtest"
+    excess = grants.excess(current, lines, protected, database)
     if excess:
-        database = params.database or "sbtest"
         raise TargetError(f"{field}.user", (
             f"the account {current} holds more than a run needs ({'; '.join(excess)}), so a spec naming it "
             f"could do more than benchmark; give the run an account with only "

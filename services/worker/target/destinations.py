@@ -7,7 +7,8 @@ the worker's password allow-list (secret_policy.py). Pure: no resolving, no conn
   @[2001:db8::5]:3306   an IPv6 address (brackets when a port follows)
   @/run/mysqld/mysqld.sock   that unix socket
 
-Host names compare case-insensitively and as written: a binding to ``db1.example`` does not
+Socket paths compare with their links resolved (the worker resolves both sides, as its socket
+directory check does). Host names compare case-insensitively and as written: a binding to ``db1.example`` does not
 admit its address, nor ``localhost`` admit 127.0.0.1 (list both when a spec may use either).
 An entry without ``@`` (the allow-list's form before bindings) admits this worker's loopback
 only: ``localhost``, 127.0.0.0/8, ::1 and unix sockets.

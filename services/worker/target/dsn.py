@@ -54,7 +54,8 @@ def connect_params(target: DsnTarget, environ: Mapping[str, str] = os.environ,
         problem = accounts.socket_problem(target.socket)
         if problem:
             raise TargetError(f"{where}.socket", problem)
-    address = Where(target.host, target.port, target.socket or None)
+    # Resolved, as the socket directory check above and the password bindings (secret_policy.py) are.
+    address = Where(target.host, target.port, os.path.realpath(target.socket) if target.socket else None)
     password = resolve_password(where, target.password_env, target.password_file, environ, policy, address)
     tls: dict[str, Any] = {}
     mode = target.tls_mode

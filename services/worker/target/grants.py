@@ -8,8 +8,9 @@ sessions and InnoDB's status, and ends what an aborted run left). Anything else 
 PRIVILEGES, data privileges on ``*.*`` (they read ``mysql.global_priv``'s password hashes),
 FILE, SUPER and the privileges MariaDB 10.5+ split from it (SHUTDOWN, BINLOG ADMIN, READ_ONLY
 ADMIN, REPLICATION MASTER ADMIN, REPLICATION SLAVE ADMIN, SET USER, FEDERATED ADMIN, SYSTEM
-VARIABLES ADMIN...), CREATE USER, GRANT OPTION, PROXY, routine privileges, and any privilege on
-a system schema or on the results DB.
+VARIABLES ADMIN...), CREATE USER, GRANT OPTION, PROXY, routine privileges, any privilege on a
+database the run's is not (DROP there would drop another's data), and any privilege on a system
+schema or on the results DB, even by a pattern that also covers the run's.
 """
 
 from __future__ import annotations
@@ -30,17 +31,20 @@ _IDENT = r"(?:`(?:[^`]|``)*`|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[A-Za-z0-9_$%*\\
 _OBJECT = re.compile(rf"(?:(?P<kind>PROCEDURE|FUNCTION|PACKAGE BODY|PACKAGE)\s+)?(?P<db>{_IDENT})(?:\.(?P<table>{_IDENT}))?")
 _GRANT = re.compile(r"^GRANT\s+(?P<body>.+?)\s+TO\s+", re.IGNORECASE | re.DOTALL)
 _COLUMNS = re.compile(r"\([^)]*\)")
+#: A role of a role grant, with MySQL's host part, and the comma-separated list of them.
+_ROLE = re.compile(rf"({_IDENT})(?:@{_IDENT})?")
+_ROLE_LIST = re.compile(rf"{_ROLE.pattern}(?:\s*,\s*{_ROLE.pattern})*")
 
 
 @dataclass(frozen=True)
 class Grant:
     """One GRANT line: the privileges, on what (``level``: global, database, table, routine,
-    proxy or role), and whether it carries GRANT OPTION."""
+    proxy or role: ``roles``, one line may grant several), and whether it carries GRANT OPTION."""
 
     level: str
     privileges: frozenset[str] = frozenset()
     database: str | None = None
-    role: str | None = None
+    roles: tuple[str, ...] = ()
     grant_option: bool = False
     text: str = ""
 
@@ -64,9 +68,11 @@ def parse(line: str) -> Grant | None:
         return None
     option = bool(re.search(r"\bWITH\b.*\bGRANT\s+OPTION\b", line, re.IGNORECASE | re.DOTALL))
     body = m.group("body")
-    if body[:1] in "`'\"":  # GRANT `role` TO ...: a role, whose own grants count too
-        role = re.match(_IDENT, body)
-        return Grant("role", role=_unquote(role.group(0)) if role else body, grant_option=option, text=line)
+    if body[:1] in "`'\"":  # GRANT `r1`@`%`,`r2`@`%` TO ...: roles, whose own grants count too
+        listed = _ROLE_LIST.fullmatch(body)
+        names = tuple(_unquote(m.group(1)) for m in _ROLE.finditer(body)) if listed else ()
+        return Grant("role", roles=names, grant_option=option, text=line) if names else \
+            Grant("unknown", text=line, grant_option=option)
     privs, sep, target = body.rpartition(" ON ")
     if not sep:
         return Grant("unknown", text=line, grant_option=option)
@@ -86,7 +92,7 @@ def parse(line: str) -> Grant | None:
 
 def roles(lines: Iterable[str]) -> list[str]:
     """The roles granted in ``lines`` (their grants are the account's too when enabled)."""
-    return [g.role for g in map(parse, lines) if g is not None and g.level == "role" and g.role]
+    return [r for g in map(parse, lines) if g is not None and g.level == "role" for r in g.roles]
 
 
 def _like(pattern: str) -> re.Pattern[str]:
@@ -108,10 +114,10 @@ def is_root(current_user: str) -> bool:
     return current_user.rpartition("@")[0].lower() == "root" if "@" in current_user else current_user.lower() == "root"
 
 
-def excess(current_user: str, lines: Sequence[str], protected: Iterable[str]) -> list[str]:
+def excess(current_user: str, lines: Sequence[str], protected: Iterable[str], database: str) -> list[str]:
     """What the account holds beyond a run's needs, one short phrase each (empty: nothing).
     ``lines`` are SHOW GRANTS of the account and of its roles; ``protected`` the schemas no
-    run may touch (the server's own, the results DB)."""
+    run may touch (the server's own, the results DB); ``database`` the run's."""
     out: list[str] = []
     if is_root(current_user):
         out.append("it is root")
@@ -137,8 +143,11 @@ def excess(current_user: str, lines: Sequence[str], protected: Iterable[str]) ->
             name = g.database or ""
             if extra:
                 out.append(f"{', '.join(extra)} ON `{name}`")
-            pattern = _like(name)
-            hit = next((p for p in guarded if pattern.fullmatch(p)), None)
+            # A table grant names its database as it is; a database grant's name is a pattern.
+            covers = _like(name).fullmatch if g.level == "database" else (lambda p: p == name.lower())
+            hit = next((p for p in guarded if covers(p)), None)
             if hit is not None and g.privileges - {"USAGE"}:
                 out.append(f"privileges on `{name}`, which covers {hit}")
+            elif g.privileges - {"USAGE"} and not covers(database.lower()):
+                out.append(f"privileges on `{name}`, which is not the run's database {database}")
     return list(dict.fromkeys(out))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -100,7 +100,12 @@ def _entries(text: str, *, colons: bool) -> list[tuple[str, Destination]]:
     out = []
     for entry in filter(None, (e.strip() for e in re.split(sep, text))):
         source, at, where = entry.rpartition("@") if "@" in entry else (entry, "", "")
-        out.append((source, destinations.parse(where) if at else LOOPBACK))
+        destination = destinations.parse(where) if at else LOOPBACK
+        if destination.socket is not None:
+            # Compared resolved, as the target's socket is (dsn.py) and the socket directory check
+            # resolves it (account_policy.py): two spellings of one socket are one destination.
+            destination = replace(destination, socket=os.path.realpath(destination.socket))
+        out.append((source, destination))
     return out
 
 
