@@ -165,7 +165,8 @@ def test_reinstall_after_the_checkout_changed_upgrades_the_code_and_restarts(tmp
     _need_root_and_systemd_analyze()
     checkout = tmp_path / "checkout"
     checkout.mkdir()
-    shutil.copy(ROOT / "pyproject.toml", checkout)
+    for f in ("pyproject.toml", "setup.py"):
+        shutil.copy(ROOT / f, checkout)
     for d in ("services", "deploy"):
         shutil.copytree(ROOT / d, checkout / d, ignore=shutil.ignore_patterns("__pycache__"))
     extra, log = fake_systemctl(tmp_path)
