@@ -135,12 +135,17 @@ def outdated(made: dict[str, str]) -> list[tuple[str, str]]:
 
 def to_make(made: dict[str, str]) -> list[tuple[str, str]]:
     """The statements a store makes for the procedures found (``made``: name -> COMMENT): all of them
-    when there are none (CREATE without OR REPLACE: ones this user cannot see stay), nothing when every
-    one is current; ValueError naming the stale ones else."""
+    when there are none, the missing ones when the rest are current (CREATE without OR REPLACE: ones
+    this user cannot see stay), nothing when every one is current; ValueError naming the stale ones else."""
     ours = {name: comment for name, comment in made.items() if name in NAMES}
     if not ours:
         return statements(replace=False)
     stale = [name for name, _ in outdated(ours)]
+    if stale and all(n not in ours for n in stale):
+        # Every one there is current and the rest are missing: another service is making them at
+        # this moment (a collector's first start beside a submit). Make the missing ones, as CREATE:
+        # whichever of the two gets there first makes each, and a user who may not leaves it.
+        return [(name, sql) for name, sql in statements(replace=False) if name in stale]
     if stale:
         found = sorted({ours.get(n, "missing") for n in stale})
         if all(_number(f) > _number(VERSION) for f in found):
