@@ -57,7 +57,12 @@ def _assert_agrees(result: RunResult, counter: list[str]) -> None:
     # Enough transactions that 2 % is a handful of them, not rounding.
     assert a.server_transactions >= 100, a
     assert a.client_transactions == result.totals.transactions
-    assert a.off <= 0.02 and a.agrees, (a, result.server.status_deltas)
+    assert a.agrees, (a, result.server.status_deltas)
+    # Plain 2 % where the transactions in flight at the edges are a small share of the count; where
+    # they are not (1024 connections of oltp_read_write complete ~1.4 each in 4 s: a short window),
+    # each may fall on one side only, and the rule is the report's, max(2 %, in-flight / count).
+    if a.in_flight <= 0.02 * a.client_transactions:
+        assert a.off <= 0.02, (a, result.server.status_deltas)
 
 
 @pytest.mark.parametrize("workload, counter", [
