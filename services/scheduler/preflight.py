@@ -49,7 +49,7 @@ def run_parts(spec: CampaignSpec) -> list[tuple[str, float]]:
     target's server and starting this one's, preparing the tables, waiting for the target to
     settle, then warm-up, measurement and the fixed overhead (each the most any target allows)."""
     managed = [t for t in spec.targets if isinstance(t, ManagedTarget)]
-    rows = max(w.data_for(spec.data).tables * w.data_for(spec.data).table_size for w in spec.workloads)
+    rows = max(shape.tables * shape.table_size for shape in (w.data_for(spec.data) for w in spec.workloads))
     return [
         ("stop", max((t.stop_timeout for t in managed), default=0.0)),
         ("start", max((t.start_timeout for t in managed), default=0.0)),
