@@ -181,6 +181,10 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--map", action="append", metavar="OLD=NEW",
                    help="compare A's target OLD as B's target NEW (repeat for more targets), for campaigns "
                         "whose targets are named differently")
+    s.add_argument("--noise-from", action="append", metavar="CAMPAIGN",
+                   help="earlier campaigns of these cells (id, name or export file; repeat) whose spread from "
+                        "one campaign to the next widens every interval; by default every other campaign of "
+                        "these cells in the results DB (none when A and B are both files)")
     s.add_argument("--fail-on-slower", metavar="PCT", type=percent, default=None,
                    help=f"exit {EXIT_SLOWER} (EXIT_SLOWER) when any cell of B is slower than A by more than "
                         "PCT percent over its whole adjusted interval (Benjamini-Hochberg over the page at "

@@ -11,10 +11,15 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
+from collections import defaultdict
 from dataclasses import dataclass
+from typing import Iterable
 
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, NamedTable
+from services.common.results.rows import ResultRow
+from services.reporting.campaign_noise import UNKNOWN, BetweenCampaigns, Series, between_campaigns
 from services.reporting.counts import RunCounts, run_counts, summary
 from services.reporting.kept_runs import left_out_reason
 from services.reporting.options import ReportOptions
@@ -50,11 +55,15 @@ class CampaignComparison:
     #: The client's and the server's counts of each campaign's compared successful runs.
     counts_a: tuple[RunCounts, ...] = ()
     counts_b: tuple[RunCounts, ...] = ()
+    #: The campaigns' own shifts, from earlier campaigns of these cells, in every interval (None: unknown).
+    between: BetweenCampaigns | None = None
 
 
-def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = ReportOptions()) -> CampaignComparison:
+def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = ReportOptions(),
+                      between: BetweenCampaigns | None = None) -> CampaignComparison:
     """One table per target common to both campaigns, over their common workloads and thread
-    counts, of ``opts.metric`` in ``opts.mode``."""
+    counts, of ``opts.metric`` in ``opts.mode``; ``between`` (``campaign_noise``) widens every
+    interval by the shifts of whole campaigns that earlier campaigns showed."""
     m = opts.table_metric
     targets = [t for t in a.targets if t in b.targets]
     workloads = tuple(w for w in a.workloads if w in b.workloads)
@@ -80,12 +89,38 @@ def compare_campaigns(a: CampaignData, b: CampaignData, opts: ReportOptions = Re
                                  m, mark_stalls(build_table(ms, spec), here)))
     unmatched = tuple(sorted(set(a.targets) ^ set(b.targets)))
     # Repetition 1 of A and of B ran days apart: their blocks pair nothing.
-    judged = judge_tables(tables, scopes=targets, alpha=opts.alpha, min_effect=opts.min_effect, shared_blocks=False)
+    judged = judge_tables(tables, scopes=targets, alpha=opts.alpha, min_effect=opts.min_effect, shared_blocks=False,
+                          between=between)
     counts = {label: tuple(run_counts(r for r in data.runs if r.target in targets and r.workload in workloads
                                       and r.threads in threads)) for label, data in ((LABEL_A, a), (LABEL_B, b))}
     return CampaignComparison(a, b, m, judged.tables, tuple(targets), unmatched,
                               tuple(stalled[LABEL_A]), tuple(stalled[LABEL_B]), judged.pages,
-                              counts[LABEL_A], counts[LABEL_B])
+                              counts[LABEL_A], counts[LABEL_B], between)
+
+
+def shift_series(runs: Iterable[ResultRow], metric: mc.Metric, targets: Iterable[str],
+                 cells: Iterable[tuple[str, int]], *, leave_out: Iterable[str] = ()) -> list[Series]:
+    """Each (target, workload, threads) series of ``metric`` by campaign, from kept runs only (a stall
+    or a short window is left out of every verdict, so of the noise too), campaigns of ``leave_out``
+    excepted (the two compared)."""
+    wanted_targets, wanted_cells, skip = set(targets), set(cells), set(leave_out)
+    by: dict[tuple[str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        if r.status != "ok" or r.flags or r.campaign_id in skip:
+            continue
+        if r.target not in wanted_targets or (r.workload, r.threads) not in wanted_cells:
+            continue
+        v = mc.row_value(metric, r)
+        if v is not None and v > 0 and math.isfinite(v):
+            by[(r.target, r.workload, r.threads)][r.campaign_id].append(v)
+    return [dict(series) for _, series in sorted(by.items())]
+
+
+def campaign_shifts(runs: Iterable[ResultRow], a: CampaignData, b: CampaignData, metric: mc.Metric,
+                    targets: Iterable[str]) -> BetweenCampaigns | None:
+    """The between-campaign noise of the compared cells, from earlier campaigns' ``runs`` (A and B left out)."""
+    cells = [(w, t) for w in a.workloads if w in b.workloads for t in a.threads if t in b.threads]
+    return between_campaigns(shift_series(runs, metric, targets, cells, leave_out=(a.campaign_id, b.campaign_id)))
 
 
 def count_summary_lines(c: CampaignComparison) -> list[str]:
@@ -127,6 +162,7 @@ def header_lines(c: CampaignComparison) -> list[str]:
             lines.append(f"target {t}: A ran {a or 'n/a'}; B ran {b or 'n/a'}")
     if c.unmatched:
         lines.append(f"Targets in only one campaign (not compared): {', '.join(c.unmatched)}")
+    lines.append(c.between.describe() if c.between is not None else UNKNOWN)
     return lines + [""]
 
 

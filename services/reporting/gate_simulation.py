@@ -16,6 +16,7 @@ from typing import Literal, Mapping
 
 from services.common.results.rows import ResultRow
 from services.reporting.analysis import CampaignData
+from services.reporting.campaign_noise import BetweenCampaigns
 from services.reporting.compare import compare_campaigns, regressions as compare_regressions
 from services.reporting.gate import CellKey, regressions
 from services.reporting.noise_model import Components, NoiseModel
@@ -122,10 +123,11 @@ def gated_cells(data: CampaignData, beyond: float, opts: ReportOptions = ReportO
     return {r.key for r in regressions(analyse(data, opts).tables, beyond)}
 
 
-def gated_across(a: CampaignData, b: CampaignData, beyond: float,
-                 opts: ReportOptions = ReportOptions()) -> set[CellKey]:
-    """The cells ``collector compare A B --fail-on-slower`` fails (target, workload, threads)."""
-    return {r.key for r in compare_regressions(compare_campaigns(a, b, opts), beyond)}
+def gated_across(a: CampaignData, b: CampaignData, beyond: float, opts: ReportOptions = ReportOptions(),
+                 between: BetweenCampaigns | None = None) -> set[CellKey]:
+    """The cells ``collector compare A B --fail-on-slower`` fails (target, workload, threads), with
+    the between-campaign noise ``between`` as earlier campaigns would give it."""
+    return {r.key for r in compare_regressions(compare_campaigns(a, b, opts, between), beyond)}
 
 
 def with_slowdown(data: CampaignData, cells: Mapping[CellKey, float]) -> CampaignData:
@@ -138,10 +140,12 @@ def with_slowdown(data: CampaignData, cells: Mapping[CellKey, float]) -> Campaig
 
 
 def simulate(model: NoiseModel, shape: Shape, *, kind: Kind, pages: int, seed: int, change: float = 0.0,
-             beyond: float = 0.0, pooled: bool = False, opts: ReportOptions = ReportOptions()) -> GateOutcome:
+             beyond: float = 0.0, pooled: bool = False, opts: ReportOptions = ReportOptions(),
+             between: BetweenCampaigns | None = None) -> GateOutcome:
     """``pages`` gated pages of ``shape``. With ``change`` > 0 one cell per page (in turn) is that
     much slower: in the last target of a within page, in every target of the second campaign
-    of an across page. Counts false alarms (a page naming an unchanged cell) and found cells."""
+    of an across page. Counts false alarms (a page naming an unchanged cell) and found cells.
+    ``between``: what an across page's comparison knows of whole campaigns' shifts."""
     if pages < 1:
         raise ValueError(f"pages must be >= 1, got {pages}")
     if not (change >= 0 and math.isfinite(change)):
@@ -159,7 +163,7 @@ def simulate(model: NoiseModel, shape: Shape, *, kind: Kind, pages: int, seed: i
         else:
             a = draw_campaign(model, shape, rng, f"sim{i}a", pooled=pooled)
             b = draw_campaign(model, shape, rng, f"sim{i}b", slower=slower, pooled=pooled)
-            named = gated_across(a, b, beyond, opts)
+            named = gated_across(a, b, beyond, opts, between)
         alarms += bool(named - slower.keys())
         found += len(named & slower.keys())
         drawn += len(slower)

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Mapping
 
+from services.reporting.campaign_noise import BetweenCampaigns
 from services.reporting.tdist import t_ppf, t_two_sided_p
 
 #: One side's figures of a cell, by block (the repetition number). None or NaN is a figure
@@ -91,10 +92,12 @@ def _mean_var(xs: list[float]) -> tuple[float, float]:
     return m, math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1)
 
 
-def log_ratio(target: Figures, baseline: Figures, *, shared_blocks: bool = True) -> LogRatio:
+def log_ratio(target: Figures, baseline: Figures, *, shared_blocks: bool = True,
+              between: BetweenCampaigns | None = None) -> LogRatio:
     """Paired t on per-block log ratios when at least two blocks hold both sides, else Welch on
     the log values; unshared blocks are left out of a paired estimate so drift stays cancelled.
-    ``shared_blocks`` False (two campaigns, whose repetition 1s ran days apart) always uses Welch."""
+    ``shared_blocks`` False (two campaigns, whose repetition 1s ran days apart) always uses Welch,
+    with ``between`` (the campaigns' own shifts, known from earlier ones) added to its variance."""
     t, t_problem = _present(target, "target")
     b, b_problem = _present(baseline, "baseline")
     shared = sorted(t.keys() & b.keys())
@@ -104,7 +107,7 @@ def log_ratio(target: Figures, baseline: Figures, *, shared_blocks: bool = True)
     if not t or not b:
         return _none(f"no figures for the {'target' if not t else 'baseline'}", nt, nb, pairs)
     if not shared_blocks:
-        return welch(list(t.values()), list(b.values()))
+        return welch(list(t.values()), list(b.values()), between=between)
     if pairs >= 2:
         diffs = [t[k] - b[k] for k in shared]
         mean, var = _mean_var(diffs)
@@ -118,19 +121,22 @@ def log_ratio(target: Figures, baseline: Figures, *, shared_blocks: bool = True)
     return welch(list(t.values()), list(b.values()), pairs=pairs)
 
 
-def welch(t: list[float], b: list[float], *, pairs: int = 0) -> LogRatio:
-    """Welch's t on two samples of log values: mean(t) - mean(b), Welch–Satterthwaite df."""
+def welch(t: list[float], b: list[float], *, pairs: int = 0, between: BetweenCampaigns | None = None) -> LogRatio:
+    """Welch's t on two samples of log values: mean(t) - mean(b), Welch–Satterthwaite df; with
+    ``between``, two campaign shifts added to the variance and their own df to the Satterthwaite sum."""
     nt, nb = len(t), len(b)
     if nt < 2 or nb < 2:
         return _none("fewer than 2 repetitions on a side", nt, nb, pairs)
     mt, vt = _mean_var(t)
     mb, vb = _mean_var(b)
     st, sb = vt / nt, vb / nb
-    se2 = st + sb
+    sc = between.difference_variance if between is not None else 0.0
+    se2 = st + sb + sc
     if se2 == 0:
         return LogRatio("identical", mt - mb, 0.0, float(nt + nb - 2), math.nan, nt, nb, pairs,
                         "every repetition equal on each side: no noise to judge the difference against")
-    df = se2**2 / (st**2 / (nt - 1) + sb**2 / (nb - 1))
+    df = se2**2 / (st**2 / (nt - 1) + sb**2 / (nb - 1) + (sc**2 / between.df if between is not None else 0.0))
     se = math.sqrt(se2)
-    return LogRatio("welch", mt - mb, se, df, t_two_sided_p((mt - mb) / se, df), nt, nb, pairs,
-                    "unpaired (Welch): fewer than 2 blocks measured both")
+    reason = ("unpaired (Welch), with the between-campaign noise" if sc
+              else "unpaired (Welch): fewer than 2 blocks measured both")
+    return LogRatio("welch", mt - mb, se, df, t_two_sided_p((mt - mb) / se, df), nt, nb, pairs, reason)

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import NamedTable
+from services.reporting.campaign_noise import BetweenCampaigns
 from services.reporting.log_ratio import Figures
 from services.reporting.tables import DECISION_MARK, MARK_COLLAPSE, MARK_HIGH_CV, MARK_SHORT, MARK_STALL, FamilyNote
 from services.reporting.verdicts import (
@@ -64,10 +65,12 @@ def _proportional(a: Figures, b: Figures) -> bool:
 
 
 def judge_tables(tables: Sequence[NamedTable], *, scopes: Sequence[str] = (), alpha: float = DEFAULT_ALPHA,
-                 min_effect: float = DEFAULT_MIN_EFFECT, shared_blocks: bool = True) -> JudgedPage:
+                 min_effect: float = DEFAULT_MIN_EFFECT, shared_blocks: bool = True,
+                 between: BetweenCampaigns | None = None) -> JudgedPage:
     """Judge every compared cell of ``tables`` as one family and mark them by their verdicts.
     ``scopes`` tells apart tables whose rows carry the same labels (a comparison's per-target
-    tables); ``shared_blocks`` False for sides from two campaigns."""
+    tables); ``shared_blocks`` False for sides from two campaigns, whose own shifts ``between``
+    gives when earlier campaigns showed them."""
     scopes = tuple(scopes) or ("",) * len(tables)
     members: dict[_Ident, tuple[CellFigures, bool | None]] = {}
     for scope, named in zip(scopes, tables):
@@ -90,7 +93,7 @@ def judge_tables(tables: Sequence[NamedTable], *, scopes: Sequence[str] = (), al
             groups.setdefault(way, []).append(ident)
     order = list(groups)
     pages = judge_groups([([members[i][0] for i in groups[w]], w) for w in order], family="page",
-                         alpha=alpha, min_effect=min_effect, shared_blocks=shared_blocks)
+                         alpha=alpha, min_effect=min_effect, shared_blocks=shared_blocks, between=between)
     verdict: dict[_Ident, Verdict] = {i: v for w, p in zip(order, pages) for i, v in zip(groups[w], p.verdicts)}
     selection = pages[0].selection if pages else None
     note = FamilyNote(selection.family_size if selection else 0, selection.n_selected if selection else 0,

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
+from services.reporting.campaign_noise import BetweenCampaigns
 from services.reporting.fdr import Selection, select
 from services.reporting.log_ratio import Figures, LogRatio, log_ratio
 
@@ -109,13 +110,13 @@ def judge(cells: Sequence[CellFigures], *, family: str, higher_is_better: bool |
 
 def judge_groups(groups: Sequence[tuple[Sequence[CellFigures], bool | None]], *, family: str,
                  alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
-                 shared_blocks: bool = True) -> tuple[Page, ...]:
+                 shared_blocks: bool = True, between: BetweenCampaigns | None = None) -> tuple[Page, ...]:
     """As :func:`judge` for a page of several metrics (q/s, latency, counters): one BH family over
     every group's cells, each group read in its own direction; one Page per group, sharing the
-    Selection."""
+    Selection. ``between``: the campaigns' own shifts, for sides from two campaigns."""
     if min_effect < 0:
         raise ValueError(f"min_effect must be >= 0, got {min_effect}")
-    estimates = [[log_ratio(c.target, c.baseline, shared_blocks=shared_blocks) for c in cells]
+    estimates = [[log_ratio(c.target, c.baseline, shared_blocks=shared_blocks, between=between) for c in cells]
                  for cells, _ in groups]
     selection = select([e.p for group in estimates for e in group], alpha)
     level = selection.interval_level

@@ -120,3 +120,23 @@ def test_a_cells_percentile_merges_its_runs_histograms():
     (cell,) = cell_percentiles([r1, r2], (25.0, 75.0))
     assert cell.runs == 2 and cell.transactions == 200
     assert cell.values_ms[0] == pytest.approx(1.0, rel=0.006) and cell.values_ms[1] == pytest.approx(9.0, rel=0.006)
+
+
+def test_compare_of_two_files_widens_its_intervals_by_the_campaigns_given_with_noise_from(files, capsys, tmp_path):
+    """Two files alone cannot show how whole campaigns shift, and the comparison says so; earlier
+    campaigns given with --noise-from (files here, no results DB) are read for it, A and B left out."""
+    a, b = files
+    mapping = ["--map", "off=mariadb-off", "--map", "on=mariadb-on"]
+    assert collector_cli.main(["compare", str(a), str(b), *mapping]) == 0
+    assert "between campaigns: unknown (fewer than 2 earlier campaigns" in capsys.readouterr().out
+    earlier = []
+    for seed in (3, 4, 5):
+        p = tmp_path / f"earlier-{seed}.json"
+        p.write_text(_export(f"earlier-{seed}", ["mariadb-off", "mariadb-on"], seed=seed))
+        earlier += ["--noise-from", str(p)]
+    assert collector_cli.main(["compare", str(a), str(b), *mapping, *earlier, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    between = doc["between_campaigns"]
+    assert between["campaigns"] == 3 and between["series"] == 4 and between["sd"] >= 0
+    assert collector_cli.main(["compare", str(a), str(b), *mapping, *earlier]) == 0
+    assert "from 3 earlier campaign(s), 4 target x cell series), added to every interval" in capsys.readouterr().out

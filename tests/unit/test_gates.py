@@ -83,7 +83,15 @@ def test_collector_compare_exits_5_naming_the_slower_cells(monkeypatch, capsys):
     from services.collector.commands import compare as compare_command
     from services.reporting import load as load_module
 
-    monkeypatch.setattr(compare_command, "Store", lambda settings: contextlib.nullcontext())
+    class NoHistory:
+        """A results DB holding A and B only: no earlier campaign shows how whole campaigns shift."""
+
+        class results:
+            @staticmethod
+            def history(target, workload, threads, with_results=False):
+                return []
+
+    monkeypatch.setattr(compare_command, "Store", lambda settings: contextlib.nullcontext(NoHistory()))
     monkeypatch.setattr(load_module, "load", lambda store, ref, with_results=True: {"a": A, "b": B}[ref])
     assert collector_cli.main(["compare", "a", "b", "--fail-on-slower", "5"]) == cli.EXIT_SLOWER
     out, err = capsys.readouterr()

@@ -263,6 +263,8 @@ def render_compare_json(c: CampaignComparison) -> str:
     """The comparison as one JSON document: both campaigns, the metric, each target's table."""
     return json.dumps({"a": c.a.campaign_id, "b": c.b.campaign_id, "metric": c.metric.key,
                        "unmatched_targets": list(c.unmatched),
+                       # The campaigns' own shifts in every interval; null: no earlier campaign showed them.
+                       "between_campaigns": dataclasses.asdict(c.between) if c.between is not None else None,
                        "stalls": {"a": [s.as_data() for s in c.stalled_a], "b": [s.as_data() for s in c.stalled_b]},
                        "counts": {side: dict(dataclasses.asdict(summary(counts)), summary=summary(counts).line(),
                                              tolerance=TOLERANCE_RULE)
