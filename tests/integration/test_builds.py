@@ -163,7 +163,7 @@ def test_a_fresh_fleets_first_campaign_may_name_a_build(registry, managed_dir, t
     def scheduler(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         # As a user's shell after `make study`: the fleet's env files, the scheduler's broker user.
         return subprocess.run(["sh", "-c", 'set -a; . "$BENCHFLEET_VAR/local.env"; . "$BENCHFLEET_VAR/fleet.env"; '
-                               f'set +a; exec "$0" "$@"', str(Path(sys.executable).parent / "scheduler"), *args],
+                               'set +a; exec "$0" "$@"', str(Path(sys.executable).parent / "scheduler"), *args],
                               env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
     try:

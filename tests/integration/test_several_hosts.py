@@ -148,7 +148,7 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
     tls = Tls.make(topo.hosts["ctl"].workdir / "tls", topo.hosts["ctl"].addr)
     rabbit = PrivateRabbit(topo, "ctl", tls).start()
     db = PrivateMariadb(topo, "ctl", tls=tls).start()
-    target = PrivateMariadb(topo, "tgt", grants=False).start()
+    PrivateMariadb(topo, "tgt", grants=False).start()  # the load target the spec names by address
     ctl_etc = install_control(topo, rabbit, db)
     ctl_units = topo.hosts["ctl"].workdir / "units"
     # No fleet user of the results DB holds SUPER or PROCESS, nor anything on every database.
