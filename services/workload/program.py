@@ -144,10 +144,15 @@ class Program:
     counting: str = COUNT_BY_ROWS
     #: Registers Key(save=...) may write (a few ints per connection).
     registers: int = field(default=0)
+    #: Draws taken from the stream after each event and thrown away: sysbench 1.0's latency
+    #: histogram takes one per event (sb_histogram_update picks a slot at random).
+    tail_draws: int = 0
 
     def __post_init__(self) -> None:
         if self.counting not in (COUNT_BY_ROWS, COUNT_BY_STATEMENT):
             raise ValueError(f"program counting {self.counting!r}: not {COUNT_BY_ROWS} or {COUNT_BY_STATEMENT}")
+        if not 0 <= self.tail_draws <= 16:
+            raise ValueError(f"program tail_draws {self.tail_draws}: must be 0 to 16")
         for b in self.blocks:
             for st in b.statements:
                 for p in st.params:
@@ -191,9 +196,11 @@ def block(tables: int, repeat: int, *statements: Statement) -> tuple[Block, ...]
 
 
 def digits(rng: random.Random, groups: int) -> str:
-    """``groups`` groups of 11 random digits joined by '-' (statements.c_value for 10)."""
-    rr = rng.randrange
-    return "-".join(["%011d" % rr(100_000_000_000) for _ in range(groups)])
+    """``groups`` groups of 11 random digits joined by '-' (statements.c_value for 10): sb_rand_str,
+    one sb_rand_uniform('0', '9') per digit."""
+    r = rng.random
+    # int(48 + u * 10) as sysbench truncates it: u near 1 rounds up to ':' (58), as sysbench's does.
+    return "-".join(["".join([chr(int(48.0 + r() * 10.0)) for _ in range(11)]) for _ in range(groups)])
 
 
 def _draw_of(d: Distribution):
@@ -223,7 +230,8 @@ class Interpreter:
     def __call__(self, rng: random.Random) -> Transaction:
         r, out = rng.random, []
         for b in self.program.blocks:
-            t = int(r() * b.tables) if b.tables else 0
+            # sysbench.rand.uniform(1, tables), as an index.
+            t = int(1.0 + r() * b.tables) - 1 if b.tables else 0
             for _ in range(b.repeat):
                 for st in b.statements:
                     values = tuple(self._value(p, rng) for p in st.params)
@@ -235,6 +243,8 @@ class Interpreter:
                         out.append((st.kind, text, None))
                     else:
                         out.append((st.kind, sql, values))
+        for _ in range(self.program.tail_draws):
+            r()
         return out
 
     def _value(self, p: Param, rng: random.Random) -> int | str | None:

@@ -128,10 +128,14 @@ static int read_stmt(program_t *p, pstmt_t *s, PyObject *o, int tables)
 program_t *program_from_py(PyObject *o)
 {
     PyObject *blocks, *dist, *prepared;
-    int by_rows, registers, dkind, iters, pct, res;
+    int by_rows, registers, dkind, iters, pct, res, tail_draws = 0;
     double pareto_h, zipf_exp;
-    if (!PyArg_ParseTuple(o, "OOpiO", &blocks, &dist, &by_rows, &registers, &prepared))
+    if (!PyArg_ParseTuple(o, "OOpiO|i", &blocks, &dist, &by_rows, &registers, &prepared, &tail_draws))
         return NULL;
+    if (tail_draws < 0 || tail_draws > 16) {
+        bad("tail_draws out of range");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(dist, "iiiidd", &dkind, &iters, &pct, &res, &pareto_h, &zipf_exp))
         return NULL;
     if (!PyTuple_Check(blocks) || !PyTuple_Check(prepared)) {
@@ -148,6 +152,7 @@ program_t *program_from_py(PyObject *o)
         return (program_t *)PyErr_NoMemory();
     dist_init(&p->dist, dkind, iters, pct, res, pareto_h, zipf_exp);
     p->by_rows = by_rows;
+    p->tail_draws = tail_draws;
     p->registers = registers < 0 ? 0 : registers;
     p->nprepared = (int)PyTuple_GET_SIZE(prepared);
     p->prepared = calloc(p->nprepared ? p->nprepared : 1, sizeof *p->prepared);
