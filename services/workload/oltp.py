@@ -30,9 +30,10 @@ def _counts(g: Generator) -> dict[str, int]:
             ("point_selects", "index_updates", "non_index_updates", "delete_inserts", *RANGES)}
 
 
+# Each execute_* of oltp_common.lua draws its table even when its count is 0.
+
+
 def _point_selects(g: Generator, n: int, r: Callable[[], float], out: Transaction) -> None:
-    if n <= 0:
-        return
     sql = g.sql["point_selects"][g._table(r)]
     for _ in range(n):
         out.append((READ, sql, (g._id(r),)))
@@ -41,8 +42,6 @@ def _point_selects(g: Generator, n: int, r: Callable[[], float], out: Transactio
 def _ranges(g: Generator, counts: dict[str, int], r: Callable[[], float], out: Transaction) -> None:
     span = int(g.workload.option("range_size")) - 1
     for key in RANGES:
-        if counts[key] <= 0:
-            continue
         sql = g.sql[key][g._table(r)]
         for _ in range(counts[key]):
             i = g._id(r)
@@ -51,21 +50,18 @@ def _ranges(g: Generator, counts: dict[str, int], r: Callable[[], float], out: T
 
 def _writes(g: Generator, counts: dict[str, int], rng: random.Random, out: Transaction) -> None:
     r = rng.random
-    if counts["index_updates"] > 0:
-        sql = g.sql["index_updates"][g._table(r)]
-        for _ in range(counts["index_updates"]):
-            out.append((WRITE, sql, (g._id(r),)))
-    if counts["non_index_updates"] > 0:
-        sql = g.sql["non_index_updates"][g._table(r)]
-        for _ in range(counts["non_index_updates"]):
-            out.append((WRITE, sql, (c_value(rng), g._id(r))))
-    if counts["delete_inserts"] > 0:
-        t = g._table(r)
-        delete, insert = g.sql["deletes"][t], g.sql["inserts"][t]
-        for _ in range(counts["delete_inserts"]):
-            i, k = g._id(r), g._id(r)
-            out.append((WRITE, delete, (i,)))
-            out.append((WRITE, insert, (i, k, c_value(rng), pad_value(rng))))
+    sql = g.sql["index_updates"][g._table(r)]
+    for _ in range(counts["index_updates"]):
+        out.append((WRITE, sql, (g._id(r),)))
+    sql = g.sql["non_index_updates"][g._table(r)]
+    for _ in range(counts["non_index_updates"]):
+        out.append((WRITE, sql, (c_value(rng), g._id(r))))
+    t = g._table(r)
+    delete, insert = g.sql["deletes"][t], g.sql["inserts"][t]
+    for _ in range(counts["delete_inserts"]):
+        i, k = g._id(r), g._id(r)
+        out.append((WRITE, delete, (i,)))
+        out.append((WRITE, insert, (i, k, c_value(rng), pad_value(rng))))
 
 
 def _build_point_select(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:

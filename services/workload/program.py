@@ -120,15 +120,17 @@ class Statement:
 @dataclass(frozen=True)
 class Block:
     """``statements`` run ``repeat`` times; with ``tables`` > 0 the block first draws a table
-    (1 + int(r * tables), oltp_common.lua's) and every statement takes that table's SQL."""
+    (sysbench.rand.uniform(1, tables), oltp_common.lua's) and every statement takes that table's
+    SQL. Repeat 0 with tables: the table is drawn and nothing sent (sysbench's execute_* with a 0 count)."""
 
     statements: tuple[Statement, ...]
     repeat: int = 1
     tables: int = 0
 
     def __post_init__(self) -> None:
-        if self.repeat < 1:
-            raise ValueError(f"block repeat {self.repeat}: must be >= 1 (leave an empty block out)")
+        if self.repeat < 0 or (self.repeat == 0 and self.tables == 0):
+            raise ValueError(f"block repeat {self.repeat}: must be >= 1, or 0 in a block that draws a table "
+                             "(leave an empty block out)")
         for st in self.statements:
             if len(st.sql) != max(1, self.tables):
                 raise ValueError(f"statement {st.sql[0]!r}: {len(st.sql)} SQL strings for a block of "
@@ -191,8 +193,9 @@ def text_program(program: Program) -> Program:
 
 
 def block(tables: int, repeat: int, *statements: Statement) -> tuple[Block, ...]:
-    """A block as a 0- or 1-tuple: none when it repeats 0 times (the option turned it off)."""
-    return (Block(statements, repeat, tables),) if repeat > 0 else ()
+    """A block as a 0- or 1-tuple: none when it repeats 0 times (the option turned it off) and
+    draws no table; one that draws a table stays, as sysbench's execute_* draw it for 0 too."""
+    return (Block(statements, repeat, tables),) if repeat > 0 or tables > 0 else ()
 
 
 def digits(rng: random.Random, groups: int) -> str:

@@ -45,6 +45,9 @@ CASES = [
     ("oltp_read_only", {"rand_type": "pareto"}),
     ("oltp_read_write", {"rand_type": "special", "rand_spec_pct": 5, "rand_spec_res": 50, "rand_spec_iter": 7}),
     ("oltp_read_only", {"db_ps_mode": "disable"}),
+    # A count of 0 still draws its table in sysbench (execute_* draw it before their loop).
+    ("oltp_read_write", {"point_selects": 0, "non_index_updates": 0, "delete_inserts": 2, "skip_trx": True}),
+    ("oltp_read_only", {"range_selects": False, "point_selects": 3, "range_size": 7}),
 ]
 
 

@@ -39,11 +39,26 @@ static void enter_block(conn_t *c)
     c->table = b->tables ? (int)(1.0 + rng_random(&c->rng) * b->tables) - 1 : 0;
 }
 
+/* Enter the blocks from c->blk on, each drawing its table, up to the first with statements to
+ * send (a block of repeat 0 only draws); 0 when the event has none left, after its tail draws. */
+static int enter_blocks(conn_t *c)
+{
+    for (; c->blk < c->prog->nblocks; c->blk++) {
+        enter_block(c);
+        if (c->prog->blocks[c->blk].repeat > 0)
+            return 1;
+    }
+    for (int i = 0; i < c->prog->tail_draws; i++)
+        rng_random(&c->rng);
+    return 0;
+}
+
 void conn_first(conn_t *c)
 {
     c->blk = c->rep = c->st = 0;
     c->has_stmt = 0;
-    enter_block(c);
+    /* program_from_py refused a program without a block that sends. */
+    enter_blocks(c);
 }
 
 int conn_next(conn_t *c)
@@ -55,13 +70,8 @@ int conn_next(conn_t *c)
     if (++c->rep < b->repeat)
         return 1;
     c->rep = 0;
-    if (++c->blk == c->prog->nblocks) {
-        for (int i = 0; i < c->prog->tail_draws; i++)
-            rng_random(&c->rng);
-        return 0;
-    }
-    enter_block(c);
-    return 1;
+    c->blk++;
+    return enter_blocks(c);
 }
 
 /* sysbench's c and pad: groups of 11 random digits joined by '-'; the length written. Each

@@ -178,8 +178,9 @@ program_t *program_from_py(PyObject *o)
         PyObject *stmts;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(blocks, b), "iiO", &bl->tables, &bl->repeat, &stmts))
             goto fail;
-        if (!PyTuple_Check(stmts) || PyTuple_GET_SIZE(stmts) == 0 || bl->repeat < 1 || bl->tables < 0) {
-            bad("a block needs statements, repeat >= 1 and tables >= 0");
+        if (!PyTuple_Check(stmts) || PyTuple_GET_SIZE(stmts) == 0 || bl->repeat < 0 || bl->tables < 0 ||
+            (bl->repeat == 0 && bl->tables == 0)) {
+            bad("a block needs statements, tables >= 0 and repeat >= 1 (0 only when it draws a table)");
             goto fail;
         }
         bl->nstmts = (int)PyTuple_GET_SIZE(stmts);
@@ -191,6 +192,13 @@ program_t *program_from_py(PyObject *o)
         for (int i = 0; i < bl->nstmts; i++)
             if (read_stmt(p, &bl->stmts[i], PyTuple_GET_ITEM(stmts, i), bl->tables))
                 goto fail;
+    }
+    int runs = 0;
+    for (int b = 0; b < p->nblocks; b++)
+        runs |= p->blocks[b].repeat > 0;
+    if (!runs) {
+        bad("no statements");
+        goto fail;
     }
     return p;
 fail:
