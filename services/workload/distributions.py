@@ -2,7 +2,9 @@
 
 Each function takes ``r`` (e.g. ``random.Random(seed).random``) and an inclusive range
 [a, b] and returns an int in it, computed the way sysbench computes it, so key-access skew
-matches sysbench's for the same ``--rand-type``. Defaults are sysbench 1.0.20's
+matches sysbench's for the same ``--rand-type``. The float operations follow sb_rand.c's order
+(``a + u * n`` truncated as a whole, multiplying by 1 / iters), so from sysbench's stream
+(sb_random.py) they give sysbench's keys to the last one. Defaults are sysbench 1.0.20's
 (--rand-spec-iter=12, --rand-spec-pct=1, --rand-spec-res=75, --rand-pareto-h=0.2); zipfian
 is sysbench 1.1's (--rand-zipfian-exp=0.8), since 1.0.20 has none.
 """
@@ -24,7 +26,7 @@ ZIPFIAN_EXP = 0.8
 
 def uniform(r: Source, a: int, b: int) -> int:
     """Every value of [a, b] equally likely (sb_rand_uniform)."""
-    return a + int(r() * (b - a + 1))
+    return int(a + r() * (b - a + 1))
 
 
 def gaussian(r: Source, a: int, b: int, iters: int = SPEC_ITER) -> int:
@@ -33,7 +35,7 @@ def gaussian(r: Source, a: int, b: int, iters: int = SPEC_ITER) -> int:
     s = 0.0
     for _ in range(iters):
         s += r() * t
-    return a + int(s / iters)
+    return a + int(s * (1.0 / iters))
 
 
 def special(r: Source, a: int, b: int, iters: int = SPEC_ITER, pct: int = SPEC_PCT,
@@ -44,7 +46,7 @@ def special(r: Source, a: int, b: int, iters: int = SPEC_ITER, pct: int = SPEC_P
     rnd = r()
     # The first draw decides the branch and, in the hot branch, is reused as the position.
     # res = 100 sends every draw to the hot rows (sysbench's 100 / 0.0 is infinite).
-    if res < 100 and rnd * t * (100.0 / (100.0 - res)) < t:
+    if res < 100 and rnd * (t * (100.0 / (100.0 - res))) < t:
         if iters == 12:
             # The default, written out: it is every load loop's hottest line (three times in
             # four per key), and a loop costs twice as many bytecodes. Summed left to right
@@ -54,9 +56,9 @@ def special(r: Source, a: int, b: int, iters: int = SPEC_ITER, pct: int = SPEC_P
             s = 0.0
             for _ in range(iters):
                 s += r()
-        return a + int(s * t / iters)
+        return int(a + s * t * (1.0 / iters))
     d = t * (pct / 100.0)
-    return a + int(rnd * (d + 1) + t / 2 - t * (pct / 200.0))
+    return a + int(rnd * (d + 1) + (t / 2 - t * (pct / 200.0)))
 
 
 def _pareto_power(h: float) -> float:

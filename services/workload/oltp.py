@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Callable
 
 from services.workload.program import Const, Digits, Key, Program, Ref, Statement, Unique, block
@@ -29,9 +30,10 @@ def _counts(g: Generator) -> dict[str, int]:
             ("point_selects", "index_updates", "non_index_updates", "delete_inserts", *RANGES)}
 
 
+# Each execute_* of oltp_common.lua draws its table even when its count is 0.
+
+
 def _point_selects(g: Generator, n: int, r: Callable[[], float], out: Transaction) -> None:
-    if n <= 0:
-        return
     sql = g.sql["point_selects"][g._table(r)]
     for _ in range(n):
         out.append((READ, sql, (g._id(r),)))
@@ -40,8 +42,6 @@ def _point_selects(g: Generator, n: int, r: Callable[[], float], out: Transactio
 def _ranges(g: Generator, counts: dict[str, int], r: Callable[[], float], out: Transaction) -> None:
     span = int(g.workload.option("range_size")) - 1
     for key in RANGES:
-        if counts[key] <= 0:
-            continue
         sql = g.sql[key][g._table(r)]
         for _ in range(counts[key]):
             i = g._id(r)
@@ -50,21 +50,18 @@ def _ranges(g: Generator, counts: dict[str, int], r: Callable[[], float], out: T
 
 def _writes(g: Generator, counts: dict[str, int], rng: random.Random, out: Transaction) -> None:
     r = rng.random
-    if counts["index_updates"] > 0:
-        sql = g.sql["index_updates"][g._table(r)]
-        for _ in range(counts["index_updates"]):
-            out.append((WRITE, sql, (g._id(r),)))
-    if counts["non_index_updates"] > 0:
-        sql = g.sql["non_index_updates"][g._table(r)]
-        for _ in range(counts["non_index_updates"]):
-            out.append((WRITE, sql, (c_value(rng), g._id(r))))
-    if counts["delete_inserts"] > 0:
-        t = g._table(r)
-        delete, insert = g.sql["deletes"][t], g.sql["inserts"][t]
-        for _ in range(counts["delete_inserts"]):
-            i, k = g._id(r), g._id(r)
-            out.append((WRITE, delete, (i,)))
-            out.append((WRITE, insert, (i, k, c_value(rng), pad_value(rng))))
+    sql = g.sql["index_updates"][g._table(r)]
+    for _ in range(counts["index_updates"]):
+        out.append((WRITE, sql, (g._id(r),)))
+    sql = g.sql["non_index_updates"][g._table(r)]
+    for _ in range(counts["non_index_updates"]):
+        out.append((WRITE, sql, (c_value(rng), g._id(r))))
+    t = g._table(r)
+    delete, insert = g.sql["deletes"][t], g.sql["inserts"][t]
+    for _ in range(counts["delete_inserts"]):
+        i, k = g._id(r), g._id(r)
+        out.append((WRITE, delete, (i,)))
+        out.append((WRITE, insert, (i, k, c_value(rng), pad_value(rng))))
 
 
 def _build_point_select(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
@@ -74,7 +71,7 @@ def _build_point_select(g: Generator, thread_id: int, threads: int) -> Callable[
 
     def event(rng: random.Random) -> Transaction:
         r = rng.random
-        return [(READ, by_table[1 + int(r() * tables)], (draw(r, 1, size),))]
+        return [(READ, by_table[int(1 + r() * tables)], (draw(r, 1, size),))]
 
     return event
 
@@ -228,11 +225,32 @@ def _oltp_prepared(reads: bool, writes: bool) -> Callable[[Generator], list[str]
 # -- the registry: one entry per workload ----------------------------------------------------------
 
 
+def _with_histogram_draw(build: Callable[[Generator, int, int], Callable[[random.Random], Transaction]]
+                        ) -> Callable[[Generator, int, int], Callable[[random.Random], Transaction]]:
+    # sysbench 1.0.20 ends every event with one draw of the thread's stream (the latency
+    # histogram's slot), which the next event's keys come after.
+    def wrapped(g: Generator, thread_id: int, threads: int) -> Callable[[random.Random], Transaction]:
+        event = build(g, thread_id, threads)
+
+        def with_draw(rng: random.Random) -> Transaction:
+            out = event(rng)
+            rng.random()
+            return out
+
+        return with_draw
+
+    return wrapped
+
+
 def _register(name: str, prepared: Callable[[Generator], list[str]],
               program: Callable[[Generator, int, int], Program]) -> Callable:
     # Each runs under its own name with the sysbench driver too.
-    return register(name, options=OLTP_OPTIONS, prepared=prepared, sysbench_test=name, program=program,
-                    source=f"akopytov/sysbench 1.0.20 src/lua/{name}.lua + src/lua/oltp_common.lua")
+    def with_tail(g: Generator, thread_id: int, threads: int) -> Program:
+        return replace(program(g, thread_id, threads), tail_draws=1)
+
+    registered = register(name, options=OLTP_OPTIONS, prepared=prepared, sysbench_test=name, program=with_tail,
+                          source=f"akopytov/sysbench 1.0.20 src/lua/{name}.lua + src/lua/oltp_common.lua")
+    return lambda build: registered(_with_histogram_draw(build))
 
 
 _register("oltp_point_select", lambda g: per_table(g, ["point_selects"]),

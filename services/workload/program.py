@@ -120,15 +120,17 @@ class Statement:
 @dataclass(frozen=True)
 class Block:
     """``statements`` run ``repeat`` times; with ``tables`` > 0 the block first draws a table
-    (1 + int(r * tables), oltp_common.lua's) and every statement takes that table's SQL."""
+    (sysbench.rand.uniform(1, tables), oltp_common.lua's) and every statement takes that table's
+    SQL. Repeat 0 with tables: the table is drawn and nothing sent (sysbench's execute_* with a 0 count)."""
 
     statements: tuple[Statement, ...]
     repeat: int = 1
     tables: int = 0
 
     def __post_init__(self) -> None:
-        if self.repeat < 1:
-            raise ValueError(f"block repeat {self.repeat}: must be >= 1 (leave an empty block out)")
+        if self.repeat < 0 or (self.repeat == 0 and self.tables == 0):
+            raise ValueError(f"block repeat {self.repeat}: must be >= 1, or 0 in a block that draws a table "
+                             "(leave an empty block out)")
         for st in self.statements:
             if len(st.sql) != max(1, self.tables):
                 raise ValueError(f"statement {st.sql[0]!r}: {len(st.sql)} SQL strings for a block of "
@@ -144,10 +146,15 @@ class Program:
     counting: str = COUNT_BY_ROWS
     #: Registers Key(save=...) may write (a few ints per connection).
     registers: int = field(default=0)
+    #: Draws taken from the stream after each event and thrown away: sysbench 1.0's latency
+    #: histogram takes one per event (sb_histogram_update picks a slot at random).
+    tail_draws: int = 0
 
     def __post_init__(self) -> None:
         if self.counting not in (COUNT_BY_ROWS, COUNT_BY_STATEMENT):
             raise ValueError(f"program counting {self.counting!r}: not {COUNT_BY_ROWS} or {COUNT_BY_STATEMENT}")
+        if not 0 <= self.tail_draws <= 16:
+            raise ValueError(f"program tail_draws {self.tail_draws}: must be 0 to 16")
         for b in self.blocks:
             for st in b.statements:
                 for p in st.params:
@@ -186,14 +193,17 @@ def text_program(program: Program) -> Program:
 
 
 def block(tables: int, repeat: int, *statements: Statement) -> tuple[Block, ...]:
-    """A block as a 0- or 1-tuple: none when it repeats 0 times (the option turned it off)."""
-    return (Block(statements, repeat, tables),) if repeat > 0 else ()
+    """A block as a 0- or 1-tuple: none when it repeats 0 times (the option turned it off) and
+    draws no table; one that draws a table stays, as sysbench's execute_* draw it for 0 too."""
+    return (Block(statements, repeat, tables),) if repeat > 0 or tables > 0 else ()
 
 
 def digits(rng: random.Random, groups: int) -> str:
-    """``groups`` groups of 11 random digits joined by '-' (statements.c_value for 10)."""
-    rr = rng.randrange
-    return "-".join(["%011d" % rr(100_000_000_000) for _ in range(groups)])
+    """``groups`` groups of 11 random digits joined by '-' (statements.c_value for 10): sb_rand_str,
+    one sb_rand_uniform('0', '9') per digit."""
+    r = rng.random
+    # int(48 + u * 10) as sysbench truncates it: u near 1 rounds up to ':' (58), as sysbench's does.
+    return "-".join(["".join([chr(int(48.0 + r() * 10.0)) for _ in range(11)]) for _ in range(groups)])
 
 
 def _draw_of(d: Distribution):
@@ -223,7 +233,8 @@ class Interpreter:
     def __call__(self, rng: random.Random) -> Transaction:
         r, out = rng.random, []
         for b in self.program.blocks:
-            t = int(r() * b.tables) if b.tables else 0
+            # sysbench.rand.uniform(1, tables), as an index.
+            t = int(1.0 + r() * b.tables) - 1 if b.tables else 0
             for _ in range(b.repeat):
                 for st in b.statements:
                     values = tuple(self._value(p, rng) for p in st.params)
@@ -235,6 +246,8 @@ class Interpreter:
                         out.append((st.kind, text, None))
                     else:
                         out.append((st.kind, sql, values))
+        for _ in range(self.program.tail_draws):
+            r()
         return out
 
     def _value(self, p: Param, rng: random.Random) -> int | str | None:

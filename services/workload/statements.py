@@ -16,7 +16,7 @@ import random
 from typing import Any, Callable, Protocol, Sequence
 
 from services.workload import distributions
-from services.workload.program import Distribution, text_program
+from services.workload.program import Distribution, digits, text_program
 from services.workload.registry import OTHER, READ, WRITE, Op, Transaction, definition
 
 
@@ -58,14 +58,12 @@ RANGES = ("simple_ranges", "sum_ranges", "order_ranges", "distinct_ranges")
 
 def c_value(rng: random.Random) -> str:
     """sysbench's c column: 10 groups of 11 random digits joined by '-' (119 characters)."""
-    rr = rng.randrange
-    return "-".join(["%011d" % rr(100_000_000_000) for _ in range(10)])
+    return digits(rng, 10)
 
 
 def pad_value(rng: random.Random) -> str:
     """sysbench's pad column: 5 groups of 11 random digits joined by '-' (59 characters)."""
-    rr = rng.randrange
-    return "-".join(["%011d" % rr(100_000_000_000) for _ in range(5)])
+    return digits(rng, 5)
 
 
 class _Unique:
@@ -148,7 +146,8 @@ class Generator:
     # -- pieces shared by the oltp_* events (oltp_common.lua's execute_* functions) --
 
     def _table(self, r: Callable[[], float]) -> int:
-        return 1 + int(r() * self.data.tables)
+        # sysbench.rand.uniform(1, tables)
+        return int(1 + r() * self.data.tables)
 
     def _id(self, r: Callable[[], float]) -> int:
         return self.draw(r, 1, self.data.table_size)

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.worker.driver.native import core
 from services.workload.program import (
     Block,
     Const,
@@ -112,10 +113,11 @@ def test_a_literal_program_runs_blocks_registers_and_generators_in_order():
     )
     rng = random.Random(3)
     ref = random.Random(3)
-    t = int(ref.random() * 2)
-    k1 = 1 + int(ref.random() * 10)
-    k2 = 1 + int(ref.random() * 10)
-    d = "%011d" % ref.randrange(100_000_000_000)
+    # sysbench.rand.uniform's truncation of a + u * n, and sb_rand_str's one draw per digit.
+    t = int(1 + ref.random() * 2) - 1
+    k1 = int(1 + ref.random() * 10)
+    k2 = int(1 + ref.random() * 10)
+    d = "".join(str(int(ref.random() * 10)) for _ in range(11))
     assert Interpreter(prog)(rng) == [
         ("other", "BEGIN", ()),
         ("read", f"A{t + 1} ? ?", (k1, k1 + 5)),
@@ -150,3 +152,19 @@ def test_unique_ids_walk_the_connections_residue_class():
 def test_a_malformed_program_names_what_is_wrong(make, field):
     with pytest.raises(ValueError, match=field):
         make()
+
+
+def test_a_block_of_no_repeats_draws_its_table_and_sends_nothing():
+    """sysbench's execute_* draw a table for a count of 0: the stream moves, no statement is added;
+    such a block without a table to draw is refused by name, and so is a program that sends nothing."""
+    sends = Block((Statement("read", ("B",)),))
+    prog = Program((Block((Statement("read", ("A1", "A2")),), repeat=0, tables=2), sends), Distribution("uniform"))
+    rng, ref = random.Random(4), random.Random(4)
+    assert Interpreter(prog)(rng) == [("read", "B", ())]
+    ref.random()
+    assert rng.getstate() == ref.getstate()
+    assert core.draw(prog, random.Random(4), 2) == [[("read", "B", ())]] * 2
+    with pytest.raises(ValueError, match="block repeat 0"):
+        Block((Statement("read", ("A",)),), repeat=0)
+    with pytest.raises(ValueError, match="no statements"):
+        core.draw(Program(prog.blocks[:1], Distribution("uniform")), random.Random(4), 1)

@@ -3,8 +3,8 @@ holding every connection, its transaction program and its random stream; Python 
 connections, starts the run and reads the counters, the core does everything per query.
 
 Programs cross into C as plain tuples (``encode``), so the C side reads no dataclass; each
-connection's random stream is a copy of the random.Random state the Python generators used,
-so the core draws the same keys for the same seed.
+connection's random stream is sysbench's for the run's seed (workload/sb_random.py), handed
+over as its state, so the core draws what the Python generators and sysbench draw.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from services.worker.driver.contract import Counts
 from services.worker.driver.native.protocol import Fatal, Job
 from services.worker.target.connect_params import ConnectParams
 from services.worker.driver.native.arrivals import MAX_BACKLOG
+from services.workload import sb_random
 from services.workload.program import Block, Const, Cycle, Digits, Distribution, Key, Program, Ref, Statement, Unique
 from services.workload.registry import COUNT_BY_ROWS, OTHER, RAND_TYPES, READ, WRITE
 from services.workload.statements import Generator
@@ -65,14 +66,15 @@ def _param(p: Any) -> tuple[int, int, int, int, int]:
 
 
 def encode(program: Program) -> tuple:
-    """The program as the core reads it: (blocks, distribution, by_rows, registers, prepared)."""
+    """The program as the core reads it: (blocks, distribution, by_rows, registers, prepared, tail_draws)."""
     d = program.distribution
     blocks = tuple(
         (b.tables, b.repeat, tuple((_KINDS[s.kind], s.text, s.sql, tuple(_param(p) for p in s.params))
                                    for s in b.statements))
         for b in program.blocks)
     dist = (RAND_TYPES.index(d.name), d.iters, d.pct, d.res, float(d.pareto_h), float(d.zipfian_exp))
-    return (blocks, dist, program.counting == COUNT_BY_ROWS, program.registers, program.prepared())
+    return (blocks, dist, program.counting == COUNT_BY_ROWS, program.registers, program.prepared(),
+            program.tail_draws)
 
 
 def draw(program: Program, rng: random.Random, events: int) -> list[list[tuple]]:
@@ -121,7 +123,8 @@ class LoadCore:
         lib = module()
         programs, states, budgets = [], [], []
         encoded: dict[Program, tuple] = {}
-        for tid, budget in zip(job.thread_ids, job.budgets or (None,) * len(job.thread_ids)):
+        streams = sb_random.connection_streams(job.seed, job.thread_ids)
+        for tid, budget, stream in zip(job.thread_ids, job.budgets or (None,) * len(job.thread_ids), streams):
             g = Generator(job.workload, job.data, thread_id=tid, threads=job.threads,
                           seed_rng=random.Random(f"{job.seed}:{tid}:unique"))
             program = g.program()
@@ -129,7 +132,7 @@ class LoadCore:
                 # Equal programs share one encoding, and the core one compiled copy of it.
                 encoded[program] = encode(program)
             programs.append(encoded[program])
-            states.append(random.Random(f"{job.seed}:{tid}").getstate())
+            states.append(stream.getstate())
             budgets.append(-1 if budget is None else int(budget))
         policy = None if job.ignore_errors == ignore.ALL else tuple(job.ignore_errors)
         arrivals = random.Random(f"{job.seed}:arrivals:{job.index}").getstate() if job.rate > 0 else None

@@ -35,14 +35,30 @@ int conn_current_kind(conn_t *c) { return current(c)->kind; }
 static void enter_block(conn_t *c)
 {
     pblock_t *b = &c->prog->blocks[c->blk];
-    c->table = b->tables ? (int)(mt_random(&c->rng) * b->tables) : 0;
+    /* sysbench.rand.uniform(1, tables), less one: the table's index. */
+    c->table = b->tables ? (int)(1.0 + rng_random(&c->rng) * b->tables) - 1 : 0;
+}
+
+/* Enter the blocks from c->blk on, each drawing its table, up to the first with statements to
+ * send (a block of repeat 0 only draws); 0 when the event has none left, after its tail draws. */
+static int enter_blocks(conn_t *c)
+{
+    for (; c->blk < c->prog->nblocks; c->blk++) {
+        enter_block(c);
+        if (c->prog->blocks[c->blk].repeat > 0)
+            return 1;
+    }
+    for (int i = 0; i < c->prog->tail_draws; i++)
+        rng_random(&c->rng);
+    return 0;
 }
 
 void conn_first(conn_t *c)
 {
     c->blk = c->rep = c->st = 0;
     c->has_stmt = 0;
-    enter_block(c);
+    /* program_from_py refused a program without a block that sends. */
+    enter_blocks(c);
 }
 
 int conn_next(conn_t *c)
@@ -54,20 +70,20 @@ int conn_next(conn_t *c)
     if (++c->rep < b->repeat)
         return 1;
     c->rep = 0;
-    if (++c->blk == c->prog->nblocks)
-        return 0;
-    enter_block(c);
-    return 1;
+    c->blk++;
+    return enter_blocks(c);
 }
 
-/* sysbench's c and pad: groups of 11 random digits joined by '-'; the length written. */
-static size_t digits(mt_t *rng, int groups, char *out)
+/* sysbench's c and pad: groups of 11 random digits joined by '-'; the length written. Each
+ * digit is sb_rand_str's sb_rand_uniform('0', '9'), one draw per character. */
+static size_t digits(rng_t *rng, int groups, char *out)
 {
     char *p = out;
     for (int g = 0; g < groups; g++) {
         if (g)
             *p++ = '-';
-        p += sprintf(p, "%011llu", (unsigned long long)mt_randbelow(rng, 100000000000ULL));
+        for (int i = 0; i < 11; i++)
+            *p++ = (char)(uint32_t)(48.0 + rng_random(rng) * 10.0);
     }
     return (size_t)(p - out);
 }

@@ -24,6 +24,17 @@ double mt_random(mt_t *s);
 uint64_t mt_getrandbits(mt_t *s, int k); /* 1 <= k <= 64 */
 uint64_t mt_randbelow(mt_t *s, uint64_t n);
 
+/* ---- a connection's stream (rng.c): sysbench 1.0.20's xoroshiro128+ (sb_rand.c), so at one
+ * connection the core draws what sysbench draws; or CPython's MT when a test hands it a
+ * random.Random state. */
+typedef struct {
+    int xoroshiro;
+    uint64_t s[2];
+    mt_t mt;
+} rng_t;
+
+double rng_random(rng_t *r); /* sb_rand_uniform_double, or random.Random.random */
+
 /* ---- key distributions (draws.c): sysbench's sb_rand.c as services/workload/distributions.py */
 enum { DIST_UNIFORM, DIST_GAUSSIAN, DIST_SPECIAL, DIST_PARETO, DIST_ZIPFIAN };
 typedef struct {
@@ -34,7 +45,7 @@ typedef struct {
 } dist_t;
 
 void dist_init(dist_t *d, int kind, int iters, int pct, int res, double pareto_h, double zipf_exp);
-int64_t dist_draw(const dist_t *d, mt_t *s, int64_t a, int64_t b);
+int64_t dist_draw(const dist_t *d, rng_t *s, int64_t a, int64_t b);
 
 /* ---- latency histogram (hist.c): services/common/results/histogram.py's buckets */
 #define HIST_BUCKETS 4096
@@ -80,6 +91,7 @@ typedef struct {
     dist_t dist;
     int by_rows;
     int registers;
+    int tail_draws;  /* draws thrown away after each event (sysbench's histogram slot) */
     int nbinds, nslots;
     int nprepared;
     char **prepared; /* distinct SQL of the prepared statements, in first-use order */
@@ -127,7 +139,7 @@ typedef struct conn {
     program_t *prog;
     int64_t *regs;
     int64_t *gen_next;        /* program->nslots: where each UNIQUE/CYCLE stands */
-    mt_t rng;
+    rng_t rng;
     /* the transaction in flight: block, repetition, statement, the block's table */
     int blk, rep, st, table;
     int stage;

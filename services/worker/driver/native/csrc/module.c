@@ -40,6 +40,30 @@ static int read_state(PyObject *state, mt_t *out)
     return 0;
 }
 
+/* A connection's stream: ("xoroshiro128+", s0, s1) from services/workload/sb_random.py's
+ * SysbenchStream.getstate(), or a random.Random state (tests). */
+static int read_stream(PyObject *state, rng_t *out)
+{
+    if (PyTuple_Check(state) && PyTuple_GET_SIZE(state) == 3 && PyUnicode_Check(PyTuple_GET_ITEM(state, 0))) {
+        const char *tag = PyUnicode_AsUTF8(PyTuple_GET_ITEM(state, 0));
+        if (!tag)
+            return -1;
+        if (strcmp(tag, "xoroshiro128+")) {
+            PyErr_Format(PyExc_ValueError, "load core: random stream %s: not xoroshiro128+", tag);
+            return -1;
+        }
+        for (int i = 0; i < 2; i++) {
+            out->s[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(state, i + 1));
+            if (out->s[i] == (unsigned long long)-1 && PyErr_Occurred())
+                return -1;
+        }
+        out->xoroshiro = 1;
+        return 0;
+    }
+    out->xoroshiro = 0;
+    return read_state(state, &out->mt);
+}
+
 static PyObject *hist_to_py(hist_t *h)
 {
     PyObject *buckets = PyDict_New();
@@ -106,7 +130,7 @@ static PyObject *core_draw(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    if (read_state(state, &c.rng))
+    if (read_stream(state, &c.rng))
         goto done;
     out = PyList_New(0);
     for (int e = 0; out && e < events; e++) {
@@ -333,7 +357,7 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
             return -1;
         }
         k->nconns = i + 1;
-        if (read_state(PyList_GET_ITEM(states, i), &k->conns[i].rng))
+        if (read_stream(PyList_GET_ITEM(states, i), &k->conns[i].rng))
             return -1;
         long long left = PyLong_AsLongLong(PyList_GET_ITEM(budgets, i));
         if (left == -1 && PyErr_Occurred())

@@ -128,10 +128,14 @@ static int read_stmt(program_t *p, pstmt_t *s, PyObject *o, int tables)
 program_t *program_from_py(PyObject *o)
 {
     PyObject *blocks, *dist, *prepared;
-    int by_rows, registers, dkind, iters, pct, res;
+    int by_rows, registers, dkind, iters, pct, res, tail_draws = 0;
     double pareto_h, zipf_exp;
-    if (!PyArg_ParseTuple(o, "OOpiO", &blocks, &dist, &by_rows, &registers, &prepared))
+    if (!PyArg_ParseTuple(o, "OOpiO|i", &blocks, &dist, &by_rows, &registers, &prepared, &tail_draws))
         return NULL;
+    if (tail_draws < 0 || tail_draws > 16) {
+        bad("tail_draws out of range");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(dist, "iiiidd", &dkind, &iters, &pct, &res, &pareto_h, &zipf_exp))
         return NULL;
     if (!PyTuple_Check(blocks) || !PyTuple_Check(prepared)) {
@@ -148,6 +152,7 @@ program_t *program_from_py(PyObject *o)
         return (program_t *)PyErr_NoMemory();
     dist_init(&p->dist, dkind, iters, pct, res, pareto_h, zipf_exp);
     p->by_rows = by_rows;
+    p->tail_draws = tail_draws;
     p->registers = registers < 0 ? 0 : registers;
     p->nprepared = (int)PyTuple_GET_SIZE(prepared);
     p->prepared = calloc(p->nprepared ? p->nprepared : 1, sizeof *p->prepared);
@@ -173,8 +178,9 @@ program_t *program_from_py(PyObject *o)
         PyObject *stmts;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(blocks, b), "iiO", &bl->tables, &bl->repeat, &stmts))
             goto fail;
-        if (!PyTuple_Check(stmts) || PyTuple_GET_SIZE(stmts) == 0 || bl->repeat < 1 || bl->tables < 0) {
-            bad("a block needs statements, repeat >= 1 and tables >= 0");
+        if (!PyTuple_Check(stmts) || PyTuple_GET_SIZE(stmts) == 0 || bl->repeat < 0 || bl->tables < 0 ||
+            (bl->repeat == 0 && bl->tables == 0)) {
+            bad("a block needs statements, tables >= 0 and repeat >= 1 (0 only when it draws a table)");
             goto fail;
         }
         bl->nstmts = (int)PyTuple_GET_SIZE(stmts);
@@ -186,6 +192,13 @@ program_t *program_from_py(PyObject *o)
         for (int i = 0; i < bl->nstmts; i++)
             if (read_stmt(p, &bl->stmts[i], PyTuple_GET_ITEM(stmts, i), bl->tables))
                 goto fail;
+    }
+    int runs = 0;
+    for (int b = 0; b < p->nblocks; b++)
+        runs |= p->blocks[b].repeat > 0;
+    if (!runs) {
+        bad("no statements");
+        goto fail;
     }
     return p;
 fail:
