@@ -108,6 +108,11 @@ def _metric(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _metrics(text: str) -> str:
+    """One metric, or several comma-separated (`history --changes` searches each)."""
+    return ",".join(_metric(part.strip()) for part in text.split(","))
+
+
 _METRIC_HELP = (", ".join(mc.BUILTIN) + " (default qps), "
                 "or status:NAME (a server status delta per transaction, e.g. status:Key_reads)")
 
@@ -190,12 +195,25 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
 
 
 def add_history_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--target", required=True, help="target name, as in the specs")
-    s.add_argument("--workload", required=True, help="workload name, e.g. oltp_point_select")
-    s.add_argument("--threads", type=int, required=True, help="thread count of the cell")
-    s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric, help=_METRIC_HELP)
+    s.add_argument("spec", nargs="?", help="with --changes: the spec's name; its campaigns are the nights searched")
+    s.add_argument("--changes", action="store_true",
+                   help="the change points of every cell and metric over every campaign of SPEC (E-Divisive means, "
+                        "one false-discovery family), instead of one cell's history")
+    s.add_argument("--target", help="target name, as in the specs (one cell's history)")
+    s.add_argument("--workload", help="workload name, e.g. oltp_point_select (one cell's history)")
+    s.add_argument("--threads", type=int, help="thread count of the cell (one cell's history)")
+    s.add_argument("--metric", type=_metrics, default=None,
+                   help=_METRIC_HELP + "; with --changes several, comma-separated (default qps,p95_ms)")
     _test_flags(s)
-    _format_flag(s, "history", "text (aligned table with a legend, default) or another")
+    s.add_argument("--fail-on-slower", metavar="PCT", type=percent, default=None,
+                   help=f"with --changes: judge the newest campaign against the last good one as `compare "
+                        f"--fail-on-slower` does, and exit {EXIT_SLOWER} (EXIT_SLOWER) when a cell is slower by "
+                        "more than PCT percent (the regression the alert names)")
+    s.add_argument("--format", dest="fmt", choices=tuple(dict.fromkeys(registry.names("history")
+                                                                       + registry.names("changes"))),
+                   default=registry.DEFAULT_FORMAT,
+                   help="text (aligned table with a legend, default) or another (markdown: --changes only)")
+    _json_flag(s)
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
@@ -313,7 +331,8 @@ def _parser() -> argparse.ArgumentParser:
     add_compare_flags(s)
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_compare)
-    s = command("history", "one cell (target, workload, threads) across every campaign")
+    s = command("history", "one cell (target, workload, threads) across every campaign, or a spec's change "
+                           "points (SPEC --changes)")
     add_history_flags(s)
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_history)
