@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from services.common.results.rows import CampaignNight, HistoryEntry
-from services.reporting.change_points import ChangeSearch, Point, Series, SeriesKey, find_changes
+from services.reporting.change_points import ChangePoint, ChangeSearch, Point, Series, SeriesKey, find_changes
 from services.reporting.gate import Regression
 from services.reporting.metrics_catalog import metric, row_value
 from services.reporting.page_verdicts import direction
@@ -46,11 +46,30 @@ def spec_series(entries: Iterable[HistoryEntry], metrics: Sequence[str] = DEFAUL
                                                                  kv[0].threads))]
 
 
-def last_good(nights: Sequence[CampaignNight], fails: Callable[[str, str], bool]) -> str | None:
+def worse_since(search: ChangeSearch, nights: Sequence[CampaignNight]) -> str | None:
+    """The first campaign of the earliest worse shift that still stands (no later better change in its
+    series): from it on no night is good, whatever the gate said of it alone."""
+    order = {n.campaign_id: i for i, n in enumerate(nights)}
+    standing: dict[SeriesKey, ChangePoint] = {}
+    for ch in sorted(search.changes, key=lambda ch: order[ch.campaign_id]):
+        if ch.direction == "worse":
+            standing.setdefault(ch.key, ch)
+        elif ch.direction == "better":
+            standing.pop(ch.key, None)
+    if not standing:
+        return None
+    return min((ch.campaign_id for ch in standing.values()), key=order.__getitem__)
+
+
+def last_good(nights: Sequence[CampaignNight], fails: Callable[[str, str], bool], *,
+              worse_from: str | None = None) -> str | None:
     """The last good night before the newest: walking from the oldest, a finished night is good unless
-    the gate (``fails(reference, night)``) fails it against the good night before it; None when none."""
+    the gate (``fails(reference, night)``) fails it against the good night before it, or it is at or
+    after ``worse_from`` (a worse change point that still stands); None when none is good."""
     good: str | None = None
     for n in nights[:-1]:
+        if n.campaign_id == worse_from:
+            break
         if n.state != GOOD_STATE:
             continue
         if good is None or not fails(good, n.campaign_id):

@@ -3,6 +3,7 @@ user acts on named by its campaign in every format, and the last good campaign t
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -11,10 +12,11 @@ import pytest
 
 from services.collector import cli as collector_cli
 from services.common import cli
+from services.common.errors import BenchfleetRegression
 from services.common.results.rows import CampaignNight, HistoryEntry, ResultRow
 from services.reporting.gate import Regression
 from services.reporting.render import registry
-from services.reporting.spec_history import GateVerdict, last_good, spec_changes, spec_series
+from services.reporting.spec_history import GateVerdict, last_good, spec_changes, spec_series, worse_since
 
 QPS = [1000, 1010, 990, 1005, 800, 810, 795, 805]
 
@@ -70,6 +72,28 @@ def test_last_good_skips_a_night_the_gate_failed_and_an_unfinished_one():
     # n4 is slower than n2: it stays failed, so the newest (n5) is judged against n2.
     assert last_good(nights, lambda ref, night: night == "n4") == "n2"
     assert last_good(nights[:1], lambda ref, night: False) is None
+
+
+def test_no_night_from_a_standing_worse_change_on_is_good_though_the_gate_passed_it():
+    """Night 5 is 20% slower and stays so: the gate on noisy nights may pass 5, 6 and 7 one by one, yet
+    the newest is judged against night 4; a later recovery (a better change) clears the shift."""
+    c = spec_changes("nightly", NIGHTS, _entries())
+    assert worse_since(c.search, NIGHTS) == "n5"
+    assert last_good(NIGHTS, lambda ref, night: False, worse_from="n5") == "n4"
+    recovered = QPS + [1300, 1304, 1298, 1301, 1299]
+    nights = tuple(CampaignNight(f"n{i}", 1000.0 + i, "finished") for i in range(1, len(recovered) + 1))
+    back = spec_changes("nightly", nights, _entries(recovered))
+    assert {ch.direction for ch in back.search.changes} == {"worse", "better"}
+    assert worse_since(back.search, back.nights) is None
+
+
+def test_a_regression_is_exit_5_naming_both_campaigns(capsys, monkeypatch):
+    def fails(args, settings):
+        raise BenchfleetRegression("nightly", "n8", "n4", 1)
+    monkeypatch.setattr(cli, "settings_from", lambda args, secrets=True: None)
+    parse = lambda: argparse.Namespace(fn=fails)  # noqa: E731
+    assert cli.run_main("collector", parse, settings_file=False) == cli.EXIT_SLOWER
+    assert "error: nightly: campaign n8 is slower than the last good campaign n4 in 1 cell(s)" in capsys.readouterr().err
 
 
 def test_a_failed_gate_lists_its_cells_in_text_and_json():

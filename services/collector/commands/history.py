@@ -21,7 +21,7 @@ from services.reporting.gate import Regression
 from services.reporting.history import History, history_points
 from services.reporting.options import ReportOptions
 from services.reporting.render import registry
-from services.reporting.spec_history import DEFAULT_METRICS, GateVerdict, last_good, spec_changes
+from services.reporting.spec_history import DEFAULT_METRICS, GateVerdict, last_good, spec_changes, worse_since
 
 
 def _usage(args: argparse.Namespace) -> None:
@@ -71,18 +71,22 @@ def _changes(args: argparse.Namespace, settings: Settings, r: registry.Renderer)
         if not nights:
             raise UsageError(f"{args.spec}: no campaign of that name in the results DB")
         entries = store.results.of_spec(args.spec)
-        gate = _gate(store, args, nights, opts) if args.fail_on_slower is not None else None
-    changes = spec_changes(args.spec, nights, entries, metrics=metrics, alpha=args.alpha, gate=gate)
+        changes = spec_changes(args.spec, nights, entries, metrics=metrics, alpha=args.alpha)
+        if args.fail_on_slower is not None:
+            gate = _gate(store, args, nights, opts, worse_since(changes.search, nights))
+            changes = replace(changes, gate=gate)
     write_output(None, r.render_changes(changes))
+    gate = changes.gate
     if gate is not None and gate.failed:
         assert gate.reference is not None
         raise BenchfleetRegression(args.spec, gate.newest, gate.reference, len(gate.regressions))
     return EXIT_OK
 
 
-def _gate(store: Store, args: argparse.Namespace, nights: Sequence[CampaignNight], opts: ReportOptions) -> GateVerdict:
-    """The newest night against the last good one, judged as `compare --fail-on-slower` judges B
-    against A (q/s, unpaired, one family over the page)."""
+def _gate(store: Store, args: argparse.Namespace, nights: Sequence[CampaignNight], opts: ReportOptions,
+          worse_from: str | None) -> GateVerdict:
+    """The newest night against the last good one (none at or after ``worse_from``, a worse change point
+    that still stands), judged as `compare --fail-on-slower` judges B against A (q/s, unpaired)."""
     loaded: dict[str, CampaignData] = {}
 
     def data(cid: str) -> CampaignData:
@@ -97,6 +101,6 @@ def _gate(store: Store, args: argparse.Namespace, nights: Sequence[CampaignNight
             return []  # no shared cell: nothing to judge
 
     newest = nights[-1].campaign_id
-    reference = last_good(nights, lambda a, b: bool(slower(a, b)))
+    reference = last_good(nights, lambda a, b: bool(slower(a, b)), worse_from=worse_from)
     found = tuple(slower(reference, newest)) if reference is not None else ()
     return GateVerdict(newest, reference, args.fail_on_slower, found, "q/s")
