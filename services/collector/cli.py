@@ -51,6 +51,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.common.bus.rabbitmq import Role, rabbit_factory
     from services.common.monitoring.discovery import announced
 
+    from services.collector.spec_regressions import judge_spec
     from services.collector.statistics import refresh_cell_stats
 
     metrics = CollectorMetrics()
@@ -61,7 +62,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
                   metrics=metrics, directory=directory, reap_grace_s=settings.reap_grace_s,
                   after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload, cell=r.cell),  # type: ignore[arg-type]
-                  after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload))  # type: ignore[arg-type]
+                  after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload),  # type: ignore[arg-type]
+                  after_end=lambda store, cid: judge_spec(store, metrics, cid))  # type: ignore[arg-type]
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
     with announced(metrics, settings, "collector"):
