@@ -51,6 +51,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.common.bus.rabbitmq import Role, rabbit_factory
     from services.common.monitoring.discovery import announced
 
+    from services.collector.spec_regressions import judge_spec
     from services.collector.statistics import refresh_cell_stats
 
     metrics = CollectorMetrics()
@@ -61,7 +62,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
                   metrics=metrics, directory=directory, reap_grace_s=settings.reap_grace_s,
                   after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload, cell=r.cell),  # type: ignore[arg-type]
-                  after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload))  # type: ignore[arg-type]
+                  after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload),  # type: ignore[arg-type]
+                  after_end=lambda store, cid: judge_spec(store, metrics, cid))  # type: ignore[arg-type]
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
     with announced(metrics, settings, "collector"):
@@ -106,6 +108,11 @@ def _metric(text: str) -> str:
         return mc.metric(text).key
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _metrics(text: str) -> str:
+    """One metric, or several comma-separated (`history --changes` searches each)."""
+    return ",".join(_metric(part.strip()) for part in text.split(","))
 
 
 _METRIC_HELP = (", ".join(mc.BUILTIN) + " (default qps), "
@@ -194,12 +201,25 @@ def add_compare_flags(s: argparse.ArgumentParser) -> None:
 
 
 def add_history_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--target", required=True, help="target name, as in the specs")
-    s.add_argument("--workload", required=True, help="workload name, e.g. oltp_point_select")
-    s.add_argument("--threads", type=int, required=True, help="thread count of the cell")
-    s.add_argument("--metric", type=_metric, default=_DEFAULTS.metric, help=_METRIC_HELP)
+    s.add_argument("spec", nargs="?", help="with --changes: the spec's name; its campaigns are the nights searched")
+    s.add_argument("--changes", action="store_true",
+                   help="the change points of every cell and metric over every campaign of SPEC (E-Divisive means, "
+                        "one false-discovery family), instead of one cell's history")
+    s.add_argument("--target", help="target name, as in the specs (one cell's history)")
+    s.add_argument("--workload", help="workload name, e.g. oltp_point_select (one cell's history)")
+    s.add_argument("--threads", type=int, help="thread count of the cell (one cell's history)")
+    s.add_argument("--metric", type=_metrics, default=None,
+                   help=_METRIC_HELP + "; with --changes several, comma-separated (default qps,p95_ms)")
     _test_flags(s)
-    _format_flag(s, "history", "text (aligned table with a legend, default) or another")
+    s.add_argument("--fail-on-slower", metavar="PCT", type=percent, default=None,
+                   help=f"with --changes: judge the newest campaign against the last good one as `compare "
+                        f"--fail-on-slower` does, and exit {EXIT_SLOWER} (EXIT_SLOWER) when a cell is slower by "
+                        "more than PCT percent (the regression the alert names)")
+    s.add_argument("--format", dest="fmt", choices=tuple(dict.fromkeys(registry.names("history")
+                                                                       + registry.names("changes"))),
+                   default=registry.DEFAULT_FORMAT,
+                   help="text (aligned table with a legend, default) or another (markdown: --changes only)")
+    _json_flag(s)
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
@@ -317,7 +337,8 @@ def _parser() -> argparse.ArgumentParser:
     add_compare_flags(s)
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_compare)
-    s = command("history", "one cell (target, workload, threads) across every campaign")
+    s = command("history", "one cell (target, workload, threads) across every campaign, or a spec's change "
+                           "points (SPEC --changes)")
     add_history_flags(s)
     add_settings_flags(s, DB)
     s.set_defaults(fn=cmd_history)

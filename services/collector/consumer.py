@@ -132,7 +132,8 @@ class Collector:
                  db_check_every_s: float = DB_CHECK_EVERY_S, reap_grace_s: float = 900.0,
                  directory: WorkerDirectory | None = None,
                  after_store: Callable[[ResultStore, RunResult], None] | None = None,
-                 after_fail: Callable[[ResultStore, str, str | None], None] | None = None):
+                 after_fail: Callable[[ResultStore, str, str | None], None] | None = None,
+                 after_end: Callable[[ResultStore, str], None] | None = None):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
         self.open_store = open_store
@@ -144,6 +145,8 @@ class Collector:
         self.directory = directory or WorkerDirectory()
         #: Runs after each stored result, before the ack (the per-cell statistics of its workload).
         self.after_store = after_store
+        #: Runs once a campaign's runs all ended (its spec's change points and regression).
+        self.after_end = after_end
         self._next_depth_check = 0.0
         self._next_db_check = 0.0
         self._next_campaign_check = 0.0
@@ -279,6 +282,19 @@ class Collector:
             at = store.runs.ended_at(campaign_id)
             if at is not None:
                 self.metrics.campaign_ended(campaign_id, at)
+                if self.after_end is not None:
+                    self._after_end(store, campaign_id)
+
+    def _after_end(self, store: ResultStore, campaign_id: str) -> None:
+        """The hook after a campaign ended: what it derives is computed again by `collector history
+        --changes`, so its own errors are logged, never fatal; only a DB that went away counts."""
+        assert self.after_end is not None
+        try:
+            self.after_end(store, campaign_id)
+        except StoreUnavailable:
+            raise
+        except Exception as e:  # a refusal, a bug: the campaign's results are stored all the same
+            log.warning("after_end_failed", campaign_id=campaign_id, error=f"{type(e).__name__}: {e}")
 
     def _retry_held(self, bus: Broker) -> None:
         """Try the DB again; once it answers, store the held deliveries in the order they came."""

@@ -1,4 +1,5 @@
-"""The collector's Prometheus metrics: finished cells, their collapse ratio, and ingest health.
+"""The collector's Prometheus metrics: finished cells, their collapse ratio, each spec's standing
+regression, and ingest health.
 
 Finished-cell gauges are what the throughput-vs-threads dashboard and the collapse alert
 read. The thread count is exported as a value too (``benchfleet_cell_threads``), because
@@ -77,7 +78,14 @@ class _CellCollector(Collector):
             for (target, workload), p in sorted(tops.items()):
                 ratio.add_metric([campaign, target, workload],
                                  sure_ratio(curves.get((campaign, target, workload), {}), p.ratio))
-        yield from (qps, tps, threads, reps, ratio, ended)
+        regression = GaugeMetricFamily(
+            "benchfleet_regression",
+            "1 when a spec's newest campaign lies after a worse change point that still stands (collector history "
+            "SPEC --changes: E-Divisive means, one false-discovery family), 0 when none; since: the campaign "
+            "the shift began at.", labels=["spec", "campaign", "since"])
+        for spec, (newest, since) in sorted(self.owner.regressions().items()):
+            regression.add_metric([spec, newest, since], 1 if since else 0)
+        yield from (qps, tps, threads, reps, ratio, ended, regression)
 
 
 class CollectorMetrics(MetricsEndpoint):
@@ -93,6 +101,8 @@ class CollectorMetrics(MetricsEndpoint):
         self._runs: dict[str, tuple[str, _CellKey, float, float]] = {}
         # campaign -> when its last run ended, for the exported campaigns that ended.
         self._ended: dict[str, float] = {}
+        # spec name -> (its newest campaign, the campaign of a worse change that still stands or "").
+        self._regressions: dict[str, tuple[str, str]] = {}
         self._stored = Counter("benchfleet_collector_results_stored", "Results stored in the results DB.", registry=self.registry)
         self._lag = Gauge("benchfleet_collector_ingest_lag_seconds",
                           "Seconds between a run's end and its result being stored, for the latest result.",
@@ -154,6 +164,16 @@ class CollectorMetrics(MetricsEndpoint):
         with self._lock:
             if campaign_id in self._cells:
                 self._ended[campaign_id] = at
+
+    def spec_judged(self, spec: str, newest: str, worse_since: str | None) -> None:
+        """A spec's change points after its newest campaign ended: ``worse_since`` is the campaign of a
+        worse shift that still stands (the regression the alert names), None when there is none."""
+        with self._lock:
+            self._regressions[spec] = (newest, worse_since or "")
+
+    def regressions(self) -> dict[str, tuple[str, str]]:
+        with self._lock:
+            return dict(self._regressions)
 
     def results_stored(self, n: int = 1) -> None:
         self._stored.inc(n)

@@ -15,7 +15,7 @@ from services.common.completion import SHELLS
 from services.common.completion import Command as CompletionTree
 from services.common.completion import script as completion_script
 from services.common.config import Settings, load_settings_file, settings_from
-from services.common.errors import BenchfleetError, ConnectError, UsageError
+from services.common.errors import BenchfleetError, BenchfleetRegression, ConnectError, UsageError
 from services.common.terminal import escape_controls
 
 #: The command did what was asked.
@@ -43,7 +43,8 @@ EXIT_CODES_HELP = f"""exit codes:
   {EXIT_USAGE}    bad input: a spec, a flag, a setting, an unknown campaign (nothing was done)
   {EXIT_CONNECT}    RabbitMQ or the results DB unreachable, or refused us
   {EXIT_COLLAPSE}    a collapsed cell found (report --fail-on-collapse)
-  {EXIT_SLOWER}    significantly slower (--fail-on-slower), and with --confirm slower again on a re-run
+  {EXIT_SLOWER}    significantly slower (--fail-on-slower), and with --confirm slower again on a re-run;
+       a spec's newest campaign slower than its last good one (history --changes --fail-on-slower)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); a submitted campaign goes on
   {EXIT_BROKEN_PIPE}  the reader of the output went away (| head)
 
@@ -174,6 +175,9 @@ def run_main(service: str, parse: Callable[[], argparse.Namespace], *, settings_
     except ConnectError as e:
         error(str(e))
         return EXIT_CONNECT
+    except BenchfleetRegression as e:
+        error(str(e))
+        return EXIT_SLOWER
     except BenchfleetError as e:
         error(str(e))
         return EXIT_FAILED

@@ -8,6 +8,7 @@ BenchfleetError
  │    ├── BuildError     a build that cannot be registered or found (`worker builds`)
  │    ├── ExportFileError  a campaign file `collector import` cannot read (names the field)
  │    └── CampaignExists   an import of a campaign id already stored, without --replace
+ ├── BenchfleetRegression  the gate failed a spec's newest night against its last good one (exit 5)
  ├── DecodeError         a message body that is not a message we understand
  ├── ConnectError        a service we need is away or refused us (exit 3)
  │    ├── BusError       RabbitMQ
@@ -99,6 +100,16 @@ class ExportFileError(UsageError):
 
 class CampaignExists(UsageError):
     """An import names a campaign id the results DB already holds (``--replace`` replaces it)."""
+
+
+class BenchfleetRegression(BenchfleetError):
+    """The gate failed a spec's newest campaign against its last good one (`collector history SPEC
+    --changes --fail-on-slower PCT`): what a nightly CI job stops on. The text names the campaigns."""
+
+    def __init__(self, spec: str, newest: str, reference: str, cells: int):
+        super().__init__(f"{spec}: campaign {newest} is slower than the last good campaign {reference} "
+                         f"in {cells} cell(s)")
+        self.spec, self.newest, self.reference, self.cells = spec, newest, reference, cells
 
 
 class DecodeError(BenchfleetError):

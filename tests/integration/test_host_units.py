@@ -263,3 +263,32 @@ def test_each_target_server_gets_a_password_directory_bound_to_it_alone(tmp_path
         for other in (o for o in dirs.values() if o != where):
             with pytest.raises(TargetError, match="is not where"):
                 resolve_password("targets.a", None, str(tp / d / "pw"), {}, policy, other)
+
+
+def test_installed_nightly_units_verify_and_gate_the_spec_they_submit(tmp_path):
+    """The nightly service and timer, installed as the collector's unit is, verify cleanly; the service
+    submits NAME's spec and then gates NAME's history, the timer fires every night; the cron line runs
+    the same two commands."""
+    sa = _need_root_and_systemd_analyze()
+    for unit in ("benchfleet-nightly@.service", "benchfleet-nightly@.timer"):
+        r = subprocess.run(["bash", "-c", f". {HOST / 'common.sh'}; install_unit {unit} x"],
+                           env=host_env(tmp_path), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    units = tmp_path / "units"
+    # An instance's file is what systemd-analyze verifies (a template alone has no %i).
+    for unit in ("benchfleet-nightly@.service", "benchfleet-nightly@.timer"):
+        shutil.copy(units / unit, units / unit.replace("@", "@nightly"))
+    for unit in ("benchfleet-nightly@nightly.service", "benchfleet-nightly@nightly.timer"):
+        r = verify(sa, units / unit)
+        assert (r.returncode, r.stdout + r.stderr) == (0, ""), unit
+    service = (units / "benchfleet-nightly@.service").read_text()
+    venv = ROOT / ".venv"
+    assert f"ExecStart={venv}/bin/scheduler submit {tmp_path / 'etc'}/nightly/%i.yaml --wait" in service
+    assert (f"ExecStart={venv}/bin/collector history %i --changes --fail-on-slower "
+            "${BENCHFLEET_NIGHTLY_FAIL_PCT}") in service
+    assert "OnCalendar=*-*-* 02:00:00" in (units / "benchfleet-nightly@.timer").read_text()
+    cron = [line for line in (HOST / "benchfleet-nightly.cron").read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert len(cron) == 1 and cron[0].startswith("0 2 * * * root ")
+    assert "scheduler submit /etc/benchfleet/nightly/NAME.yaml --wait && " in cron[0]
+    assert cron[0].endswith("collector history NAME --changes --fail-on-slower 5")

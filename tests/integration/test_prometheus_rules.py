@@ -196,3 +196,15 @@ def test_metrics_endpoints_pass_promtool_lint(make):
     out = promtool("check", "metrics", stdin=body)
     assert out.returncode == 0
     assert out.stdout.decode() + out.stderr.decode() == ""
+
+
+def test_rule_unit_tests_catch_a_regression_alert_that_fires_for_a_flat_spec(tmp_path):
+    """A regression alert that fires on any exported spec (0 included) pages for the flat one, and the
+    tests say so."""
+    def any_spec(rule):
+        if rule.get("alert") == "BenchfleetRegression":
+            rule["expr"] = "max by (spec, campaign, since) (benchfleet_regression) >= 0"
+
+    out = _rule_tests_with(tmp_path, any_spec)
+    assert out.returncode != 0
+    assert b"BenchfleetRegression" in out.stdout + out.stderr

@@ -105,7 +105,9 @@ def test_report_and_compare_take_every_format_and_history_its_few():
     args = p.parse_args(["compare", "a", "b", "--delta", "--mark-high-cv", "--metric", "status:Key_reads"])
     assert (args.mode, args.mark_high_cv, args.metric) == ("delta", True, "status:Key_reads")
     with pytest.raises(SystemExit):
-        p.parse_args(["history", "--target", "t", "--workload", "w", "--threads", "1", "--format", "markdown"])
+        p.parse_args(["history", "--target", "t", "--workload", "w", "--threads", "1", "--format", "ods"])
     with pytest.raises(ValueError, match="format must be one of"):
         registry.renderer("pdf")
     assert registry.names("history") == ("text", "csv", "json")
+    # Markdown renders a spec's change points (history SPEC --changes), not one cell's history.
+    assert registry.names("changes") == ("text", "markdown", "csv", "json")

@@ -175,6 +175,15 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
+class CampaignNight:
+    """One campaign of a spec's history: which, when it was recorded, and its state (finished, ...)."""
+
+    campaign_id: str
+    created_at: float
+    state: str
+
+
+@dataclass(frozen=True)
 class TargetBuild:
     """What ran as one target in a campaign's results: the build, its version string, the sha256
     of its server binary and the allocator found loaded (None where a result did not record it)."""

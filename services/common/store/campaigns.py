@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from services.common.messages.runs import RunSpec
+from services.common.results.rows import CampaignNight
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.stored import read_stored_spec
 from services.common.errors import NotYourCampaign, StoreError
@@ -109,6 +110,12 @@ class Campaigns:
         cid, name, spec_json, baseline, total, state, created = rows[0]
         # Leniently: a campaign recorded by an earlier spec model stays readable (stored_spec).
         return CampaignRow(cid, name, read_stored_spec(spec_json, cid), baseline, int(total), state, float(created))
+
+    def named(self, name: str) -> list[CampaignNight]:
+        """Every campaign of one name (a spec's nights), oldest first."""
+        return [CampaignNight(r[0], float(r[1]), r[2]) for r in self.db.rows(
+            "SELECT campaign_id, created_at, state FROM campaigns WHERE name=%s ORDER BY created_at, campaign_id",
+            (name,))]
 
     def latest(self, limit: int = 20) -> list[CampaignRow]:
         """The ``limit`` newest campaigns, newest first."""

@@ -297,6 +297,16 @@ class Results:
             entries.append(HistoryEntry(r[0], float(r[1]), row))
         return entries
 
+    def of_spec(self, name: str) -> list[HistoryEntry]:
+        """Every result of every campaign named ``name`` (one spec's nights), oldest campaign first;
+        the result columns only."""
+        return [HistoryEntry(r[0], float(r[1]), ResultRow.from_columns(r[2:2 + len(COLUMNS)]))
+                for r in self.db.rows(
+                    f"SELECT c.name, c.created_at, {_ROW_SELECT_R}"
+                    " FROM results r JOIN campaigns c ON c.campaign_id = r.campaign_id"
+                    " WHERE c.name=%s ORDER BY c.created_at, r.target, r.workload, r.threads, r.repetition",
+                    (name,))]
+
     def get(self, run_id: str) -> RunResult | None:
         """The whole stored result of one run, decoded; None when the run has none."""
         rows = self.db.rows("SELECT result_json, result_z FROM results WHERE run_id=%s", (run_id,))

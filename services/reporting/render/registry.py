@@ -1,5 +1,5 @@
 """The one table of output formats: each name maps to one renderer, which says what it renders
-(a report, a comparison, a history), whether it writes bytes to a file or text, and its suffix.
+(a report, a comparison, a history, a spec's change points), whether it writes bytes to a file or text, and its suffix.
 
 Every command that prints a report takes its ``--format`` choices and its rendering from here;
 renderers return the text or bytes and the commands write them out.
@@ -13,12 +13,16 @@ from typing import Callable, Literal
 from services.reporting.compare import CampaignComparison, render_compare_csv, render_compare_markdown, render_compare_text
 from services.reporting.history import History, render_history_csv, render_history_json, render_history_text
 from services.reporting.options import ReportOptions
+from services.reporting.render.changes import (render_changes_csv, render_changes_json, render_changes_markdown,
+                                               render_changes_text)
 from services.reporting.render.html import render_compare_html, render_html_report
 from services.reporting.render.machine_formats import render_compare_json, render_compare_ods, render_json, render_ods
 from services.reporting.report import Report, render_csv_lines, render_lines, render_markdown_lines
+from services.reporting.spec_history import SpecChanges
 
-#: What a renderer can render: ``collector report``'s campaign, ``compare``'s two, ``history``'s cell.
-Document = Literal["report", "compare", "history"]
+#: What a renderer can render: ``collector report``'s campaign, ``compare``'s two, ``history``'s cell,
+#: ``history SPEC --changes``'s change points.
+Document = Literal["report", "compare", "history", "changes"]
 #: The format a command prints when not told otherwise: the seeds' text tables.
 DEFAULT_FORMAT = "text"
 
@@ -34,6 +38,7 @@ class Renderer:
     report: Callable[[Report], str | bytes] | None = None
     compare: Callable[[CampaignComparison], str | bytes] | None = None
     history: Callable[[History], str] | None = None
+    changes: Callable[[SpecChanges], str] | None = None
     #: Bytes (a zip, say) that only a file holds: every command refuses it without ``--out``.
     to_file: bool = False
     #: Carries every recorded metric's table, not only the chosen one.
@@ -58,6 +63,11 @@ class Renderer:
         if self.history is None:
             raise ValueError(f"format {self.name} renders no history")
         return self.history(h)
+
+    def render_changes(self, c: SpecChanges) -> str:
+        if self.changes is None:
+            raise ValueError(f"format {self.name} renders no change points")
+        return self.changes(c)
 
     def options(self, opts: ReportOptions) -> ReportOptions:
         """``opts`` as this format needs them: every table for the formats that carry them all."""
@@ -97,11 +107,14 @@ def _text(lines: Callable[[Report], list[str]]) -> Callable[[Report], str]:
     return lambda report: "\n".join(lines(report)) + "\n"
 
 
-register(Renderer("text", ".txt", report=_text(render_lines), compare=render_compare_text, history=render_history_text))
-register(Renderer("markdown", ".md", report=_text(render_markdown_lines), compare=render_compare_markdown))
-register(Renderer("csv", ".csv", report=_text(render_csv_lines), compare=render_compare_csv, history=render_history_csv))
+register(Renderer("text", ".txt", report=_text(render_lines), compare=render_compare_text, history=render_history_text,
+                  changes=render_changes_text))
+register(Renderer("markdown", ".md", report=_text(render_markdown_lines), compare=render_compare_markdown,
+                  changes=render_changes_markdown))
+register(Renderer("csv", ".csv", report=_text(render_csv_lines), compare=render_compare_csv, history=render_history_csv,
+                  changes=render_changes_csv))
 register(Renderer("json", ".json", report=render_json, compare=render_compare_json, history=render_history_json,
-                  every_table=True))
+                  changes=render_changes_json, every_table=True))
 register(Renderer("ods", ".ods", report=render_ods, compare=render_compare_ods, to_file=True, every_table=True))
 register(Renderer("html", ".html", report=render_html_report, compare=render_compare_html, every_table=True,
                   plots=True))
