@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.common.terminal import escape_controls
+
 
 class BenchfleetError(Exception):
     """Base of every error benchfleet raises on purpose; its text is fit for a user."""
@@ -59,7 +61,8 @@ class FieldError:
         where = f"{source}:{self.line}: " if self.line else f"{source}: "
         # One line per error, whatever the user's value held (it may be quoted in the message).
         message = "\\n".join(self.message.splitlines()) or self.message
-        return f"{where}{self.path or '(spec)'}: {message}"
+        # A key is the spec's own text: a line break in it is shown (\x0a), never a second line.
+        return f"{where}{escape_controls(self.path, keep='') or '(spec)'}: {message}"
 
 
 class SpecError(UsageError):

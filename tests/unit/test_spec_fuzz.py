@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from services.scheduler import cli
@@ -70,6 +70,8 @@ def no_io(monkeypatch):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.sampled_from(PATHS), junk, st.booleans()), min_size=1, max_size=3),
        command=st.sampled_from(["validate", "submit"]))
+# An option key that is a line break once split its problem's line in two.
+@example(edits=[(("workloads", 1, "options"), {"\n": False}, False)], command="validate")
 def test_mutated_specs_exit_2_naming_a_field(edits, command, tmp_path_factory, capsys, no_io):
     """A spec with random fields replaced or removed: exit 0 (still valid: then validate only) or
     exit 2 with one `error: FILE[:LINE]: FIELD: message` line per problem, and no traceback."""
