@@ -132,7 +132,8 @@ class Collector:
                  db_check_every_s: float = DB_CHECK_EVERY_S, reap_grace_s: float = 900.0,
                  directory: WorkerDirectory | None = None,
                  after_store: Callable[[ResultStore, RunResult], None] | None = None,
-                 after_fail: Callable[[ResultStore, str, str | None], None] | None = None):
+                 after_fail: Callable[[ResultStore, str, str | None], None] | None = None,
+                 cancels: Callable[[Broker, ResultStore], None] | None = None):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
         self.open_store = open_store
@@ -144,6 +145,9 @@ class Collector:
         self.directory = directory or WorkerDirectory()
         #: Runs after each stored result, before the ack (the per-cell statistics of its workload).
         self.after_store = after_store
+        #: Runs on each tick while the DB answers: tells the workers of cancelled campaigns
+        #: (services/collector/cancel_relay.py).
+        self.cancels = cancels
         self._next_depth_check = 0.0
         self._next_db_check = 0.0
         self._next_campaign_check = 0.0
@@ -267,6 +271,8 @@ class Collector:
         if self._down_since is None and self._store is not None:
             try:
                 self.finaliser.tick(bus, self._store)
+                if self.cancels is not None:
+                    self.cancels(bus, self._store)
                 if now >= self._next_campaign_check:
                     self._next_campaign_check = now + CAMPAIGN_CHECK_EVERY_S
                     self._campaign_ends(self._store)

@@ -130,12 +130,12 @@ def _report_flags_refused(args: argparse.Namespace) -> str | None:
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     from services.scheduler.guards import cancel_campaign
 
-    done = cancel_campaign(settings, args.campaign, rabbit_factory(settings, Role.SCHEDULER))
+    done = cancel_campaign(settings, args.campaign)
     if done is None:
         _err(f"no campaign {args.campaign!r} in the results DB")
         return EXIT_USAGE
     campaign_id, dropped = done
-    print(f"campaign {campaign_id} cancelled: {dropped} pending runs dropped; active runs stop within seconds")
+    print(f"campaign {campaign_id} cancelled: {dropped} pending runs dropped; the collector tells the workers, whose active runs stop within seconds")
     return EXIT_OK
 
 
