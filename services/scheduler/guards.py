@@ -6,17 +6,24 @@ from __future__ import annotations
 import time
 
 from services.common import logs
+from services.common.bus.broker import BusFactory
 from services.common.config import Settings
 from services.common.store import Store
 
 log = logs.get("scheduler")
 
 
-def cancel_campaign(settings: Settings, ref: str) -> tuple[str, int] | None:
+#: How long `scheduler cancel` waits for the collector to tell the workers.
+TOLD_WITHIN_S = 15.0
+
+
+def cancel_campaign(settings: Settings, ref: str, connect: BusFactory | None = None,
+                    told_within_s: float = TOLD_WITHIN_S) -> tuple[str, int, bool] | None:
     """Cancel a campaign by id or name in the results DB (its procedures refuse another
     submitter's campaign): pending runs are dropped there, and the collector then tells every
-    worker to stop the campaign's active run and drop its queued runs. None when there is no
-    such campaign."""
+    worker to stop the campaign's active run and drop its queued runs. With ``connect``, wait
+    until the cancel is in the control log. (campaign id, pending runs dropped, workers told);
+    None when there is no such campaign."""
     # No broker message from here: a submitter's broker user may not publish to the control
     # exchange, or it could stop any campaign's runs whatever the results DB says.
     with Store(settings) as store:
@@ -25,4 +32,21 @@ def cancel_campaign(settings: Settings, ref: str) -> tuple[str, int] | None:
             return None
         dropped = store.campaigns.cancel(c.campaign_id, time.time())
     log.info("campaign_cancelled", campaign_id=c.campaign_id, pending_dropped=dropped)
-    return c.campaign_id, dropped
+    told = connect is not None and _told(connect, c.campaign_id, told_within_s)
+    return c.campaign_id, dropped, told
+
+
+def _told(connect: BusFactory, campaign_id: str, within_s: float) -> bool:
+    """Whether the collector put the campaign's cancel in the control log within ``within_s``:
+    from then on every worker, connected or connecting later, obeys it."""
+    deadline = time.monotonic() + within_s
+    seen: set[str] = set()
+    with connect("benchfleet scheduler cancel") as bus:
+        while True:
+            bus.replay_control_log("scheduler-cancel", lambda m: seen.add(m.campaign_id),
+                                   should_stop=lambda: False, timeout_s=max(1.0, deadline - time.monotonic()))
+            if campaign_id in seen:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
