@@ -10,6 +10,7 @@ from typing import Protocol
 from services.common import logs
 from services.common.bus.broker import Broker
 from services.common.bus.control import ControlMessage
+from services.common.errors import BusError
 
 log = logs.get(__name__)
 
@@ -20,6 +21,10 @@ CHECK_EVERY_S = 1.0
 #: long (bus.CONTROL_LOG_MAX_AGE, 30 days), so a worker connecting later would not learn of an
 #: older one either.
 WINDOW_S = 30 * 86400.0
+#: After the broker refused a cancel (the collector's user lacks the grant: deploy/ensure-services
+#: rabbitmq of an earlier version), the next try; each refusal closes the channel, so the collector
+#: reconnects once per try rather than at every tick.
+REFUSED_RETRY_S = 60.0
 
 
 class CancelledCampaigns(Protocol):
@@ -47,6 +52,14 @@ class CancelRelay:
         for campaign_id in campaigns.cancelled_since(time.time() - self.window_s):
             if campaign_id in self.relayed:
                 continue
-            bus.publish_control(ControlMessage(action="cancel", campaign_id=campaign_id))
+            try:
+                bus.publish_control(ControlMessage(action="cancel", campaign_id=campaign_id))
+            except BusError as e:
+                if "ACCESS_REFUSED" in str(e):
+                    self._next_check = now + REFUSED_RETRY_S
+                    log.error("cancel_relay_refused", campaign_id=campaign_id, error=str(e), retry_in_s=REFUSED_RETRY_S,
+                              hint="the collector's broker user may not publish cancels: run deploy/ensure-services "
+                                   "rabbitmq (docs/operations.md); the workers obey no cancel until then")
+                raise
             self.relayed.add(campaign_id)
             log.info("cancel_relayed", campaign_id=campaign_id)
