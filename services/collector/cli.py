@@ -45,6 +45,7 @@ _DEFAULTS = ReportOptions()
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # Imported here, not at the top: the report commands then load neither pika nor the consumer.
+    from services.collector.cancel_relay import CancelRelay
     from services.collector.consumer import Collector
     from services.collector.http_sd import SD_PATH, WorkerDirectory
     from services.collector.prometheus import CollectorMetrics
@@ -59,11 +60,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # Prometheus' http_sd_configs read the fleet's workers beside the collector's /metrics.
     metrics.routes[SD_PATH] = directory.render
     pools = tuple(p for p in args.pools.split(",") if p)
+    relay = CancelRelay()
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
                   metrics=metrics, directory=directory, reap_grace_s=settings.reap_grace_s,
                   after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload, cell=r.cell),  # type: ignore[arg-type]
                   after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload),  # type: ignore[arg-type]
-                  after_end=lambda store, cid: judge_spec(store, metrics, cid))  # type: ignore[arg-type]
+                  after_end=lambda store, cid: judge_spec(store, metrics, cid),  # type: ignore[arg-type]
+                  cancels=lambda bus, store: relay.tick(bus, store.campaigns))  # type: ignore[attr-defined]
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
     with announced(metrics, settings, "collector"):

@@ -133,7 +133,8 @@ class Collector:
                  directory: WorkerDirectory | None = None,
                  after_store: Callable[[ResultStore, RunResult], None] | None = None,
                  after_fail: Callable[[ResultStore, str, str | None], None] | None = None,
-                 after_end: Callable[[ResultStore, str], None] | None = None):
+                 after_end: Callable[[ResultStore, str], None] | None = None,
+                 cancels: Callable[[Broker, ResultStore], None] | None = None):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
         self.open_store = open_store
@@ -147,6 +148,9 @@ class Collector:
         self.after_store = after_store
         #: Runs once a campaign's runs all ended (its spec's change points and regression).
         self.after_end = after_end
+        #: Runs on each tick while the DB answers: tells the workers of cancelled campaigns
+        #: (services/collector/cancel_relay.py).
+        self.cancels = cancels
         self._next_depth_check = 0.0
         self._next_db_check = 0.0
         self._next_campaign_check = 0.0
@@ -270,6 +274,8 @@ class Collector:
         if self._down_since is None and self._store is not None:
             try:
                 self.finaliser.tick(bus, self._store)
+                if self.cancels is not None:
+                    self.cancels(bus, self._store)
                 if now >= self._next_campaign_check:
                     self._next_campaign_check = now + CAMPAIGN_CHECK_EVERY_S
                     self._campaign_ends(self._store)

@@ -34,6 +34,8 @@ def load(store: Store, ref: str, *, with_results: bool = True, workload: str | N
         rows = [row.with_result(whole.get(row.run_id)) for row in rows]
     elif figures:
         rows = _whole_where_no_figures(store, c.campaign_id, rows)
+    if not with_results:
+        rows = _whole_where_behind(store, c.campaign_id, rows)
     spec = c.spec
     settings = spec.public_dump()  # no password_env/password_file in reports and exports
     settings["campaign_id"] = c.campaign_id
@@ -47,6 +49,16 @@ def load(store: Store, ref: str, *, with_results: bool = True, workload: str | N
     if series and not with_results:
         data = _with_series(store, data)
     return data
+
+
+def _whole_where_behind(store: Store, campaign_id: str, rows: list[ResultRow]) -> list[ResultRow]:
+    """The rows, those of runs that fell behind their open-loop rate with their whole results
+    (how far behind is there, not in a column); such runs are few."""
+    behind = [r.run_id for r in rows if "behind" in r.flags and r.result is None]
+    if not behind:
+        return rows
+    whole = {r.run_id: r for r in store.results.whole(campaign_id, behind)}
+    return [row.with_result(whole[row.run_id]) if row.run_id in whole else row for row in rows]
 
 
 def _whole_where_no_figures(store: Store, campaign_id: str, rows: list[ResultRow]) -> list[ResultRow]:

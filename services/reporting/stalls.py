@@ -13,12 +13,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from services.common.messages.results import FellBehind
 from services.common.results.rows import ResultRow
 from services.common.results.stalls import MIN_COMPLETED_PER_CONNECTION, OVERRUN_FRACTION, OVERRUN_MIN_S
 from services.reporting.tables import MARK_SHORT, MARK_STALL, Table
 
-#: The flags the ``~`` mark stands for; "short" has ``<``.
-_STALL_FLAGS = frozenset({"stall", "overrun"})
+#: The flags the ``~`` mark stands for; "short" has ``<``. "behind": an open-loop run whose
+#: connections fell behind the offered rate until its backlog ended it (a finding, stored).
+_STALL_FLAGS = frozenset({"stall", "overrun", "behind"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class StalledRun:
     per_connection: float | None = None
     per_connection_min: int | None = None
     per_connection_median: float | None = None
+    #: How far an open-loop run fell behind its rate ("behind"); None when not, or not read.
+    behind: FellBehind | None = None
 
     @property
     def short(self) -> bool:
@@ -49,16 +53,22 @@ class StalledRun:
 
     def as_data(self) -> dict[str, object]:
         """The run as plain JSON data (what the JSON exports list)."""
-        return dict(dataclasses.asdict(self), flags=list(self.flags))
+        return dict(dataclasses.asdict(self), flags=list(self.flags),
+                    behind=self.behind.model_dump() if self.behind is not None else None)
 
 
 def stalled_runs(rows: Iterable[ResultRow]) -> list[StalledRun]:
     """The successful runs whose quality is flagged (stall or overrun), in cell order; failed runs
     are already left out of the numbers and listed as failures."""
     out = [StalledRun(r.run_id, r.target, r.workload, r.threads, r.repetition, r.flags, r.stalled_s or 0,
-                      r.longest_stall_s or 0, r.max_ms, r.overrun_s or 0.0, r.qps, *_per_connection(r))
+                      r.longest_stall_s or 0, r.max_ms, r.overrun_s or 0.0, r.qps, *_per_connection(r), _behind(r))
            for r in rows if r.status == "ok" and r.flags]
     return sorted(out, key=lambda s: (s.workload, s.target, s.threads, s.repetition))
+
+
+def _behind(r: ResultRow) -> FellBehind | None:
+    q = r.result.quality if r.result is not None else None
+    return q.behind if q is not None else None
 
 
 def _per_connection(r: ResultRow) -> tuple[float | None, int | None, float | None]:
@@ -129,13 +139,20 @@ def stall_lines(found: Sequence[StalledRun], checked: bool = True) -> list[str]:
         return [f"No stall: every run completed transactions every second and ended within "
                 f"{OVERRUN_FRACTION * 100:g}% of its planned time."]
     lines = []
-    stalled = [s for s in found if _STALL_FLAGS & set(s.flags)]
+    stalled = [s for s in found if {"stall", "overrun"} & set(s.flags)]
     if stalled:
         lines.append(f"Stalls and overruns ({MARK_STALL}): runs with seconds without a completed transaction, or "
                      f"wall time more than {OVERRUN_FRACTION * 100:g}% (and {OVERRUN_MIN_S:g} s) past warm-up + duration:")
     for s in stalled:
         lines.append(f"  {s.target} / {s.workload} / {_threads(s.threads)} / repetition {s.repetition} "
                      f"(run {s.run_id}): {describe(s)}")
+    behind = [s for s in found if "behind" in s.flags]
+    if behind:
+        lines.append(f"Fell behind the offered rate ({MARK_STALL}): open-loop runs whose connections could not start "
+                     "transactions as fast as they arrived, until the backlog ended the run (what it measured is kept):")
+    for s in behind:
+        lines.append(f"  {s.target} / {s.workload} / {_threads(s.threads)} / repetition {s.repetition} "
+                     f"(run {s.run_id}): {describe_behind(s)}")
     short = [s for s in found if s.short]
     if short:
         lines.append(f"Short windows ({MARK_SHORT}): runs that completed fewer than {MIN_COMPLETED_PER_CONNECTION:g} "
@@ -145,6 +162,14 @@ def stall_lines(found: Sequence[StalledRun], checked: bool = True) -> list[str]:
         lines.append(f"  {s.target} / {s.workload} / {_threads(s.threads)} / repetition {s.repetition} "
                      f"(run {s.run_id}): {describe_short(s)}")
     return lines
+
+
+def describe_behind(s: StalledRun) -> str:
+    """How far a run fell behind its rate, where the whole result was read."""
+    b = s.behind
+    far = (f"{b.due:,} transactions due and not started after {b.after_s:,.1f} s at {b.rate:,.0f}/s offered, "
+           if b is not None else "")
+    return far + f"{s.qps:,.0f} q/s"
 
 
 def describe_short(s: StalledRun) -> str:

@@ -128,14 +128,19 @@ def _report_flags_refused(args: argparse.Namespace) -> str | None:
 
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
-    from services.scheduler.guards import cancel_campaign
+    from services.scheduler.guards import TOLD_WITHIN_S, cancel_campaign
 
     done = cancel_campaign(settings, args.campaign, rabbit_factory(settings, Role.SCHEDULER))
     if done is None:
         _err(f"no campaign {args.campaign!r} in the results DB")
         return EXIT_USAGE
-    campaign_id, dropped = done
-    print(f"campaign {campaign_id} cancelled: {dropped} pending runs dropped; active runs stop within seconds")
+    if done.told:
+        print(f"campaign {done.campaign_id} cancelled: {done.dropped} pending runs dropped; active runs stop within seconds")
+    else:
+        # The results DB holds the cancel: the collector tells the workers once it runs.
+        print(f"campaign {done.campaign_id} cancelled: {done.dropped} pending runs dropped")
+        _err(f"warning: the collector has not told the workers within {TOLD_WITHIN_S:g} s (is it running?); "
+             "they stop the campaign's runs once it does")
     return EXIT_OK
 
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 from services.common.bus.broker import Broker
-from services.common.bus.control import ControlMessage
 from services.common.errors import SubmitLockBusy
 from services.common.messages.runs import RunSpec
 from services.common.messages.parts import PartOf
@@ -145,9 +144,9 @@ def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id:
 
 
 def _cancel(ledger: CampaignLedger, bus: Broker, campaign_id: str) -> None:
-    """Cancel a campaign whose runs were published: workers drop its queued runs unmeasured."""
+    """Cancel a campaign whose runs were published: the collector, seeing it cancelled in the
+    results DB, tells the workers, who drop its queued runs unmeasured (services/collector/cancel_relay.py)."""
     ledger.cancel(campaign_id)
-    bus.publish_control(ControlMessage(action="cancel", campaign_id=campaign_id))
 
 
 def split_run(run: RunSpec, load_hosts: int) -> list[RunSpec]:

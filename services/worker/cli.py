@@ -100,9 +100,12 @@ def cmd_builds(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_data(args: argparse.Namespace, settings: Settings) -> int:
     """``worker prepare|cleanup SPEC``: the sbtest tables of every dsn target of a spec."""
     from services.worker import prepare
-    from services.worker.target import dsn
+    from services.worker.target import account_check, dsn
+    from services.worker.target.account_policy import AccountPolicy
+    from services.worker.target.lifecycle import protected_schemas
 
     spec = load_spec(args.spec)
+    accounts = AccountPolicy.from_environ(os.environ)
     for t in spec.targets:
         if t.kind == "managed":
             print(f"{t.name}: managed; the worker prepares its tables after starting its server")
@@ -112,6 +115,16 @@ def cmd_data(args: argparse.Namespace, settings: Settings) -> int:
         except TargetError as e:  # the spec names a password this host does not have
             error(str(e))
             return EXIT_USAGE
+        try:
+            # The same refusal as a run's: a spec handed to the operator must not make these
+            # commands act as root or as an account holding more than the tables need.
+            account_check.check(params, f"targets.{t.name}", accounts, protected_schemas(os.environ))
+        except TargetError as e:
+            error(str(e))
+            return EXIT_USAGE
+        except Exception as e:  # the server refused the connection: say which target
+            error(f"target {t.name}: {e}")
+            return EXIT_CONNECT
         try:
             if args.action == "prepare":
                 # auto_inc off only when every workload that cares asks for it; with a mix, the

@@ -13,7 +13,7 @@ from typing import Callable
 from services.common import logs
 from services.common.results import agreement, stalls
 from services.common.errors import DbError
-from services.common.messages.results import RunResult
+from services.common.messages.results import FellBehind, RunResult
 from services.common.messages.runs import RunSpec
 from services.worker.parts.share import share_of
 from services.worker import fdlimit, prepare
@@ -122,16 +122,23 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
     # Only a finished run is judged: a cancelled one stopped early by request.
     # A run told to measure N events (sysbench's --events) may end before its duration: it is
     # judged on the time it measured.
-    measured_for = min(run.duration, outcome.measured_s) if run.events else run.duration
+    # So is an open-loop run its backlog ended (it fell behind the rate: the finding is how far).
+    measured_for = min(run.duration, outcome.measured_s) if run.events or outcome.behind is not None else run.duration
     quality = stalls.assess(outcome.series.transactions, warmup_s=run.warmup, duration_s=measured_for,
                             wall_s=outcome.ended_at - outcome.started_at, rate=share.rate,
                             completed=outcome.totals.transactions, threads=share.threads) if status == "ok" else None
     server = server_run.report(session, outcome, _counter(run), to_end=run.driver in WHOLE_PROCESS_DRIVERS)
-    if quality is not None and server.count is not None:
+    # A run its backlog ended stopped mid-transaction on every connection: the server's count at the
+    # planned window's end says nothing about the client's, so none is judged.
+    if quality is not None and server.count is not None and outcome.behind is None:
         # sysbench reports no window: nothing known in flight, the 2 % alone applies.
         in_flight = outcome.window.in_flight_at_end if outcome.window is not None else 0
         quality = quality.model_copy(update={"server_agreement": agreement.assess(
             outcome.totals.transactions, server.count.server_transactions, in_flight=in_flight)})
+    if quality is not None and outcome.behind is not None:
+        # Stored and marked, not failed: another attempt at the same rate falls behind again.
+        quality = quality.model_copy(update={"flags": [*quality.flags, "behind"], "behind": FellBehind(
+            due=outcome.behind, rate=run.rate or 0.0, after_s=round(outcome.measured_s, 3))})
     return RunResult(
         status=status,
         started_at=outcome.started_at,

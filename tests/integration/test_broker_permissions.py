@@ -1,6 +1,6 @@
 """Least privilege on the broker: deploy/ensure-services makes one user per role, and each may do
 its job and no more (the worker cannot publish runs or cancels, the scheduler cannot publish
-results, the collector can only consume). Runs the real script, twice, on a vhost of its own."""
+results or cancels, the collector publishes only cancels and dead letters). Runs the real script, twice, on a vhost of its own."""
 
 from __future__ import annotations
 
@@ -99,8 +99,9 @@ def _bus(settings: Settings, role: Role) -> RabbitBus:
 
 
 def test_each_role_does_its_job_and_no_more(deployed):
-    """Scheduler publishes runs and cancels; the worker takes runs, publishes results and reads
-    the control log; the collector takes results. Each is refused the others' publishes."""
+    """Scheduler publishes runs; the worker takes runs, publishes results and reads the control
+    log; the collector takes results and publishes cancels. Each is refused the others' publishes:
+    the scheduler's user, which every submitter holds, cannot publish a cancel."""
     tag, tmp_path, runs, passwords = deployed
     assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
     # Idempotent: the second run kept the passwords and wrote the same fleet.env.
@@ -125,7 +126,10 @@ def test_each_role_does_its_job_and_no_more(deployed):
     with _bus(sched, Role.SCHEDULER) as s:
         s.declare((POOL,))
         s.publish_runs(POOL, [b'{"run": 1}'])
-        s.publish_control(ControlMessage(action="cancel", campaign_id="c"))
+    with _bus(sched, Role.SCHEDULER) as s:
+        _refused(lambda: s.publish_control(ControlMessage(action="cancel", campaign_id="forged")))
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.publish_control(ControlMessage(action="cancel", campaign_id="c"))
     with _bus(sched, Role.SCHEDULER) as s:
         _refused(lambda: s.publish_result(b"{}"))
 
@@ -288,7 +292,8 @@ def test_a_worker_publishes_results_but_can_neither_take_nor_purge_any(deployed)
         c.declare((POOL,))
     with _bus(sched, Role.SCHEDULER) as s:
         s.declare((POOL,))
-        s.publish_control(ControlMessage(action="cancel", campaign_id="kept"))
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.publish_control(ControlMessage(action="cancel", campaign_id="kept"))
     event = RunEvent(run_id="r2", campaign_id="c2", state="running", worker="w", at=0.0).encode()
     with _bus(work, Role.WORKER) as w:
         w.declare((POOL,))

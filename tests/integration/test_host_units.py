@@ -78,7 +78,9 @@ def test_installed_worker_unit_verifies_and_reinstall_changes_nothing(tmp_path):
     assert nofile >= files_needed(4096)
     assert "Restart=on-failure" in text
     env = (etc / "worker.env").read_text()
-    assert "BENCHFLEET_AMQP_URL=amqp://benchfleet-worker@10.99.0.1:5672/benchfleet" in env
+    # This host's own broker user by default, named for its short host name.
+    short = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
+    assert f"BENCHFLEET_AMQP_URL=amqp://benchfleet-worker-{short}@10.99.0.1:5672/benchfleet" in env
     assert "BENCHFLEET_POOL=rack1" in env and "s3cret" not in env
     inst = (etc / "worker-2.env").read_text()
     assert "BENCHFLEET_CLIENT_CPUS=1" in inst and "BENCHFLEET_METRICS_PORT=9470" in inst
@@ -89,6 +91,25 @@ def test_installed_worker_unit_verifies_and_reinstall_changes_nothing(tmp_path):
     assert second.returncode == 0, second.stderr
     assert "wrote" not in second.stderr and second.stderr.count("unchanged") == 4
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_host_installed_with_the_shared_broker_user_keeps_it_with_a_warning(tmp_path):
+    """Upgrading: a host whose worker.env names the broker user all hosts shared keeps it (the
+    control host still has it), and every install warns; --worker-host gives it its own."""
+    _need_root_and_systemd_analyze()
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "worker.env").write_text("BENCHFLEET_AMQP_URL=amqp://benchfleet-worker@10.99.0.1:5672/benchfleet\n")
+    kept = install_worker(tmp_path, "--broker", "10.99.0.1", "--amqp-password-file", str(pw))
+    assert kept.returncode == 0, kept.stderr
+    assert "BENCHFLEET_AMQP_URL=amqp://benchfleet-worker@10.99.0.1:5672/benchfleet" in (etc / "worker.env").read_text()
+    assert "warning: shared broker user benchfleet-worker" in kept.stderr
+    own = install_worker(tmp_path, "--broker", "10.99.0.1", "--worker-host", "lh11")
+    assert own.returncode == 0, own.stderr
+    assert "BENCHFLEET_AMQP_URL=amqp://benchfleet-worker-lh11@10.99.0.1:5672/benchfleet" in (etc / "worker.env").read_text()
+    assert "shared broker user" not in own.stderr
 
 
 def test_install_worker_refuses_bad_input_and_writes_nothing(tmp_path):

@@ -277,14 +277,16 @@ def test_open_loop_above_capacity_queues_and_latency_grows_with_the_queue(_maria
     assert out.latency.p50_ms > 20 * closed.latency.p50_ms
 
 
-def test_an_open_loop_backlog_past_its_bound_ends_the_run_naming_it(_mariadb):
+def test_an_open_loop_backlog_past_its_bound_ends_the_run_with_what_it_measured(_mariadb):
     """A million arrivals a second on one connection: the backlog passes its bound within
-    seconds, and the run ends there with an error saying so, long before its 20 s."""
+    seconds, and the run ends there, long before its 20 s, keeping what it measured and how far
+    behind the rate it was (a finding about the server, not a failure)."""
     t0 = time.monotonic()
-    with pytest.raises(LoadError, match=r"open-loop backlog passed 1,000,00\d transactions due and not started"):
-        run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=1, warmup=0,
-                             duration=20, seed=13, rate=1_000_000))
+    out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=1, warmup=0,
+                               duration=20, seed=13, rate=1_000_000))
     assert time.monotonic() - t0 < 15
+    assert out.behind is not None and out.behind >= 1_000_000, out.behind
+    assert out.totals.transactions > 0 and 0 < out.measured_s < 15
 
 
 def test_latency_by_kind_times_every_statement_and_merges_exactly(_mariadb):

@@ -90,7 +90,7 @@ def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb, *
     ctl = topo.hosts["ctl"]
     env = {**host_paths(topo, "ctl"), **rabbit.env, "BENCHFLEET_MARIADB_SOCKET": db.socket,
            "BENCHFLEET_MARIADB_CONF_DIR": str(ctl.workdir / "mariadb.conf.d")}
-    args = ["--client-hosts", topo.subnet_pattern, "--db-bind", "0.0.0.0", "--pools", "default"]
+    args = ["--worker-hosts", "w1,w2", "--client-hosts", topo.subnet_pattern, "--db-bind", "0.0.0.0", "--pools", "default"]
     first = topo.exec("ctl", str(ROOT / "deploy/host/install-control"), *args, env=env)
     if twice:
         again = topo.exec("ctl", str(ROOT / "deploy/host/install-control"), *args, env=env)
@@ -102,7 +102,10 @@ def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb, *
 
 def install_worker(topo: Topology, role: str, ctl_etc: Path, cpu: str, tls: Tls, *env: str) -> None:
     host = topo.hosts[role]
-    args = ["--broker", topo.hosts["ctl"].addr, "--amqp-password-file", str(ctl_etc / "secrets/amqp_password_worker"),
+    # Each worker host its own broker user (install-control --worker-hosts); the hosts share this
+    # machine's host name, so each names itself.
+    args = ["--broker", topo.hosts["ctl"].addr, "--worker-host", role,
+            "--amqp-password-file", str(ctl_etc / f"secrets/amqp_password_worker-{role}"),
             "--tls-ca", str(tls.ca),
             "--metrics-addr", host.addr, "--metrics-port", "9464", "--client-cpus", cpu,
             # Seconds between AMQP heartbeats: the broker notices an unplugged host after two.

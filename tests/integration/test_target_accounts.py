@@ -186,3 +186,35 @@ def test_no_client_sends_a_password_in_clear_text_to_a_server_asking_for_it(clea
     except DbError:
         pass  # the rogue answers the connection's first statements oddly; the password went before
     assert rogue.passwords[before:] == [b"Clear-Canary-1\0"]
+
+
+def test_worker_prepare_and_cleanup_refuse_an_over_privileged_account(accounts, strict_worker, settings,
+                                                                      mariadb_params, tmp_path):
+    """The operator's `worker prepare` and `worker cleanup` check a spec's account as a run does:
+    ALL PRIVILEGES on the database exits 2 naming targets.t.user and creates nothing; the minimal
+    account prepares, and cleans up, the same spec."""
+    import os
+
+    def spec(user: str) -> Path:
+        f = tmp_path / f"{user}.yaml"
+        f.write_text(f"name: prep\ntargets:\n  - {{name: t, host: 127.0.0.1, port: {settings.db_port}, user: {user},"
+                     f" database: {accounts['db']}, password_env: {PW_VAR}}}\nworkloads: [oltp_point_select]\n"
+                     "data: {tables: 1, table_size: 100}\nthreads: [1]\nduration: 1s\n")
+        return f
+
+    env = {**os.environ, PW_VAR: accounts["password"], "PYTHONPATH": str(ROOT)}
+
+    def worker(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "services.worker.cli", *args], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+
+    for action in ("prepare", "cleanup"):
+        refused = worker(action, str(spec(accounts["big"])))
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert f"targets.t.user: the account {accounts['big']}@127.0.0.1 holds more than a run needs" in refused.stderr
+        assert not database_exists(mariadb_params, accounts["db"]), f"{action} acted for a refused account"
+    made = worker("prepare", str(spec(accounts["small"])))
+    assert made.returncode == 0, made.stderr
+    assert database_exists(mariadb_params, accounts["db"])
+    dropped = worker("cleanup", str(spec(accounts["small"])))
+    assert dropped.returncode == 0, dropped.stderr

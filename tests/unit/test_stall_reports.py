@@ -7,7 +7,7 @@ import io
 import json
 
 from services.common.messages.runs import Cell
-from services.common.messages.results import Latency, RunResult, Totals
+from services.common.messages.results import FellBehind, Latency, RunResult, Totals
 from services.common.results.rows import ResultRow
 from services.common.results.stalls import assess
 from services.reporting.analysis import CampaignData
@@ -90,6 +90,23 @@ def test_an_overrun_alone_marks_the_run():
     report = analyse(campaign(rows), ReportOptions(mode="absolute"))
     assert "~" in cells(report)[("on", 24)]
     assert [(s.flags, s.stalled_s, s.overrun_s) for s in report.stalled] == [(("overrun",), 0, 3.0)]
+
+
+def test_a_run_that_fell_behind_its_rate_is_marked_and_listed_with_how_far():
+    """An open-loop run ended by its backlog is stored ok with the "behind" flag: its cell gets ~
+    and the note gives how many transactions were due, after how long, at what rate."""
+    rows = [r for r in runs() if r.run_id != "c.on.t24.r2"]
+    behind = result("on", 24, 2, STEADY[:3])
+    q = behind.result.quality.model_copy(update={"flags": ["behind"], "behind": FellBehind(
+        due=1_000_003, rate=1_000_000, after_s=3.2)})
+    rows.append(ResultRow.of(behind.result.model_copy(update={"quality": q})))
+    report = analyse(campaign(rows), ReportOptions(mode="absolute"))
+    assert "~" in cells(report)[("on", 24)]
+    lines = render_lines(report)
+    i = lines.index(next(x for x in lines if x.startswith("Fell behind the offered rate (~)")))
+    assert lines[i + 1].startswith("  on / oltp_update_index / 24 threads / repetition 2 (run c.on.t24.r2): "
+                                   "1,000,003 transactions due and not started after 3.2 s at 1,000,000/s offered")
+    assert not any(x.startswith("Stalls and overruns") for x in lines)
 
 
 def test_clean_campaign_says_no_stall_and_old_results_say_nothing():

@@ -23,10 +23,11 @@ log, so the replay is complete when the worker reads its own marker. Markers of 
 are skipped.
 
 Who wrote an entry is told by the exchange it came through, which the log keeps with each
-message: only the scheduler may publish to the control exchange, while every worker may append
-markers through the sync exchange. So a control message counts only when it came through the
-control exchange, and a marker only through the sync exchange: a worker's broker user cannot
-forge a cancel for the other workers by sending one through the sync exchange.
+message: only the collector may publish to the control exchange (the cancels the results DB
+took), while every worker may append markers through the sync exchange. So a control message
+counts only when it came through the control exchange, and a marker only through the sync
+exchange: a worker's broker user cannot forge a cancel for the other workers by sending one
+through the sync exchange.
 
 This module holds the contract and the pure pieces; declaring and replaying live with the
 broker implementations (services/common/bus/rabbitmq.py, services/common/bus/stub.py).

@@ -367,7 +367,8 @@ class RabbitBus(Broker):
         self.declare_control_log()
 
         def on_body(_c: object, method: object, _p: object, body: bytes) -> None:
-            # Only the control exchange speaks for the scheduler (see services/common/bus/control.py).
+            # Only the control exchange speaks for the fleet: the collector alone publishes there
+            # (see services/common/bus/control.py).
             if method.exchange != self.names.control:  # type: ignore[attr-defined]
                 log.error("control_message_refused", exchange=method.exchange, source="control")  # type: ignore[attr-defined]
                 return

@@ -196,7 +196,7 @@ class ServerReport(_Message):
         return self.model_copy(update={"options": hide_secrets(self.options), "variables": hide_secrets(self.variables)})
 
 
-QualityFlag = Literal["stall", "overrun", "short"]
+QualityFlag = Literal["stall", "overrun", "short", "behind"]
 QUALITY_VERSION = 2
 
 
@@ -213,6 +213,17 @@ class ServerAgreement(_Message):
     off: NonNegative
     tolerance: NonNegative
     agrees: bool
+
+
+class FellBehind(_Message):
+    """An open-loop run whose connections fell so far behind the offered rate that a load
+    process held ``due`` arrivals due and not started: the run ended there, ``after_s`` into its
+    measurement. A finding about the server (or the client) at that rate, not a failure to retry."""
+
+    due: Count
+    #: The rate the spec offered, transactions per second over the whole run.
+    rate: NonNegative
+    after_s: NonNegative
 
 
 class RunQuality(_Message):
@@ -242,6 +253,9 @@ class RunQuality(_Message):
     #: The client's count against the server's (additive, no version change); None where the
     #: server's count is n/a (``server.count.reason``) or for results stored before it.
     server_agreement: ServerAgreement | None = None
+    #: Set with the "behind" flag (additive, no version change): how far an open-loop run fell
+    #: behind its rate when it ended; None for every other run and for results stored before it.
+    behind: FellBehind | None = None
 
 
 class QuiesceReport(_Message):

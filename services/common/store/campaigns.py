@@ -179,6 +179,12 @@ class Campaigns:
         self.db.transaction(f"cannot cancel campaign {campaign_id}", update)
         return counts[0]
 
+    def cancelled_since(self, created_after: float) -> list[str]:
+        """Ids of the cancelled campaigns created after ``created_after``, oldest first."""
+        rows = self.db.rows("SELECT campaign_id FROM campaigns WHERE state='cancelled' AND created_at > %s"
+                            " ORDER BY created_at", (created_after,))
+        return [r[0] for r in rows]
+
     def is_cancelled(self, campaign_id: str) -> bool:
         rows = self.db.rows("SELECT state FROM campaigns WHERE campaign_id=%s", (campaign_id,))
         return bool(rows) and rows[0][0] == "cancelled"

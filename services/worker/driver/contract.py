@@ -180,6 +180,9 @@ class LoadOutcome:
     #: transactions running, before and after the measured ones (sysbench); None: the server's
     #: count is taken at the window's edges.
     server_window: tuple[float, float] | None = None
+    #: Open loop: the arrivals due and not started when the backlog passed its bound and ended
+    #: the run (the measurement up to there is kept); None when it did not.
+    behind: int | None = None
 
     @property
     def client_cpu_us_per_query(self) -> float:

@@ -195,7 +195,7 @@ class LoadCore:
         return Fatal(None, f"the open-loop backlog passed {exceeded:,} transactions due and not started in one "
                            f"load process (rate {self.rate:g}/s there): its connections fell that far behind "
                            "the rate (the server, or the client, cannot keep it); a lower rate or more "
-                           "connections measure it")
+                           "connections measure it", behind=exceeded)
 
     def fatal(self) -> Fatal | None:
         """The error outside the ignore list that ended the run, if one did (a statement's, else

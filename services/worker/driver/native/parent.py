@@ -216,9 +216,14 @@ def _drive(pipes: list, procs: list, warmup: float, duration: float,
     if failure:
         raise LoadError(f"a load thread failed: {failure}")
     fatal = next((d.fatal for d in done.values() if d.fatal), None)
-    if fatal is not None:
+    if fatal is not None and fatal.behind is None:
         raise LoadError(fatal.message, fatal.code)
-    return _merge(list(done.values()), t0, wall0, t_measure)
+    outcome = _merge(list(done.values()), t0, wall0, t_measure)
+    if fatal is not None:
+        # The server fell behind the offered rate: what was measured up to there is the finding,
+        # kept with how far behind (every process's backlog past its bound, summed).
+        outcome = dataclasses.replace(outcome, behind=sum(d.fatal.behind or 0 for d in done.values() if d.fatal))
+    return outcome
 
 
 def _progress(ticks: list[Tick]) -> Progress:

@@ -69,6 +69,8 @@ class Fatal:
 
     code: int | None
     message: str
+    #: The backlog (arrivals due and not started) when it passed its bound; None for a statement's error.
+    behind: int | None = None
 
 
 @dataclass(frozen=True)
