@@ -14,8 +14,10 @@ static PVIO_METHODS library, fast;
 static const PVIO_METHODS *library_at;
 /* Connections open on several threads at once (core.py's open). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* The connection whose next non-blocking read is skipped; one loop thread per process. */
-static __thread MARIADB_PVIO *skip_next;
+/* The connection whose next non-blocking read is skipped. Only the loop's thread starts
+ * statements and reads without blocking (connections open with blocking reads), so a plain
+ * static does; a thread-local one costs a __tls_get_addr call per read in a shared object. */
+static MARIADB_PVIO *skip_next;
 
 static ssize_t sleeping_read(MARIADB_PVIO *pvio, uchar *buf, size_t len)
 {
