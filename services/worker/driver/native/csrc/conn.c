@@ -230,11 +230,13 @@ int conn_start(conn_t *c)
     if (s->text) {
         conn_draw(c);
         c->stage = ST_QUERY;
+        pvio_skip_first_read(c->m);
         return settle(c, mysql_real_query_start(&c->ret, c->m, c->text, strlen(c->text)));
     }
     c->stage = ST_EXEC;
     if (fill_params(c, s) < 0)
         return -1;
+    pvio_skip_first_read(c->m);
     return settle(c, mysql_stmt_execute_start(&c->ret, c->cur));
 }
 
@@ -360,6 +362,7 @@ int conn_open(conn_t *c, const connect_t *how, char *err, size_t errlen, unsigne
         mysql_close(m);
         return -1;
     }
+    pvio_speed_up(m);
     program_t *p = c->prog;
     for (int i = 0; i < p->nprepared; i++) {
         MYSQL_STMT *st = mysql_stmt_init(m);

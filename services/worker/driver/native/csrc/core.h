@@ -175,6 +175,10 @@ int conn_run_blocking(conn_t *c);
 void conn_error(conn_t *c, unsigned *code, char *msg, size_t len);
 const char *conn_current_sql(conn_t *c);
 int conn_current_kind(conn_t *c);
+/* pvio.c: wait for replies with fewer system calls (after connecting); skip the read that
+ * cannot find the reply to a statement just sent (before each non-blocking start). */
+void pvio_speed_up(MYSQL *m);
+void pvio_skip_first_read(MYSQL *m);
 /* Enter the program's first block; advance to the next statement (0: the transaction ended). */
 void conn_first(conn_t *c);
 int conn_next(conn_t *c);

@@ -8,26 +8,30 @@
 #define UPPER_MASK 0x80000000U
 #define LOWER_MASK 0x7fffffffU
 
-uint32_t mt_uint32(mt_t *s)
+/* The next 624 words at once; out of line, so the per-draw path below stays small. */
+static void __attribute__((noinline)) twist(mt_t *s)
 {
-    static const uint32_t mag01[2] = {0x0U, MATRIX_A};
-    uint32_t y;
-    uint32_t *mt = s->mt;
-    if (s->index >= N) {
-        int kk;
-        for (kk = 0; kk < N - M; kk++) {
-            y = (mt[kk] & UPPER_MASK) | (mt[kk + 1] & LOWER_MASK);
-            mt[kk] = mt[kk + M] ^ (y >> 1) ^ mag01[y & 0x1U];
-        }
-        for (; kk < N - 1; kk++) {
-            y = (mt[kk] & UPPER_MASK) | (mt[kk + 1] & LOWER_MASK);
-            mt[kk] = mt[kk + (M - N)] ^ (y >> 1) ^ mag01[y & 0x1U];
-        }
-        y = (mt[N - 1] & UPPER_MASK) | (mt[0] & LOWER_MASK);
-        mt[N - 1] = mt[M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
-        s->index = 0;
+    uint32_t *mt = s->mt, y;
+    int kk;
+    /* -(y & 1) & MATRIX_A is CPython's mag01[y & 1] without the table load. */
+    for (kk = 0; kk < N - M; kk++) {
+        y = (mt[kk] & UPPER_MASK) | (mt[kk + 1] & LOWER_MASK);
+        mt[kk] = mt[kk + M] ^ (y >> 1) ^ (-(y & 0x1U) & MATRIX_A);
     }
-    y = mt[s->index++];
+    for (; kk < N - 1; kk++) {
+        y = (mt[kk] & UPPER_MASK) | (mt[kk + 1] & LOWER_MASK);
+        mt[kk] = mt[kk + (M - N)] ^ (y >> 1) ^ (-(y & 0x1U) & MATRIX_A);
+    }
+    y = (mt[N - 1] & UPPER_MASK) | (mt[0] & LOWER_MASK);
+    mt[N - 1] = mt[M - 1] ^ (y >> 1) ^ (-(y & 0x1U) & MATRIX_A);
+    s->index = 0;
+}
+
+static inline uint32_t next_word(mt_t *s)
+{
+    if (__builtin_expect(s->index >= N, 0))
+        twist(s);
+    uint32_t y = s->mt[s->index++];
     y ^= (y >> 11);
     y ^= (y << 7) & 0x9d2c5680U;
     y ^= (y << 15) & 0xefc60000U;
@@ -35,9 +39,14 @@ uint32_t mt_uint32(mt_t *s)
     return y;
 }
 
+uint32_t mt_uint32(mt_t *s) { return next_word(s); }
+
+/* Every key draw takes one or more of these (the special distribution 4 on average, 13 at
+ * most), so the two words are drawn inline rather than by two calls. */
 double mt_random(mt_t *s)
 {
-    uint32_t a = mt_uint32(s) >> 5, b = mt_uint32(s) >> 6;
+    uint32_t a = next_word(s) >> 5;
+    uint32_t b = next_word(s) >> 6;
     return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
 }
 
