@@ -222,6 +222,7 @@ typedef struct loop {
     heap_t timers, retry;
     uint64_t seq;
     int active;
+    int spins;                /* empty polls before it sleeps in epoll_wait */
     sink_t measured, warm;
     hist_t latency;
     hist_t *kinds;            /* KINDS histograms when the run times statements by kind, else NULL */

@@ -6,7 +6,9 @@
  * A transaction, and each statement, counts in the window it completes in (window.py): before
  * deadline[0] the warm-up, in [deadline[0], deadline[1]) the measurement, after it nothing, and
  * the transaction is recorded as in flight at the window's end. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -492,7 +494,7 @@ static void run_loop(loop_t *l)
         if (now > (end ? end : (stop_seen ? stop_seen : now)) + DRAIN_GRACE_S)
             break; /* a connection stuck past the grace period: the run ends without it */
         int n = epoll_wait(l->ep, events, EVENTS, 0);
-        for (int spins = SPIN_POLLS; n == 0 && spins; spins--)
+        for (int spins = l->spins; n == 0 && spins; spins--)
             n = epoll_wait(l->ep, events, EVENTS, 0);
         if (n == 0) {
             double wake = now + 0.05;
@@ -546,11 +548,16 @@ int core_loops(core_t *k, int nloops)
     if (!k->loops)
         return -1;
     k->nloops = nloops;
+    /* A loop spins (polls without sleeping) for a reply only while it has a CPU of its own: where
+     * loops share one, a loop that sleeps at once lets another with replies waiting run. */
+    cpu_set_t cpus;
+    int ncpus = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
     for (int i = 0, first = 0; i < nloops; i++) {
         loop_t *l = &k->loops[i];
         l->k = k;
         l->ep = -1;
         l->first = first;
+        l->spins = nloops > ncpus ? 0 : SPIN_POLLS;
         /* the first nconns % nloops loops take one connection more */
         l->n = k->nconns / nloops + (i < k->nconns % nloops);
         first += l->n;
