@@ -3,7 +3,8 @@
  * Python builds a core from transaction programs (services/workload/program.py, flattened by
  * native/core.py), one random stream per connection (a copy of that connection's
  * random.Random state, so the draws are Python's), and the connection settings; it then runs
- * it on a thread of its own while a control thread reads the counters once a second. */
+ * it as event loops, each on a thread of its own with a slice of the connections, while a
+ * control thread reads the loops' counters once a second. */
 #ifndef BENCHFLEET_CORE_H
 #define BENCHFLEET_CORE_H
 
