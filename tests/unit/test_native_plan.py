@@ -5,21 +5,33 @@ from __future__ import annotations
 
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.native.core import runs_blocking
-from services.worker.driver.native.parent import OWN_PROCESS_MAX_PER_CPU, _plan
+from services.worker.driver.native.parent import LOOPS_PER_CPU, OWN_PROCESS_MAX_PER_CPU, _plan, loops_for
 from services.worker.driver.native.protocol import Job
 from services.worker.target.connect_params import ConnectParams
 
 
 def test_low_concurrency_gives_each_connection_its_own_process():
     """Up to OWN_PROCESS_MAX_PER_CPU connections per client CPU, one process per connection,
-    spread over the CPUs; above it, one process per CPU with the connections dealt round-robin."""
+    spread over the CPUs; above it, one process on every client CPU drives them all (its event
+    loops spread over the CPUs), so a run of thousands of connections pays one interpreter."""
     assert OWN_PROCESS_MAX_PER_CPU == 4
     assert _plan(1, [1], None) == [((0,), (1,))]
     assert _plan(4, [1], None) == [((0,), (1,)), ((1,), (1,)), ((2,), (1,)), ((3,), (1,))]
     assert _plan(3, [2, 3], None) == [((0,), (2,)), ((1,), (3,)), ((2,), (2,))]
     assert _plan(16, [1], None) == [(tuple(range(16)), (1,))]
-    assert _plan(10, [0, 1], None) == [((0, 2, 4, 6, 8), (0,)), ((1, 3, 5, 7, 9), (1,))]
+    assert _plan(10, [0, 1], None) == [(tuple(range(10)), (0, 1))]
+    assert _plan(4096, [0, 1], None) == [(tuple(range(4096)), (0, 1))]
     assert _plan(4, [1], 1) == [((0, 1, 2, 3), (1,))]  # an explicit process count wins
+
+
+def test_event_loops_follow_the_cpus_and_keep_several_connections_each():
+    """A process gets LOOPS_PER_CPU loops per CPU (runnable threads are what a CPU shared with
+    another process divides its time by), but never a loop for fewer than 4 connections: one
+    loop drives up to 7 connections, 16 on one CPU get 4 loops of 4, thousands get 4 per CPU."""
+    assert LOOPS_PER_CPU == 4
+    assert [loops_for(n, 1) for n in (1, 5, 7, 8, 12, 16, 256, 4096)] == [1, 1, 1, 2, 3, 4, 4, 4]
+    assert loops_for(4096, 2) == 8
+    assert loops_for(16, 2) == 4
 
 
 def _job(threads: tuple[int, ...], rate: float = 0.0) -> Job:

@@ -141,7 +141,7 @@ class LoadCore:
         compress = bool(job.workload.option("mysql_compression"))
         self.rate = job.rate
         self.core = lib.Core(programs, states, budgets, connect_tuple(job.params, compress=compress), job.by_kind,
-                             policy, self.blocking, float(job.rate), arrivals, MAX_BACKLOG)
+                             policy, self.blocking, float(job.rate), arrivals, MAX_BACKLOG, job.loops)
         self.connections = len(programs)
 
     def open(self) -> None:

@@ -52,8 +52,21 @@ MAX_EVENTS_RUN_S = 24 * 3600.0
 #: Up to this many connections per client CPU, each gets a load process of its own, driving it
 #: with blocking calls (loop.py): at low concurrency a reply rarely finds another waiting, so
 #: epoll saves no wake-up, and N processes get N shares of a busy CPU where one loop gets one,
-#: as sysbench's N threads do. Above it, one epoll loop per CPU costs fewer switches.
+#: as sysbench's N threads do. Above it, one load process drives them all with event loops.
 OWN_PROCESS_MAX_PER_CPU = 4
+#: Event loops (OS threads, each with its own epoll set) per client CPU above that: a CPU shared
+#: with another busy process gives each runnable thread one share, so 4 loops get 4/5 of it
+#: beside one CPU hog where a single loop got 1/2 (sysbench's N threads get N/(N+1)).
+LOOPS_PER_CPU = 4
+#: Connections each loop drives at least, so a loop still finds replies waiting when it polls
+#: (fewer would add empty polls and sleeps per query on a quiet CPU).
+MIN_CONNECTIONS_PER_LOOP = 4
+
+
+def loops_for(connections: int, cpus: int) -> int:
+    """How many event loops a load process of ``connections`` connections pinned to ``cpus``
+    CPUs runs: LOOPS_PER_CPU per CPU, each with MIN_CONNECTIONS_PER_LOOP connections or more."""
+    return max(1, min(LOOPS_PER_CPU * max(1, cpus), connections // MIN_CONNECTIONS_PER_LOOP))
 
 
 def part_job(job: Job, first_thread: int, run_threads: int | None) -> Job:
@@ -67,10 +80,12 @@ def part_job(job: Job, first_thread: int, run_threads: int | None) -> Job:
 
 def _plan(threads: int, cpus: list[int], processes: int | None) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """(thread ids, cpus) per load process: threads dealt round-robin, cpus split evenly
-    (shared round-robin when there are more processes than cpus)."""
-    if processes is None and threads <= OWN_PROCESS_MAX_PER_CPU * len(cpus):
-        processes = threads
-    p = max(1, min(threads, processes or min(threads, len(cpus))))
+    (shared round-robin when there are more processes than cpus). Above OWN_PROCESS_MAX_PER_CPU
+    connections per CPU one process takes them all: its loops spread over the CPUs as threads,
+    and each process more would cost its own interpreter's memory (tens of MiB)."""
+    if processes is None:
+        processes = threads if threads <= OWN_PROCESS_MAX_PER_CPU * len(cpus) else 1
+    p = max(1, min(threads, processes))
     plan = []
     for j in range(p):
         tids = tuple(range(j, threads, p))
@@ -111,7 +126,8 @@ def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutco
             job = part_job(Job(r.params, r.workload, r.data, tids, threads, r.seed, mine,
                                None if not events else tuple(events // threads + (t < events % threads) for t in tids),
                                rate=(rate or 0.0) * len(tids) / threads, index=len(procs), by_kind=r.latency_by_kind,
-                               ignore_errors=r.ignore_errors), r.first_thread, r.run_threads)
+                               ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine))),
+                           r.first_thread, r.run_threads)
             proc = ctx.Process(target=child.main, args=(child_end, job), daemon=True,
                                name=f"benchfleet-load-{len(procs)}")
             proc.start()

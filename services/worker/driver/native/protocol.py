@@ -46,6 +46,8 @@ class Job:
     by_kind: bool = False
     #: The MySQL errors the run survives; any other one ends it (sysbench's --mysql-ignore-errors).
     ignore_errors: IgnoreErrors = IGNORE_DEFAULT
+    #: Event loops (OS threads) the process drives its connections with (parent.loops_for).
+    loops: int = 1
 
 
 @dataclass(frozen=True)

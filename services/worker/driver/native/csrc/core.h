@@ -3,7 +3,8 @@
  * Python builds a core from transaction programs (services/workload/program.py, flattened by
  * native/core.py), one random stream per connection (a copy of that connection's
  * random.Random state, so the draws are Python's), and the connection settings; it then runs
- * it on a thread of its own while a control thread reads the counters once a second. */
+ * it as event loops, each on a thread of its own with a slice of the connections, while a
+ * control thread reads the loops' counters once a second. */
 #ifndef BENCHFLEET_CORE_H
 #define BENCHFLEET_CORE_H
 
@@ -214,6 +215,24 @@ typedef struct {
 double schedule_take(schedule_t *s, double before, int *got);
 long schedule_queue(schedule_t *s, double now);
 
+struct core;
+
+/* One event loop: a thread driving a contiguous slice of the connections over its own epoll
+ * set, with its own timers and counters, so loops never write the same memory (the control
+ * thread sums their counters when it reads them). */
+typedef struct loop {
+    struct core *k;
+    int first, n;             /* its connections: k->conns[first .. first + n) */
+    int ep;
+    heap_t timers, retry;
+    uint64_t seq;
+    int active;
+    int spins;                /* empty polls before it sleeps in epoll_wait */
+    sink_t measured, warm;
+    hist_t latency;
+    hist_t *kinds;            /* KINDS histograms when the run times statements by kind, else NULL */
+} loop_t;
+
 typedef struct core {
     int nconns;
     conn_t *conns;
@@ -224,23 +243,22 @@ typedef struct core {
     int ignore_all;
     int nignore;
     unsigned *ignore;
-    int blocking;
+    int blocking;             /* a loop with one closed-loop connection uses blocking calls */
     schedule_t *schedule;
-    sink_t measured, warm;
-    hist_t latency;
-    hist_t kinds[KINDS];
+    int nloops;
+    loop_t *loops;
+    pthread_mutex_t rare;     /* the first fatal error or failure wins: loops report under it */
     int fatal;
     unsigned fatal_code;
     char fatal_msg[512];
     char fatal_sql[512];
     char failure[512];
-    int ep;
-    heap_t timers, retry;
-    uint64_t seq;
-    int active;
     int running;
 } core_t;
 
+/* Split the connections into nloops contiguous slices (0 on success, -1 out of memory). */
+int core_loops(core_t *k, int nloops);
+void core_loops_free(core_t *k);
 double mono_now(void);
 void core_run(core_t *k);
 void core_stop(core_t *k);

@@ -1,11 +1,14 @@
 /* The per-query loop (what native/loop.py, blocking.py and failures.py did in Python): every
  * connection of a load process as a state machine over libmariadb's non-blocking calls, driven
- * by one thread over epoll, or the process's only closed-loop connection with blocking calls.
+ * by event loops over epoll (each a thread with its own slice of the connections), or the
+ * process's only closed-loop connection with blocking calls.
  *
  * A transaction, and each statement, counts in the window it completes in (window.py): before
  * deadline[0] the warm-up, in [deadline[0], deadline[1]) the measurement, after it nothing, and
  * the transaction is recorded as in flight at the window's end. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -60,7 +63,7 @@ static int heap_less(const timer_t_ *a, const timer_t_ *b)
     return a->when < b->when || (a->when == b->when && a->seq < b->seq);
 }
 
-static void heap_push(core_t *k, heap_t *h, double when, int conn, double pause)
+static void heap_push(loop_t *l, heap_t *h, double when, int conn, double pause)
 {
     if (h->n == h->cap) {
         h->cap = h->cap ? 2 * h->cap : 64;
@@ -68,7 +71,7 @@ static void heap_push(core_t *k, heap_t *h, double when, int conn, double pause)
         if (!h->items)
             abort();
     }
-    timer_t_ t = {when, k->seq++, conn, pause};
+    timer_t_ t = {when, l->seq++, conn, pause};
     int i = h->n++;
     while (i > 0) {
         int parent = (i - 1) / 2;
@@ -159,21 +162,21 @@ long schedule_queue(schedule_t *s, double now)
 
 /* ---- registration */
 
-static void want(core_t *k, conn_t *c, uint32_t mask)
+static void want(loop_t *l, conn_t *c, uint32_t mask)
 {
     if (c->mask == mask)
         return;
     struct epoll_event ev = {.events = mask, .data.u32 = (uint32_t)c->id};
-    if (epoll_ctl(k->ep, c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) {
+    if (epoll_ctl(l->ep, c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) {
         c->registered = 1;
         c->mask = mask;
     }
 }
 
-static void unregister(core_t *k, conn_t *c)
+static void unregister(loop_t *l, conn_t *c)
 {
     if (c->registered && c->fd >= 0)
-        epoll_ctl(k->ep, EPOLL_CTL_DEL, c->fd, NULL);
+        epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
     c->registered = 0;
     c->mask = 0;
 }
@@ -191,8 +194,9 @@ static int begin(core_t *k, conn_t *c, double now, double intended)
     return 1;
 }
 
-static int next_trx(core_t *k, conn_t *c, double now)
+static int next_trx(loop_t *l, conn_t *c, double now)
 {
+    core_t *k = l->k;
     if (!k->schedule)
         return begin(k, c, now, -1);
     double end = dl(k, 1);
@@ -206,35 +210,36 @@ static int next_trx(core_t *k, conn_t *c, double now)
         /* No arrival before the deadline: idle up to it, so the interval ends where the closed
          * loop's would. */
         c->done = 1;
-        heap_push(k, &k->timers, end, c->id, 0);
+        heap_push(l, &l->timers, end, c->id, 0);
         return 0;
     }
     if (intended > now) {
-        heap_push(k, &k->timers, intended, c->id, 0);
+        heap_push(l, &l->timers, intended, c->id, 0);
         return 0;
     }
     return begin(k, c, now, intended);
 }
 
-static sink_t *sink_at(core_t *k, double now)
+static sink_t *sink_at(loop_t *l, double now)
 {
-    int where = window_of(k, now);
-    return where == MEASURED ? &k->measured : where == WARMUP ? &k->warm : NULL;
+    int where = window_of(l->k, now);
+    return where == MEASURED ? &l->measured : where == WARMUP ? &l->warm : NULL;
 }
 
-static void restart(core_t *k, conn_t *c)
+static void restart(loop_t *l, conn_t *c)
 {
     /* The same event again (sysbench's RESTART_EVENT): new statements, its start kept, so its
      * latency includes the failed attempt. Queued, not started here, so a statement failing at
      * once again loops in the run loop rather than in ever deeper recursion. */
-    heap_push(k, &k->timers, c->t_start, c->id, 0);
+    heap_push(l, &l->timers, c->t_start, c->id, 0);
 }
 
-static void lost(core_t *k, conn_t *c, double now, double pause)
+static void lost(loop_t *l, conn_t *c, double now, double pause)
 {
+    core_t *k = l->k;
     /* Keeps trying until the end of the run, as sysbench's reconnect loop does, so a server
      * restarted during warm-up still leaves a working connection for the measurement. */
-    unregister(k, c);
+    unregister(l, c);
     conn_close(c);
     if (now >= dl(k, 1)) {
         c->done = 1;
@@ -243,15 +248,15 @@ static void lost(core_t *k, conn_t *c, double now, double pause)
     char err[256];
     unsigned code;
     if (conn_open(c, &k->how, err, sizeof err, &code)) {
-        heap_push(k, &k->retry, now + pause, c->id, pause * 2 < 1.0 ? pause * 2 : 1.0);
+        heap_push(l, &l->retry, now + pause, c->id, pause * 2 < 1.0 ? pause * 2 : 1.0);
         return;
     }
-    sink_t *s = sink_at(k, mono_now());
+    sink_t *s = sink_at(l, mono_now());
     if (s)
         sink_add(s, C_RECONNECTS, 1);
     if (!k->blocking)
-        want(k, c, EPOLLIN);
-    restart(k, c);
+        want(l, c, EPOLLIN);
+    restart(l, c);
 }
 
 static int ignored(core_t *k, unsigned code)
@@ -266,13 +271,14 @@ static int ignored(core_t *k, unsigned code)
 
 /* A statement failed: as sysbench's check_error decides, an error of the ignore list restarts
  * the transaction (a lost connection reconnects first); any other ends the run. */
-static void failed(core_t *k, conn_t *c)
+static void failed(loop_t *l, conn_t *c)
 {
+    core_t *k = l->k;
     unsigned code;
     char msg[400];
     conn_error(c, &code, msg, sizeof msg);
     double now = mono_now();
-    sink_t *s = sink_at(k, now), after;
+    sink_t *s = sink_at(l, now), after;
     if (!s) {
         memset(&after, 0, sizeof after);
         s = &after;
@@ -282,15 +288,17 @@ static void failed(core_t *k, conn_t *c)
     sink_error_code(s, code);
     const char *sql = conn_current_sql(c);
     c->stage = ST_IDLE;
-    k->active--;
+    l->active--;
     if (!ignored(k, code)) {
         sink_add(s, C_ERRORS, 1);
+        pthread_mutex_lock(&k->rare);
         if (!k->fatal) {
             k->fatal_code = code;
             snprintf(k->fatal_msg, sizeof k->fatal_msg, "%s", msg);
             snprintf(k->fatal_sql, sizeof k->fatal_sql, "%s", sql);
             __atomic_store_n(&k->fatal, 1, __ATOMIC_RELEASE);
         }
+        pthread_mutex_unlock(&k->rare);
         /* sysbench aborts the whole run: no connection starts another transaction. */
         set_dl(k, 0, 0.0);
         set_dl(k, 1, 0.0);
@@ -299,32 +307,33 @@ static void failed(core_t *k, conn_t *c)
     }
     for (size_t i = 0; i < sizeof RECONNECT_ON / sizeof *RECONNECT_ON; i++) {
         if (code == RECONNECT_ON[i]) {
-            lost(k, c, now, 0.05);
+            lost(l, c, now, 0.05);
             return;
         }
     }
     sink_add(s, C_IGNORED, 1);
     /* No ROLLBACK, as in sysbench: the server has rolled a deadlocked transaction back, and the
      * restarted transaction's BEGIN ends whatever else was left open. */
-    restart(k, c);
+    restart(l, c);
 }
 
 /* A statement ended at `now`: count it in its window, and its transaction if it was the last;
  * 1 when the transaction goes on, 0 when it ended. */
-static int statement_done(core_t *k, conn_t *c, double now, int *where_out)
+static int statement_done(loop_t *l, conn_t *c, double now, int *where_out)
 {
+    core_t *k = l->k;
     int kind = conn_current_kind(c);
     if (kind == KIND_WRITE && c->prog->by_rows && !c->rows)
         kind = KIND_OTHER;
     int where;
     if (dl(k, 0) <= now && now < dl(k, 1)) {
         where = MEASURED;
-        sink_add(&k->measured, C_READ + kind, 1);
-        if (k->by_kind)
-            hist_record(&k->kinds[kind], (now - c->ts) * 1e6);
+        sink_add(&l->measured, C_READ + kind, 1);
+        if (l->kinds)
+            hist_record(&l->kinds[kind], (now - c->ts) * 1e6);
     } else if (now < dl(k, 0)) {
         where = WARMUP;
-        sink_add(&k->warm, C_READ + kind, 1);
+        sink_add(&l->warm, C_READ + kind, 1);
     } else {
         where = AFTER;
     }
@@ -332,13 +341,13 @@ static int statement_done(core_t *k, conn_t *c, double now, int *where_out)
     if (conn_next(c))
         return 1;
     if (where == MEASURED) {
-        hist_record(&k->latency, (now - c->t_start) * 1e6);
-        sink_add(&k->measured, C_TRX, 1);
+        hist_record(&l->latency, (now - c->t_start) * 1e6);
+        sink_add(&l->measured, C_TRX, 1);
         c->completed++;
         if (c->left > 0)
             c->left--;
     } else if (where == WARMUP) {
-        sink_add(&k->warm, C_TRX, 1);
+        sink_add(&l->warm, C_TRX, 1);
     } else if (!c->in_flight_from) {
         c->in_flight_from = c->t_start;
     }
@@ -347,18 +356,18 @@ static int statement_done(core_t *k, conn_t *c, double now, int *where_out)
 }
 
 /* Drive c as far as it goes without waiting; `start`: begin with the transaction just begun. */
-static void advance(core_t *k, conn_t *c, int status, int start)
+static void advance(loop_t *l, conn_t *c, int status, int start)
 {
     int wait = start ? 0 : conn_cont(c, status);
     for (;;) {
         if (wait < 0) {
-            failed(k, c);
+            failed(l, c);
             return;
         }
         if (wait) {
             uint32_t m = ((wait & ~MYSQL_WAIT_WRITE) ? EPOLLIN : 0) | ((wait & MYSQL_WAIT_WRITE) ? EPOLLOUT : 0);
             if (m)
-                want(k, c, m);
+                want(l, c, m);
             return;
         }
         double now = mono_now();
@@ -366,9 +375,9 @@ static void advance(core_t *k, conn_t *c, int status, int start)
             start = 0;
         } else {
             int where;
-            if (!statement_done(k, c, now, &where)) {
-                if (!next_trx(k, c, now)) {
-                    k->active--;
+            if (!statement_done(l, c, now, &where)) {
+                if (!next_trx(l, c, now)) {
+                    l->active--;
                     return;
                 }
             }
@@ -378,85 +387,92 @@ static void advance(core_t *k, conn_t *c, int status, int start)
     }
 }
 
-static void start_trx(core_t *k, conn_t *c, double now, double intended)
+static void start_trx(loop_t *l, conn_t *c, double now, double intended)
 {
-    int began = (!k->schedule || intended >= 0) ? begin(k, c, now, intended) : next_trx(k, c, now);
+    core_t *k = l->k;
+    int began = (!k->schedule || intended >= 0) ? begin(k, c, now, intended) : next_trx(l, c, now);
     if (!began)
         return;
-    k->active++;
-    advance(k, c, 0, 1);
+    l->active++;
+    advance(l, c, 0, 1);
 }
 
 /* ---- the blocking path: the process's only connection, in closed loop */
 
-static void run_blocking(core_t *k, conn_t *c)
+static void run_blocking(loop_t *l, conn_t *c)
 {
+    core_t *k = l->k;
     int began = begin(k, c, mono_now(), -1);
     for (;;) {
         while (began) {
-            if (k->by_kind)
+            if (l->kinds)
                 c->ts = mono_now();
             if (conn_run_blocking(c)) {
-                k->active = 1;
-                failed(k, c);
+                l->active = 1;
+                failed(l, c);
                 began = 0;
                 break;
             }
             double now = mono_now();
             int where;
-            if (statement_done(k, c, now, &where))
+            if (statement_done(l, c, now, &where))
                 continue;
             began = begin(k, c, now, -1);
         }
         double now = mono_now();
-        if (k->timers.n) { /* a transaction restarted after an ignored error */
-            timer_t_ t = heap_pop(&k->timers);
+        if (l->timers.n) { /* a transaction restarted after an ignored error */
+            timer_t_ t = heap_pop(&l->timers);
             began = !c->done && begin(k, c, now, t.when);
             continue;
         }
-        if (k->retry.n) { /* reconnecting after a lost connection */
-            timer_t_ t = heap_pop(&k->retry);
+        if (l->retry.n) { /* reconnecting after a lost connection */
+            timer_t_ t = heap_pop(&l->retry);
             if (t.when > now) {
                 double d = t.when - now;
                 struct timespec ts = {(time_t)d, (long)((d - (time_t)d) * 1e9)};
                 nanosleep(&ts, NULL);
             }
-            lost(k, c, mono_now(), t.pause);
+            lost(l, c, mono_now(), t.pause);
             continue;
         }
         break;
     }
 }
 
-/* ---- the epoll loop */
+/* ---- the epoll loops */
 
-void core_run(core_t *k)
+static void run_loop(loop_t *l)
 {
+    core_t *k = l->k;
+    conn_t *conns = k->conns + l->first;
     double now;
-    k->active = 0;
+    l->active = 0;
     if (k->nconns == 1 && k->blocking) {
-        run_blocking(k, &k->conns[0]);
+        run_blocking(l, &conns[0]);
         goto out;
     }
-    k->ep = epoll_create1(EPOLL_CLOEXEC);
-    if (k->ep < 0) {
-        snprintf(k->failure, sizeof k->failure, "OSError: epoll_create1: %s", strerror(errno));
+    l->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (l->ep < 0) {
+        pthread_mutex_lock(&k->rare);
+        if (!k->failure[0])
+            snprintf(k->failure, sizeof k->failure, "OSError: epoll_create1: %s", strerror(errno));
+        pthread_mutex_unlock(&k->rare);
         set_dl(k, 0, 0.0);
         set_dl(k, 1, 0.0);
         goto out;
     }
-    for (int i = 0; i < k->nconns; i++)
-        want(k, &k->conns[i], EPOLLIN);
+    for (int i = 0; i < l->n; i++)
+        want(l, &conns[i], EPOLLIN);
     now = mono_now();
-    for (int i = 0; i < k->nconns; i++)
-        start_trx(k, &k->conns[i], now, -1);
+    for (int i = 0; i < l->n; i++)
+        start_trx(l, &conns[i], now, -1);
     struct epoll_event events[EVENTS];
     double stop_seen = 0.0;
     for (;;) {
         now = mono_now();
         double end = dl(k, 1);
-        while (k->timers.n && (k->timers.items[0].when <= now || now >= end)) {
-            timer_t_ t = heap_pop(&k->timers);
+        while (l->timers.n && (l->timers.items[0].when <= now || now >= end)) {
+            timer_t_ t = heap_pop(&l->timers);
             conn_t *c = &k->conns[t.conn];
             if (now >= end || c->done) {
                 c->done = 1;
@@ -465,34 +481,34 @@ void core_run(core_t *k)
                     c->last_end = at;
                 continue;
             }
-            start_trx(k, c, now, t.when);
+            start_trx(l, c, now, t.when);
         }
-        while (k->retry.n && k->retry.items[0].when <= now) {
-            timer_t_ t = heap_pop(&k->retry);
-            lost(k, &k->conns[t.conn], now, t.pause);
+        while (l->retry.n && l->retry.items[0].when <= now) {
+            timer_t_ t = heap_pop(&l->retry);
+            lost(l, &k->conns[t.conn], now, t.pause);
         }
-        if (k->active <= 0 && !k->timers.n && !k->retry.n)
+        if (l->active <= 0 && !l->timers.n && !l->retry.n)
             break;
         if (!end && !stop_seen)
             stop_seen = now;
         if (now > (end ? end : (stop_seen ? stop_seen : now)) + DRAIN_GRACE_S)
             break; /* a connection stuck past the grace period: the run ends without it */
-        int n = epoll_wait(k->ep, events, EVENTS, 0);
-        for (int spins = SPIN_POLLS; n == 0 && spins; spins--)
-            n = epoll_wait(k->ep, events, EVENTS, 0);
+        int n = epoll_wait(l->ep, events, EVENTS, 0);
+        for (int spins = l->spins; n == 0 && spins; spins--)
+            n = epoll_wait(l->ep, events, EVENTS, 0);
         if (n == 0) {
             double wake = now + 0.05;
-            if (k->timers.n && k->timers.items[0].when < wake)
-                wake = k->timers.items[0].when;
-            if (k->retry.n && k->retry.items[0].when < wake)
-                wake = k->retry.items[0].when;
+            if (l->timers.n && l->timers.items[0].when < wake)
+                wake = l->timers.items[0].when;
+            if (l->retry.n && l->retry.items[0].when < wake)
+                wake = l->retry.items[0].when;
             double timeout = wake - mono_now();
             if (timeout > 0.05)
                 timeout = 0.05;
             /* epoll waits whole milliseconds: sleep short of the next arrival, then spin to it,
              * so open-loop starts are not late by up to 1 ms. */
             int ms = timeout > 0.002 ? (int)ceil((timeout - 0.001) * 1000) : 0;
-            n = epoll_wait(k->ep, events, EVENTS, ms);
+            n = epoll_wait(l->ep, events, EVENTS, ms);
         }
         for (int i = 0; i < n; i++) {
             conn_t *c = &k->conns[events[i].data.u32];
@@ -502,16 +518,82 @@ void core_run(core_t *k)
             int status = (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) ? MYSQL_WAIT_READ : 0;
             if (ev & EPOLLOUT)
                 status |= MYSQL_WAIT_WRITE;
-            advance(k, c, status, 0);
+            advance(l, c, status, 0);
         }
     }
 out:
-    if (k->ep >= 0) {
-        close(k->ep);
-        k->ep = -1;
+    if (l->ep >= 0) {
+        close(l->ep);
+        l->ep = -1;
     }
     now = mono_now();
-    for (int i = 0; i < k->nconns; i++)
-        if (!k->conns[i].last_end)
-            k->conns[i].last_end = now;
+    for (int i = 0; i < l->n; i++)
+        if (!conns[i].last_end)
+            conns[i].last_end = now;
+}
+
+static void *loop_thread(void *arg)
+{
+    run_loop(arg);
+    return NULL;
+}
+
+int core_loops(core_t *k, int nloops)
+{
+    if (nloops < 1)
+        nloops = 1;
+    if (nloops > k->nconns)
+        nloops = k->nconns;
+    k->loops = calloc(nloops, sizeof *k->loops);
+    if (!k->loops)
+        return -1;
+    k->nloops = nloops;
+    /* A loop spins (polls without sleeping) for a reply only while it has a CPU of its own: where
+     * loops share one, a loop that sleeps at once lets another with replies waiting run. */
+    cpu_set_t cpus;
+    int ncpus = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    for (int i = 0, first = 0; i < nloops; i++) {
+        loop_t *l = &k->loops[i];
+        l->k = k;
+        l->ep = -1;
+        l->first = first;
+        l->spins = nloops > ncpus ? 0 : SPIN_POLLS;
+        /* the first nconns % nloops loops take one connection more */
+        l->n = k->nconns / nloops + (i < k->nconns % nloops);
+        first += l->n;
+        if (k->by_kind && !(l->kinds = calloc(KINDS, sizeof *l->kinds)))
+            return -1;
+    }
+    return 0;
+}
+
+void core_loops_free(core_t *k)
+{
+    for (int i = 0; k->loops && i < k->nloops; i++) {
+        free(k->loops[i].kinds);
+        free(k->loops[i].timers.items);
+        free(k->loops[i].retry.items);
+    }
+    free(k->loops);
+    k->loops = NULL;
+    k->nloops = 0;
+}
+
+/* Every loop to its end: the first on the calling thread, the others on threads of their own
+ * (a loop whose thread cannot start runs after the first, late but counted). */
+void core_run(core_t *k)
+{
+    pthread_t *threads = k->nloops > 1 ? calloc(k->nloops, sizeof *threads) : NULL;
+    char *started = k->nloops > 1 ? calloc(k->nloops, 1) : NULL;
+    for (int i = 1; threads && started && i < k->nloops; i++)
+        started[i] = pthread_create(&threads[i], NULL, loop_thread, &k->loops[i]) == 0;
+    run_loop(&k->loops[0]);
+    for (int i = 1; i < k->nloops; i++) {
+        if (started && started[i])
+            pthread_join(threads[i], NULL);
+        else
+            run_loop(&k->loops[i]);
+    }
+    free(threads);
+    free(started);
 }

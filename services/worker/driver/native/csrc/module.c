@@ -221,6 +221,7 @@ typedef struct {
     core_t k;
     PyObject *keep; /* the connect strings' owners */
     int opened;
+    int rare_init;
 } CoreObject;
 
 static void Core_dealloc(CoreObject *self)
@@ -234,13 +235,14 @@ static void Core_dealloc(CoreObject *self)
         free(k->conns);
         free(k->programs);
         free(k->ignore);
+        core_loops_free(k);
+        if (self->rare_init)
+            pthread_mutex_destroy(&k->rare);
         if (k->schedule) {
             pthread_mutex_destroy(&k->schedule->lock);
             free(k->schedule->pending);
             free(k->schedule);
         }
-        free(k->timers.items);
-        free(k->retry.items);
     }
     /* A core still running (a connection stuck past the drain grace) is left to the process's
      * exit: freeing what its thread uses would crash it. */
@@ -253,15 +255,52 @@ static const char *opt_str(PyObject *o)
     return o == Py_None ? NULL : PyUnicode_AsUTF8(o);
 }
 
-/* Core(programs, states, budgets, connect, by_kind, ignore, blocking, rate, arrivals_state, backlog) */
+/* The largest packet a program sends: a statement as text, or its execute packet (never longer
+ * than its text rendering: the values without the SQL), with room for the packet's headers. */
+static size_t packet_max(const program_t *p)
+{
+    size_t most = 0;
+    for (int b = 0; b < p->nblocks; b++)
+        for (int i = 0; i < p->blocks[b].nstmts; i++)
+            if (p->blocks[b].stmts[i].text_max > most)
+                most = p->blocks[b].stmts[i].text_max;
+    for (int i = 0; i < p->nprepared; i++)
+        if (strlen(p->prepared[i]) > most)
+            most = strlen(p->prepared[i]);
+    return most + 64;
+}
+
+/* libmariadb gives each connection a network buffer of net_buffer_length bytes (8 KiB unless
+ * set; one process-wide setting), written to in full when the connection opens: 32 MiB at 4096
+ * connections. A buffer that holds the largest packet the programs send writes each statement
+ * in one send, as the default does; reads grow the buffer to a longer reply by themselves. */
+static void size_net_buffer(core_t *k)
+{
+    static const size_t DEFAULT = 8192, FLOOR = 1024;
+    size_t need = FLOOR;
+    for (int i = 0; i < k->nconns; i++)
+        if (k->programs[i] && packet_max(k->programs[i]) > need)
+            need = packet_max(k->programs[i]);
+    need = (need + 1023) / 1024 * 1024;
+    if (need > DEFAULT)
+        need = DEFAULT;
+    MYSQL *m = mysql_init(NULL);
+    if (m) {
+        mysql_options(m, MYSQL_OPT_NET_BUFFER_LENGTH, &need);
+        mysql_close(m);
+    }
+}
+
+/* Core(programs, states, budgets, connect, by_kind, ignore, blocking, rate, arrivals_state, backlog
+ *      [, loops]) */
 static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
 {
     PyObject *programs, *states, *budgets, *connect, *ignore, *arrivals;
-    int by_kind, blocking;
+    int by_kind, blocking, loops = 1;
     double rate;
     Py_ssize_t backlog;
-    if (!PyArg_ParseTuple(args, "OOOOpOpdOn", &programs, &states, &budgets, &connect, &by_kind, &ignore,
-                          &blocking, &rate, &arrivals, &backlog))
+    if (!PyArg_ParseTuple(args, "OOOOpOpdOn|i", &programs, &states, &budgets, &connect, &by_kind, &ignore,
+                          &blocking, &rate, &arrivals, &backlog, &loops))
         return -1;
     if (backlog < 1) {
         PyErr_SetString(PyExc_ValueError, "load core: the open-loop backlog bound must be >= 1");
@@ -278,7 +317,8 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     core_t *k = &self->k;
-    k->ep = -1;
+    pthread_mutex_init(&k->rare, NULL);
+    self->rare_init = 1;
     k->deadline[0] = k->deadline[1] = 0.0;
     PyObject *host, *user, *password, *database, *sock, *ssl_ca;
     unsigned port, timeout;
@@ -364,6 +404,11 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
             return -1;
         k->conns[i].left = left;
     }
+    if (core_loops(k, loops)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_net_buffer(k);
     return 0;
 }
 
@@ -445,39 +490,71 @@ static PyObject *Core_deadline(CoreObject *self, PyObject *unused)
     return Py_BuildValue("(dd)", a, b);
 }
 
+/* Add n to codes[key] (a dict of code string to count); -1 on error. */
+static int add_code(PyObject *codes, unsigned code, uint64_t n)
+{
+    PyObject *key = PyUnicode_FromFormat("%u", code);
+    if (!key)
+        return -1;
+    PyObject *was = PyDict_GetItemWithError(codes, key);
+    uint64_t before = was ? PyLong_AsUnsignedLongLong(was) : 0;
+    PyObject *val = PyErr_Occurred() ? NULL : PyLong_FromUnsignedLongLong(before + n);
+    int rc = val ? PyDict_SetItem(codes, key, val) : -1;
+    Py_DECREF(key);
+    Py_XDECREF(val);
+    return rc;
+}
+
 static PyObject *Core_counts(CoreObject *self, PyObject *unused)
 {
-    sink_t *s = &self->k.measured;
     PyObject *codes = PyDict_New();
     if (!codes)
         return NULL;
-    int n = __atomic_load_n(&s->ncodes, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < n; i++) {
-        PyObject *key = PyUnicode_FromFormat("%u", s->codes[i]);
-        PyObject *val = PyLong_FromUnsignedLongLong(__atomic_load_n(&s->code_counts[i], __ATOMIC_RELAXED));
-        if (!key || !val || PyDict_SetItem(codes, key, val)) {
-            Py_XDECREF(key);
-            Py_XDECREF(val);
-            Py_DECREF(codes);
-            return NULL;
-        }
-        Py_DECREF(key);
-        Py_DECREF(val);
+    uint64_t c[COUNTERS] = {0};
+    for (int l = 0; l < self->k.nloops; l++) {
+        sink_t *s = &self->k.loops[l].measured;
+        int n = __atomic_load_n(&s->ncodes, __ATOMIC_ACQUIRE);
+        for (int i = 0; i < n; i++)
+            if (add_code(codes, s->codes[i], __atomic_load_n(&s->code_counts[i], __ATOMIC_RELAXED))) {
+                Py_DECREF(codes);
+                return NULL;
+            }
+        for (int i = 0; i < COUNTERS; i++)
+            c[i] += __atomic_load_n(&s->counts[i], __ATOMIC_RELAXED);
     }
-    uint64_t c[COUNTERS];
-    for (int i = 0; i < COUNTERS; i++)
-        c[i] = __atomic_load_n(&s->counts[i], __ATOMIC_RELAXED);
     return Py_BuildValue("(KKKKKKKN)", c[C_TRX], c[C_READ], c[C_WRITE], c[C_OTHER], c[C_ERRORS], c[C_IGNORED],
                          c[C_RECONNECTS], codes);
 }
 
-static PyObject *Core_latency(CoreObject *self, PyObject *unused) { return hist_to_py(&self->k.latency); }
+/* One histogram: the loops' histograms `which` (-1: transaction latency; else that kind) added. */
+static PyObject *merged_hist(core_t *k, int which)
+{
+    hist_t *sum = calloc(1, sizeof *sum);
+    if (!sum)
+        return PyErr_NoMemory();
+    for (int l = 0; l < k->nloops; l++) {
+        hist_t *h = which < 0 ? &k->loops[l].latency : k->loops[l].kinds ? &k->loops[l].kinds[which] : NULL;
+        if (!h)
+            continue;
+        for (int i = 0; i < HIST_BUCKETS; i++)
+            sum->counts[i] += __atomic_load_n(&h->counts[i], __ATOMIC_RELAXED);
+        double max_us;
+        __atomic_load(&h->max_us, &max_us, __ATOMIC_RELAXED);
+        if (max_us > sum->max_us)
+            sum->max_us = max_us;
+    }
+    PyObject *out = hist_to_py(sum);
+    free(sum);
+    return out;
+}
+
+static PyObject *Core_latency(CoreObject *self, PyObject *unused) { return merged_hist(&self->k, -1); }
 
 static PyObject *Core_kinds(CoreObject *self, PyObject *unused)
 {
     PyObject *out = PyDict_New();
     for (int i = 0; out && i < KINDS; i++) {
-        PyObject *h = hist_to_py(&self->k.kinds[i]);
+        PyObject *h = merged_hist(&self->k, i);
         if (!h || PyDict_SetItemString(out, KIND_NAMES[i], h)) {
             Py_XDECREF(h);
             Py_CLEAR(out);
@@ -549,6 +626,8 @@ static PyObject *Core_connections(CoreObject *self, PyObject *unused)
     return out;
 }
 
+static PyObject *Core_loops(CoreObject *self, PyObject *unused) { return PyLong_FromLong(self->k.nloops); }
+
 static PyObject *Core_close(CoreObject *self, PyObject *unused)
 {
     if (self->k.running) {
@@ -563,6 +642,7 @@ static PyObject *Core_close(CoreObject *self, PyObject *unused)
 }
 
 static PyMethodDef Core_methods[] = {
+    {"loops", (PyCFunction)Core_loops, METH_NOARGS, "How many event loops (threads) drive the connections."},
     {"open", (PyCFunction)Core_open, METH_O, "Open connection i and prepare its statements (GIL released)."},
     {"go", (PyCFunction)Core_go, METH_VARARGS, "Set the start, the measurement's start and the end."},
     {"run", (PyCFunction)Core_run, METH_O, "Wait for t0, then drive every connection until the run ends (GIL released)."},
