@@ -1,6 +1,7 @@
 """`scheduler bisect` over a series of real builds with a regression planted at a known position:
 Debian's 10.11.18 and 10.11.19, then two builds of 10.11.19 made slower on purpose (a wrapper that
-starts the same binary with the general query log on). The bisect names the first wrapped build."""
+starts the same binary with every statement logged and the performance schema fully on). The bisect
+names the first wrapped build. The walk-through of docs/bisect.md, on a fleet of the test's own."""
 
 from __future__ import annotations
 
@@ -27,28 +28,14 @@ VERSIONS = ("10.11.18", "10.11.19")
 SERIES = ("mariadb-10.11.18", "mariadb-10.11.19", "logged-a", "logged-b")
 SLOW_FROM = 2
 
-#: The costlier setting: every statement written to the general log. Appended after the worker's
-#: options so it holds; left off for mariadb-install-db's bootstrap, which needs no log.
-WRAPPER = """#!/bin/sh
-case " $* " in *" --bootstrap "*) exec {real} "$@" ;; esac
-exec {real} "$@" --general-log=ON --log-output=FILE
-"""
+#: The spec and the wrapper of the walk-through in docs/bisect.md.
+SPEC = ROOT / "examples" / "bisect.yaml"
+LOGGED_BUILD = ROOT / "examples" / "bisect" / "logged-build"
 
 
 def worker_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "services.worker.cli", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-def wrapped(tree: Path, into: Path) -> Path:
-    """A build directory that is ``tree`` (a registered build's basedir) by symbolic links, but whose
-    server is a script starting ``tree``'s server with the general log on: the same binary, slower."""
-    subprocess.run(["cp", "-as", str(tree), str(into)], check=True)
-    server = into / "sbin" / "mariadbd"
-    server.unlink()
-    server.write_text(WRAPPER.format(real=tree / "sbin" / "mariadbd"))
-    server.chmod(0o755)
-    return into
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +53,8 @@ def registry():
             assert p.returncode == 0, p.stdout + p.stderr
         base = Path(json.loads(worker_cli("builds", "list", "--json", "--builds-dir", str(d / "reg")).stdout)[1]["basedir"])
         for name in SERIES[SLOW_FROM:]:
-            w = wrapped(base, d / name)
-            p = worker_cli("builds", "add", name, "--dir", str(w), "--builds-dir", str(d / "reg"))
+            subprocess.run([str(LOGGED_BUILD), str(base), str(d / name)], check=True)
+            p = worker_cli("builds", "add", name, "--dir", str(d / name), "--builds-dir", str(d / "reg"))
             assert p.returncode == 0, p.stdout + p.stderr
         yield d / "reg"
     finally:
@@ -82,22 +69,7 @@ def managed_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def spec_text(pool: str) -> str:
-    return (
-        "name: bisect-it\n"
-        f"pool: {pool}\n"
-        "targets:\n"
-        "  - {kind: managed, name: base, build: mariadb-10.11.18, options: {key_buffer_size: 8M}}\n"
-        "workloads: [oltp_point_select, oltp_read_only]\n"
-        "data: {tables: 1, table_size: 2000, engine: MyISAM}\n"
-        "threads: [2]\n"
-        "duration: 2s\n"
-        "warmup: 0.5s\n"
-        "repeat: 4\n"
-    )
-
-
-def test_bisect_finds_the_planted_regression_and_stores_each_step(fleet, registry, managed_dir, tmp_path):
+def test_bisect_finds_the_planted_regression_and_stores_each_step(fleet, registry, managed_dir):
     """Four builds, slower from the third on: the bisect takes two decided steps (10.11.19 not
     slower, logged-a slower), names logged-a, and each step is a campaign of the two builds named
     for the bisect; only the named cell runs."""
@@ -112,15 +84,15 @@ def test_bisect_finds_the_planted_regression_and_stores_each_step(fleet, registr
             return False
 
     wait_for(announced, 120, "the worker's build announcement to be stored")
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(spec_text(fleet.pool))
-    bad = fleet.cli("scheduler", "bisect", str(spec), "--good", SERIES[0], "--bad", "nope", "--builds",
+    spec = str(SPEC)
+    bad = fleet.cli("scheduler", "bisect", spec, "--pool", fleet.pool, "--good", SERIES[0], "--bad", "nope", "--builds",
                     ",".join((*SERIES[:-1], "nope")), "--effect", "10%")
     assert bad.returncode == 2 and "--builds[3]: build 'nope' is not announced" in bad.stderr, bad.stderr
 
-    done = fleet.cli("scheduler", "bisect", str(spec), "--good", SERIES[0], "--bad", SERIES[-1],
-                     "--builds", ",".join(SERIES), "--cell", "oltp_point_select:2", "--effect", "10%",
-                     "--max-repeat", "8", "--format", "json", "--poll", "0.5", timeout=900)
+    done = fleet.cli("scheduler", "bisect", spec, "--pool", fleet.pool, "--good", SERIES[0], "--bad", SERIES[-1],
+                     "--builds", ",".join(SERIES), "--cell", "oltp_point_select:2", "--effect", "40%",
+                     "--max-repeat", "12", "--format", "json", "--poll", "0.5", timeout=1200)
+    print(done.stderr, done.stdout)  # the path, for a reader running with -s
     assert done.returncode == 0, done.stdout + done.stderr + fleet.logs()
     out = json.loads(done.stdout)
     assert out["state"] == "found" and out["first_slow"] == SERIES[SLOW_FROM], done.stderr
@@ -135,7 +107,7 @@ def test_bisect_finds_the_planted_regression_and_stores_each_step(fleet, registr
         for s in out["steps"]:
             c = store.campaigns.get(s["campaign_id"])
             assert c is not None
-            assert re.fullmatch(rf"bisect-it-bisect-{out['bisect_id']}-s{s['step']}", c.spec.name), c.spec.name
+            assert re.fullmatch(rf"bisect-bisect-{out['bisect_id']}-s{s['step']}", c.spec.name), c.spec.name
             assert [(t.name, t.build) for t in c.spec.targets] == [(SERIES[0], SERIES[0]), (s["build"], s["build"])]
             cells = {(r.cell.target, r.cell.workload) for r in store.results.whole(c.campaign_id)}
             assert cells == {(SERIES[0], "oltp_point_select"), (s["build"], "oltp_point_select")}
