@@ -64,3 +64,21 @@ def test_range_walks_the_announced_builds_in_version_order_between_good_and_bad(
         bisect_plan.range_between(ordered, "m19", "m18")
     with pytest.raises(ValueError, match="^--bad: build 'm20' is not announced"):
         bisect_plan.range_between(ordered, "m18", "m20")
+
+
+@pytest.mark.parametrize("extra", [[], ["--builds", "a,b", "--range"]])
+def test_the_command_wants_either_a_list_of_builds_or_range(extra, capsys):
+    from services.scheduler import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli._parser().parse_args(["bisect", "s.yaml", "--good", "a", "--bad", "b", "--effect", "5%", *extra])
+    assert e.value.code == 2
+    assert "--builds" in capsys.readouterr().err
+
+
+def test_the_command_reads_the_effect_as_a_fraction_and_cells_as_given():
+    from services.scheduler import cli
+
+    a = cli._parser().parse_args(["bisect", "s.yaml", "--good", "a", "--bad", "c", "--builds", "a,b,c",
+                                  "--effect", "5%", "--cell", "oltp_point_select:2", "--cell", "oltp_read_only:8"])
+    assert (a.effect, a.cell, a.max_repeat, a.fmt) == (0.05, ["oltp_point_select:2", "oltp_read_only:8"], 20, "text")
