@@ -90,7 +90,7 @@ def test_bisect_finds_the_planted_regression_and_stores_each_step(fleet, registr
     assert bad.returncode == 2 and "--builds[3]: build 'nope' is not announced" in bad.stderr, bad.stderr
 
     done = fleet.cli("scheduler", "bisect", spec, "--pool", fleet.pool, "--good", SERIES[0], "--bad", SERIES[-1],
-                     "--builds", ",".join(SERIES), "--cell", "oltp_point_select:2", "--effect", "40%",
+                     "--builds", ",".join(SERIES), "--cell", "oltp_point_select:2", "--effect", "15%",
                      "--max-repeat", "20", "--format", "json", "--poll", "0.5", timeout=1200)
     print(done.stderr, done.stdout)  # the path, for a reader running with -s
     assert done.returncode == 0, done.stdout + done.stderr + fleet.logs()
