@@ -28,6 +28,7 @@ from services.common.store.campaigns import Duplicate
 from services.common.terminal import escape_controls
 from services.reporting.render import registry
 from services.scheduler import plan, validation
+from services.scheduler.bisect import cmd_bisect
 from services.scheduler.confirm import GateRequest, gate_campaign
 from services.scheduler.deferred import deferred_sigint
 from services.scheduler.follow import PoolConsumers, wait
@@ -218,7 +219,8 @@ def _parser() -> argparse.ArgumentParser:
     # Each command shows the settings it reads: validate and plan only the ones their checks use.
     spec_settings = {"validate": [("db_name", "max_run_s", "consumer_timeout_ms", "announce_ttl_s")],
                      "plan": [("db_name", "max_run_s", "consumer_timeout_ms", "announce_ttl_s")],
-                     "submit": [AMQP, DB, ("max_run_s", "consumer_timeout_ms", "announce_ttl_s")]}
+                     "submit": [AMQP, DB, ("max_run_s", "consumer_timeout_ms", "announce_ttl_s")],
+                     "bisect": [AMQP, DB, ("max_run_s", "consumer_timeout_ms", "announce_ttl_s")]}
 
     def spec_cmd(name: str, help: str) -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=help, description=help)
@@ -270,6 +272,27 @@ def _parser() -> argparse.ArgumentParser:
                                              "while its campaign is still running)")
     s.add_argument("--force", action="store_true", help="submit even if the same spec or key was submitted")
     s.set_defaults(fn=cmd_submit)
+    s = spec_cmd("bisect", "find the first build of a series slower than the good one by at least an effect, "
+                           "one campaign per step")
+    s.add_argument("--good", required=True, metavar="BUILD", help="the build known good (the series' first)")
+    s.add_argument("--bad", required=True, metavar="BUILD", help="the build known slower (the series' last)")
+    series = s.add_mutually_exclusive_group(required=True)
+    series.add_argument("--builds", metavar="B1,...,Bn", help="the series in order, from --good to --bad")
+    series.add_argument("--range", action="store_true",
+                        help="the pool's announced builds from --good to --bad, in version order (then by name)")
+    s.add_argument("--cell", action="append", metavar="WORKLOAD:THREADS",
+                   help="a cell to judge (repeatable; default: every cell of the spec); a step is slower when any "
+                        "cell is, not slower when every cell is clear of the effect")
+    s.add_argument("--effect", metavar="PCT", type=change, required=True,
+                   help="the slowdown that counts, e.g. 5%%: a step is slower when a cell's whole interval lies at "
+                        "least this far below the good build's q/s")
+    s.add_argument("--max-repeat", type=_positive, default=20,
+                   help="the repetitions an undecided step may reach, doubling each time (default 20); undecided "
+                        "there ends the bisect without an answer (exit 1)")
+    s.add_argument("--format", dest="fmt", choices=("text", "json"), default="text",
+                   help="the path and verdict as text (default) or one JSON document")
+    s.add_argument("--poll", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
+    s.set_defaults(fn=cmd_bisect)
     s = sub.add_parser("gate", help="gate a finished campaign's targets against its baseline (--fail-on-slower)",
                        description="gate a finished campaign's targets against its baseline, as submit --wait "
                                    "--fail-on-slower does; with --confirm, re-run the failing cells first")
