@@ -11,13 +11,11 @@ import sys
 import time
 from dataclasses import dataclass
 
-from services.common.bus.rabbitmq import RabbitBus, Role
 from services.common.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error
 from services.common.config import Settings
 from services.common.errors import StoreError
 from services.common.spec.campaign import CampaignSpec
 from services.common.store import Store
-from services.common.store.campaigns import Duplicate
 from services.common.terminal import escape_controls
 from services.reporting import load as loading
 from services.reporting.analysis import CampaignData
@@ -26,11 +24,9 @@ from services.reporting.report import analyse
 from services.scheduler import bisect_plan, build_check, plan, preflight
 from services.scheduler.bisect_plan import Cell
 from services.scheduler.bisect_steps import Bisect, CellInterval, Probe
-from services.scheduler.deferred import deferred_sigint
-from services.scheduler.follow import follow, stopped_waiting
 from services.scheduler.plan_history import power_of
 from services.scheduler.spec_commands import load_checked
-from services.scheduler.submit import RolledBack, StoreLedger, submit
+from services.scheduler.follow_up import FollowUp, submit_and_follow
 
 
 @dataclass(frozen=True)
@@ -134,20 +130,14 @@ def _run_step(settings: Settings, req: BisectRequest, bisect_id: str, number: in
                                  name=bisect_plan.step_name(req.spec.name, bisect_id, number), description=desc)
     cid = plan.new_campaign_id(spec)
     runs = bisect_plan.step_runs(spec, req.cells, cid)
-    with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler bisect", role=Role.SCHEDULER) as bus:
-        with deferred_sigint("interrupted: undoing the step's submit once the current step ends") as interrupted:
-            # Forced (no key recorded): each step is a fresh look, even one repeating an earlier.
-            outcome = submit(StoreLedger(store, publisher=bus.user), bus, spec, cid, runs, key=f"bisect/{cid}",
-                             explicit_key=False, force=True, interrupted=interrupted)
-    if isinstance(outcome, (RolledBack, Duplicate)):
-        error(f"interrupted: step {number} ({cid}) was not run; the bisect stopped")
-        return EXIT_INTERRUPTED
-    _say(f"step {number}: campaign {cid} runs {probe.build} beside {probe.good} ({len(runs)} runs, repeat "
-         f"{probe.repeat}, pool {spec.pool})")
-    try:
-        follow(settings, cid, spec, len(runs), req.poll)
-    except KeyboardInterrupt:
-        return stopped_waiting(cid)
+    code = submit_and_follow(settings, FollowUp(
+        spec, cid, runs, key=f"bisect/{cid}", connection="benchfleet scheduler bisect",
+        undoing="interrupted: undoing the step's submit once the current step ends",
+        not_run=f"interrupted: step {number} ({cid}) was not run; the bisect stopped",
+        started=f"step {number}: campaign {cid} runs {probe.build} beside {probe.good} ({len(runs)} runs, repeat "
+                f"{probe.repeat}, pool {spec.pool})"), req.poll)
+    if code is not None:
+        return code
     with Store(settings) as store:
         data = loading.load(store, cid, with_results=False)
         failures = store.runs.failed(cid)

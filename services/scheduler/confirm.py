@@ -7,22 +7,18 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from services.common.bus.rabbitmq import RabbitBus, Role
-from services.common.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLOWER, EXIT_USAGE, error
+from services.common.cli import EXIT_OK, EXIT_SLOWER, EXIT_USAGE, error
 from services.common.config import Settings
 from services.common.spec.campaign import CampaignSpec
 from services.common.terminal import escape_controls
 from services.common.store import Store
-from services.common.store.campaigns import Duplicate
 from services.reporting import load as loading
 from services.reporting.gate import Regression, confirm, regressions
 from services.reporting.options import ReportOptions
 from services.reporting.report import analyse
 from services.scheduler import plan
 from services.scheduler.confirm_plan import confirming_runs, confirming_spec
-from services.scheduler.deferred import deferred_sigint
-from services.scheduler.follow import follow, stopped_waiting
-from services.scheduler.submit import RolledBack, StoreLedger, submit
+from services.scheduler.follow_up import FollowUp, submit_and_follow
 
 
 @dataclass(frozen=True)
@@ -78,20 +74,14 @@ def _confirm(settings: Settings, spec: CampaignSpec, campaign_id: str, first: li
     again = confirming_spec(spec, cells)
     cid = plan.new_campaign_id(again)
     runs = confirming_runs(again, cells, cid)
-    with Store(settings) as store, RabbitBus(settings, name="benchfleet scheduler gate", role=Role.SCHEDULER) as bus:
-        with deferred_sigint("interrupted: undoing the confirming submit once the current step ends") as interrupted:
-            # Forced (no key recorded): a gate confirmed twice runs twice, each a fresh look.
-            outcome = submit(StoreLedger(store), bus, again, cid, runs, key=f"confirm/{cid}",
-                             explicit_key=False, force=True, interrupted=interrupted)
-    if isinstance(outcome, (RolledBack, Duplicate)):
-        error(f"interrupted: the confirming campaign {cid} was not run; the gate stands unconfirmed")
-        return EXIT_INTERRUPTED
-    _say(f"confirming: campaign {cid} re-runs the {len(cells)} failing cell(s) of {campaign_id} with their baseline "
-         f"({len(runs)} runs, repeat {again.repeat}, pool {again.pool})")
-    try:
-        follow(settings, cid, again, len(runs), req.poll)
-    except KeyboardInterrupt:
-        return stopped_waiting(cid)
+    code = submit_and_follow(settings, FollowUp(
+        again, cid, runs, key=f"confirm/{cid}", connection="benchfleet scheduler gate",
+        undoing="interrupted: undoing the confirming submit once the current step ends",
+        not_run=f"interrupted: the confirming campaign {cid} was not run; the gate stands unconfirmed",
+        started=f"confirming: campaign {cid} re-runs the {len(cells)} failing cell(s) of {campaign_id} with their "
+                f"baseline ({len(runs)} runs, repeat {again.repeat}, pool {again.pool})"), req.poll)
+    if code is not None:
+        return code
     with Store(settings) as store:
         data = loading.load(store, cid, with_results=not req.opts.table_metric.column)
         failures = store.runs.failed(cid)
