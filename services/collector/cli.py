@@ -60,7 +60,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # Prometheus' http_sd_configs read the fleet's workers beside the collector's /metrics.
     metrics.routes[SD_PATH] = directory.render
     pools = tuple(p for p in args.pools.split(",") if p)
-    relay = CancelRelay()
+    relay = CancelRelay(check_every_s=settings.cancel_check_s)
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
                   metrics=metrics, directory=directory, reap_grace_s=settings.reap_grace_s,
                   after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload, cell=r.cell),  # type: ignore[arg-type]

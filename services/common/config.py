@@ -76,6 +76,9 @@ class Settings:
     #: HTTP service discovery drops the endpoint (a decommissioned host, a worker gone for good).
     #: Running workers announce every ANNOUNCE_EVERY_S. 0: announcements never expire.
     announce_ttl_s: int = 900
+    #: Seconds between the collector's looks for campaigns cancelled in the results DB, which it
+    #: then tells the workers of (`scheduler cancel` waits 15 s for it).
+    cancel_check_s: int = 1
     #: TLS for AMQP (used when set, or with an amqps:// URL) and for the results DB.
     amqp_tls_ca: str = ""
     amqp_tls_cert: str = ""

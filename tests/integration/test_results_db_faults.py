@@ -48,6 +48,9 @@ def private_fleet(base: Settings, db: ThrowawayMariadb, workdir) -> Fleet:
         TEST_TARGET_PASSWORD: base.db_password,  # the targets' password, not the private DB's
         "BENCHFLEET_DB_PASSWORD_FILE": "",
         COLLECTOR_PORT: str(free_port()),
+        # The collector's look for cancelled campaigns (every second by default) would keep its
+        # results-DB connection from ever idling past the private server's wait_timeout.
+        "BENCHFLEET_CANCEL_CHECK_S": "60",
     })
     return fleet
 
