@@ -17,7 +17,8 @@ from services.worker.driver.native.parent import run_load
 from services.worker.target.dsn import connect
 from services.worker.target.connect_params import ConnectParams
 
-pytestmark = pytest.mark.integration
+# Serial (run alone after the parallel pass): it turns the shared server's userstat on and off and asserts wall-clock bounds.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 DB = "bf_test_loadgen"
 SHAPE = DataShape(tables=2, table_size=1000)
