@@ -63,8 +63,10 @@ test: venv services
 	$(BIN)/python -m pytest -m "not serial" -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
 	exit $$rc
 
+# The unit tests are CPU-bound: one process per core, each file whole in one (as in make test's parallel pass).
+UNIT_JOBS ?= 2
 unit: venv
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit -n $(UNIT_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 clean: down
 	rm -rf var
