@@ -22,8 +22,8 @@ import yaml
 from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Tls, Topology, wait_until
 from tests.missing import missing
 
-# Serial: it unplugs a host one second into a run measured for five, a margin other load used up
-# (its run finished first, and was not measured again, in two parallel runs beside other suites).
+# Serial: it unplugs a host one second into a run measured for five, and waits 90 s for announcements:
+# beside other suites' load, in parallel, the run once ended before the cut and once the wait ran out.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
