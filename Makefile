@@ -7,6 +7,11 @@ ENV := set -a; . var/local.env; set +a;
 
 .PHONY: demo test unit venv lock services up down clean study study-down
 
+# The suite starts hundreds of Python processes (pytest's, and the fleets' services): with bytecode
+# writing off (PYTHONDONTWRITEBYTECODE, set on some machines) each one compiles services/ again and
+# pytest rewrites every test module's asserts again, seconds of CPU each time. __pycache__ is ignored.
+unexport PYTHONDONTWRITEBYTECODE
+
 # The versions the suite runs against: pyproject gives ranges, requirements-lock.txt the exact pins.
 LOCK := requirements-lock.txt
 
@@ -44,11 +49,24 @@ demo: venv up
 	$(ENV) set -a; [ ! -f var/fleet.env ] || . var/fleet.env; set +a; $(BIN)/scheduler submit examples/quickstart.yaml --wait
 	@echo "The fleet is still running: 'make down' stops it; logs are in var/log/."
 
+# The whole suite in two passes (docs/operations.md, "Running the tests"): the tests marked `serial`
+# alone, then the rest in TEST_JOBS processes, each file whole in one process (they mostly wait on
+# brokers, servers and windows, so more processes than cores still pay). Both passes always run; make
+# fails when either failed (pytest's 5, nothing selected, is no failure: PYTEST_ARGS may pick one file).
+TEST_JOBS ?= 4
+# The serial pass collects tests/integration alone (every serial test is there), unless PYTEST_ARGS
+# names what to run.
+SERIAL_ARGS := $(if $(PYTEST_ARGS),$(PYTEST_ARGS),tests/integration)
 test: venv services
-	$(ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(ENV) rc=0; \
+	$(BIN)/python -m pytest -m serial $(SERIAL_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	$(BIN)/python -m pytest -m "not serial" -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	exit $$rc
 
+# The unit tests are CPU-bound: one process per core, each file whole in one (as in make test's parallel pass).
+UNIT_JOBS ?= 2
 unit: venv
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit -n $(UNIT_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 clean: down
 	rm -rf var

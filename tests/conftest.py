@@ -39,6 +39,13 @@ from services.common.config import Settings, settings_from  # noqa: E402
 from tests.missing import require_service  # noqa: E402
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding a `slow` test first, the order otherwise kept: `make test`'s parallel pass hands
+    each file whole to one process in this order, and a long file handed out last runs on alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 @pytest.fixture(autouse=True)
 def _reset_structlog():
     """Each test starts from structlog's defaults, whatever a previous test configured."""

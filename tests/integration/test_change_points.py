@@ -16,7 +16,8 @@ import pytest
 
 from tests.integration.fleet import Fleet, target_yaml
 
-pytestmark = pytest.mark.integration
+# Serial: its verdicts turn on q/s of one-second runs, which other suites running beside it move.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 NIGHTS = 8
 SLOWER_FROM = 5

@@ -113,6 +113,8 @@ def test_worker_sigkilled_three_times(fleet):
     assert again >= 3, "each interrupted run should have been delivered again"
 
 
+# Serial: it stops the machine's RabbitMQ: every other test's connections would drop.
+@pytest.mark.serial
 def test_broker_restart_mid_campaign(fleet):
     """RabbitMQ restarted mid-campaign: scheduler --wait, the worker and the collector carry on
     and the campaign completes with every result stored once."""
@@ -198,6 +200,8 @@ def test_target_killed_mid_run(fleet):
     assert "fail" in report.stdout.lower(), report.stdout
 
 
+# Serial: it lowers the machine's RabbitMQ consumer_timeout: other tests' runs would time out.
+@pytest.mark.serial
 def test_run_longer_than_consumer_timeout_and_heartbeats(fleet):
     """A run lasting longer than the broker's delivery-ack timeout and several heartbeats is
     measured once and stored once, and its delivery does not stay unacked or come back."""

@@ -18,7 +18,8 @@ from services.worker.driver.sysbench import driver as sysbench_driver
 from services.worker.driver.contract import ConnectParams, LoadRequest
 from services.worker.driver.native.parent import run_load
 
-pytestmark = pytest.mark.integration
+# Serial (run alone after the parallel pass): it counts statements over fixed runs of both drivers and times them against each other.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SHAPE = DataShape(tables=2, table_size=2000)
 #: select_random_* run on one table (sysbench refuses more), with k = id as prepare builds it for them.

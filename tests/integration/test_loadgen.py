@@ -18,6 +18,9 @@ from services.worker.target.dsn import connect
 from services.worker.target.connect_params import ConnectParams
 
 pytestmark = pytest.mark.integration
+#: The tests that time their runs (the measured window, rates, wall-clock bounds) or count through the
+#: shared server's userstat, which they turn on and off: run alone, after the parallel pass (Makefile).
+serial = pytest.mark.serial
 
 DB = "bf_test_loadgen"
 SHAPE = DataShape(tables=2, table_size=1000)
@@ -138,6 +141,7 @@ def test_connections_use_the_c_extension(_mariadb):
         conn.close()
 
 
+@serial
 def test_point_select_reads_equal_the_servers_select_count(_mariadb, primary_rows_read):
     """Every counted read is one SELECT the server executed, and nothing else is counted: the
     SELECTs in flight at the window's end complete after it, uncounted."""
@@ -153,6 +157,7 @@ def test_point_select_reads_equal_the_servers_select_count(_mariadb, primary_row
     _sane_latency(out)
 
 
+@serial
 def test_read_only_counts_14_reads_and_2_other_per_transaction(_mariadb, primary_rows_read):
     """oltp_read_only: the server ran the SELECTs counted, and the rest of the transactions in
     flight at the window's end (a statement counts in the window it completes in); BEGIN/COMMIT
@@ -171,6 +176,7 @@ def test_read_only_counts_14_reads_and_2_other_per_transaction(_mariadb, primary
     _sane_latency(out)
 
 
+@serial
 def test_warmup_is_run_but_never_counted(_mariadb, primary_rows_read):
     """The server runs warm-up queries, the outcome leaves them out."""
     before = primary_rows_read()
@@ -184,6 +190,7 @@ def test_warmup_is_run_but_never_counted(_mariadb, primary_rows_read):
     assert len(out.series.transactions) == 1
 
 
+@serial
 def test_stop_cancels_a_run_early_and_on_progress_reports_progress(_mariadb):
     """Setting stop ends a long run within a few seconds; progress arrives about once a second."""
     stop, seen = threading.Event(), []
@@ -249,6 +256,7 @@ def test_other_workloads_run_cleanly(mariadb_params, name, per_tx):
     assert t.writes <= per_tx[1] * (t.transactions + partial)
 
 
+@serial
 def test_open_loop_below_capacity_runs_at_the_rate_with_no_queue(_mariadb):
     """A rate far below capacity: tps is the rate (Poisson noise aside) and nothing queues."""
     out = run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=4, warmup=0.5,
@@ -260,6 +268,7 @@ def test_open_loop_below_capacity_runs_at_the_rate_with_no_queue(_mariadb):
     _sane_latency(out)
 
 
+@serial
 def test_open_loop_above_capacity_queues_and_latency_grows_with_the_queue(_mariadb):
     """Three times what one connection can do: the queue grows every second, and the last
     transactions waited about queue / rate, since latency counts from the intended start."""
@@ -277,6 +286,7 @@ def test_open_loop_above_capacity_queues_and_latency_grows_with_the_queue(_maria
     assert out.latency.p50_ms > 20 * closed.latency.p50_ms
 
 
+@serial
 def test_an_open_loop_backlog_past_its_bound_ends_the_run_with_what_it_measured(_mariadb):
     """A million arrivals a second on one connection: the backlog passes its bound within
     seconds, and the run ends there, long before its 20 s, keeping what it measured and how far
@@ -289,6 +299,7 @@ def test_an_open_loop_backlog_past_its_bound_ends_the_run_with_what_it_measured(
     assert out.totals.transactions > 0 and 0 < out.measured_s < 15
 
 
+@serial
 def test_latency_by_kind_times_every_statement_and_merges_exactly(_mariadb):
     """Asked for it, a run reports latency per statement kind: one sample per statement of that
     kind, merged across load processes, and no per-kind data when not asked."""
@@ -329,6 +340,7 @@ def _kill_load_connections_after(params: ConnectParams, delay: float, connection
     return killer
 
 
+@serial
 def test_a_killed_connection_ends_the_run_with_its_error_by_default(_mariadb):
     """sysbench's default ignore list does not hold lost connections: KILL CONNECTION ends the run
     with MySQL error 2013 (or 2006), as sysbench stops on it, instead of a low number."""
@@ -343,6 +355,7 @@ def test_a_killed_connection_ends_the_run_with_its_error_by_default(_mariadb):
     assert time.monotonic() - t0 < 20, "the run should end at the error, not at its deadline"
 
 
+@serial
 @pytest.mark.parametrize("threads, processes", [(3, 1), (2, 2)], ids=["epoll-loop", "one-blocking-connection-each"])
 def test_connections_killed_mid_run_are_reconnected_counted_and_the_run_goes_on(_mariadb, threads, processes):
     """With the lost-connection codes in ignore_errors, KILL CONNECTION on every load connection:
@@ -362,6 +375,7 @@ def test_connections_killed_mid_run_are_reconnected_counted_and_the_run_goes_on(
     assert len(out.series.transactions) == 3 and all(n > 0 for n in out.series.transactions)
 
 
+@serial
 def test_a_short_run_exports_live_latency_samples(_mariadb):
     """The live "Transaction latency" panel has data: each second's Progress carries the load
     processes' merged latency histogram, so a worker's scrape shows a histogram whose count is the

@@ -36,7 +36,8 @@ from services.worker.target.dsn import connector_kwargs
 
 from tests.integration.fleet import wait_for
 
-pytestmark = pytest.mark.integration
+# Serial (run alone after the parallel pass): it waits for the shared server to settle and changes its global InnoDB settings.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SHAPE = DataShape(tables=1, table_size=1000)
 PASSWORD_ENV = "BF_TEST_QUIESCE_PW"

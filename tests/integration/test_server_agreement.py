@@ -20,7 +20,8 @@ from services.reporting.report import analyse, render_lines
 from services.worker import runner
 from services.worker.target import managed
 
-pytestmark = pytest.mark.integration
+# Serial (run alone after the parallel pass): it compares the client's count with the server's over a timed window, at up to 1024 connections.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SHAPE = DataShape(tables=4, table_size=20000, engine="InnoDB")
 #: One thread per connection (the monitor is an ordinary connection opened before the load) ...

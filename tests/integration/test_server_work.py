@@ -21,7 +21,8 @@ from services.worker.driver.sysbench import driver as sysbench_driver
 from services.worker.target import managed
 
 
-pytestmark = pytest.mark.integration
+# Serial (run alone after the parallel pass): it judges context switches and disk bytes per query, which other processes' load inflates.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SHAPE = DataShape(tables=1, table_size=5000, engine="InnoDB")
 TARGET = ManagedTarget(kind="managed", name="work", options={"innodb_buffer_pool_size": "64M"})

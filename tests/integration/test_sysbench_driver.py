@@ -33,6 +33,8 @@ def params(mariadb_params) -> ConnectParams:
     return p
 
 
+# Serial: it asserts the measured window's length and per-second series, which other load stretches.
+@pytest.mark.serial
 def test_sysbench_run_becomes_a_result_with_series_and_histogram(params):
     """A sysbench run yields totals, one series entry per second and a latency histogram, like a native run."""
     seconds: list[Progress] = []
