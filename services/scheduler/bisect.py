@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
-import sys
 import time
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ from services.scheduler.bisect_plan import Cell
 from services.scheduler.bisect_steps import Bisect, CellInterval, Probe
 from services.scheduler.plan_history import power_of
 from services.scheduler.spec_commands import load_checked
-from services.scheduler.follow_up import FollowUp, submit_and_follow
+from services.scheduler.follow_up import FollowUp, say, submit_and_follow
 
 
 @dataclass(frozen=True)
@@ -41,10 +40,6 @@ class BisectRequest:
     repeat: int | None
     max_repeat: int
     poll: float
-
-
-def _say(line: str) -> None:
-    print(escape_controls(line), file=sys.stderr)
 
 
 def _announced(settings: Settings, pool: str) -> list[tuple[str, str]]:
@@ -78,10 +73,10 @@ def _first_repeat(req: BisectRequest, settings: Settings, probe_spec: CampaignSp
     try:
         power = power_of(probe_spec, settings, req.effect)
     except StoreError as e:
-        _say(f"power: not estimated ({e}); starting at the spec's repeat {req.spec.repeat}")
+        say(f"power: not estimated ({e}); starting at the spec's repeat {req.spec.repeat}")
         return max(2, min(req.spec.repeat, req.max_repeat))
     for line in power.lines():
-        _say(line)
+        say(line)
     wanted = power.advice.repeat if power.advice is not None else req.spec.repeat
     return max(2, min(wanted, req.max_repeat))
 
@@ -101,7 +96,7 @@ def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_USAGE
     bisect_id = secrets.token_hex(3)
     for line in b.lines()[:1]:
-        _say(f"{line}; bisect {bisect_id}, campaigns {bisect_plan.step_name(spec.name, bisect_id, 1)[:-1]}N")
+        say(f"{line}; bisect {bisect_id}, campaigns {bisect_plan.step_name(spec.name, bisect_id, 1)[:-1]}N")
     while (probe := b.next_probe()) is not None:
         try:
             step = _run_step(settings, req, bisect_id, len(b.steps) + 1, probe)
@@ -112,7 +107,7 @@ def cmd_bisect(args: argparse.Namespace, settings: Settings) -> int:
         cid, found = step
         b = b.record(probe, cid, found)
         for line in b.lines()[-2 - len(found):-1]:
-            _say(line)
+            say(line)
     if args.fmt == "json":
         print(json.dumps({"bisect_id": bisect_id, **b.as_data()}, indent=1))
     else:
@@ -143,7 +138,7 @@ def _run_step(settings: Settings, req: BisectRequest, bisect_id: str, number: in
         failures = store.runs.failed(cid)
     if failures:
         for f in failures:
-            _say(f"failed: {f.run_id}: {f.error}")
+            say(f"failed: {f.run_id}: {f.error}")
         error(f"step {number}: {len(failures)} run(s) of campaign {cid} failed; the bisect stopped (a build that does "
               "not run cannot be judged)")
         return EXIT_FAILED

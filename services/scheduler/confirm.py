@@ -4,13 +4,11 @@ again on those runs alone, the gate failing only when they fail again."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from services.common.cli import EXIT_OK, EXIT_SLOWER, EXIT_USAGE, error
 from services.common.config import Settings
 from services.common.spec.campaign import CampaignSpec
-from services.common.terminal import escape_controls
 from services.common.store import Store
 from services.reporting import load as loading
 from services.reporting.gate import Regression, confirm, regressions
@@ -18,7 +16,7 @@ from services.reporting.options import ReportOptions
 from services.reporting.report import analyse
 from services.scheduler import plan
 from services.scheduler.confirm_plan import confirming_runs, confirming_spec
-from services.scheduler.follow_up import FollowUp, submit_and_follow
+from services.scheduler.follow_up import FollowUp, say, submit_and_follow
 
 
 @dataclass(frozen=True)
@@ -30,10 +28,6 @@ class GateRequest:
     confirm: bool = False
     poll: float = 1.0
     opts: ReportOptions = ReportOptions()
-
-
-def _say(line: str) -> None:
-    print(escape_controls(line), file=sys.stderr)
 
 
 def gate_campaign(settings: Settings, req: GateRequest) -> int:
@@ -55,7 +49,7 @@ def gate_campaign(settings: Settings, req: GateRequest) -> int:
     first = regressions(analyse(data, req.opts).tables, req.beyond)
     label = f"vs {data.baseline}"
     if not first:
-        _say(f"gate: no cell of {c.campaign_id} slower than baseline {data.baseline} by more than {pct} ({m.unit}, "
+        say(f"gate: no cell of {c.campaign_id} slower than baseline {data.baseline} by more than {pct} ({m.unit}, "
              "adjusted interval)")
         return EXIT_OK
     error(f"{len(first)} cell(s) of {c.campaign_id} significantly slower than baseline {data.baseline} by more "
@@ -86,16 +80,16 @@ def _confirm(settings: Settings, spec: CampaignSpec, campaign_id: str, first: li
         data = loading.load(store, cid, with_results=not req.opts.table_metric.column)
         failures = store.runs.failed(cid)
     for f in failures:
-        _say(f"failed: {f.run_id}: {f.error}")
+        say(f"failed: {f.run_id}: {f.error}")
     result = confirm(first, analyse(data, req.opts).tables, req.beyond, cid)
     unit = req.opts.table_metric.unit
     for line in result.lines(unit, label):
-        _say(line)
+        say(line)
     if result.failed:
         n, confirmed, unmeasured = len(result.cells), len(result.of("confirmed")), len(result.of("unmeasured"))
         error(f"{confirmed} of {n} failing cell(s) of {campaign_id} slower again in confirming campaign {cid}"
               + (f", {unmeasured} not measured again (not cleared)" if unmeasured else ""))
         return EXIT_SLOWER
-    _say(f"gate passed: none of the {len(result.cells)} failing cell(s) of {campaign_id} was confirmed by "
+    say(f"gate passed: none of the {len(result.cells)} failing cell(s) of {campaign_id} was confirmed by "
          f"campaign {cid}")
     return EXIT_OK

@@ -20,6 +20,11 @@ from services.scheduler.follow import follow, stopped_waiting
 from services.scheduler.submit import RolledBack, StoreLedger, submit
 
 
+def say(line: str) -> None:
+    """A line of the scheduler's own progress on stderr, control characters shown escaped."""
+    print(escape_controls(line), file=sys.stderr)
+
+
 @dataclass(frozen=True)
 class FollowUp:
     """One follow-up campaign and what the user reads about it: its submit being undone, it not
@@ -47,7 +52,7 @@ def submit_and_follow(settings: Settings, f: FollowUp, poll: float) -> int | Non
     if isinstance(outcome, (RolledBack, Duplicate)):
         error(f.not_run)
         return EXIT_INTERRUPTED
-    print(escape_controls(f.started), file=sys.stderr)
+    say(f.started)
     try:
         follow(settings, f.campaign_id, f.spec, len(f.runs), poll)
     except KeyboardInterrupt:
