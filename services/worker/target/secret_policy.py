@@ -109,6 +109,14 @@ def _entries(text: str, *, colons: bool) -> list[tuple[str, Destination]]:
     return out
 
 
+def _setting_entries(environ: Mapping[str, str], setting: str, *, colons: bool) -> list[tuple[str, Destination]]:
+    """The entries of allow-list ``setting``; SettingsError naming it for a destination that does not parse."""
+    try:
+        return _entries(environ.get(setting, ""), colons=colons)
+    except ValueError as e:
+        raise SettingsError(f"{setting}: {e}") from None
+
+
 @dataclass(frozen=True)
 class SecretPolicy:
     """What specs may name for passwords on this worker, and where each may go (see the module
@@ -123,11 +131,7 @@ class SecretPolicy:
     def from_environ(cls, environ: Mapping[str, str]) -> "SecretPolicy":
         """The operator's policy; SettingsError for an entry that could only ever be refused."""
         env_rules: list[Rule] = []
-        try:
-            env_entries = _entries(environ.get(ENV_ALLOW, ""), colons=False)
-        except ValueError as e:
-            raise SettingsError(f"{ENV_ALLOW}: {e}") from None
-        for entry, where in env_entries:
+        for entry, where in _setting_entries(environ, ENV_ALLOW, colons=False):
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?|\*", entry):
                 raise SettingsError(f"{ENV_ALLOW}: {entry!r} is not a variable name (or NAME* / *)")
             if entry.upper().startswith(FLEET_PREFIX):
@@ -138,11 +142,7 @@ class SecretPolicy:
         forbidden = [_real(fleet_secrets_dir(environ)), _real(managed_dir(environ))]
         files = {_real(environ[k]) for k in FLEET_SECRET_FILES if environ.get(k)}
         dir_rules: list[Rule] = []
-        try:
-            dir_entries = _entries(environ.get(DIRS_ALLOW, ""), colons=True)
-        except ValueError as e:
-            raise SettingsError(f"{DIRS_ALLOW}: {e}") from None
-        for entry, where in dir_entries:
+        for entry, where in _setting_entries(environ, DIRS_ALLOW, colons=True):
             if not entry.startswith(("/", "~")):
                 raise SettingsError(f"{DIRS_ALLOW}: {entry!r} is not an absolute directory")
             real = _real(entry)
