@@ -15,7 +15,10 @@ from services.common.spec import costs
 from services.common.spec.loading import SpecError, load_spec_source, parse_spec
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.scheduler import preflight
-from services.worker.driver.native.arrivals import Schedule
+from services.worker.driver.contract import LoadRequest
+from services.worker.driver.native.arrivals import MAX_BACKLOG, Schedule, backlog_share
+from services.worker.driver.native.parent import plan_jobs
+from services.worker.target.connect_params import ConnectParams
 
 BASE = """\
 name: cost
@@ -121,3 +124,33 @@ def test_an_open_loop_backlog_stops_growing_at_its_bound():
     assert schedule.queue(0.0005) < 1_000 and schedule.exceeded is None
     assert schedule.queue(5.0) <= 1_001 and schedule.exceeded == 1_001
     assert schedule.take(10.0) is not None  # what was drawn is still served
+
+
+def _open_loop(threads: int, **split) -> LoadRequest:
+    return LoadRequest(ConnectParams(), WorkloadSpec(name="oltp_point_select"), DataShape(), threads, 0.0, 5.0, 1,
+                       rate=10_000.0, **split)
+
+
+@pytest.mark.parametrize("threads, processes", [(1, 1), (8, 4), (64, 1), (7, 3), (1000, 7)])
+def test_a_runs_load_processes_share_one_backlog_bound(threads, processes):
+    """However many load processes a run has, the arrivals they may hold due add up to the run's
+    bound (rounded up by at most one a process), each in proportion to its connections, as its rate is."""
+    jobs = plan_jobs(_open_loop(threads), [0, 1], processes)
+    assert len(jobs) == processes
+    assert MAX_BACKLOG <= sum(j.backlog_limit for j in jobs) <= MAX_BACKLOG + processes
+    for j in jobs:
+        assert j.backlog_limit == pytest.approx(MAX_BACKLOG * len(j.thread_ids) / threads, abs=1)
+        assert j.rate == pytest.approx(10_000.0 * len(j.thread_ids) / threads)
+
+
+def test_a_load_hosts_part_of_a_split_run_holds_its_share_of_the_runs_bound():
+    """A run of 400 connections split over four load hosts: each host's 100 hold a quarter of the bound."""
+    part = replace(_open_loop(100), first_thread=200, run_threads=400)
+    jobs = plan_jobs(part, [0, 1], 2)
+    assert sum(j.backlog_limit for j in jobs) == MAX_BACKLOG // 4
+    assert [j.thread_ids[0] for j in jobs] == [200, 201]
+
+
+def test_a_backlog_share_is_refused_for_more_connections_than_the_run_has():
+    with pytest.raises(ValueError, match="connections must be 1..4"):
+        backlog_share(5, 4)

@@ -8,10 +8,19 @@ import random
 import threading
 
 
-#: Arrivals one load process may hold due and not started: the open-loop backlog. A server that
-#: falls further behind the rate ends the run (child.py) instead of growing the queue without end,
-#: at 1,000,000/s by tens of MB a second.
+#: Arrivals one run may hold due and not started: the open-loop backlog, shared by its load processes
+#: (backlog_share). A server that falls further behind the rate ends the run (child.py) instead of
+#: growing the queue without end, at 1,000,000/s by tens of MB a second.
 MAX_BACKLOG = 1_000_000
+
+
+def backlog_share(connections: int, run_connections: int, bound: int = MAX_BACKLOG) -> int:
+    """A load process's part of the run's backlog bound, in proportion to its connections (as its
+    part of the rate is); at least 1, and the parts of a run add up to at most the bound plus one
+    per process (rounding up)."""
+    if not 0 < connections <= run_connections:
+        raise ValueError(f"connections must be 1..{run_connections}, got {connections}")
+    return max(1, -(-bound * connections // run_connections))
 
 
 class Schedule:

@@ -141,7 +141,8 @@ class LoadCore:
         compress = bool(job.workload.option("mysql_compression"))
         self.rate = job.rate
         self.core = lib.Core(programs, states, budgets, connect_tuple(job.params, compress=compress), job.by_kind,
-                             policy, self.blocking, float(job.rate), arrivals, MAX_BACKLOG, job.loops)
+                             policy, self.blocking, float(job.rate), arrivals,
+                             MAX_BACKLOG if job.backlog_limit is None else job.backlog_limit, job.loops)
         self.connections = len(programs)
 
     def open(self) -> None:
@@ -193,7 +194,8 @@ class LoadCore:
         if exceeded is None:
             return None
         return Fatal(None, f"the open-loop backlog passed {exceeded:,} transactions due and not started in one "
-                           f"load process (rate {self.rate:g}/s there): its connections fell that far behind "
+                           f"load process (rate {self.rate:g}/s there, its share of the run's bound of "
+                           f"{MAX_BACKLOG:,}): its connections fell that far behind "
                            "the rate (the server, or the client, cannot keep it); a lower rate or more "
                            "connections measure it", behind=exceeded)
 

@@ -28,6 +28,7 @@ from services.worker.driver.contract import (
     Progress,
     ProgressCallback,
 )
+from services.worker.driver.native.arrivals import backlog_share
 from services.worker.driver.native import child
 from services.worker.driver.native.child import DRAIN_GRACE_S
 from services.worker.driver.window import measured_seconds, summarize
@@ -94,6 +95,22 @@ def _plan(threads: int, cpus: list[int], processes: int | None) -> list[tuple[tu
     return plan
 
 
+def plan_jobs(r: LoadRequest, cpus: list[int], processes: int | None = None) -> list[Job]:
+    """The load processes' jobs for request ``r``: each its connections, CPUs, part of the events
+    and of the rate, and its share of the run's open-loop backlog bound (a part of a run split
+    over load hosts: its share of the whole run's)."""
+    threads, events = r.threads, r.events
+    jobs = []
+    for tids, mine in _plan(threads, cpus, processes):
+        jobs.append(part_job(Job(r.params, r.workload, r.data, tids, threads, r.seed, mine,
+                                 None if not events else tuple(events // threads + (t < events % threads) for t in tids),
+                                 rate=(r.rate or 0.0) * len(tids) / threads, index=len(jobs), by_kind=r.latency_by_kind,
+                                 ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine)),
+                                 backlog_limit=backlog_share(len(tids), max(threads, r.run_threads or threads))),
+                             r.first_thread, r.run_threads))
+    return jobs
+
+
 def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutcome:
     """Run the request's workload with ``threads`` connections: warm up, then measure for
     ``duration`` seconds; raise LoadError if it cannot start. With ``events`` (sysbench's
@@ -121,13 +138,8 @@ def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutco
     ctx = multiprocessing.get_context("spawn")
     procs, pipes = [], []
     try:
-        for tids, mine in _plan(threads, cpus, processes):
+        for job in plan_jobs(r, cpus, processes):
             parent_end, child_end = ctx.Pipe(duplex=True)
-            job = part_job(Job(r.params, r.workload, r.data, tids, threads, r.seed, mine,
-                               None if not events else tuple(events // threads + (t < events % threads) for t in tids),
-                               rate=(rate or 0.0) * len(tids) / threads, index=len(procs), by_kind=r.latency_by_kind,
-                               ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine))),
-                           r.first_thread, r.run_threads)
             proc = ctx.Process(target=child.main, args=(child_end, job), daemon=True,
                                name=f"benchfleet-load-{len(procs)}")
             proc.start()

@@ -48,6 +48,10 @@ class Job:
     ignore_errors: IgnoreErrors = IGNORE_DEFAULT
     #: Event loops (OS threads) the process drives its connections with (parent.loops_for).
     loops: int = 1
+    #: Open loop: arrivals this process may hold due and not started, its share of the run's bound
+    #: (arrivals.backlog_share), so a run over many processes or load hosts holds no more in all;
+    #: None: the whole bound (arrivals.MAX_BACKLOG).
+    backlog_limit: int | None = None
 
 
 @dataclass(frozen=True)
