@@ -141,7 +141,7 @@ class Unroutable(BusError):
 
 
 class TopologyMissing(BusError):
-    """A queue or exchange a worker uses is not declared yet (by the scheduler or collector)."""
+    """A queue or exchange a worker or the scheduler uses is not declared yet (by the scheduler or collector)."""
 
 
 class StoreError(ConnectError):

@@ -271,6 +271,35 @@ def test_the_parts_of_a_run_meet_on_the_parts_exchange(deployed):
         _refused(lambda: _amqp(lambda: w.channel.exchange_delete(w.names.parts)))
 
 
+def test_the_scheduler_can_neither_delete_nor_rebind_the_control_exchange_or_log(deployed):
+    """Every submitter holds the scheduler's user: it may not delete the control exchange, the
+    sync exchange or the control log (workers would hear no cancel, and the log of past cancels
+    would be gone), nor bind the log to an exchange it publishes to; `scheduler cancel`'s replay
+    of the log still works, and a scheduler that comes before any collector still declares what
+    a submit needs."""
+    tag, tmp_path, runs, _ = deployed
+    sched, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "collector"))
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.declare((POOL,))
+    n = RabbitBus(sched).names
+    for exchange in (n.control, n.control_sync):
+        with _bus(sched, Role.SCHEDULER) as s:
+            _refused(lambda: _amqp(lambda: s.channel.exchange_delete(exchange)))
+    with _bus(sched, Role.SCHEDULER) as s:
+        _refused(lambda: s.delete_queue(n.control_log))
+    with _bus(sched, Role.SCHEDULER) as s:
+        _refused(lambda: _amqp(lambda: s.channel.queue_bind(n.control_log, n.runs_exchange, "x")))
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.publish_control(ControlMessage(action="cancel", campaign_id="sched-replay"))
+    seen: list[ControlMessage] = []
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+        s.replay_control_log("perm-sched", seen.append, should_stop=lambda: False, timeout_s=30)
+    assert "sched-replay" in [m.campaign_id for m in seen]
+
+
 def _refused_on_channel(settings: Settings, role: Role, op) -> str:
     """Run ``op(channel)`` on a fresh connection of ``role``'s user; the broker's refusal (the
     channel or, for what a queue type does not implement, the connection is closed)."""

@@ -175,8 +175,15 @@ class RabbitBus(Broker):
                             raise
                 else:
                     self._ch.queue_bind(step.queue, step.exchange, routing_key=step.routing_key or None)
-        if self.role is Role.SCHEDULER:
+        if self.role is Role.COLLECTOR:
             self.declare_control_log()
+        elif self.role is Role.SCHEDULER:
+            # The collector declares it; a scheduler that comes first goes on without it (a submit
+            # needs no log, and workers wait for it), or creates it where its user may (tests).
+            try:
+                self.declare_control_log()
+            except TopologyMissing:
+                pass
 
     def retire_old_exchanges(self) -> list[str]:
         """Delete the exchanges of earlier versions (topology.retired); the names, gone now."""
@@ -185,13 +192,17 @@ class RabbitBus(Broker):
                 self._ch.exchange_delete(step.name)  # a no-op when it is gone already
         return [step.name for step in topology.retired(self.names)]
 
-    def _ensure(self, what: str, declare: Callable[[Any, bool], object]) -> bool:
-        """Declare ``what``; True when this call created it. A worker first checks that it exists
-        (a passive declare needs no permission): its broker user may configure nothing but its
-        private queues, so it can neither delete nor redefine the fleet's queues. Declaring what
-        is missing then works only for a user allowed to (tests, tools); for the worker's own
-        user the scheduler (at a submit) and the collector declare it first."""
-        if self.role is not Role.WORKER:
+    def _ensure(self, what: str, declare: Callable[[Any, bool], object], *, configures: bool | None = None,
+                owner: str = "the scheduler declares it at the first submit to this pool, the collector declares "
+                             "the results queue") -> bool:
+        """Declare ``what``; True when this call created it. A role that does not configure it
+        (``configures``; default: every role but the worker) first checks that it exists (a passive
+        declare needs no permission): its broker user may not configure it, so it can neither delete
+        nor redefine it. Declaring what is missing then works only for a user allowed to (tests,
+        tools); otherwise ``owner`` declares it first."""
+        if configures is None:
+            configures = self.role is not Role.WORKER
+        if configures:
             declare(self._ch, False)
             return True
         try:
@@ -206,9 +217,8 @@ class RabbitBus(Broker):
             return True
         except px.ChannelClosedByBroker as e:
             self._reopen_channel()
-            raise TopologyMissing(f"the broker has no {what} yet, and this worker's broker user may not declare it "
-                           f"({e.reply_code} {e.reply_text}): the scheduler declares it at the first submit to "
-                           "this pool, the collector declares the results queue") from None
+            raise TopologyMissing(f"the broker has no {what} yet, and this {self.role.value}'s broker user may not "
+                           f"declare it ({e.reply_code} {e.reply_text}): {owner}") from None
 
     def _reopen_channel(self) -> None:
         # The broker closes the channel on a failed declare; the connection stays.
@@ -217,17 +227,22 @@ class RabbitBus(Broker):
 
     def declare_control_log(self) -> None:
         """Declare the control exchange, the control log (a stream) bound to it, and the sync
-        exchange that only the log is bound to. The scheduler declares and binds them; a worker
-        checks they exist (and binds only what it had to create: its user may not bind the log)."""
+        exchange that only the log is bound to. The collector, which alone publishes cancels,
+        declares and binds them; the scheduler and the workers check they exist (and bind only what
+        they had to create: their users may neither delete them nor bind the log)."""
         n = self.names
+        own = self.role in (Role.ALL, Role.COLLECTOR)
+        owner = "the collector declares it when it starts"
         with _as_bus_error("declaring the control log"):
             created = [self._ensure(f"exchange {n.control!r}", lambda ch, passive: ch.exchange_declare(
-                           n.control, exchange_type="fanout", durable=True, passive=passive)),
+                           n.control, exchange_type="fanout", durable=True, passive=passive), configures=own, owner=owner),
                        self._ensure(f"exchange {n.control_sync!r}", lambda ch, passive: ch.exchange_declare(
-                           n.control_sync, exchange_type="fanout", durable=True, passive=passive)),
+                           n.control_sync, exchange_type="fanout", durable=True, passive=passive), configures=own,
+                           owner=owner),
                        self._ensure(f"queue {n.control_log!r}", lambda ch, passive: ch.queue_declare(
-                           n.control_log, durable=True, arguments=CONTROL_LOG_ARGS, passive=passive))]
-            if self.role is not Role.WORKER or any(created):
+                           n.control_log, durable=True, arguments=CONTROL_LOG_ARGS, passive=passive), configures=own,
+                           owner=owner)]
+            if own or any(created):
                 self._ch.queue_bind(n.control_log, n.control)
                 self._ch.queue_bind(n.control_log, n.control_sync)
 
