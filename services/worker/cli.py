@@ -166,7 +166,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.worker.driver.native.core import module
 
     module()  # the native driver's compiled core: missing, the worker would fail every run
-    from services.common.bus.rabbitmq import Role, rabbit_factory, rabbit_parts_factory
+    from services.common.bus.rabbit_parts import rabbit_parts_factory
+    from services.common.bus.rabbitmq import Role, rabbit_factory
     from services.common.monitoring.discovery import announced, scrape_address
     from services.worker.consumer import Worker
     from services.worker.metrics import WorkerMetrics

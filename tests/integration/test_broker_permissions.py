@@ -245,7 +245,7 @@ def test_the_parts_of_a_run_meet_on_the_parts_exchange(deployed):
     """The scheduler declares the parts exchange at a submit; two workers' parts links bind their
     private queues to it under a run id and hear each other's signals (spec load_hosts); the
     collector may not publish there, and a worker may not delete it."""
-    from services.common.bus.rabbitmq import RabbitPartsLink
+    from services.common.bus.rabbit_parts import RabbitPartsLink
 
     tag, tmp_path, runs, passwords = deployed
     sched, work, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker", "collector"))
