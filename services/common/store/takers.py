@@ -46,6 +46,8 @@ class Binding:
     state: str
     #: The broker user that published the campaign's runs (None: recorded before it was kept).
     publisher: str | None = None
+    #: When its taker claimed it, by the taker's clock (the run's started_at; None: not started).
+    claimed_at: float | None = None
 
 
 @dataclass(frozen=True)
