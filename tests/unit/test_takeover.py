@@ -92,3 +92,15 @@ def test_the_check_asks_again_once_fails_closed_and_waits_for_a_fresh_claim():
     refusal = TakeoverCheck(down, sleep=lambda s: None).refusal(runs, _event(2), B)
     assert refusal is not None and "could not be asked" in refusal and "Connection refused" in refusal
     assert TakeoverCheck().refusal(runs, _event(2), B) is not None, "no management API given: no takeover"
+
+
+def test_the_management_api_is_the_brokers_host_unless_set():
+    from services.common.bus.management import ManagementApi, api_url
+    from services.common.config import Settings
+
+    broker = Settings(amqp_url="amqp://coll:s3cret@rabbit.example:5671/bench%2Ffleet")
+    assert api_url(broker) == "http://rabbit.example:15672"
+    api = ManagementApi(broker)
+    assert api.vhost == "bench/fleet" and api.base == "http://rabbit.example:15672"
+    assert api_url(Settings(amqp_management_url="https://mq.example/rabbit/")) == "https://mq.example/rabbit"
+    assert ManagementApi(Settings()).vhost == "/"
