@@ -109,7 +109,7 @@ def test_a_second_worker_user_cannot_take_over_a_run_a_live_worker_holds(fleet, 
     the pool would: refused, since the broker still shows a's connection, and w1's result is stored."""
     fleet.start_collector()
     _start_worker(fleet, "w1", worker_urls["a"])
-    run = _queue_run(fleet, "held-1", "15s")
+    run = _queue_run(fleet, "held-1", "20s")
     user_a = f"{fleet.settings.namespace}-a"
     _taken_by(fleet, run.run_id, user_a, 120)
     with RabbitBus(replace(fleet.settings, amqp_url=worker_urls["b"])) as bus:
