@@ -54,6 +54,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from services.collector.spec_regressions import judge_spec
     from services.collector.statistics import refresh_cell_stats
+    from services.collector.takeover_check import TakeoverCheck
+    from services.common.bus.management import ManagementApi
 
     metrics = CollectorMetrics()
     directory = WorkerDirectory(ttl_s=settings.announce_ttl_s)
@@ -66,7 +68,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
                   after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload, cell=r.cell),  # type: ignore[arg-type]
                   after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload),  # type: ignore[arg-type]
                   after_end=lambda store, cid: judge_spec(store, metrics, cid),  # type: ignore[arg-type]
-                  cancels=lambda bus, store: relay.tick(bus, store.campaigns))  # type: ignore[attr-defined]
+                  cancels=lambda bus, store: relay.tick(bus, store.campaigns),  # type: ignore[attr-defined]
+                  takeover=TakeoverCheck(ManagementApi(settings).runs_consumers))
     signal.signal(signal.SIGTERM, lambda *_: c.stop())
     signal.signal(signal.SIGINT, lambda *_: c.stop())
     with announced(metrics, settings, "collector"):
@@ -328,7 +331,7 @@ def _parser() -> argparse.ArgumentParser:
     s = command("serve", "consume results and store them in the results DB")
     s.add_argument("--pools", default=os.environ.get("BENCHFLEET_POOLS", "default"),
                    help="worker pools whose queue depth to export, comma-separated (env BENCHFLEET_POOLS)")
-    add_settings_flags(s, AMQP, DB, METRICS, ("announce_ttl_s",))
+    add_settings_flags(s, AMQP, DB, METRICS, ("announce_ttl_s", "amqp_management_url"))
     s.set_defaults(fn=cmd_serve, long_running=True)
     s = command("report", "print the comparison table of a campaign")
     s.add_argument("campaign", help="campaign id, or a name for its latest campaign")

@@ -30,6 +30,8 @@ from services.common.messages.announcements import WorkerAnnouncement, WorkerBui
 from services.common.messages.codec import decode
 from services.common.store.takers import Binding, Claim, Taker, judge_result
 from services.collector.part_merge import complete, failed_run, merge_parts
+from services.collector.takeover import MAX_CLOCK_SKEW_S
+from services.collector.takeover_check import TakeoverCheck
 
 if TYPE_CHECKING:
     from services.common.results.rows import ResultRow
@@ -46,9 +48,6 @@ DB_CHECK_EVERY_S = 5.0
 #: Seconds between looks at whether the exported campaigns have ended (the collapse alert
 #: resolves after a campaign ends, whichever way its last run ended: stored, failed, cancelled).
 CAMPAIGN_CHECK_EVERY_S = 10.0
-#: Seconds an announcement may be dated ahead of the collector's clock (clocks of hosts differ a
-#: little); one dated further would never expire from Prometheus' discovery, and is refused.
-MAX_CLOCK_SKEW_S = 60.0
 #: First pause before reconnecting after losing the broker or the results DB; doubles up to 30 s.
 BACKOFF_S = 1.0
 BACKOFF_CAP_S = 30.0
@@ -134,7 +133,8 @@ class Collector:
                  after_store: Callable[[ResultStore, RunResult], None] | None = None,
                  after_fail: Callable[[ResultStore, str, str | None], None] | None = None,
                  after_end: Callable[[ResultStore, str], None] | None = None,
-                 cancels: Callable[[Broker, ResultStore], None] | None = None):
+                 cancels: Callable[[Broker, ResultStore], None] | None = None,
+                 takeover: TakeoverCheck | None = None):
         self.connect = connect
         #: Opens a connection to the results DB; StoreError when it cannot.
         self.open_store = open_store
@@ -151,6 +151,8 @@ class Collector:
         #: Runs on each tick while the DB answers: tells the workers of cancelled campaigns
         #: (services/collector/cancel_relay.py).
         self.cancels = cancels
+        #: Asks the broker before a run changes hands (none given: no takeover by another user).
+        self.takeover = takeover or TakeoverCheck()
         self._next_depth_check = 0.0
         self._next_db_check = 0.0
         self._next_campaign_check = 0.0
@@ -347,10 +349,13 @@ class Collector:
             if self._store is None:
                 raise StoreUnavailable("not connected to the results DB")
             if isinstance(msg, RunEvent):
-                claim = self._store.runs.claim(msg, sender)
+                refusal = self.takeover.refusal(self._store.runs, msg, sender)
+                claim = Claim.REFUSE if refusal else self._store.runs.claim(msg, sender)
+                if claim in (Claim.BIND, Claim.RETAKE):
+                    self.takeover.claimed(msg.run_id)
                 if claim is Claim.REFUSE:
                     log.warning("run_claim_refused", run_id=msg.run_id, campaign_id=msg.campaign_id, state=msg.state,
-                                sender=str(sender), attempt=msg.attempt)
+                                sender=str(sender), attempt=msg.attempt, **({"reason": refusal} if refusal else {}))
                 elif claim is Claim.RETAKE:
                     log.warning("run_taken_over", run_id=msg.run_id, campaign_id=msg.campaign_id, taker=str(sender),
                                 attempt=msg.attempt)

@@ -25,6 +25,9 @@ class Settings:
 
     #: AMQP URL of the broker; the password in it is never logged (see ``redacted_amqp_url``).
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    #: RabbitMQ's management HTTP API, which the collector asks whether a run's taker still consumes
+    #: (services/common/bus/management.py); empty: http on the broker's host, port 15672.
+    amqp_management_url: str = ""
     #: Results DB (MariaDB) where campaigns, runs and results are kept.
     db_host: str = "127.0.0.1"
     db_port: int = 3306
@@ -141,6 +144,7 @@ def _env_name(field: str) -> str:
 #: What each setting is for, shown by ``--help`` beside its variable and default.
 _HELP: dict[str, str] = {
     "amqp_url": "RabbitMQ URL; its password from BENCHFLEET_AMQP_PASSWORD_FILE",
+    "amqp_management_url": "RabbitMQ management API the collector asks who holds runs (empty: http://BROKER-HOST:15672)",
     "db_host": "results DB host",
     "db_port": "results DB port",
     "db_user": "results DB user",

@@ -542,3 +542,29 @@ def _collector_consuming(worker: Settings) -> bool:
             return w.consumer_count(w.names.results) > 0
     except BusError:
         return False
+
+
+def test_the_collector_sees_who_consumes_the_runs_queues_and_a_worker_does_not(deployed):
+    """ensure-services enables the management API and tags the collector's user monitoring: it sees a
+    worker's connection consuming a runs queue (what a takeover is judged by); a worker's user may not
+    read the API at all."""
+    from services.common.bus.management import ManagementApi
+
+    from tests.integration.fleet import wait_for
+
+    tag, tmp_path, _, _ = deployed
+    sched, work, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker", "collector"))
+    with _bus(sched, Role.SCHEDULER) as s:
+        s.declare((POOL,))
+    api = ManagementApi(coll)
+    with _bus(work, Role.WORKER) as w:
+        w.declare((POOL,))
+        w.channel.basic_consume(w.names.runs_queue(POOL), lambda *a: None)
+
+        def seen() -> bool:
+            return any(c.user == f"{tag}-worker" and c.queue == w.names.runs_queue(POOL) and c.connected_at > 0
+                       for c in api.runs_consumers().consumers)
+
+        wait_for(seen, 30, "the management API to list the worker's consumer")
+        with pytest.raises(BusError, match="HTTP 401"):
+            ManagementApi(work).runs_consumers()

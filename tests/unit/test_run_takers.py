@@ -10,6 +10,9 @@ from structlog.testing import capture_logs
 
 from services.common.messages.announcements import WorkerAnnouncement
 from services.common.messages.events import RunEvent
+from services.collector.takeover_check import TakeoverCheck
+from services.common.bus.management import BrokerView, RunsConsumer
+from services.common.errors import BusError
 from services.common.store.takers import Binding, Claim, DeadLetterFrom, Taker, judge_claim, judge_result, may_fail
 
 from tests.unit.consumer_fixtures import result, wait_until
@@ -112,7 +115,8 @@ def test_a_claim_of_a_later_attempt_takes_the_run_over(broker):
     run = planned(db)[0]
     _send(broker, A.user, _event(run, A))
     _send(broker, B.user, _event(run, B, attempt=1))
-    with capture_logs() as logs, collecting(broker, db):
+    gone = TakeoverCheck(lambda: BrokerView(()), sleep=lambda s: None)  # the broker shows no connection of A
+    with capture_logs() as logs, collecting(broker, db, takeover=gone):
         _drained(broker)
         assert db.takers[run.run_id] == (A, 1)
         _send(broker, B.user, _event(run, B, attempt=2))
@@ -123,6 +127,28 @@ def test_a_claim_of_a_later_attempt_takes_the_run_over(broker):
     assert run.run_id not in db.results
     assert [e["event"] for e in logs if e["event"] in ("run_claim_refused", "run_taken_over", "result_refused")] == [
         "run_claim_refused", "run_taken_over", "result_refused"]
+
+
+def test_a_later_attempt_is_not_taken_over_while_the_broker_shows_the_taker_or_cannot_be_asked(broker):
+    """B claims attempt 2 of A's run while A's claiming connection still consumes the runs queue, or
+    while the management API does not answer: refused (logged with why), and the run stays A's."""
+    db = FakeDb()
+    db.default_taker = None
+    run = planned(db)[0]
+    _send(broker, A.user, _event(run, A))
+    alive = BrokerView((RunsConsumer("worker-a", "127.0.0.1:5000 -> 127.0.0.1:5672", 0.0, "ns.runs.default"),))
+
+    def unreachable() -> BrokerView:
+        raise BusError("management API http://127.0.0.1:15672: Connection refused")
+
+    for view, why in ((lambda: alive, "worker-a still consumes ns.runs.default"), (unreachable, "could not be asked")):
+        with capture_logs() as logs, collecting(broker, db, takeover=TakeoverCheck(view, sleep=lambda s: None)):
+            _drained(broker)
+            _send(broker, B.user, _event(run, B, attempt=2))
+            _drained(broker)
+        assert db.takers[run.run_id] == (A, 1)
+        refused, = [e for e in logs if e["event"] == "run_claim_refused"]
+        assert refused["attempt"] == 2 and why in refused["reason"]
 
 
 def test_a_forged_dead_letter_fails_neither_a_pending_nor_someone_elses_run(broker):

@@ -34,13 +34,14 @@ class Runs:
         """Who took run ``run_id`` and with which attempt (store/takers.py), None for no such run."""
         rows = self.db.rows(
             "SELECT r.taker_user, r.taker_worker, r.taker_attempt, r.state,"
-            " COALESCE(JSON_VALUE(c.spec_json, '$.load_hosts'), 1), c.publisher"
+            " COALESCE(JSON_VALUE(c.spec_json, '$.load_hosts'), 1), c.publisher, r.started_at"
             " FROM runs r JOIN campaigns c ON c.campaign_id = r.campaign_id WHERE r.run_id=%s", (run_id,))
         if not rows:
             return None
-        user, worker, attempt, state, hosts, publisher = rows[0]
+        user, worker, attempt, state, hosts, publisher, started_at = rows[0]
         taker = None if user is None else Taker(str(user), str(worker or ""))
-        return Binding(taker, int(attempt or 0), int(hosts) > 1, str(state), publisher)
+        return Binding(taker, int(attempt or 0), int(hosts) > 1, str(state), publisher,
+                       None if started_at is None else float(started_at))
 
     def bind(self, run_id: str, taker: Taker, attempt: int, was: Taker | None) -> bool:
         """Bind run ``run_id`` to ``taker`` at ``attempt`` if it is still bound to ``was`` (so two

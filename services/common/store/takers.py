@@ -6,7 +6,8 @@ connection's user, so the user of a claim or result is known for sure; the worke
 the message says. A run is bound to both at its first claim (the worker's "running" event, or its
 result when the event was lost); later claims, results and dead letters of the run from anyone
 else are refused. Only a claim of a later attempt (the broker handed the run to another worker
-after its taker's connection died) takes the run over.
+after its taker's connection died) takes the run over; from another broker user, only once the
+broker shows the taker's connection gone (collector/takeover.py).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class Binding:
     state: str
     #: The broker user that published the campaign's runs (None: recorded before it was kept).
     publisher: str | None = None
+    #: When its taker claimed it, by the taker's clock (the run's started_at; None: not started).
+    claimed_at: float | None = None
 
 
 @dataclass(frozen=True)

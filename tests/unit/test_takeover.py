@@ -1,0 +1,106 @@
+"""A later attempt's claim from another broker user takes a run over only when the broker shows no
+connection of the taker's user that was open at its claim; when the broker cannot be asked, the
+takeover is refused (pure rule on literal broker views; the check with a scripted view and clock)."""
+
+from __future__ import annotations
+
+from services.collector.takeover import LISTING_LAG_S, MAX_CLOCK_SKEW_S, judge_takeover, wait_before_asking
+from services.collector.takeover_check import RECHECK_S, TakeoverCheck
+from services.common.bus.management import BrokerView, RunsConsumer
+from services.common.errors import BusError
+from services.common.messages.events import RunEvent
+from services.common.store.takers import Binding, Taker
+
+A = Taker("worker-a", "host-a")
+B = Taker("worker-b", "host-b")
+CLAIMED = 1_000.0
+TAKEN = Binding(A, 1, False, "running", claimed_at=CLAIMED)
+
+
+def _consumer(user: str, connected_at: float, name: str = "10.0.0.1:5000 -> 10.0.0.9:5672") -> RunsConsumer:
+    return RunsConsumer(user=user, connection=name, connected_at=connected_at, queue="benchfleet.runs.default")
+
+
+def test_the_taker_alive_on_its_claiming_connection_keeps_the_run():
+    view = BrokerView((_consumer("worker-b", 10.0), _consumer("worker-a", CLAIMED - 5)))
+    verdict = judge_takeover(TAKEN, B, view)
+    assert not verdict.allowed and verdict.taker_seen
+    assert "worker-a still consumes benchfleet.runs.default" in verdict.reason
+
+
+def test_a_connection_opened_within_the_clock_skew_after_the_claim_counts_as_the_claiming_one():
+    view = BrokerView((_consumer("worker-a", CLAIMED + MAX_CLOCK_SKEW_S - 1),))
+    assert not judge_takeover(TAKEN, B, view).allowed
+
+
+def test_the_takers_connection_gone_lets_another_user_take_the_run_over():
+    assert judge_takeover(TAKEN, B, BrokerView((_consumer("worker-b", 10.0),))).allowed
+    restarted = judge_takeover(TAKEN, B, BrokerView((_consumer("worker-a", CLAIMED + MAX_CLOCK_SKEW_S + 1),)))
+    assert restarted.allowed and "opened after its claim" in restarted.reason
+
+
+def test_the_same_user_is_not_asked_about_and_an_unstarted_run_is_judged_by_any_connection():
+    assert judge_takeover(TAKEN, Taker("worker-a", "host-c"), BrokerView((_consumer("worker-a", 0.0),))).allowed
+    unstarted = Binding(A, 1, False, "running", claimed_at=None)
+    assert not judge_takeover(unstarted, B, BrokerView((_consumer("worker-a", 1e12),))).allowed
+
+
+def test_a_claim_the_api_may_not_list_yet_is_waited_for():
+    assert wait_before_asking(None) == 0.0
+    assert wait_before_asking(0.0) == LISTING_LAG_S
+    assert wait_before_asking(LISTING_LAG_S + 1) == 0.0
+
+
+class _Runs:
+    def __init__(self, binding: Binding):
+        self.value = binding
+
+    def binding(self, run_id: str) -> Binding:
+        return self.value
+
+
+def _event(attempt: int, state: str = "running") -> RunEvent:
+    return RunEvent(run_id="c.r1", campaign_id="c", state=state, worker=B.worker, attempt=attempt, at=CLAIMED + 100)
+
+
+def test_the_check_asks_again_once_fails_closed_and_waits_for_a_fresh_claim():
+    views = [BrokerView((_consumer("worker-a", CLAIMED),)), BrokerView(())]
+    asked, slept, now = [], [], [50.0]
+
+    def view() -> BrokerView:
+        asked.append(now[0])
+        return views.pop(0)
+
+    check = TakeoverCheck(view, clock=lambda: now[0], sleep=slept.append)
+    runs = _Runs(TAKEN)
+    assert check.refusal(runs, _event(1), B) is None, "the same attempt is no takeover: the store refuses it"
+    assert check.refusal(runs, _event(2, "measuring"), B) is None and not asked
+    assert check.refusal(runs, _event(2), B) is None, "the broker closed the taker's connection a moment later"
+    assert slept == [0.0, RECHECK_S, 0.0] and len(asked) == 2
+    check.claimed("c.r1")
+    now[0] += 2.0
+    slept.clear()
+    views.append(BrokerView((_consumer("worker-a", CLAIMED),)))
+    views.append(BrokerView((_consumer("worker-a", CLAIMED),)))
+    refusal = check.refusal(runs, _event(2), B)
+    assert refusal is not None and "worker-a still consumes" in refusal
+    assert slept == [LISTING_LAG_S - 2.0, RECHECK_S, LISTING_LAG_S - 2.0]
+
+    def down() -> BrokerView:
+        raise BusError("management API http://127.0.0.1:15672/api/consumers/%2F: Connection refused")
+
+    refusal = TakeoverCheck(down, sleep=lambda s: None).refusal(runs, _event(2), B)
+    assert refusal is not None and "could not be asked" in refusal and "Connection refused" in refusal
+    assert TakeoverCheck().refusal(runs, _event(2), B) is not None, "no management API given: no takeover"
+
+
+def test_the_management_api_is_the_brokers_host_unless_set():
+    from services.common.bus.management import ManagementApi, api_url
+    from services.common.config import Settings
+
+    broker = Settings(amqp_url="amqp://coll:s3cret@rabbit.example:5671/bench%2Ffleet")
+    assert api_url(broker) == "http://rabbit.example:15672"
+    api = ManagementApi(broker)
+    assert api.vhost == "bench/fleet" and api.base == "http://rabbit.example:15672"
+    assert api_url(Settings(amqp_management_url="https://mq.example/rabbit/")) == "https://mq.example/rabbit"
+    assert ManagementApi(Settings()).vhost == "/"
