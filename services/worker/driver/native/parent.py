@@ -1,6 +1,6 @@
 """The native driver: N client connections spread over P pinned load processes.
 
-The parent spawns the load processes (child.py), waits until every one has its connections
+The parent starts the load processes (child.py, through load_process.py), waits until every one has its connections
 open and its statements prepared, then sends them all one "go" with a start time a little
 ahead, so they start together. While they run it merges their per-second Ticks into one
 Progress; at the end it merges what they measured exactly (counts summed, histograms added,
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import multiprocessing
 import multiprocessing.connection
 import os
 import threading
@@ -29,8 +28,8 @@ from services.worker.driver.contract import (
     ProgressCallback,
 )
 from services.worker.driver.native.arrivals import backlog_share
-from services.worker.driver.native import child
 from services.worker.driver.native.child import DRAIN_GRACE_S
+from services.worker.driver.native.load_process import LoadProcess
 from services.worker.driver.window import measured_seconds, summarize
 from services.worker.driver.native.protocol import (
     Done,
@@ -135,37 +134,32 @@ def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutco
             raise LoadError("a run needs a duration or a number of events")
         duration = MAX_EVENTS_RUN_S
     cpus = sorted(r.client_cpus) if r.client_cpus else sorted(os.sched_getaffinity(0))
-    ctx = multiprocessing.get_context("spawn")
-    procs, pipes = [], []
+    procs: list[LoadProcess] = []
     try:
         for job in plan_jobs(r, cpus, processes):
-            parent_end, child_end = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=child.main, args=(child_end, job), daemon=True,
-                               name=f"benchfleet-load-{len(procs)}")
-            proc.start()
-            child_end.close()
-            procs.append(proc)
-            pipes.append(parent_end)
+            procs.append(LoadProcess(job))
+        pipes = [p.pipe for p in procs]
         if not _await_ready(pipes, procs, r.stop, 30.0 + CONNECT_BUDGET_S * threads):
             return _empty(time.time())
         start_wall = r.start_gate() if r.start_gate is not None else None
         return _drive(pipes, procs, r.warmup, duration, r.stop, r.on_progress, start_wall, r.on_window)
     finally:
-        for pipe in pipes:
-            try:
-                pipe.send(Stop())
-            except (OSError, ValueError):
-                pass
         for proc in procs:
-            proc.join(5.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for pipe in pipes:
-            pipe.close()
+            _stop(proc.pipe)
+        for proc in procs:
+            proc.end(5.0)
 
 
-def _await_ready(pipes: list, procs: list, stop: threading.Event | None, budget: float) -> bool:
+def _stop(pipe: multiprocessing.connection.Connection) -> None:
+    """Tell a load process to end; one that has ended already (its own error ended its load as
+    well) is told nothing, and its Done or its exit is read from the pipe as usual."""
+    try:
+        pipe.send(Stop())
+    except (OSError, ValueError):
+        pass
+
+
+def _await_ready(pipes: list, procs: list[LoadProcess], stop: threading.Event | None, budget: float) -> bool:
     """Wait until every process has its connections open; False if cancelled meanwhile."""
     pending = set(range(len(pipes)))
     give_up = time.monotonic() + budget
@@ -187,7 +181,7 @@ def _await_ready(pipes: list, procs: list, stop: threading.Event | None, budget:
     return True
 
 
-def _drive(pipes: list, procs: list, warmup: float, duration: float,
+def _drive(pipes: list, procs: list[LoadProcess], warmup: float, duration: float,
            stop: threading.Event | None, on_progress: ProgressCallback | None,
            start_wall: float | None = None,
            on_window: Callable[[float, float], None] | None = None) -> LoadOutcome:
@@ -211,7 +205,7 @@ def _drive(pipes: list, procs: list, warmup: float, duration: float,
         if stop is not None and stop.is_set() and not stopped:
             stopped = True
             for pipe in pipes:
-                pipe.send(Stop())
+                _stop(pipe)
         now = time.monotonic()
         if now > give_up:
             raise LoadError("load processes did not finish within the grace period after the deadline")
@@ -239,7 +233,7 @@ def _drive(pipes: list, procs: list, warmup: float, duration: float,
                     stopped = True
                     for j, other in enumerate(pipes):
                         if j not in done:
-                            other.send(Stop())
+                            _stop(other)
     failure = next((d.failure for d in done.values() if d.failure), None)
     if failure:
         raise LoadError(f"a load thread failed: {failure}")

@@ -27,7 +27,7 @@ from services.worker.target.connect_params import ConnectParams
 
 @dataclass(frozen=True)
 class Job:
-    """Everything a load process needs; it crosses the spawn boundary as the process's argument."""
+    """Everything a load process needs; the parent sends it first, down the process's pipe."""
 
     params: ConnectParams
     workload: WorkloadSpec
@@ -82,7 +82,7 @@ class Fatal:
 @dataclass(frozen=True)
 class Go:
     """Start at ``t0``, measure from ``t_measure``, stop at ``t_end`` (the parent's monotonic
-    clock, which spawned processes share)."""
+    clock, which every process of the host shares)."""
 
     t0: float
     t_measure: float
