@@ -7,12 +7,20 @@ process import its parent's main script again, which for a worker is the whole C
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 from multiprocessing.connection import Connection
 
 from services.worker.driver.native.protocol import Job
+
+#: glibc's malloc gives blocks above its mmap threshold (128 KiB at first, raised as large blocks
+#: are freed) a mapping each. Each connection's coroutine stack (libmariadb's non-blocking calls,
+#: 256 KiB) is such a block: a mapping of its own wastes a page per connection on the block's
+#: header (16 MiB at 4096 connections), and whether it gets one depended on what the process had
+#: freed before. A fixed threshold above it keeps the stacks in malloc's heaps, side by side.
+MALLOC_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 
 
 class LoadProcess:
@@ -25,7 +33,8 @@ class LoadProcess:
             # The interpreter's own flags (-B, -E, ...) as multiprocessing passes them on.
             argv = [sys.executable, *subprocess._args_from_interpreter_flags(),
                     "-m", __name__, str(fd)]
-            self.popen = subprocess.Popen(argv, pass_fds=(fd,), stdin=subprocess.DEVNULL)
+            self.popen = subprocess.Popen(argv, pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                                          env={**os.environ, **MALLOC_SETTINGS})
         except BaseException:
             mine.close()
             raise

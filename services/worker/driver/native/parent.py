@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import multiprocessing.connection
 import os
 import threading
@@ -20,12 +21,14 @@ from typing import Callable, Mapping
 from services.common.errors import LoadError
 from services.common.results.histogram import Histogram, summary_ms
 from services.common.messages.results import Latency, Series
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import (
     Counts,
     LoadOutcome,
     LoadRequest,
     Progress,
     ProgressCallback,
+    totals,
 )
 from services.worker.driver.native.arrivals import backlog_share
 from services.worker.driver.native.child import DRAIN_GRACE_S
@@ -40,6 +43,8 @@ from services.worker.driver.native.protocol import (
     Tick,
     merged_kinds,
 )
+from services.workload.program import Program
+from services.workload.statements import Generator
 
 #: Seconds the parent gives the load processes to open every connection, per connection.
 CONNECT_BUDGET_S = 0.05
@@ -69,13 +74,26 @@ def loops_for(connections: int, cpus: int) -> int:
     return max(1, min(LOOPS_PER_CPU * max(1, cpus), connections // MIN_CONNECTIONS_PER_LOOP))
 
 
-def part_job(job: Job, first_thread: int, run_threads: int | None) -> Job:
-    """A load process's job as a part of a split run: the run's thread ids (``first_thread``
-    onwards) and the run's thread count, so each thread reads its table slice of the whole run,
-    as in the unsplit run; budgets and rate stay this part's."""
+def part_ids(thread_ids: tuple[int, ...], threads: int, first_thread: int,
+             run_threads: int | None) -> tuple[tuple[int, ...], int]:
+    """A load process's thread ids and thread count as a part of a split run: the run's ids
+    (``first_thread`` onwards) and the run's thread count, so each thread reads its table slice of
+    the whole run, as in the unsplit run; unchanged for a run that is not split."""
     if run_threads is None:
-        return job
-    return dataclasses.replace(job, thread_ids=tuple(first_thread + t for t in job.thread_ids), threads=run_threads)
+        return thread_ids, threads
+    return tuple(first_thread + t for t in thread_ids), run_threads
+
+
+def programs_for(workload: WorkloadSpec, data: DataShape, thread_ids: tuple[int, ...], threads: int,
+                 seed: int) -> tuple[tuple[Program, ...], tuple[int, ...]]:
+    """The distinct transaction programs of ``thread_ids``' connections, and each connection's
+    index among them (equal programs are sent and compiled once)."""
+    distinct: dict[Program, int] = {}
+    program_of = []
+    for tid in thread_ids:
+        g = Generator(workload, data, thread_id=tid, threads=threads, seed_rng=random.Random(f"{seed}:{tid}:unique"))
+        program_of.append(distinct.setdefault(g.program(), len(distinct)))
+    return tuple(distinct), tuple(program_of)
 
 
 def _plan(threads: int, cpus: list[int], processes: int | None) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -101,12 +119,14 @@ def plan_jobs(r: LoadRequest, cpus: list[int], processes: int | None = None) -> 
     threads, events = r.threads, r.events
     jobs = []
     for tids, mine in _plan(threads, cpus, processes):
-        jobs.append(part_job(Job(r.params, r.workload, r.data, tids, threads, r.seed, mine,
-                                 None if not events else tuple(events // threads + (t < events % threads) for t in tids),
-                                 rate=(r.rate or 0.0) * len(tids) / threads, index=len(jobs), by_kind=r.latency_by_kind,
-                                 ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine)),
-                                 backlog_limit=backlog_share(len(tids), max(threads, r.run_threads or threads))),
-                             r.first_thread, r.run_threads))
+        ids, of_run = part_ids(tids, threads, r.first_thread, r.run_threads)
+        programs, program_of = programs_for(r.workload, r.data, ids, of_run, r.seed)
+        jobs.append(Job(r.params, programs, program_of, ids, of_run, r.seed, mine,
+                        None if not events else tuple(events // threads + (t < events % threads) for t in tids),
+                        rate=(r.rate or 0.0) * len(tids) / threads, index=len(jobs), by_kind=r.latency_by_kind,
+                        ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine)),
+                        backlog_limit=backlog_share(len(tids), max(threads, r.run_threads or threads)),
+                        compress=bool(r.workload.option("mysql_compression"))))
     return jobs
 
 
@@ -279,7 +299,7 @@ def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> Load
         reconnects=_sum_series([p.series.reconnects for p in parts])[:n],
     )
     return LoadOutcome(
-        totals=counts.totals(),
+        totals=totals(counts),
         series=series,
         latency=_latency(Histogram.merged(p.hist for p in parts), merged_kinds(p.kinds for p in parts)),
         errors_by_code=dict(counts.errors_by_code),
@@ -298,4 +318,4 @@ def _latency(hist: Histogram, kinds: Mapping[str, Histogram]) -> Latency:
 
 
 def _empty(now: float) -> LoadOutcome:
-    return LoadOutcome(Counts().totals(), Series(), Latency(), {}, 0.0, 0.0, now, now)
+    return LoadOutcome(totals(Counts()), Series(), Latency(), {}, 0.0, 0.0, now, now)
