@@ -10,11 +10,11 @@ import pytest
 
 from services.common.errors import LoadError
 from services.common.results.histogram import Histogram
-from services.common.messages.results import Series
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.workloads import DataShape, WorkloadSpec
-from services.worker.driver.contract import ConnectParams, Counts, Driver
-from services.worker.driver.native.protocol import Done, Failed, Go, Job, Ready, Stop, Tick, merged_kinds
+from services.worker.driver.contract import ConnectParams, Counts, Driver, totals
+from services.worker.driver.native.parent import programs_for
+from services.worker.driver.native.protocol import Done, Failed, Go, Job, Ready, Seconds, Stop, Tick, merged_kinds
 from services.worker.driver.registry import DRIVERS, driver_for
 
 
@@ -28,7 +28,7 @@ def test_counts_add_field_by_field_and_code_by_code():
     assert total.errors_by_code == {"1205": 1, "1213": 5, "2013": 1}
     assert a.errors_by_code == {"1205": 1, "1213": 2} and b.errors_by_code == {"1213": 3, "2013": 1}
     assert sum([a, b, b], Counts()) == a.merge(b).merge(b)
-    assert total.totals().queries == 150
+    assert totals(total).queries == 150
 
 
 def test_pipe_messages_survive_pickling():
@@ -36,10 +36,11 @@ def test_pipe_messages_survive_pickling():
     h = Histogram()
     for us in (120, 340, 9000):
         h.record(us)
-    job = Job(ConnectParams(host="127.0.0.1", password="pw"), WorkloadSpec(name="oltp_point_select"), DataShape(),
-              (0, 2), 4, 7, (1,), rate=10.0, index=1, by_kind=True)
+    programs, program_of = programs_for(WorkloadSpec(name="oltp_point_select"), DataShape(), (0, 2), 4, 7)
+    job = Job(ConnectParams(host="127.0.0.1", password="pw"), programs, program_of, (0, 2), 4, 7, (1,), rate=10.0,
+              index=1, by_kind=True, compress=True)
     done = Done(Counts(transactions=3, reads=3, errors_by_code={"1205": 1}),
-                Series(transactions=[2, 1], queries=[2, 1], errors=[0, 0]), h, {"read": h}, 12.5, 0.25, None)
+                Seconds([2, 1], [2, 1], [0, 0], [], [0, 0], [0, 0]), h, {"read": h}, 12.5, 0.25, None)
     for msg in (job, Ready(), Failed(1049, "Unknown database"), Go(1.0, 2.0, 3.0), Stop(),
                 Tick(2, Counts(transactions=4), queue=3)):
         assert pickle.loads(pickle.dumps(msg)) == msg

@@ -3,9 +3,12 @@ connection with blocking calls."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.native.core import runs_blocking
-from services.worker.driver.native.parent import LOOPS_PER_CPU, OWN_PROCESS_MAX_PER_CPU, _plan, loops_for
+from services.worker.driver.native.parent import LOOPS_PER_CPU, OWN_PROCESS_MAX_PER_CPU, _plan, loops_for, programs_for
 from services.worker.driver.native.protocol import Job
 from services.worker.target.connect_params import ConnectParams
 
@@ -35,7 +38,8 @@ def test_event_loops_follow_the_cpus_and_keep_several_connections_each():
 
 
 def _job(threads: tuple[int, ...], rate: float = 0.0) -> Job:
-    return Job(ConnectParams(), WorkloadSpec(name="oltp_point_select"), DataShape(), threads, 4, 1, (), rate=rate)
+    programs, program_of = programs_for(WorkloadSpec(name="oltp_point_select"), DataShape(), threads, 4, 1)
+    return Job(ConnectParams(), programs, program_of, threads, 4, 1, (), rate=rate)
 
 
 def test_only_a_lone_closed_loop_connection_blocks():
@@ -44,3 +48,14 @@ def test_only_a_lone_closed_loop_connection_blocks():
     assert runs_blocking(_job((0,)))
     assert not runs_blocking(_job((0, 1)))
     assert not runs_blocking(_job((0,), rate=100.0))
+
+
+def test_a_load_process_imports_neither_the_spec_parser_nor_the_messages():
+    """A load process holds its connections and little else: what it imports (its entry, the load
+    core, the pipe messages) leaves out pydantic and the spec and message models, which would
+    add about 15 MiB to every load process."""
+    code = ("import sys; import services.worker.driver.native.load_process, services.worker.driver.native.child; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' "
+            "or m.startswith(('services.common.spec.', 'services.common.messages'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['services.common.spec.ignore_policy']"

@@ -20,7 +20,6 @@ from services.common.messages.parts import PartOf, PartReport, PartSignal
 from services.worker.parts.share import part_seed, share_of, split_threads
 from services.common.spec.loading import parse_spec
 from services.scheduler.submit import split_run
-from services.worker.target.connect_params import ConnectParams
 
 from tests.unit.consumer_fixtures import runs
 
@@ -281,16 +280,13 @@ def test_the_parts_drive_exactly_the_runs_thread_ids_each_sliced_as_in_the_unspl
     """The union of the parts' thread ids is exactly range(threads), each once, and every load
     process's job carries the run's thread ids and thread count, so its table slices (the
     random_points/random_ranges per-thread ranges) are those of the unsplit run."""
-    from services.worker.driver.native.parent import _plan, part_job
-    from services.worker.driver.native.protocol import Job
+    from services.worker.driver.native.parent import _plan, part_ids
 
     count = min(count, threads)
     shares = [share_of(threads, None, 7, PartOf(index=i, count=count)) for i in range(count)]
     ids = [t for s in shares for t in s.thread_ids]
     assert sorted(ids) == list(range(threads)) and {s.run_threads for s in shares} == {threads}
-    run = runs()[0]
-    jobs = [part_job(Job(ConnectParams(), run.workload, run.data, tids, s.threads, s.seed, cpus), s.first_thread,
-                     s.run_threads)
-            for s in shares for tids, cpus in _plan(s.threads, [0, 1], processes)]
-    assert sorted(t for j in jobs for t in j.thread_ids) == list(range(threads))
-    assert {j.threads for j in jobs} == {threads}
+    jobs = [part_ids(tids, s.threads, s.first_thread, s.run_threads)
+            for s in shares for tids, _ in _plan(s.threads, [0, 1], processes)]
+    assert sorted(t for ids, _ in jobs for t in ids) == list(range(threads))
+    assert {of_run for _, of_run in jobs} == {threads}

@@ -13,13 +13,17 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
-#: sysbench 1.0's default: deadlock (1213), record changed since last read (1020), lock wait
-#: timeout (1205). Kept sorted, as every parsed list is, so equal lists compare equal.
-DEFAULT: tuple[int, ...] = (1020, 1205, 1213)
-ALL = "all"
-#: Client errors after which sysbench reconnects when they are ignored: CR_SERVER_GONE_ERROR,
-#: CR_TCP_CONNECTION, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED.
-RECONNECT_ON = frozenset({2006, 2011, 2013, 2055})
+# The policy's values and functions live beside it, free of pydantic, and are read from here too.
+from services.common.spec.ignore_policy import (
+    ALL,
+    DEFAULT,
+    RECONNECT_ON,
+    describe,
+    ignores,
+    sysbench_value,
+)
+
+__all__ = ["ALL", "DEFAULT", "RECONNECT_ON", "IgnoreErrors", "describe", "ignores", "sysbench_value"]
 
 
 def _parse(v: Any) -> Any:
@@ -55,23 +59,3 @@ IgnoreErrors = Annotated[
         {"type": "integer", "minimum": 1, "maximum": 65535},
         {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}}]}),
 ]
-
-
-def ignores(policy: IgnoreErrors, code: int) -> bool:
-    """Whether a run with ``policy`` survives MySQL error ``code``."""
-    return policy == ALL or code in policy
-
-
-def sysbench_value(policy: IgnoreErrors) -> str:
-    """The value of sysbench's --mysql-ignore-errors for ``policy``. An empty list is "none",
-    which sysbench reads as the code 0, one no statement ever fails with."""
-    if policy == ALL:
-        return ALL
-    return ",".join(str(c) for c in policy) or "none"
-
-
-def describe(policy: IgnoreErrors) -> str:
-    """``policy`` for an error message: "1020, 1205, 1213", "all" or "none"."""
-    if policy == ALL:
-        return ALL
-    return ", ".join(str(c) for c in policy) or "none"

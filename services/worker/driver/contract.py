@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Mapping, Protocol
+from typing import Callable, Literal, Protocol
 
 from services.common.errors import LoadError
 from services.common.results.histogram import Histogram
@@ -14,62 +14,20 @@ from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.messages.results import Latency, Series, Totals, Window
 from services.common.spec.workloads import DataShape, WorkloadSpec
+from services.worker.driver.counts import Counts
 from services.worker.target.connect_params import ConnectParams
 
 __all__ = ["ConnectParams", "Counts", "Driver", "IntervalPercentile", "LoadError", "LoadOutcome", "LoadRequest",
-           "Phase", "Progress", "ProgressCallback"]
+           "Phase", "Progress", "ProgressCallback", "totals"]
 
 Phase = Literal["warmup", "measure"]
 
 
-@dataclass(frozen=True)
-class Counts:
-    """What a stretch of a run did (one connection, one load process, one phase); counts of
-    different stretches add up with ``merge`` or ``+``, error codes included."""
-
-    transactions: int = 0
-    reads: int = 0
-    writes: int = 0
-    other: int = 0
-    #: Statements that failed with an error outside the run's ignore list (each one ends the run).
-    errors: int = 0
-    #: Statements that failed with an ignored error: the transaction was restarted.
-    ignored_errors: int = 0
-    #: Lost connections of the ignore list, reconnected.
-    reconnects: int = 0
-    #: Failed statements by MySQL error code (as text), ignored and reconnected ones included.
-    errors_by_code: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def queries(self) -> int:
-        return self.reads + self.writes + self.other
-
-    def merge(self, other: Counts) -> Counts:
-        """Both stretches together (a new Counts; neither operand changes)."""
-        if other.errors_by_code:
-            codes = dict(self.errors_by_code)
-            for code, n in other.errors_by_code.items():
-                codes[code] = codes.get(code, 0) + n
-        else:
-            # Nothing to add: share the mapping (no Counts ever changes its own).
-            codes = self.errors_by_code
-        return Counts(
-            transactions=self.transactions + other.transactions,
-            reads=self.reads + other.reads,
-            writes=self.writes + other.writes,
-            other=self.other + other.other,
-            errors=self.errors + other.errors,
-            ignored_errors=self.ignored_errors + other.ignored_errors,
-            reconnects=self.reconnects + other.reconnects,
-            errors_by_code=codes,
-        )
-
-    __add__ = merge
-
-    def totals(self) -> Totals:
-        """The same counts as the result message carries them (error codes go beside them)."""
-        return Totals(transactions=self.transactions, reads=self.reads, writes=self.writes, other=self.other,
-                      errors=self.errors, ignored_errors=self.ignored_errors, reconnects=self.reconnects)
+def totals(counts: Counts) -> Totals:
+    """The same counts as the result message carries them (error codes go beside them)."""
+    c = counts
+    return Totals(transactions=c.transactions, reads=c.reads, writes=c.writes, other=c.other,
+                  errors=c.errors, ignored_errors=c.ignored_errors, reconnects=c.reconnects)
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,10 @@ import resource
 import threading
 import time
 
-from services.common.messages.results import Series
-from services.worker.driver.contract import Counts
+from services.worker.driver.counts import Counts
 from services.worker.driver.native.core import LoadCore
 from services.common.errors import ClientLibraryError, DbError
-from services.worker.driver.native.protocol import Done, Failed, Fatal, Go, Job, Ready, Stop, Tick
+from services.worker.driver.native.protocol import Done, Failed, Fatal, Go, Job, Ready, Seconds, Stop, Tick
 from services.worker.target.connect_params import ConnectParams
 
 #: Seconds after the deadline a stuck connection may hold up the end of a run (the core's
@@ -74,8 +73,8 @@ class _Seconds:
         self.previous = now
         return Tick(len(self.transactions), now, queue, self.core.latency())
 
-    def series(self) -> Series:
-        return Series(transactions=self.transactions, queries=self.queries, errors=self.errors, queue=self.queue,
+    def series(self) -> Seconds:
+        return Seconds(transactions=self.transactions, queries=self.queries, errors=self.errors, queue=self.queue,
                       ignored_errors=self.ignored_errors, reconnects=self.reconnects)
 
 

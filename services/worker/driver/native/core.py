@@ -10,20 +10,19 @@ over as its state, so the core draws what the Python generators and sysbench dra
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from typing import Any
 
 from services.common.errors import ClientLibraryError, DbError
 from services.common.results.histogram import Histogram
-from services.common.spec import ignore_errors as ignore
-from services.worker.driver.contract import Counts
+from services.common.spec import ignore_policy as ignore
+from services.worker.driver.counts import Counts
 from services.worker.driver.native.protocol import Fatal, Job
 from services.worker.target.connect_params import ConnectParams
 from services.worker.driver.native.arrivals import MAX_BACKLOG
 from services.workload import sb_random
 from services.workload.program import Block, Const, Cycle, Digits, Distribution, Key, Program, Ref, Statement, Unique
 from services.workload.registry import COUNT_BY_ROWS, OTHER, RAND_TYPES, READ, WRITE
-from services.workload.statements import Generator
 
 try:
     from services.worker.driver.native import _core
@@ -121,33 +120,25 @@ class LoadCore:
 
     def __init__(self, job: Job):
         lib = module()
-        programs, states, budgets = [], [], []
-        encoded: dict[Program, tuple] = {}
-        streams = sb_random.connection_streams(job.seed, job.thread_ids)
-        for tid, budget, stream in zip(job.thread_ids, job.budgets or (None,) * len(job.thread_ids), streams):
-            g = Generator(job.workload, job.data, thread_id=tid, threads=job.threads,
-                          seed_rng=random.Random(f"{job.seed}:{tid}:unique"))
-            program = g.program()
-            if program not in encoded:
-                # Equal programs share one encoding, and the core one compiled copy of it.
-                encoded[program] = encode(program)
-            programs.append(encoded[program])
-            states.append(stream.getstate())
-            budgets.append(-1 if budget is None else int(budget))
+        # Equal programs share one encoding, and the core one compiled copy of it.
+        encoded = [encode(p) for p in job.programs]
+        programs = [encoded[i] for i in job.program_of]
+        states = [s.getstate() for s in sb_random.connection_streams(job.seed, job.thread_ids)]
+        budgets = [-1 if b is None else int(b) for b in (job.budgets or (None,) * len(job.thread_ids))]
         policy = None if job.ignore_errors == ignore.ALL else tuple(job.ignore_errors)
         arrivals = random.Random(f"{job.seed}:arrivals:{job.index}").getstate() if job.rate > 0 else None
         self.blocking = runs_blocking(job)
         self.ignore_errors = job.ignore_errors
-        compress = bool(job.workload.option("mysql_compression"))
         self.rate = job.rate
-        self.core = lib.Core(programs, states, budgets, connect_tuple(job.params, compress=compress), job.by_kind,
+        self.core = lib.Core(programs, states, budgets, connect_tuple(job.params, compress=job.compress), job.by_kind,
                              policy, self.blocking, float(job.rate), arrivals,
                              MAX_BACKLOG if job.backlog_limit is None else job.backlog_limit, job.loops)
         self.connections = len(programs)
 
     def open(self) -> None:
         """Open every connection and prepare its statements, 16 at a time (the core lets go of
-        the GIL while it waits); DbError for the first that fails, with every one closed."""
+        the GIL while it waits); DbError for the first that fails, with every one closed and no
+        more opened."""
         lib = module()
 
         def one(i: int) -> None:
@@ -157,17 +148,32 @@ class LoadCore:
                 code, message = e.args
                 raise DbError(int(code), str(message)) from None
 
-        with ThreadPoolExecutor(max_workers=min(16, self.connections)) as pool:
-            futures = [pool.submit(one, i) for i in range(self.connections)]
-            first = None
-            for f in futures:
+        # Sixteen threads take the next connection in turn, with nothing kept per connection on
+        # Python's side (a future each would add megabytes at thousands of connections, at the
+        # moment the connections' own memory peaks); the first failure stops the rest.
+        todo = iter(range(self.connections))
+        lock = threading.Lock()
+        failures: list[BaseException] = []
+
+        def opener() -> None:
+            while not failures:
+                with lock:
+                    i = next(todo, None)
+                if i is None:
+                    return
                 try:
-                    f.result()
+                    one(i)
                 except BaseException as e:  # noqa: BLE001 - the first one is raised below
-                    first = first or e
-        if first is not None:
+                    failures.append(e)
+
+        openers = [threading.Thread(target=opener, daemon=True) for _ in range(min(16, self.connections))]
+        for t in openers:
+            t.start()
+        for t in openers:
+            t.join()
+        if failures:
             self.core.close()
-            raise first
+            raise failures[0]
 
     def counts(self) -> Counts:
         """What the measured window counted so far, read while the core may still add to it."""

@@ -1,6 +1,6 @@
 """The native driver: N client connections spread over P pinned load processes.
 
-The parent spawns the load processes (child.py), waits until every one has its connections
+The parent starts the load processes (child.py, through load_process.py), waits until every one has its connections
 open and its statements prepared, then sends them all one "go" with a start time a little
 ahead, so they start together. While they run it merges their per-second Ticks into one
 Progress; at the end it merges what they measured exactly (counts summed, histograms added,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import multiprocessing
+import random
 import multiprocessing.connection
 import os
 import threading
@@ -21,16 +21,18 @@ from typing import Callable, Mapping
 from services.common.errors import LoadError
 from services.common.results.histogram import Histogram, summary_ms
 from services.common.messages.results import Latency, Series
+from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import (
     Counts,
     LoadOutcome,
     LoadRequest,
     Progress,
     ProgressCallback,
+    totals,
 )
 from services.worker.driver.native.arrivals import backlog_share
-from services.worker.driver.native import child
 from services.worker.driver.native.child import DRAIN_GRACE_S
+from services.worker.driver.native.load_process import LoadProcess
 from services.worker.driver.window import measured_seconds, summarize
 from services.worker.driver.native.protocol import (
     Done,
@@ -41,6 +43,8 @@ from services.worker.driver.native.protocol import (
     Tick,
     merged_kinds,
 )
+from services.workload.program import Program
+from services.workload.statements import Generator
 
 #: Seconds the parent gives the load processes to open every connection, per connection.
 CONNECT_BUDGET_S = 0.05
@@ -70,13 +74,26 @@ def loops_for(connections: int, cpus: int) -> int:
     return max(1, min(LOOPS_PER_CPU * max(1, cpus), connections // MIN_CONNECTIONS_PER_LOOP))
 
 
-def part_job(job: Job, first_thread: int, run_threads: int | None) -> Job:
-    """A load process's job as a part of a split run: the run's thread ids (``first_thread``
-    onwards) and the run's thread count, so each thread reads its table slice of the whole run,
-    as in the unsplit run; budgets and rate stay this part's."""
+def part_ids(thread_ids: tuple[int, ...], threads: int, first_thread: int,
+             run_threads: int | None) -> tuple[tuple[int, ...], int]:
+    """A load process's thread ids and thread count as a part of a split run: the run's ids
+    (``first_thread`` onwards) and the run's thread count, so each thread reads its table slice of
+    the whole run, as in the unsplit run; unchanged for a run that is not split."""
     if run_threads is None:
-        return job
-    return dataclasses.replace(job, thread_ids=tuple(first_thread + t for t in job.thread_ids), threads=run_threads)
+        return thread_ids, threads
+    return tuple(first_thread + t for t in thread_ids), run_threads
+
+
+def programs_for(workload: WorkloadSpec, data: DataShape, thread_ids: tuple[int, ...], threads: int,
+                 seed: int) -> tuple[tuple[Program, ...], tuple[int, ...]]:
+    """The distinct transaction programs of ``thread_ids``' connections, and each connection's
+    index among them (equal programs are sent and compiled once)."""
+    distinct: dict[Program, int] = {}
+    program_of = []
+    for tid in thread_ids:
+        g = Generator(workload, data, thread_id=tid, threads=threads, seed_rng=random.Random(f"{seed}:{tid}:unique"))
+        program_of.append(distinct.setdefault(g.program(), len(distinct)))
+    return tuple(distinct), tuple(program_of)
 
 
 def _plan(threads: int, cpus: list[int], processes: int | None) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -102,12 +119,14 @@ def plan_jobs(r: LoadRequest, cpus: list[int], processes: int | None = None) -> 
     threads, events = r.threads, r.events
     jobs = []
     for tids, mine in _plan(threads, cpus, processes):
-        jobs.append(part_job(Job(r.params, r.workload, r.data, tids, threads, r.seed, mine,
-                                 None if not events else tuple(events // threads + (t < events % threads) for t in tids),
-                                 rate=(r.rate or 0.0) * len(tids) / threads, index=len(jobs), by_kind=r.latency_by_kind,
-                                 ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine)),
-                                 backlog_limit=backlog_share(len(tids), max(threads, r.run_threads or threads))),
-                             r.first_thread, r.run_threads))
+        ids, of_run = part_ids(tids, threads, r.first_thread, r.run_threads)
+        programs, program_of = programs_for(r.workload, r.data, ids, of_run, r.seed)
+        jobs.append(Job(r.params, programs, program_of, ids, of_run, r.seed, mine,
+                        None if not events else tuple(events // threads + (t < events % threads) for t in tids),
+                        rate=(r.rate or 0.0) * len(tids) / threads, index=len(jobs), by_kind=r.latency_by_kind,
+                        ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine)),
+                        backlog_limit=backlog_share(len(tids), max(threads, r.run_threads or threads)),
+                        compress=bool(r.workload.option("mysql_compression"))))
     return jobs
 
 
@@ -135,37 +154,32 @@ def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutco
             raise LoadError("a run needs a duration or a number of events")
         duration = MAX_EVENTS_RUN_S
     cpus = sorted(r.client_cpus) if r.client_cpus else sorted(os.sched_getaffinity(0))
-    ctx = multiprocessing.get_context("spawn")
-    procs, pipes = [], []
+    procs: list[LoadProcess] = []
     try:
         for job in plan_jobs(r, cpus, processes):
-            parent_end, child_end = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=child.main, args=(child_end, job), daemon=True,
-                               name=f"benchfleet-load-{len(procs)}")
-            proc.start()
-            child_end.close()
-            procs.append(proc)
-            pipes.append(parent_end)
+            procs.append(LoadProcess(job))
+        pipes = [p.pipe for p in procs]
         if not _await_ready(pipes, procs, r.stop, 30.0 + CONNECT_BUDGET_S * threads):
             return _empty(time.time())
         start_wall = r.start_gate() if r.start_gate is not None else None
         return _drive(pipes, procs, r.warmup, duration, r.stop, r.on_progress, start_wall, r.on_window)
     finally:
-        for pipe in pipes:
-            try:
-                pipe.send(Stop())
-            except (OSError, ValueError):
-                pass
         for proc in procs:
-            proc.join(5.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for pipe in pipes:
-            pipe.close()
+            _stop(proc.pipe)
+        for proc in procs:
+            proc.end(5.0)
 
 
-def _await_ready(pipes: list, procs: list, stop: threading.Event | None, budget: float) -> bool:
+def _stop(pipe: multiprocessing.connection.Connection) -> None:
+    """Tell a load process to end; one that has ended already (its own error ended its load as
+    well) is told nothing, and its Done or its exit is read from the pipe as usual."""
+    try:
+        pipe.send(Stop())
+    except (OSError, ValueError):
+        pass
+
+
+def _await_ready(pipes: list, procs: list[LoadProcess], stop: threading.Event | None, budget: float) -> bool:
     """Wait until every process has its connections open; False if cancelled meanwhile."""
     pending = set(range(len(pipes)))
     give_up = time.monotonic() + budget
@@ -187,7 +201,7 @@ def _await_ready(pipes: list, procs: list, stop: threading.Event | None, budget:
     return True
 
 
-def _drive(pipes: list, procs: list, warmup: float, duration: float,
+def _drive(pipes: list, procs: list[LoadProcess], warmup: float, duration: float,
            stop: threading.Event | None, on_progress: ProgressCallback | None,
            start_wall: float | None = None,
            on_window: Callable[[float, float], None] | None = None) -> LoadOutcome:
@@ -211,7 +225,7 @@ def _drive(pipes: list, procs: list, warmup: float, duration: float,
         if stop is not None and stop.is_set() and not stopped:
             stopped = True
             for pipe in pipes:
-                pipe.send(Stop())
+                _stop(pipe)
         now = time.monotonic()
         if now > give_up:
             raise LoadError("load processes did not finish within the grace period after the deadline")
@@ -239,7 +253,7 @@ def _drive(pipes: list, procs: list, warmup: float, duration: float,
                     stopped = True
                     for j, other in enumerate(pipes):
                         if j not in done:
-                            other.send(Stop())
+                            _stop(other)
     failure = next((d.failure for d in done.values() if d.failure), None)
     if failure:
         raise LoadError(f"a load thread failed: {failure}")
@@ -285,7 +299,7 @@ def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> Load
         reconnects=_sum_series([p.series.reconnects for p in parts])[:n],
     )
     return LoadOutcome(
-        totals=counts.totals(),
+        totals=totals(counts),
         series=series,
         latency=_latency(Histogram.merged(p.hist for p in parts), merged_kinds(p.kinds for p in parts)),
         errors_by_code=dict(counts.errors_by_code),
@@ -304,4 +318,4 @@ def _latency(hist: Histogram, kinds: Mapping[str, Histogram]) -> Latency:
 
 
 def _empty(now: float) -> LoadOutcome:
-    return LoadOutcome(Counts().totals(), Series(), Latency(), {}, 0.0, 0.0, now, now)
+    return LoadOutcome(totals(Counts()), Series(), Latency(), {}, 0.0, 0.0, now, now)

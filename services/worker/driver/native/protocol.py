@@ -3,7 +3,7 @@
 Every message is a frozen, picklable dataclass (the pipes pickle them). The exchange, per load
 process:
 
-    parent -> child   Job (as the process's argument)
+    parent -> child   Job (first, once the process started)
     child  -> parent  Ready, or Failed (it could not open its connections)
     parent -> child   Go, or Stop (cancelled before the start)
     child  -> parent  Tick once a measured second, the last one for the partial second
@@ -17,21 +17,23 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from services.common.results.histogram import Histogram
-from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
-from services.common.spec.ignore_errors import IgnoreErrors
-from services.common.messages.results import Series
-from services.common.spec.workloads import DataShape, WorkloadSpec
-from services.worker.driver.contract import Counts
+from services.common.spec.ignore_policy import DEFAULT as IGNORE_DEFAULT
+from services.common.spec.ignore_policy import Policy
+from services.worker.driver.counts import Counts
 from services.worker.target.connect_params import ConnectParams
+from services.workload.program import Program
 
 
 @dataclass(frozen=True)
 class Job:
-    """Everything a load process needs; it crosses the spawn boundary as the process's argument."""
+    """Everything a load process needs; the parent sends it first, down the process's pipe."""
 
     params: ConnectParams
-    workload: WorkloadSpec
-    data: DataShape
+    #: The transaction programs of the process's connections, each distinct one once (the parent
+    #: draws them from the workload, so a load process needs neither the spec nor its parser).
+    programs: tuple[Program, ...]
+    #: Per connection (in thread_ids' order), the index of its program in ``programs``.
+    program_of: tuple[int, ...]
     thread_ids: tuple[int, ...]
     threads: int
     seed: int
@@ -45,13 +47,15 @@ class Job:
     #: Also time each statement, into one histogram per kind (read/write/other).
     by_kind: bool = False
     #: The MySQL errors the run survives; any other one ends it (sysbench's --mysql-ignore-errors).
-    ignore_errors: IgnoreErrors = IGNORE_DEFAULT
+    ignore_errors: Policy = IGNORE_DEFAULT
     #: Event loops (OS threads) the process drives its connections with (parent.loops_for).
     loops: int = 1
     #: Open loop: arrivals this process may hold due and not started, its share of the run's bound
     #: (arrivals.backlog_share), so a run over many processes or load hosts holds no more in all;
     #: None: the whole bound (arrivals.MAX_BACKLOG).
     backlog_limit: int | None = None
+    #: The compressed protocol, if the server agrees (the workload's mysql_compression).
+    compress: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Fatal:
 @dataclass(frozen=True)
 class Go:
     """Start at ``t0``, measure from ``t_measure``, stop at ``t_end`` (the parent's monotonic
-    clock, which spawned processes share)."""
+    clock, which every process of the host shares)."""
 
     t0: float
     t_measure: float
@@ -107,12 +111,25 @@ class Tick:
 
 
 @dataclass(frozen=True)
+class Seconds:
+    """A process's counts per measured second, the result's Series fields (which the parent makes,
+    adding the processes' seconds up)."""
+
+    transactions: list[int]
+    queries: list[int]
+    errors: list[int]
+    queue: list[int]
+    ignored_errors: list[int]
+    reconnects: list[int]
+
+
+@dataclass(frozen=True)
 class Done:
     """Everything the process measured; the parent merges these into one LoadOutcome."""
 
     counts: Counts
     #: Per measured second of this process (the parent adds the processes' seconds up).
-    series: Series
+    series: Seconds
     hist: Histogram
     #: Statement latency per kind, empty unless the job asked for it.
     kinds: Mapping[str, Histogram] = field(default_factory=dict)

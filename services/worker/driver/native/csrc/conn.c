@@ -489,5 +489,7 @@ void conn_free(conn_t *c)
     free(c->regs);
     free(c->gen_next);
     free(c->text);
+    free(c->rng.mt);
+    c->rng.mt = NULL;
     c->binds = NULL;
 }

@@ -61,7 +61,11 @@ static int read_stream(PyObject *state, rng_t *out)
         return 0;
     }
     out->xoroshiro = 0;
-    return read_state(state, &out->mt);
+    if (!out->mt && !(out->mt = malloc(sizeof *out->mt))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return read_state(state, out->mt);
 }
 
 static PyObject *hist_to_py(hist_t *h)

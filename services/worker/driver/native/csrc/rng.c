@@ -17,7 +17,7 @@ static uint64_t xoroshiro_next(uint64_t s[2])
 double rng_random(rng_t *r)
 {
     if (!r->xoroshiro)
-        return mt_random(&r->mt);
+        return mt_random(r->mt);
     /* The top 52 bits as a fraction of 1: sysbench builds the double 1.x from them and takes
      * 1 away, which is exactly this product. */
     return (double)(xoroshiro_next(r->s) >> 12) * (1.0 / 4503599627370496.0);
