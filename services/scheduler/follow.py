@@ -66,6 +66,12 @@ class PoolConsumers:
             self.bus.close()
             self.bus = None
 
+    def abandon(self) -> None:
+        """Let go of the connection without closing it: Ctrl-C may have landed inside a broker call,
+        leaving the connection mid-frame, where a polite close waits for an answer that may never
+        come. The process is ending, and its end closes the socket."""
+        self.bus = None
+
 
 def follow(settings: Settings, campaign_id: str, spec: CampaignSpec, total: int, poll: float) -> Progress:
     """Show the campaign's progress on stderr until every one of its ``total`` runs is in a final
@@ -104,6 +110,9 @@ def follow(settings: Settings, campaign_id: str, spec: CampaignSpec, total: int,
             if notice:
                 shown.note(notice)
             time.sleep(poll)
+    except KeyboardInterrupt:
+        consumers.abandon()
+        raise
     finally:
         shown.close()
         consumers.close()
