@@ -48,8 +48,8 @@ def _prom(expr: str, legend: str = "__auto", ref: str = "A", *, instant: bool = 
     return target
 
 
-def _sql(sql: str, ref: str = "A") -> dict[str, Any]:
-    return {"refId": ref, "datasource": MYSQL, "format": "table", "rawQuery": True, "editorMode": "code",
+def _sql(sql: str, ref: str = "A", fmt: str = "table") -> dict[str, Any]:
+    return {"refId": ref, "datasource": MYSQL, "format": fmt, "rawQuery": True, "editorMode": "code",
             "rawSql": " ".join(sql.split())}
 
 
@@ -133,24 +133,30 @@ FROM results WHERE campaign_id = '$campaign' ORDER BY started_at
 """
 
 
-def _runs_annotation() -> dict[str, Any]:
-    return {"name": "Runs", "datasource": MYSQL, "enable": True, "hide": False, "iconColor": "rgba(255, 152, 48, 1)",
+def _sql_annotation(name: str, sql: str, color: str) -> dict[str, Any]:
+    return {"name": name, "datasource": MYSQL, "enable": True, "hide": False, "iconColor": color,
             "target": {"refId": "Anno", "datasource": MYSQL, "format": "table", "rawQuery": True, "editorMode": "code",
-                       "rawSql": " ".join(RUNS_ANNOTATION_SQL.split())}}
+                       "rawSql": " ".join(sql.split())}}
+
+
+def _runs_annotation() -> dict[str, Any]:
+    return _sql_annotation("Runs", RUNS_ANNOTATION_SQL, "rgba(255, 152, 48, 1)")
 
 
 def _dashboard(uid: str, title: str, panels: list[Panel], variables: list[dict[str, Any]], *,
-               refresh: str, time_from: str, description: str, run_annotations: bool = False) -> dict[str, Any]:
+               refresh: str, time_from: str, description: str, run_annotations: bool = False,
+               extra_annotations: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
     # Datasource variables first: the query variables and panels refer to them.
     used = json.dumps([panels, variables])
     sources = [_datasource_var(PROMETHEUS_VAR, "Prometheus", "prometheus")] if PROMETHEUS["uid"] in used else []
-    if MYSQL["uid"] in used or run_annotations:
+    if MYSQL["uid"] in used or run_annotations or extra_annotations:
         sources.append(_datasource_var(MYSQL_VAR, "Results DB", "mysql"))
     annotations: list[dict[str, Any]] = [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
                                           "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
                                           "name": "Annotations & Alerts", "type": "dashboard"}]
     if run_annotations:
         annotations.append(_runs_annotation())
+    annotations += extra_annotations
     return {
         "uid": uid, "title": title, "description": description, "tags": ["benchfleet"],
         "timezone": "browser", "editable": True, "graphTooltip": 1, "schemaVersion": SCHEMA_VERSION,
@@ -328,10 +334,82 @@ def results() -> dict[str, Any]:
                       refresh="", time_from="now-7d", description="Stored results of a campaign.")
 
 
+#: A spec's campaigns over time: each cell's mean q/s per campaign (of its successful, unflagged runs, as
+#: `collector history SPEC --changes` reads them), one series per cell.
+HISTORY_QPS_SQL = """
+SELECT c.created_at AS time, CONCAT(r.target, ' ', r.workload, ' t=', r.threads) AS metric, AVG(r.qps) AS value
+FROM results r JOIN campaigns c ON c.campaign_id = r.campaign_id
+WHERE c.name = '$spec' AND r.status = 'ok' AND COALESCE(r.quality_flags, '') = '' AND r.qps > 0
+GROUP BY c.campaign_id, c.created_at, r.target, r.workload, r.threads
+ORDER BY time, metric
+"""
+#: The change points the collector stored (migration 25), at the first campaign after each.
+CHANGE_POINTS_SQL = """
+SELECT c.created_at * 1000 AS time,
+       CONCAT(p.direction, ': ', p.target, ' ', p.workload, ' t=', p.threads, ' ', p.metric, ' x', ROUND(p.ratio, 3),
+              ' from campaign ', p.campaign_id, ' (q=', ROUND(p.q_value, 4), ')') AS text,
+       CONCAT('change,', p.direction, ',', p.metric) AS tags
+FROM change_points p JOIN campaigns c ON c.campaign_id = p.campaign_id
+WHERE p.spec_name = '$spec' ORDER BY time
+"""
+#: Failed gates (`--fail-on-slower`), at the campaign judged.
+GATE_FAILURES_SQL = """
+SELECT c.created_at * 1000 AS time,
+       CONCAT('gate failed: ', g.campaign_id, ' against ', COALESCE(g.against_campaign, 'its baseline'), ', ',
+              g.slower_cells, ' cell(s) slower by more than ', ROUND(g.beyond * 100, 1), '%') AS text,
+       'gate,failed' AS tags
+FROM gate_verdicts g JOIN campaigns c ON c.campaign_id = g.campaign_id
+WHERE c.name = '$spec' AND g.verdict = 'failed' ORDER BY time
+"""
+#: Every verdict the gate recorded on the spec's campaigns, newest first.
+GATE_VERDICTS_SQL = """
+SELECT FROM_UNIXTIME(g.judged_at) AS judged, g.campaign_id, g.against_campaign, g.verdict,
+       ROUND(g.beyond * 100, 1) AS beyond_pct, g.slower_cells, g.judged_by
+FROM gate_verdicts g JOIN campaigns c ON c.campaign_id = g.campaign_id
+WHERE c.name = '$spec' ORDER BY g.judged_at DESC LIMIT 200
+"""
+HISTORY_CHANGES_TABLE_SQL = """
+SELECT p.campaign_id, p.target, p.workload, p.threads, p.metric, p.direction, ROUND(p.ratio, 3) AS ratio,
+       p.p_value, p.q_value, FROM_UNIXTIME(p.found_at) AS found, p.found_by
+FROM change_points p JOIN campaigns c ON c.campaign_id = p.campaign_id
+WHERE p.spec_name = '$spec' ORDER BY c.created_at DESC, p.metric, p.target, p.workload, p.threads
+"""
+SPEC_VAR_SQL = "SELECT name FROM campaigns GROUP BY name ORDER BY MAX(created_at) DESC LIMIT 200"
+
+
+def history() -> dict[str, Any]:
+    """A spec's nightly history from the results DB: each cell's q/s per campaign, with the change
+    points and failed gates as annotations, and both listed."""
+    lay = _Layout()
+    qps = timeseries("Queries per second per campaign ($spec)", [_sql(HISTORY_QPS_SQL, fmt="time_series")], "reqps",
+                     "Each cell's mean q/s over a campaign's successful, unflagged runs, at the campaign's "
+                     "submission. Change points (blue) and failed gates (red) are the board's annotations.")
+    qps["datasource"] = MYSQL
+    # Campaigns are a night apart: points, not a line through the gaps alone.
+    qps["fieldConfig"]["defaults"]["custom"].update({"showPoints": "always", "pointSize": 6, "spanNulls": True})
+    panels = [
+        lay.place(qps, 24, 12),
+        lay.place(table("Change points", [_sql(HISTORY_CHANGES_TABLE_SQL)], MYSQL,
+                        "As the collector found them when a campaign of the spec ended (`collector history SPEC "
+                        "--changes` searches again): the first campaign after each shift, its size (after/before) "
+                        "and significance (p, and q over every series searched)."), 24, 8),
+        lay.place(table("Gate verdicts", [_sql(GATE_VERDICTS_SQL)], MYSQL,
+                        "Each `--fail-on-slower` verdict on a campaign of the spec: against the last good campaign "
+                        "(`collector history --changes`), the confirming campaign (`scheduler gate --confirm`), or "
+                        "its own baseline (empty)."), 24, 8),
+    ]
+    variables = [_query_var("spec", SPEC_VAR_SQL, MYSQL, multi=False)]
+    notes = (_sql_annotation("Change points", CHANGE_POINTS_SQL, "rgba(31, 96, 196, 1)"),
+             _sql_annotation("Gate failures", GATE_FAILURES_SQL, "rgba(242, 73, 92, 1)"))
+    return _dashboard("benchfleet-history", "Benchfleet: history", panels, variables, refresh="",
+                      time_from="now-90d", description="Every campaign of a spec: throughput, change points, gates.",
+                      extra_annotations=notes)
+
+
 def all_dashboards() -> dict[str, dict[str, Any]]:
     """File name -> dashboard."""
     return {"campaign-live.json": campaign_live(), "throughput-vs-threads.json": throughput_vs_threads(),
-            "results.json": results()}
+            "results.json": results(), "history.json": history()}
 
 
 def iter_panels(board: dict[str, Any]) -> Iterator[Panel]:

@@ -4,12 +4,14 @@ again on those runs alone, the gate failing only when they fail again."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from services.common.cli import EXIT_OK, EXIT_SLOWER, EXIT_USAGE, error
 from services.common.config import Settings
 from services.common.spec.campaign import CampaignSpec
 from services.common.store import Store
+from services.common.store.judgements import GateRecord, outcome
 from services.reporting import load as loading
 from services.reporting.gate import Regression, confirm, regressions
 from services.reporting.options import ReportOptions
@@ -48,6 +50,8 @@ def gate_campaign(settings: Settings, req: GateRequest) -> int:
         data = loading.load(store, c.campaign_id, with_results=not m.column)
     first = regressions(analyse(data, req.opts).tables, req.beyond)
     label = f"vs {data.baseline}"
+    if not first or not req.confirm:  # a confirmed gate is recorded once its confirming campaign judged it
+        _keep(settings, GateRecord(c.campaign_id, None, outcome(True, len(first)), req.beyond, len(first), time.time()))
     if not first:
         say(f"gate: no cell of {c.campaign_id} slower than baseline {data.baseline} by more than {pct} ({m.unit}, "
              "adjusted interval)")
@@ -60,6 +64,12 @@ def gate_campaign(settings: Settings, req: GateRequest) -> int:
     if not req.confirm:
         return EXIT_SLOWER
     return _confirm(settings, c.spec, c.campaign_id, first, req, label)
+
+
+def _keep(settings: Settings, verdict: GateRecord) -> None:
+    """The gate's verdict in the results DB, against the campaign that decided it (None: its own baseline)."""
+    with Store(settings) as store:
+        store.judgements.keep_gate(verdict, error)
 
 
 def _confirm(settings: Settings, spec: CampaignSpec, campaign_id: str, first: list[Regression], req: GateRequest, label: str) -> int:
@@ -85,6 +95,8 @@ def _confirm(settings: Settings, spec: CampaignSpec, campaign_id: str, first: li
     unit = req.opts.table_metric.unit
     for line in result.lines(unit, label):
         say(line)
+    slower = sum(c.state != "cleared" for c in result.cells)
+    _keep(settings, GateRecord(campaign_id, cid, outcome(True, slower), req.beyond, slower, time.time()))
     if result.failed:
         n, confirmed, unmeasured = len(result.cells), len(result.of("confirmed")), len(result.of("unmeasured"))
         error(f"{confirmed} of {n} failing cell(s) of {campaign_id} slower again in confirming campaign {cid}"

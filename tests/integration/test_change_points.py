@@ -2,7 +2,8 @@
 server given costlier statements from the fifth on (range queries over the whole table instead of ten
 rows; the cell and the spec's name stay the same), and the fifth campaign is named as the change; the
 gate then judges the newest night against the last good one, the night before the change (exit 5,
-BenchfleetRegression, when it fails)."""
+BenchfleetRegression, when it fails). Both are kept in the results DB for the history board: the change
+points the collector found as campaigns ended, and the gate's verdict."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import secrets
 import mysql.connector
 import pytest
 
-from tests.integration.fleet import Fleet, target_yaml
+from services.common.store import Store
+
+from tests.integration.fleet import Fleet, target_yaml, wait_for
 
 # Serial: its verdicts turn on q/s of one-second runs, which other suites running beside it move.
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
@@ -67,6 +70,18 @@ def test_the_night_the_server_got_slower_is_the_change_and_the_newest_is_gated_a
             assert f"error: {name}: campaign {newest} is slower than the last good campaign {good}" in gate.stderr
         else:
             assert gate.returncode == 0 and "(passed)" in gate.stdout, gate.stdout + gate.stderr
+        with Store(fleet.settings) as store:
+            verdicts = store.judgements.gate_verdicts(newest)
+            # The collector stored the spec's change points when each campaign ended: the planted one too.
+            wait_for(lambda: (fifth, "qps", "worse") in [(c.campaign_id, c.metric, c.direction)
+                                                         for c in store.judgements.change_points(name)],
+                     30, "the collector to store the planted change point")
+            stored = store.judgements.change_points(name)
+        assert [(v.against_campaign, v.verdict) for v in verdicts] == [
+            (good, "failed" if gate.returncode == 5 else "passed")], verdicts
+        planted = next(c for c in stored if (c.campaign_id, c.metric) == (fifth, "qps"))
+        assert (planted.target, planted.workload, planted.threads) == ("server", "oltp_read_only", 1)
+        assert planted.ratio < 1 and planted.q_value <= 0.05 and planted.found_by in out["campaigns"], planted
     finally:
         conn = mysql.connector.connect(**{k: v for k, v in fleet.settings.db_params().items() if k != "database"})
         conn.cursor().execute(f"DROP DATABASE IF EXISTS `{database}`")

@@ -24,6 +24,7 @@ from services.common.bus.stub import StubBroker
 from services.common.config import Settings
 from services.common.errors import BusError, NotYourCampaign, StoreError
 from services.common.store import Store, connection, procedures
+from services.common.store.judgements import GateRecord, StoredChangePoint
 from services.common.store.campaigns import default_key, spec_hash
 from services.scheduler.submit import StoreLedger, Submitted, submit
 
@@ -224,6 +225,50 @@ def test_a_submitter_submits_and_reads_but_neither_writes_results_nor_cancels_an
         assert carol.campaigns.cancel("roles-old", 5.0) == 8
     finally:
         for s in (collector, alice, bob, carol):
+            s.close()
+
+
+def test_a_submitter_records_the_gate_verdict_of_its_own_campaign_and_the_collector_its_change_points(
+        deployed, settings):
+    """Alice records the gate's verdict on her campaign through bf_record_gate_verdict (the row names
+    her), but not on Bob's, on none that does not exist, nor a verdict the board does not know, and
+    never by SQL; the collector keeps a change point (found again, its size updated, its finding time
+    kept), which a submitter may not write."""
+    collector = Store(account(deployed, settings, "collector")).open()
+    alice = Store(account(deployed, settings, "alice")).open()
+    bob = Store(account(deployed, settings, "bob")).open()
+    _, _, people, _, _ = deployed
+    try:
+        key = default_key(spec_hash(SPEC))
+        for store, cid in ((alice, "verdict-alice"), (bob, "verdict-bob")):
+            with StubBroker().bus("scheduler") as bus:
+                submit(StoreLedger(store), bus, SPEC, cid, runs(cid), key=f"{key}-{cid}", explicit_key=True,
+                       force=False)
+        alice.judgements.record_gate(GateRecord("verdict-alice", "verdict-bob", "failed", 0.05, 2, 10.0, "forged"))
+        assert alice.judgements.gate_verdicts("verdict-alice") == [
+            GateRecord("verdict-alice", "verdict-bob", "failed", 0.05, 2, 10.0, people["alice"])]
+        with pytest.raises(StoreError, match=f"submitted by {people['bob']}: only its submitter or an operator may "
+                                             "record a gate verdict for it"):
+            alice.judgements.record_gate(GateRecord("verdict-bob", None, "passed", 0.05, 0, 11.0))
+        with pytest.raises(StoreError, match="is not in the results DB"):
+            alice.judgements.record_gate(GateRecord("verdict-nope", None, "passed", 0.05, 0, 11.0))
+        with pytest.raises(StoreError, match="verdict must be passed, failed or unjudged"):
+            alice.judgements.record_gate(GateRecord("verdict-alice", None, "maybe", 0.05, 0, 11.0))  # type: ignore[arg-type]
+        denied(lambda: alice.db.execute("INSERT INTO gate_verdicts (campaign_id, verdict, beyond, slower_cells,"
+                                        " judged_at, judged_by) VALUES ('verdict-bob', 'failed', 0.05, 1, 1, 'x')"))
+        warned: list[str] = []
+        bob.judgements.keep_gate(GateRecord("verdict-alice", None, "passed", 0.05, 0, 12.0), warned.append)
+        assert len(warned) == 1 and "verdict on verdict-alice stands but was not recorded" in warned[0], warned
+        assert len(bob.judgements.gate_verdicts("verdict-alice")) == 1
+
+        first = StoredChangePoint("roles", "verdict-bob", "A", "oltp_point_select", 4, "qps", 0.8, 0.001, 0.01,
+                                  "worse", "verdict-bob", 20.0)
+        collector.judgements.record_change_points([first])
+        collector.judgements.record_change_points([replace(first, ratio=0.75, q_value=0.002, found_at=30.0)])
+        assert alice.judgements.change_points("roles") == [replace(first, ratio=0.75, q_value=0.002)]
+        denied(lambda: alice.judgements.record_change_points([replace(first, campaign_id="verdict-alice")]))
+    finally:
+        for s in (collector, alice, bob):
             s.close()
 
 

@@ -51,6 +51,11 @@ def test_confirm_reruns_the_failing_cell_alone_and_judges_it_again(fleet):
     assert r.returncode == 5, r.stderr
     assert "1 cell(s) of gate-stored significantly slower than baseline A by more than 3%" in r.stderr
     assert "B oltp_point_select t=1: vs A 0.80" in r.stderr
+    # Recorded for the history board: failed against its own baseline (no other campaign), by the caller.
+    with Store(fleet.settings) as store:
+        first = store.judgements.gate_verdicts("gate-stored")
+    assert [(v.against_campaign, v.verdict, v.beyond, v.slower_cells, v.judged_by) for v in first] == [
+        (None, "failed", 0.03, 1, fleet.settings.db_user)]
 
     fleet.start_collector()
     fleet.start_worker("w1")
@@ -72,3 +77,6 @@ def test_confirm_reruns_the_failing_cell_alone_and_judges_it_again(fleet):
         assert store.runs.counts(cid)["done"] == 4
         assert {(x.target, x.repetition) for x in store.results.rows(cid)} == {("A", 1), ("A", 2), ("B", 1), ("B", 2)}
         assert store.campaigns.get(cid).name == "gate-confirm"
+        # The confirmed gate's verdict, against the confirming campaign, as its exit code says.
+        last = store.judgements.gate_verdicts("gate-stored")[-1]
+        assert (last.against_campaign, last.verdict) == (cid, "passed" if r.returncode == 0 else "failed")

@@ -156,3 +156,21 @@ def test_live_board_annotates_runs_from_the_results_db():
     assert runs["datasource"] == dashboards.MYSQL and runs["enable"]
     sql = runs["target"]["rawSql"]
     assert "AS time" in sql and "AS timeend" in sql and "'$campaign'" in sql
+
+
+def test_history_board_plots_each_cell_per_campaign_and_marks_changes_and_failed_gates():
+    """The history board reads only the results DB: q/s per campaign as one time series per cell of the
+    chosen spec, and the stored change points and failed gates of that spec as annotations."""
+    board = BOARDS["history.json"]
+    [qps] = [p for p in dashboards.iter_panels(board) if p["type"] == "timeseries"]
+    [target] = qps["targets"]
+    assert qps["datasource"] == target["datasource"] == dashboards.MYSQL and target["format"] == "time_series"
+    assert "AS time" in target["rawSql"] and "AS metric" in target["rawSql"] and "'$spec'" in target["rawSql"]
+    assert all(p["datasource"] == dashboards.MYSQL for p in dashboards.iter_panels(board))
+    notes = {a["name"]: a for a in board["annotations"]["list"] if a.get("datasource") == dashboards.MYSQL}
+    assert set(notes) == {"Change points", "Gate failures"}
+    assert "FROM change_points" in notes["Change points"]["target"]["rawSql"]
+    assert "g.verdict = 'failed'" in notes["Gate failures"]["target"]["rawSql"]
+    assert all(n["enable"] and "'$spec'" in n["target"]["rawSql"] for n in notes.values())
+    [spec] = [v for v in board["templating"]["list"] if v["name"] == "spec"]
+    assert spec["datasource"] == dashboards.MYSQL and not spec["multi"]

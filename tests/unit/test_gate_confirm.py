@@ -142,13 +142,25 @@ class _Runs:
         return {"pending": self.pending, "running": 0, "done": 18, "failed": 0, "cancelled": 0}
 
 
+class _Judgements:
+    """The gate verdicts a gate recorded, in memory."""
+
+    def __init__(self):
+        self.kept = []
+
+    def keep_gate(self, verdict, warn):
+        self.kept.append(verdict)
+
+
 def _fake_store(monkeypatch, data, pending=0):
     from services.reporting import load as load_module
     from services.scheduler import confirm as confirm_module
 
+    judgements = _Judgements()
+
     class Store:
         def __init__(self, settings):
-            self.campaigns, self.runs = _Campaigns(), _Runs()
+            self.campaigns, self.runs, self.judgements = _Campaigns(), _Runs(), judgements
             self.runs.pending = pending
 
         def __enter__(self):
@@ -159,6 +171,7 @@ def _fake_store(monkeypatch, data, pending=0):
 
     monkeypatch.setattr(confirm_module, "Store", Store)
     monkeypatch.setattr(load_module, "load", lambda store, ref, with_results=True: data)
+    confirm_module.kept = judgements.kept  # type: ignore[attr-defined]
     return confirm_module
 
 
@@ -167,13 +180,16 @@ def test_scheduler_gate_fails_on_the_slower_cell_and_names_it(monkeypatch, capsy
     25% gate passes it, saying none was slower."""
     from services.common import cli
 
-    _fake_store(monkeypatch, _campaign({8: SLOW}, "c1"))
+    kept = _fake_store(monkeypatch, _campaign({8: SLOW}, "c1")).kept
     assert scheduler_cli.main(["gate", "c1", "--fail-on-slower", "5"]) == cli.EXIT_SLOWER
     err = capsys.readouterr().err
     assert "error: 1 cell(s) of c1 significantly slower than baseline old by more than 5%" in err
     assert "error:   new oltp_point_select t=8: vs old 0.80" in err
     assert scheduler_cli.main(["gate", "c1", "--fail-on-slower", "25"]) == cli.EXIT_OK
     assert "gate: no cell of c1 slower than baseline old by more than 25%" in capsys.readouterr().err
+    # Each verdict recorded for the history board, against the campaign's own baseline.
+    assert [(v.campaign_id, v.against_campaign, v.verdict, v.beyond, v.slower_cells) for v in kept] == [
+        ("c1", None, "failed", 0.05, 1), ("c1", None, "passed", 0.25, 0)]
 
 
 def test_scheduler_gate_refuses_a_campaign_still_running(monkeypatch, capsys):

@@ -5,15 +5,17 @@ newest campaign; in any registered format that renders them."""
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import replace
 from typing import Sequence
 
 from services.collector.commands.output import options
-from services.common.cli import EXIT_OK, write_output
+from services.common.cli import EXIT_OK, error, write_output
 from services.common.config import Settings
 from services.common.errors import BenchfleetRegression, UsageError
 from services.common.results.rows import CampaignNight
 from services.common.store import Store
+from services.common.store.judgements import GateRecord, outcome
 from services.reporting import load as loading
 from services.reporting.analysis import CampaignData
 from services.reporting.compare import compare_campaigns, regressions
@@ -75,6 +77,10 @@ def _changes(args: argparse.Namespace, settings: Settings, r: registry.Renderer)
         if args.fail_on_slower is not None:
             gate = _gate(store, args, nights, opts, worse_since(changes.search, nights))
             changes = replace(changes, gate=gate)
+            slower = len(gate.regressions)
+            verdict = outcome(gate.reference is not None, slower)
+            store.judgements.keep_gate(GateRecord(gate.newest, gate.reference, verdict, gate.beyond, slower, time.time()),
+                                       error)
     write_output(None, r.render_changes(changes))
     gate = changes.gate
     if gate is not None and gate.failed:

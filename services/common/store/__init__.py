@@ -5,7 +5,8 @@ reports and progress read it. Every write is idempotent, so redelivered messages
 and so is running a statement again on a new connection after the old one was lost. A Store is
 one connection (store/connection.py, where its errors are told apart) and one part per kind of
 record, each owning its SQL: ``store.campaigns``, ``store.runs``, ``store.results``,
-``store.parts``, ``store.workers`` and ``store.transfer``.
+``store.parts``, ``store.workers``, ``store.judgements`` (change points, gate verdicts) and
+``store.transfer``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Self
 
 from services.common.config import Settings
 from services.common.store.campaigns import Campaigns
+from services.common.store.judgements import Judgements
 from services.common.store.connection import RETRY_ATTEMPTS, RETRY_BACKOFF_S, StoreConnection
 from services.common.store.parts import Parts
 from services.common.store.results import Results
@@ -34,6 +36,7 @@ class Store:
         self.results = Results(self.db, self.runs)
         self.parts = Parts(self.db)
         self.workers = Workers(self.db)
+        self.judgements = Judgements(self.db)
         self.transfer = Transfer(self.db, self.campaigns, self.results)
 
     def open(self, migrate: bool = True) -> Self:

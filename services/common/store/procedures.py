@@ -115,6 +115,21 @@ proc: BEGIN{_DECLARE}
   SET p_dropped = ROW_COUNT();
   UPDATE campaigns SET state = 'cancelled', idempotency_key = NULL WHERE campaign_id = p_campaign_id;
 END"""),
+    # The gate's verdict on the caller's campaign (`--fail-on-slower`), against the campaign it was
+    # judged against (NULL: its own baseline target, or no good campaign to judge it against).
+    ("bf_record_gate_verdict", f"""(IN p_campaign_id VARCHAR(128), IN p_against VARCHAR(128), IN p_verdict VARCHAR(16),
+    IN p_beyond DOUBLE, IN p_slower_cells INT, IN p_now DOUBLE)
+  MODIFIES SQL DATA SQL SECURITY DEFINER COMMENT '{VERSION}'
+BEGIN{_DECLARE}{_OWNER}
+  IF v_found = 0 THEN
+    SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = 'is not in the results DB';
+  END IF;{_not_yours("record a gate verdict for")}
+  IF p_verdict NOT IN ('passed', 'failed', 'unjudged') THEN
+    SIGNAL SQLSTATE '{REFUSED_SQLSTATE}' SET MESSAGE_TEXT = 'verdict must be passed, failed or unjudged';
+  END IF;
+  INSERT INTO gate_verdicts (campaign_id, against_campaign, verdict, beyond, slower_cells, judged_at, judged_by)
+    VALUES (p_campaign_id, p_against, p_verdict, p_beyond, p_slower_cells, p_now, {_CALLER});
+END"""),
 )
 
 NAMES = tuple(name for name, _ in PROCEDURES)

@@ -359,6 +359,41 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     # 24: who submitted a campaign (store/procedures.py); no backfill: NULL is the operator's.
     (24, ["ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS submitter VARCHAR(128) NULL"]),
+    # 25: what a spec's history found, kept for the history board (services/common/store/judgements.py):
+    # the change points the collector finds when a campaign of the spec ends (one row per change, its
+    # size and significance updated as later campaigns sharpen it), and each gate's verdict.
+    (
+        25,
+        [
+            """CREATE TABLE IF NOT EXISTS change_points (
+                spec_name VARCHAR(64) NOT NULL,
+                campaign_id VARCHAR(128) NOT NULL,
+                target VARCHAR(64) NOT NULL,
+                workload VARCHAR(64) NOT NULL,
+                threads INT NOT NULL,
+                metric VARCHAR(32) NOT NULL,
+                ratio DOUBLE NOT NULL,
+                p_value DOUBLE NOT NULL,
+                q_value DOUBLE NOT NULL,
+                direction VARCHAR(16) NOT NULL,
+                found_at DOUBLE NOT NULL,
+                found_by VARCHAR(128) NOT NULL,
+                PRIMARY KEY (spec_name, campaign_id, target, workload, threads, metric),
+                KEY change_points_campaign (campaign_id)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE TABLE IF NOT EXISTS gate_verdicts (
+                id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+                campaign_id VARCHAR(128) NOT NULL,
+                against_campaign VARCHAR(128) NULL,
+                verdict VARCHAR(16) NOT NULL,
+                beyond DOUBLE NOT NULL,
+                slower_cells INT NOT NULL,
+                judged_at DOUBLE NOT NULL,
+                judged_by VARCHAR(128) NOT NULL,
+                KEY gate_verdicts_campaign (campaign_id, judged_at)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
 ]
 
 LATEST = max(v for v, _ in MIGRATIONS)
