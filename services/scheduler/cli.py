@@ -76,7 +76,8 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps({"campaign_id": campaign_id, "runs": outcome.runs, "pool": outcome.pool}))
     else:
         # With --wait --json or --format, stdout is one document at the end; this line goes to stderr.
-        print(f"campaign {campaign_id}: {outcome.runs} runs published to pool {outcome.pool}",
+        pools = "pools" if "," in outcome.pool else "pool"
+        print(f"campaign {campaign_id}: {outcome.runs} runs published to {pools} {outcome.pool}",
               file=sys.stderr if args.json or args.fmt is not None else sys.stdout)
     if not args.wait:
         return EXIT_OK

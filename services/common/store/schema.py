@@ -359,6 +359,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     # 24: who submitted a campaign (store/procedures.py); no backfill: NULL is the operator's.
     (24, ["ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS submitter VARCHAR(128) NULL"]),
+    # 26: the pool a run ran on, in a campaign on several pools (spec ``pools``; the run id's
+    # @POOL suffix); NULL: the campaign's one pool, as every earlier result. (25 is another change's.)
+    (26, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS pool VARCHAR(64) NULL"]),
 ]
 
 LATEST = max(v for v, _ in MIGRATIONS)
