@@ -47,6 +47,11 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         _err(why)
         return EXIT_USAGE
     spec = load_checked(args, settings)
+    if spec.pools and args.wait:
+        # The wait follows one pool's queue and its report reads one pool: refused before anything is published.
+        _err(f"--wait: not for a campaign on several pools (pools: {', '.join(spec.pools)}) yet; submit without it "
+             "and read `collector report CAMPAIGN` once the campaign ended")
+        return EXIT_USAGE
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
     key = args.idempotency_key or default_key(spec_hash(spec))
