@@ -71,6 +71,17 @@ def check_pool(campaign_id: str, pools: Sequence[str] | None, pool: str | None) 
                            + (f"pools {', '.join(pools)}, not {pool}" if pools else "one pool, not on several"))
 
 
+def without_pools(rows: Sequence[ResultRow], what: str) -> tuple[list[ResultRow], str | None]:
+    """``rows`` (results across campaigns) less those of campaigns on several pools, which one series
+    would mix, and a note naming what was left out (None when nothing was)."""
+    several = sorted({r.campaign_id for r in rows if pool_of_run_id(r.run_id) is not None})
+    if not several:
+        return list(rows), None
+    return ([r for r in rows if pool_of_run_id(r.run_id) is None],
+            f"note: {what} leaves out campaign(s) {', '.join(several)}: they ran on several pools, whose runs one "
+            "series would mix (`collector report CAMPAIGN` compares their pools)")
+
+
 def _whole_where_behind(store: Store, campaign_id: str, rows: list[ResultRow]) -> list[ResultRow]:
     """The rows, those of runs that fell behind their open-loop rate with their whole results
     (how far behind is there, not in a column); such runs are few."""

@@ -3,6 +3,8 @@ on every pool, each pool's runs on its own queue, and the "Pools compared" table
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from services.common.bus.stub import StubBroker, StubBus
@@ -14,7 +16,7 @@ from services.common.spec.loading import parse_spec
 from services.reporting import metrics_catalog as mc
 from services.reporting import pools_compared as pc
 from services.reporting.analysis import CampaignData
-from services.reporting.load import SeveralPools, check_pool
+from services.reporting.load import SeveralPools, check_pool, without_pools
 from services.scheduler import plan
 from services.scheduler.submit import Submitted, submit
 from tests.unit.test_submit import FakeLedger
@@ -148,3 +150,13 @@ def test_the_same_ratio_on_both_pools_is_no_platform_verdict():
     rows = pc.compared(per_pool, mc.BUILTIN["qps"], 0.05)
     assert [c.verdict for c in rows] == ["same on both"]
     assert pc.summary(rows, "qps") == "Pools compared (qps): no cell's ratio differs between pools"
+
+
+def test_a_series_across_campaigns_leaves_out_campaigns_on_several_pools_and_says_so():
+    pools = _pool_data("rhel", [603.0, 598.0, 601.0, 607.0]).runs
+    one = tuple(dataclasses.replace(r, run_id=r.run_id.split("@")[0].replace("c1", "c0"), campaign_id="c0")
+                for r in pools)
+    kept, note = without_pools(one + pools, "history")
+    assert kept == list(one)
+    assert note is not None and note.startswith("note: history leaves out campaign(s) c1: they ran on several pools")
+    assert without_pools(one, "history") == (list(one), None)
