@@ -173,6 +173,8 @@ def add_report_flags(s: argparse.ArgumentParser) -> None:
                                  f"{_file_formats('report', plots=True)})")
     s.add_argument("--html", metavar="FILE", action=Deprecated, instead="a second `report --format html --out FILE`")
     s.add_argument("--all-tables", action="store_true", help="text/markdown: every recorded metric, not only --metric")
+    s.add_argument("--pool", help="a campaign on several pools (spec pools): this pool's runs only; without it "
+                                  "text, markdown and json show each pool's report and the pools compared")
     s.add_argument("--percentiles", metavar="LIST",
                    help="also the latency percentiles of each cell, e.g. 50,90,99.9, from the merged histograms "
                         "of its successful runs (text, markdown, csv, json; n/a where no transaction completed)")

@@ -24,7 +24,11 @@ def refresh_cell_stats(store: Store, campaign_id: str, workload: str | None = No
                        opts: ReportOptions = ReportOptions(), *, cell: Cell | None = None) -> int:
     """Recompute and store the statistics of a campaign's cells (of one workload when given; with
     ``cell``, only of the cells a new result of that cell changes); the whole campaign's, verdicts
-    and all, when no part is given or when the campaign has ended. How many rows were written."""
+    and all, when no part is given or when the campaign has ended. How many rows were written.
+    None (0 rows) for a campaign on several pools: ``cell_stats`` has no pool column; its report reads each pool."""
+    c = store.campaigns.get(campaign_id)
+    if c is not None and c.spec.pools:
+        return 0
     if (cell is None and workload is None) or store.runs.ended_at(campaign_id) is not None:
         # The whole campaign, or its last run ended (with this result or failure): its cells make their family.
         return _whole(store, campaign_id, opts)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
+from services.common.errors import UsageError
+from services.common.messages.runs import pool_of_run_id
 from services.common.results.rows import ResultRow, TargetBuild
 from services.common.store import Store
 from services.reporting.analysis import CampaignData
@@ -13,8 +15,13 @@ from services.reporting.render.plots import series_runs
 from services.reporting.report import Report, analyse
 
 
+class SeveralPools(UsageError):
+    """A campaign that ran on several pools read as if it ran on one: its cells would mix them
+    (not a ValueError: a comparison that skips what it cannot judge must not skip this)."""
+
+
 def load(store: Store, ref: str, *, with_results: bool = True, workload: str | None = None,
-         figures: bool = False, series: bool = False) -> CampaignData:
+         figures: bool = False, series: bool = False, pool: str | None = None) -> CampaignData:
     """The campaign ``ref`` (id, or name for the latest) with its result rows (of one workload
     when ``workload`` is given).
 
@@ -23,12 +30,15 @@ def load(store: Store, ref: str, *, with_results: bool = True, workload: str | N
     ``figures`` (without ``with_results``) reads instead the figure columns every table of a full
     report needs, and ``series`` (with ``figures``) the whole results of the runs the time plots
     draw: the HTML, JSON and ODS reports equal those read from every whole result, at a fraction
-    of the cost.
+    of the cost. A campaign on several pools is read one ``pool`` at a time (SeveralPools without).
     """
     c = store.campaigns.get(ref)
     if c is None:
         raise LookupError(f"no campaign {ref!r} in the results DB")
+    check_pool(c.campaign_id, c.spec.pools, pool)
     rows = store.results.rows(c.campaign_id, workload, figures=figures and not with_results)
+    if c.spec.pools:
+        rows = [r for r in rows if pool_of_run_id(r.run_id) == pool]
     if with_results:
         whole = {r.run_id: r for r in store.results.whole(c.campaign_id)}
         rows = [row.with_result(whole.get(row.run_id)) for row in rows]
@@ -49,6 +59,27 @@ def load(store: Store, ref: str, *, with_results: bool = True, workload: str | N
     if series and not with_results:
         data = _with_series(store, data)
     return data
+
+
+def check_pool(campaign_id: str, pools: Sequence[str] | None, pool: str | None) -> None:
+    """SeveralPools when ``pool`` does not pick one of a campaign's several pools (or picks one of a one-pool campaign)."""
+    if pools and pool is None:
+        raise SeveralPools(f"campaign {campaign_id} ran on pools {', '.join(pools)}: its cells would mix them; "
+                           f"read one with --pool ({' or '.join(pools)})")
+    if pool is not None and pool not in (pools or ()):
+        raise SeveralPools(f"--pool: campaign {campaign_id} ran on "
+                           + (f"pools {', '.join(pools)}, not {pool}" if pools else "one pool, not on several"))
+
+
+def without_pools(rows: Sequence[ResultRow], what: str) -> tuple[list[ResultRow], str | None]:
+    """``rows`` (results across campaigns) less those of campaigns on several pools, which one series
+    would mix, and a note naming what was left out (None when nothing was)."""
+    several = sorted({r.campaign_id for r in rows if pool_of_run_id(r.run_id) is not None})
+    if not several:
+        return list(rows), None
+    return ([r for r in rows if pool_of_run_id(r.run_id) is None],
+            f"note: {what} leaves out campaign(s) {', '.join(several)}: they ran on several pools, whose runs one "
+            "series would mix (`collector report CAMPAIGN` compares their pools)")
 
 
 def _whole_where_behind(store: Store, campaign_id: str, rows: list[ResultRow]) -> list[ResultRow]:
@@ -101,9 +132,9 @@ def load_report(store: Store, ref: str, opts: ReportOptions, *, plots: bool = Fa
     return analyse(load_for(store, ref, opts, plots=plots), opts)
 
 
-def load_for(store: Store, ref: str, opts: ReportOptions, *, plots: bool = False) -> CampaignData:
-    """The campaign as a report with ``opts`` reads it: the columns for a text table of a column
-    metric, else the figure columns, and with ``plots`` the plotted runs' series too."""
+def load_for(store: Store, ref: str, opts: ReportOptions, *, plots: bool = False, pool: str | None = None) -> CampaignData:
+    """The campaign (one ``pool`` of it) as a report with ``opts`` reads it: the columns for a text
+    table of a column metric, else the figure columns, and with ``plots`` the plotted runs' series too."""
     if not (opts.needs_results() or plots):
-        return load(store, ref, with_results=False)
-    return load(store, ref, with_results=False, figures=True, series=plots)
+        return load(store, ref, with_results=False, pool=pool)
+    return load(store, ref, with_results=False, figures=True, series=plots, pool=pool)

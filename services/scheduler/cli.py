@@ -47,6 +47,11 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         _err(why)
         return EXIT_USAGE
     spec = load_checked(args, settings)
+    if spec.pools and args.wait:
+        # The wait follows one pool's queue and its report reads one pool: refused before anything is published.
+        _err(f"--wait: not for a campaign on several pools (pools: {', '.join(spec.pools)}) yet; submit without it "
+             "and read `collector report CAMPAIGN` once the campaign ended")
+        return EXIT_USAGE
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
     key = args.idempotency_key or default_key(spec_hash(spec))
@@ -76,7 +81,8 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps({"campaign_id": campaign_id, "runs": outcome.runs, "pool": outcome.pool}))
     else:
         # With --wait --json or --format, stdout is one document at the end; this line goes to stderr.
-        print(f"campaign {campaign_id}: {outcome.runs} runs published to pool {outcome.pool}",
+        pools = "pools" if "," in outcome.pool else "pool"
+        print(f"campaign {campaign_id}: {outcome.runs} runs published to {pools} {outcome.pool}",
               file=sys.stderr if args.json or args.fmt is not None else sys.stdout)
     if not args.wait:
         return EXIT_OK

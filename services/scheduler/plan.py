@@ -27,6 +27,8 @@ class PlannedRun:
     #: Where this target ran within its block (the cell's targets in one repetition), 0-based:
     #: recorded so an analysis can tell a position effect from a target effect.
     position: int = 0
+    #: The pool that runs it, in a campaign on several pools; None: the campaign's one pool.
+    pool: str | None = None
 
     @property
     def block(self) -> tuple[str, int, int]:
@@ -40,10 +42,10 @@ def new_campaign_id(spec: CampaignSpec, now: float | None = None) -> str:
     return f"{spec.name}-{stamp}-{secrets.token_hex(2)}"
 
 
-def run_id(campaign_id: str, cell: Cell, repetition: int) -> str:
+def run_id(campaign_id: str, cell: Cell, repetition: int, pool: str | None = None) -> str:
     """Deterministic, so a redelivered run replaces its result instead of adding one (the
     formula is the message contract's, which checks it on every run spec)."""
-    return run_id_of(campaign_id, cell, repetition)
+    return run_id_of(campaign_id, cell, repetition, pool)
 
 
 def run_seed(spec_seed: int, workload: str, threads: int, repetition: int) -> int:
@@ -68,24 +70,28 @@ def block_order(n_targets: int, spec_seed: int, workload: str, threads: int, rep
 def expand(spec: CampaignSpec, campaign_id: str) -> list[PlannedRun]:
     """All runs of a campaign, ordered repetition by repetition (every cell of repetition 1
     before repetition 2), a cell's targets one after another in a block whose order
-    :func:`block_order` rotates, so drift and position hit all targets alike."""
+    :func:`block_order` rotates, so drift and position hit all targets alike. With several pools
+    each pool runs every block in the same order, block by block, so the pools' blocks pair."""
     runs: list[PlannedRun] = []
+    pools: tuple[str | None, ...] = tuple(spec.pools) if spec.pools else (None,)
     for rep in range(1, spec.repeat + 1):
         for workload in spec.workloads:
             for threads in spec.threads:
                 order = block_order(len(spec.targets), spec.seed, workload.key, threads, rep)
-                for position, index in enumerate(order):
-                    cell = Cell(target=spec.targets[index].name, workload=workload.key, threads=threads)
-                    runs.append(
-                        PlannedRun(
-                            run_id=run_id(campaign_id, cell, rep),
-                            seq=len(runs),
-                            cell=cell,
-                            repetition=rep,
-                            seed=run_seed(spec.seed, workload.key, threads, rep),
-                            position=position,
+                for pool in pools:
+                    for position, index in enumerate(order):
+                        cell = Cell(target=spec.targets[index].name, workload=workload.key, threads=threads)
+                        runs.append(
+                            PlannedRun(
+                                run_id=run_id(campaign_id, cell, rep, pool),
+                                seq=len(runs),
+                                cell=cell,
+                                repetition=rep,
+                                seed=run_seed(spec.seed, workload.key, threads, rep),
+                                position=position,
+                                pool=pool,
+                            )
                         )
-                    )
     return runs
 
 
@@ -115,6 +121,7 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
             ignore_errors=None if spec.ignore_errors == IGNORE_DEFAULT else spec.ignore_errors,
             events=spec.events or None,
             percentile=None if spec.percentile == DEFAULT_PERCENTILE else spec.percentile,
+            pool=p.pool,
         )
         for p in planned
     ]
@@ -124,4 +131,5 @@ def estimated_seconds(spec: CampaignSpec, workers: int = 1) -> float:
     """Wall time of the whole campaign with ``workers`` workers, preparation excluded."""
     per_threads = sum(spec.warmup + spec.duration_for(t) + RUN_OVERHEAD_S for t in spec.threads)
     # A run split over load hosts occupies that many workers at once.
+    # Pools run side by side, each on its own ``workers``.
     return spec.repeat * len(spec.workloads) * len(spec.targets) * per_threads / max(1, workers // spec.load_hosts)

@@ -102,7 +102,7 @@ def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id:
     deferred) is looked at between the steps: the campaign is then taken back out, or cancelled
     when its runs were already published, and RolledBack says which. Any other exception on the
     way (a KeyboardInterrupt too) rolls back the same way before it propagates."""
-    bus.declare((spec.pool,))
+    bus.declare(spec.pool_names)
     # One submit at a time decides "duplicate or not" and records, so two identical submits
     # racing each other still give one campaign.
     if not ledger.lock_submit():
@@ -124,8 +124,12 @@ def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id:
                 return RolledBack(campaign_id, recorded=True, published=False)
             # A run split over load hosts goes out as its parts, side by side in the queue, so
             # that as many free workers take them together.
-            bus.publish_runs(spec.pool, [p.encode() for r in runs for p in split_run(r, spec.load_hosts)])
-            published = True
+            # Each pool's runs go to its own queue; once one pool's are out, a failure later is a
+            # cancel (the collector relays it to the workers), not a silent delete.
+            for pool in spec.pool_names:
+                mine = [p.encode() for r in runs if (r.pool or spec.pool) == pool for p in split_run(r, spec.load_hosts)]
+                bus.publish_runs(pool, mine)
+                published = True
             if interrupted():
                 _cancel(ledger, bus, campaign_id)
                 return RolledBack(campaign_id, recorded=True, published=True)
@@ -138,7 +142,7 @@ def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id:
                 else:
                     ledger.delete(campaign_id)
             raise
-        return Submitted(campaign_id, len(runs), spec.pool)
+        return Submitted(campaign_id, len(runs), ",".join(spec.pool_names))
     finally:
         ledger.unlock_submit()
 

@@ -44,15 +44,15 @@ def _need_root() -> None:
 
 
 @contextmanager
-def four_hosts() -> Iterator[Topology]:
-    """A control host, two worker hosts and a target host, destroyed on the way out."""
+def four_hosts(roles: tuple[str, ...] = ("ctl", "w1", "w2", "tgt")) -> Iterator[Topology]:
+    """A control host, two worker hosts and a target host (or ``roles``), destroyed on the way out."""
     _need_root()
     # Not pytest's tmp_path: its parents are closed to the rabbitmq and mysql users.
     workdir = Path(tempfile.mkdtemp(prefix="bf-hosts-"))
     os.chmod(workdir, 0o755)
     t = Topology(workdir)
     try:
-        t.create(["ctl", "w1", "w2", "tgt"])
+        t.create(list(roles))
         yield t
     except BaseException:
         print(t.logs())
@@ -86,13 +86,14 @@ def prom_query(topo: Topology, expr: str) -> list[dict]:
     return json.loads(r.stdout)["data"]["result"]
 
 
-def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb, *, twice: bool = True) -> Path:
+def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb, *, twice: bool = True,
+                    pools: str = "default") -> Path:
     """Install the control host; ``twice``: and again, which must change nothing (checked here,
     so another module building the same fleet may skip it)."""
     ctl = topo.hosts["ctl"]
     env = {**host_paths(topo, "ctl"), **rabbit.env, "BENCHFLEET_MARIADB_SOCKET": db.socket,
            "BENCHFLEET_MARIADB_CONF_DIR": str(ctl.workdir / "mariadb.conf.d")}
-    args = ["--worker-hosts", "w1,w2", "--client-hosts", topo.subnet_pattern, "--db-bind", "0.0.0.0", "--pools", "default"]
+    args = ["--worker-hosts", "w1,w2", "--client-hosts", topo.subnet_pattern, "--db-bind", "0.0.0.0", "--pools", pools]
     first = topo.exec("ctl", str(ROOT / "deploy/host/install-control"), *args, env=env)
     if twice:
         again = topo.exec("ctl", str(ROOT / "deploy/host/install-control"), *args, env=env)
@@ -102,11 +103,11 @@ def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb, *
     return ctl.workdir / "etc"
 
 
-def install_worker(topo: Topology, role: str, ctl_etc: Path, cpu: str, tls: Tls, *env: str) -> None:
+def install_worker(topo: Topology, role: str, ctl_etc: Path, cpu: str, tls: Tls, *env: str, pool: str = "default") -> None:
     host = topo.hosts[role]
     # Each worker host its own broker user (install-control --worker-hosts); the hosts share this
     # machine's host name, so each names itself.
-    args = ["--broker", topo.hosts["ctl"].addr, "--worker-host", role,
+    args = ["--broker", topo.hosts["ctl"].addr, "--worker-host", role, "--pool", pool,
             "--amqp-password-file", str(ctl_etc / f"secrets/amqp_password_worker-{role}"),
             "--tls-ca", str(tls.ca),
             "--metrics-addr", host.addr, "--metrics-port", "9464", "--client-cpus", cpu,
@@ -138,6 +139,19 @@ def results_db(ctl_etc: Path, db: PrivateMariadb) -> mysql.connector.MySQLConnec
     password = (ctl_etc / "secrets/db_password").read_text().strip()
     return mysql.connector.connect(unix_socket=db.socket, user="benchfleet", password=password, database="benchfleet",
                                    autocommit=True)
+
+
+def scheduler_env(topo: Topology, ctl_etc: Path, tls: Tls, role: str) -> dict[str, str]:
+    """The scheduler's settings on ``role``: over TLS to the control host's broker and results DB,
+    with copies of the scheduler's two password files in that host's workdir."""
+    ctl_addr, here = topo.hosts["ctl"].addr, topo.hosts[role].workdir
+    for name in ("amqp_password_scheduler", "db_password"):
+        shutil.copy(ctl_etc / "secrets" / name, here / name)
+    return {"BENCHFLEET_AMQP_URL": f"amqps://benchfleet-scheduler@{ctl_addr}:5671/benchfleet",
+            "BENCHFLEET_AMQP_PASSWORD_FILE": str(here / "amqp_password_scheduler"),
+            "BENCHFLEET_AMQP_TLS_CA": str(tls.ca), "BENCHFLEET_DB_HOST": ctl_addr, "BENCHFLEET_DB_PORT": "3306",
+            "BENCHFLEET_DB_USER": "benchfleet", "BENCHFLEET_DB_PASSWORD_FILE": str(here / "db_password"),
+            "BENCHFLEET_DB_TLS_CA": str(tls.ca)}
 
 
 def rows(conn, sql: str, *params) -> list[tuple]:
@@ -201,16 +215,8 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
         f"  - {{name: tgt, host: {topo.hosts['tgt'].addr}, port: 3306, user: root, database: bf_hosts}}\n"
         "workloads: [oltp_point_select]\ndata: {tables: 1, table_size: 1000}\n"
         "threads: [1, 2]\nduration: 5s\nwarmup: 0\nrepeat: 3\n")
-    # Submitted from another host of the subnet (w2's), over TLS to the broker and the results DB,
-    # with copies of the scheduler's two password files.
-    ctl_addr, w2_dir = topo.hosts["ctl"].addr, topo.hosts["w2"].workdir
-    for name in ("amqp_password_scheduler", "db_password"):
-        shutil.copy(secrets_dir / name, w2_dir / name)
-    sched_env = {"BENCHFLEET_AMQP_URL": f"amqps://benchfleet-scheduler@{ctl_addr}:5671/benchfleet",
-                 "BENCHFLEET_AMQP_PASSWORD_FILE": str(w2_dir / "amqp_password_scheduler"),
-                 "BENCHFLEET_AMQP_TLS_CA": str(tls.ca), "BENCHFLEET_DB_HOST": ctl_addr, "BENCHFLEET_DB_PORT": "3306",
-                 "BENCHFLEET_DB_USER": "benchfleet", "BENCHFLEET_DB_PASSWORD_FILE": str(w2_dir / "db_password"),
-                 "BENCHFLEET_DB_TLS_CA": str(tls.ca)}
+    # Submitted from another host of the subnet (w2's), over TLS to the broker and the results DB.
+    sched_env = scheduler_env(topo, ctl_etc, tls, "w2")
     r = topo.exec("w2", str(VENV / "bin/scheduler"), "submit", str(spec), "--json", env=sched_env)
     campaign = json.loads(r.stdout)["campaign_id"]
 

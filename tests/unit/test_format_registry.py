@@ -94,7 +94,7 @@ def test_each_report_command_renders_through_the_registered_format(tally, monkey
     a, b = campaign(POOL_RUNS, cid="pool-a"), campaign(POOL_RUNS, cid="pool-b")
     for module in (report_command, compare_command, history_command):
         monkeypatch.setattr(module, "Store", _Store)
-    monkeypatch.setattr(load_module, "load_for", lambda store, ref, opts, plots=False: a)
+    monkeypatch.setattr(load_module, "load_for", lambda store, ref, opts, plots=False, pool=None: a)
     monkeypatch.setattr(load_module, "load", lambda store, ref, with_results=True: {"a": a, "b": b}[ref])
 
     assert collector_cli.main(["report", "pool-a", "--format", "tally"]) == cli.EXIT_OK

@@ -5,6 +5,7 @@ targets to B's names."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from services.collector.commands.output import missing_out, options
 from services.collector.commands.sources import CampaignRef, load_export
@@ -69,6 +70,9 @@ def _shifts(a: CampaignData, b: CampaignData, refs: list[CampaignRef], noise: li
         with Store(settings) as store:
             runs = [e.row for target in targets for w, t in cells
                     for e in store.results.history(target, w, t, with_results=whole)]
+        runs, note = loading.without_pools(runs, "the noise between campaigns")
+        if note:
+            print(note, file=sys.stderr)
     return campaign_shifts(runs, a, b, opts.table_metric, targets)
 
 

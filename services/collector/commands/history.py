@@ -5,6 +5,7 @@ newest campaign; in any registered format that renders them."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from dataclasses import replace
 from typing import Sequence
@@ -13,7 +14,7 @@ from services.collector.commands.output import options
 from services.common.cli import EXIT_OK, error, write_output
 from services.common.config import Settings
 from services.common.errors import BenchfleetRegression, UsageError
-from services.common.results.rows import CampaignNight
+from services.common.results.rows import CampaignNight, HistoryEntry
 from services.common.store import Store
 from services.common.store.judgements import GateRecord, outcome
 from services.reporting import load as loading
@@ -60,9 +61,20 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         # Metrics beyond the result columns (p50, CPU, status deltas) need the whole results.
         entries = store.results.history(args.target, args.workload, args.threads,
                                         with_results=not opts.table_metric.column)
+    entries = _one_pool(entries, "history")
     cell = f"{args.target} / {args.workload} / {args.threads} threads"
     write_output(None, r.render_history(History(cell, tuple(history_points(entries, opts)), opts)))
     return EXIT_OK
+
+
+def _one_pool(entries: list[HistoryEntry], what: str) -> list[HistoryEntry]:
+    """The entries of campaigns on one pool; a note on stderr names the campaigns left out."""
+    kept, note = loading.without_pools([e.row for e in entries], what)
+    if note is None:
+        return entries
+    print(note, file=sys.stderr)
+    ids = {r.run_id for r in kept}
+    return [e for e in entries if e.row.run_id in ids]
 
 
 def _changes(args: argparse.Namespace, settings: Settings, r: registry.Renderer) -> int:
@@ -73,6 +85,7 @@ def _changes(args: argparse.Namespace, settings: Settings, r: registry.Renderer)
         if not nights:
             raise UsageError(f"{args.spec}: no campaign of that name in the results DB")
         entries = store.results.of_spec(args.spec)
+        entries = _one_pool(entries, f"history {args.spec} --changes")
         changes = spec_changes(args.spec, nights, entries, metrics=metrics, alpha=args.alpha)
         if args.fail_on_slower is not None:
             gate = _gate(store, args, nights, opts, worse_since(changes.search, nights))

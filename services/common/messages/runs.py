@@ -8,17 +8,24 @@ from pydantic import Field, model_validator
 
 from services.common.messages.base import MAX_RUN_SEED, RUN_SCHEMA, _Message
 from services.common.messages.parts import PartOf
-from services.common.spec.campaign import DEFAULT_PERCENTILE, MAX_DURATION_S, MAX_EVENTS, MAX_RATE, MAX_RUNS, MAX_THREADS
+from services.common.spec.campaign import DEFAULT_PERCENTILE, PoolName, MAX_DURATION_S, MAX_EVENTS, MAX_RATE, MAX_RUNS, MAX_THREADS
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.spec.targets import Target
 from services.common.spec.workloads import DataShape, WorkloadSpec
 
 
-def run_id_of(campaign_id: str, cell: "Cell", repetition: int) -> str:
-    """The run id of a campaign's cell and repetition: deterministic, so a redelivered run
-    replaces its result instead of adding one."""
-    return f"{campaign_id}.{cell.target}.{cell.workload}.t{cell.threads}.r{repetition}"
+def run_id_of(campaign_id: str, cell: "Cell", repetition: int, pool: str | None = None) -> str:
+    """The run id of a campaign's cell and repetition (on ``pool`` when the campaign names several):
+    deterministic, so a redelivered run replaces its result instead of adding one."""
+    # No name holds "@" (spec/fields.py NAME_PATTERN, the pool pattern), so the suffix parses back.
+    on = f"@{pool}" if pool is not None else ""
+    return f"{campaign_id}.{cell.target}.{cell.workload}.t{cell.threads}.r{repetition}{on}"
+
+
+def pool_of_run_id(run_id: str) -> str | None:
+    """The pool a run id names (its ``@POOL`` suffix), None for a run of a one-pool campaign."""
+    return run_id.rsplit("@", 1)[1] if "@" in run_id else None
 
 
 
@@ -65,6 +72,9 @@ class RunSpec(_Message):
     events: Annotated[int, Field(ge=1, le=MAX_EVENTS)] | None = None
     #: The latency percentile sysbench's reports print (--percentile); None (left out): 95.
     percentile: Annotated[int, Field(ge=1, le=100)] | None = None
+    #: The pool whose queue carries the run, in a campaign on several pools (spec ``pools``);
+    #: None (left out): the campaign's one pool. Part of the run id, so pools' runs never collide.
+    pool: PoolName | None = None
 
     @model_validator(mode="after")
     def _agrees_with_its_cell(self) -> "RunSpec":
@@ -74,7 +84,7 @@ class RunSpec(_Message):
             raise ValueError(f"cell.target: {self.cell.target!r} is not the run's target {self.target.name!r}")
         if self.cell.workload != self.workload.key:
             raise ValueError(f"cell.workload: {self.cell.workload!r} is not the run's workload {self.workload.key!r}")
-        expected = run_id_of(self.campaign_id, self.cell, self.repetition)
+        expected = run_id_of(self.campaign_id, self.cell, self.repetition, self.pool)
         if self.run_id != expected:
             raise ValueError(f"run_id: {self.run_id!r} is not the id of its campaign, cell and repetition ({expected!r})")
         return self

@@ -67,6 +67,8 @@ MAX_RUNS = 100_000
 #: Concurrent connections of one run (a client port range; the worker also needs the fds).
 MAX_THREADS = 65_535
 MAX_TARGETS = 64
+#: Worker pools (platforms) one campaign may compare: each multiplies the runs.
+MAX_POOLS = 8
 MAX_WORKLOADS = 128
 MAX_THREAD_COUNTS = 1024
 #: The longest duration or warm-up a spec may ask for (a week). The scheduler also refuses runs
@@ -111,13 +113,19 @@ def _printable(v: str) -> str:
     return v
 
 
+PoolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+
+
 class CampaignSpec(Frozen):
     """A whole campaign: targets x workloads x threads x repetitions, compared to a baseline."""
 
     spec_version: Literal[1] = SPEC_VERSION
     name: Name
     description: Annotated[str, Field(max_length=MAX_DESCRIPTION), AfterValidator(_printable)] = ""
-    pool: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] = "default"
+    pool: PoolName = "default"
+    #: Several worker pools (platforms, e.g. two OSes on like hosts): every cell runs on every
+    #: pool, and the report compares each cell's ratio between pools. Instead of ``pool``.
+    pools: Annotated[list[PoolName], Field(min_length=2, max_length=MAX_POOLS)] | None = None
     #: native: benchfleet's load processes; sysbench: the sysbench 1.0 binary on the worker.
     driver: Literal["native", "sysbench"] = "native"
     targets: Annotated[list[Target], Field(min_length=1, max_length=MAX_TARGETS)]
@@ -157,6 +165,18 @@ class CampaignSpec(Frozen):
     #: and merged into one result (services/common/messages/parts.py); 1: one worker drives the run.
     load_hosts: Annotated[Int, Field(ge=1, le=16)] = 1
 
+    @field_validator("pools")
+    @classmethod
+    def _distinct_pools(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"pool names must be distinct, repeated: {', '.join(sorted({p for p in v if v.count(p) > 1}))}")
+        return v
+
+    @property
+    def pool_names(self) -> tuple[str, ...]:
+        """Every pool the campaign runs on: ``pools``, or the one ``pool``."""
+        return tuple(self.pools) if self.pools else (self.pool,)
+
     @field_validator("threads")
     @classmethod
     def _distinct_threads(cls, v: list[int]) -> list[int]:
@@ -167,7 +187,7 @@ class CampaignSpec(Frozen):
     @model_validator(mode="after")
     def _cross_checks(self, info: ValidationInfo) -> "CampaignSpec":
         # Every problem at once, one line each: a user fixes them all before running validate again.
-        problems = self._name_problems() + self._shape_problems() + ([] if is_stored(info) else self._cost_problems())
+        problems = self._name_problems() + self._pool_problems() + self._shape_problems() + ([] if is_stored(info) else self._cost_problems())
         if self.driver == "sysbench":
             problems += self._sysbench_problems()
         else:
@@ -198,16 +218,24 @@ class CampaignSpec(Frozen):
                                           "not join the same way with '.'"))
         return out
 
+    def _pool_problems(self) -> list[Problem]:
+        # Which of the two a user meant cannot be guessed; ``pool: default`` beside ``pools`` is the
+        # field's default, not a choice (a stored spec holds both).
+        if self.pools and self.pool != "default":
+            return [Problem("pools", f"give either pool ({self.pool}) or pools ({', '.join(self.pools)}), not both")]
+        return []
+
     def _cost_problems(self) -> list[Problem]:
         """What a new campaign may ask of the fleet: deliveries (parts included), the bytes their
         messages carry, and rows loaded."""
         out = []
-        runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat
+        runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat * len(self.pool_names)
         deliveries = costs.messages(runs, self.load_hosts)
         if deliveries > MAX_RUNS:
             parts = f" x {self.load_hosts} load hosts" if self.load_hosts > 1 else ""
+            pools = f" x {len(self.pools)} pools" if self.pools else ""
             out.append(Problem("repeat", f"{len(self.targets)} targets x {len(self.workloads)} workloads x "
-                                         f"{len(self.threads)} thread counts x {self.repeat} repetitions{parts} = "
+                                         f"{len(self.threads)} thread counts x {self.repeat} repetitions{pools}{parts} = "
                                          f"{deliveries:,} runs; a campaign may have at most {MAX_RUNS:,} (a run split "
                                          "over load hosts counts once per host)"))
         size = costs.message_bytes([len(t.model_dump_json()) for t in self.targets],

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from services.common import logs
 from services.common.errors import StoreError, StoreRefused
 from services.common.messages.results import RunResult
+from services.common.messages.runs import pool_of_run_id
 from services.common.store.parts import refuse_unless_planned
 from services.common.results.figures import FIGURE_COLUMNS, RunFigures
 from services.common.results.rows import (CELL_STAT_COLUMNS, COLUMNS, COUNT_COLUMNS, CellStatRow, HistoryEntry, ResultRow,
@@ -95,8 +96,8 @@ class Results:
             "INSERT INTO results (run_id, campaign_id, target, workload, threads, repetition, status, measured_s,"
             " transactions, queries, errors, qps, tps, p50_ms, p95_ms, p99_ms, max_ms, worker, host, started_at,"
             " ended_at, error, result_json, result_z, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags,"
-            " quiesce_s, build, build_version, server_sha256, malloc, " + _FIGURES_SET + ", " + _WINDOW_SET + ")"
-            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
+            " quiesce_s, build, build_version, server_sha256, malloc, pool, " + _FIGURES_SET + ", " + _WINDOW_SET + ")"
+            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
             + _FIGURES_VALUES + "," + _WINDOW_VALUES + ")"
             " ON DUPLICATE KEY UPDATE status=VALUES(status), measured_s=VALUES(measured_s),"
             " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors), qps=VALUES(qps),"
@@ -115,7 +116,7 @@ class Results:
                 quality["stalled_s"], quality["longest_stall_s"], quality["overrun_s"], quality["quality_flags"],
                 result.quiesce.waited_s if result.quiesce is not None else None,
                 result.server.build, result.server.build_version, result.server.server_sha256, result.server.malloc,
-                *RunFigures.columns(result)[3:], *window_columns(result.window).values(),
+                pool_of_run_id(result.run_id), *RunFigures.columns(result)[3:], *window_columns(result.window).values(),
                 *count_columns(result.server.count).values(),
             ),
         )

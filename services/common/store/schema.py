@@ -394,6 +394,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ],
     ),
+    # 26: the pool a run ran on, in a campaign on several pools (spec ``pools``; the run id's
+    # @POOL suffix); NULL: the campaign's one pool, as every earlier result.
+    (26, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS pool VARCHAR(64) NULL"]),
 ]
 
 LATEST = max(v for v, _ in MIGRATIONS)

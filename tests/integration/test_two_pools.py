@@ -1,0 +1,103 @@
+"""One campaign on two pools in network namespaces (tests/integration/hosts.py): pool suse on one
+worker host, pool rhel on another, targets A and B on two target hosts; B's packets from the rhel
+host only are rate-limited (tc htb), and the report's "Pools compared" table finds B's ratio platform
+specific on rhel, and each pool's own table shows where B is slower."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Tls, run, wait_until
+from tests.integration.test_several_hosts import (
+    VENV,
+    curl_json,
+    four_hosts,
+    install_control,
+    install_worker,
+    results_db,
+    rows,
+    scheduler_env,
+)
+
+# Serial: two worker hosts measuring 1 s windows; beside other suites the noise would only grow.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
+
+REPEAT = 6
+#: The rate of the rhel host's packets to B's server: a few hundred point selects a second at
+#: most, a fraction of what the unlimited link carries, far beyond a busy machine's run-to-run noise.
+RATE = "400kbit"
+
+
+def test_a_slowdown_on_one_pool_only_is_found_on_that_pool(tmp_path):
+    with four_hosts(("ctl", "w1", "w2", "ta", "tb")) as topo:
+        tls = Tls.make(topo.hosts["ctl"].workdir / "tls", topo.hosts["ctl"].addr)
+        rabbit = PrivateRabbit(topo, "ctl", tls).start()
+        db = PrivateMariadb(topo, "ctl", tls=tls).start()
+        for role in ("ta", "tb"):
+            PrivateMariadb(topo, role, grants=False).start()
+        ctl_etc = install_control(topo, rabbit, db, twice=False, pools="suse,rhel")
+        topo.start_unit("ctl", topo.hosts["ctl"].workdir / "units/benchfleet-collector.service")
+        for role, cpu, pool in (("w1", "0", "suse"), ("w2", "1", "rhel")):
+            install_worker(topo, role, ctl_etc, cpu, tls, pool=pool)
+            topo.start_unit(role, topo.hosts[role].workdir / "units/benchfleet-worker@.service", "1")
+        workers = sorted(f"{topo.hosts[r].name}-1" for r in ("w1", "w2"))
+        wait_until("both workers announced", lambda: sorted(
+            g["labels"]["worker"] for g in curl_json(topo, "ctl", "http://127.0.0.1:9465/sd/workers")) == workers, 90)
+
+        # Only rhel's host (w2) reaches B's server slowly: an htb class for packets to tb's address
+        # (the namespace's eth0, gone with it), everything else unlimited.
+        tb = topo.hosts["tb"].addr
+        tc = ("tc", "-n", topo.hosts["w2"].name)
+        for cmd in (("qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10"),
+                    ("class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit"),
+                    ("class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", RATE),
+                    ("filter", "add", "dev", "eth0", "protocol", "ip", "parent", "1:0", "prio", "1", "u32",
+                     "match", "ip", "dst", f"{tb}/32", "flowid", "1:20")):
+            run(*tc, *cmd)
+
+        spec = topo.hosts["ctl"].workdir / "spec.yaml"
+        spec.write_text(
+            "name: two-platforms\npools: [suse, rhel]\ntargets:\n"
+            f"  - {{name: A, host: {topo.hosts['ta'].addr}, port: 3306, user: root, database: bf_pools}}\n"
+            f"  - {{name: B, host: {tb}, port: 3306, user: root, database: bf_pools}}\n"
+            "workloads: [oltp_point_select]\ndata: {tables: 1, table_size: 1000}\n"
+            f"threads: [1]\nduration: 1s\nwarmup: 0.2s\nrepeat: {REPEAT}\n")
+        env = scheduler_env(topo, ctl_etc, tls, "w1")
+        r = topo.exec("w1", str(VENV / "bin/scheduler"), "submit", str(spec), "--json", env=env)
+        submitted = json.loads(r.stdout)
+        campaign, total = submitted["campaign_id"], 2 * 2 * REPEAT
+        assert submitted["runs"] == total and submitted["pool"] == "suse,rhel"
+
+        conn = results_db(ctl_etc, db)
+        try:
+            wait_until("the campaign finished", lambda: rows(
+                conn, "SELECT state FROM campaigns WHERE campaign_id=%s", campaign)[0][0].startswith("finished"), 300, 1)
+            stored = rows(conn, "SELECT pool, worker, status, COUNT(*) FROM results WHERE campaign_id=%s "
+                                "GROUP BY pool, worker, status ORDER BY pool", campaign)
+        finally:
+            conn.close()
+        # Each pool's runs were measured by its own host only, and every result names its pool.
+        assert stored == [("rhel", f"{topo.hosts['w2'].name}-1", "ok", 2 * REPEAT),
+                          ("suse", f"{topo.hosts['w1'].name}-1", "ok", 2 * REPEAT)], stored
+
+        report = topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, env=env).stdout
+        print(report)
+        assert "=== Pool suse ===" in report and "=== Pool rhel ===" in report
+        verdict = report.strip().splitlines()[-1]
+        assert verdict.startswith("Pools compared (qps): 1 of 1 cell(s) platform specific: B oltp_point_select "
+                                  "1 thr rhel "), report
+        doc = json.loads(topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, "--format", "json",
+                                   env=env).stdout)
+        [row] = doc["pools_compared"]["rows"]
+        assert (row["pool_a"], row["pool_b"], row["verdict"]) == ("rhel", "suse", "platform specific")
+        assert row["ratio_a"] < 0.8 < row["ratio_b"], row
+        # One pool's report alone: that pool's runs only (its run list names each run).
+        rhel = topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, "--pool", "rhel", env=env).stdout
+        assert rhel.count("@rhel") == 2 * REPEAT and "@suse" not in rhel, rhel
+        refused = topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, "--format", "csv", env=env, check=False)
+        assert refused.returncode == 2 and "--pool" in refused.stderr, refused.stderr
+        # Read as one pool, a campaign on two is refused, not mixed.
+        mixed = topo.exec("w1", str(VENV / "bin/collector"), "compare", campaign, campaign, env=env, check=False)
+        assert mixed.returncode == 2 and "ran on pools suse, rhel" in mixed.stderr, mixed.stderr
