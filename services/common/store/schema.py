@@ -52,6 +52,9 @@ History:
   24: campaigns.submitter: the results-DB user that recorded the campaign (the user name of USER(),
       set by the procedure bf_record_campaign, store/procedures.py); only it or an operator may
       cancel the campaign. NULL for campaigns recorded before and imported ones: the operator's.
+  25: change_points and gate_verdicts: what a spec's history found (store/judgements.py), for the
+      history board.
+  26: results.pool: the pool a run of a campaign on several pools ran on; NULL for one pool.
 """
 
 from __future__ import annotations
