@@ -53,16 +53,22 @@ def results_db(mariadb_params: dict, settings: Settings) -> Iterator[Settings]:
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator["ServerManager"]:
-    """A managed-server manager of the test module's own, its servers stopped and their directory
-    removed afterwards (under /tmp: a unix socket's path is limited to 107 bytes)."""
-    from services.worker.target.managed import ServerManager
-
+def managed_dir() -> Iterator[Path]:
+    """A managed-servers directory for the test module, so a build's template is made once; under
+    /tmp (a unix socket's path is limited to 107 bytes) and traversable by the mysql user."""
     if not MARIADBD.exists():
         missing(f"{MARIADBD} is missing")
     d = Path(tempfile.mkdtemp(prefix="bfm-", dir="/tmp"))
     d.chmod(0o755)
-    m = ServerManager(base_dir=d)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def servers(managed_dir: Path) -> Iterator["ServerManager"]:
+    """A managed-server manager of the test module's own, its servers stopped afterwards."""
+    from services.worker.target.managed import ServerManager
+
+    m = ServerManager(base_dir=managed_dir)
     yield m
     m.close()
-    shutil.rmtree(d, ignore_errors=True)

@@ -108,14 +108,6 @@ def registry(cgroup):
         shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def managed_dir():
-    d = Path(tempfile.mkdtemp(prefix="bfm-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def worker_share(cgroup: str, pid: int) -> Path:
     """Move the worker (and so the servers it starts) into ``cgroup``/worker, its weight raised."""
     parent = CGROUP_ROOT / cgroup

@@ -52,14 +52,6 @@ def registry():
     shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def managed_dir():
-    d = Path(tempfile.mkdtemp(prefix="bfm-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def test_registry_lists_both_builds_with_their_versions_and_digests(registry):
     """`worker builds list --json` shows each build's exact version and its server's sha256; the
     two servers differ."""

@@ -8,12 +8,10 @@ import grp
 import os
 import pwd
 import re
-import shutil
 import signal
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,18 +24,6 @@ from tests.missing import missing
 pytestmark = pytest.mark.integration
 
 MARIADBD = "/usr/sbin/mariadbd"
-
-
-@pytest.fixture(scope="module")
-def managed_dir():
-    """One managed directory for the module, so the template is built once. Short on purpose:
-    unix socket paths are limited to 107 bytes. Traversable by the mysql user."""
-    if not Path(MARIADBD).exists():
-        missing(f"{MARIADBD} is missing")
-    d = Path(tempfile.mkdtemp(prefix="bfm-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def servers_under(path: Path) -> list[int]:
