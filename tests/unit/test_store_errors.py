@@ -35,6 +35,16 @@ def test_data_errors_refuse_the_message(code, sqlstate):
     assert store_connection._refused(e) and not store_connection._away(e)
 
 
+def test_a_temporary_table_file_the_server_lost_is_tried_again_and_no_other_delete_error():
+    """The server failing to delete its own temporary table's file (seen once on a read of
+    information_schema) passes by itself; a failed delete of another file is not waited out."""
+    lost = mysql.connector.Error(msg="Error on delete of '/tmp/#sql-temptable-ee4-1d14-2b.MAI' (Errcode: 2)",
+                                 errno=6, sqlstate="HY000")
+    other = mysql.connector.Error(msg="Error on delete of './bf/t1.frm' (Errcode: 13)", errno=6, sqlstate="HY000")
+    assert store_connection._away(lost) and not store_connection._refused(lost)
+    assert not store_connection._away(other)
+
+
 def test_other_errors_are_neither():
     """A missing table or a missing grant is the DB's configuration: neither waiting by itself
     nor the message's fault (the collector waits, logs once, and dead-letters nothing)."""
