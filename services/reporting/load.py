@@ -11,6 +11,7 @@ from services.common.results.rows import ResultRow, TargetBuild
 from services.common.store import Store
 from services.reporting.analysis import CampaignData
 from services.reporting.options import ReportOptions
+from services.reporting.pools_compared import PoolsReport, pools_report
 from services.reporting.render.plots import series_runs
 from services.reporting.report import Report, analyse
 
@@ -130,6 +131,16 @@ def load_report(store: Store, ref: str, opts: ReportOptions, *, plots: bool = Fa
     """The report of campaign ``ref``, reading of the stored results only what ``opts`` (and
     ``plots``) need."""
     return analyse(load_for(store, ref, opts, plots=plots), opts)
+
+
+def load_pools(store: Store, ref: str, opts: ReportOptions, *, plots: bool = False) -> PoolsReport:
+    """Campaign ``ref``'s page of several pools: each pool's report and the pools compared."""
+    c = store.campaigns.get(ref)
+    if c is None:
+        raise LookupError(f"no campaign {ref!r} in the results DB")
+    if not c.spec.pools:
+        raise SeveralPools(f"campaign {c.campaign_id} ran on one pool, not on several")
+    return pools_report({p: load_for(store, c.campaign_id, opts, plots=plots, pool=p) for p in c.spec.pools}, opts)
 
 
 def load_for(store: Store, ref: str, opts: ReportOptions, *, plots: bool = False, pool: str | None = None) -> CampaignData:

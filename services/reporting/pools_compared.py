@@ -1,18 +1,22 @@
 """The "Pools compared" table of a campaign on several pools: each compared cell's ratio on each
 pool and whether it differs between them (platforms.compare_pools), as text, Markdown and data.
 
-Pure: each pool's runs come in as their own ``CampaignData`` (``load.load`` with ``pool``).
+Pure: each pool's runs come in as their own ``CampaignData`` (``load.load`` with ``pool``);
+every format renders a ``PoolsReport`` (render/pools.py).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from services.reporting import metrics_catalog as mc
 from services.reporting.analysis import CampaignData, cell_runs
+from services.reporting.options import ReportOptions
 from services.reporting.platforms import PoolCell, PoolsComparison, compare_pools
 from services.reporting.render.formats import md_text
+from services.reporting.report import Report, analyse
 
 #: Columns holding names from the spec: escaped in Markdown.
 _NAMES = (0, 2, 3, 5)
@@ -79,3 +83,27 @@ def as_data(rows: tuple[PoolsComparison, ...]) -> list[dict[str, Any]]:
              "ratio_a": f(c.on_a.ratio), "pool_b": c.pool_b, "ratio_b": f(c.on_b.ratio),
              "ratio_b_over_a": f(c.ratio_of_ratios), "p": f(c.interaction.p), "q": f(c.q),
              "verdict": c.verdict, "reason": c.reason} for c in rows]
+
+
+@dataclass(frozen=True)
+class PoolsReport:
+    """A campaign on several pools: each pool's report, in the spec's pool order, and the "Pools
+    compared" rows of the chosen metric."""
+
+    campaign_id: str
+    name: str
+    reports: tuple[tuple[str, Report], ...]
+    rows: tuple[PoolsComparison, ...]
+    metric: str
+
+    @property
+    def collapsed(self) -> int:
+        return sum(len(r.collapsed) for _, r in self.reports)
+
+
+def pools_report(per_pool: Mapping[str, CampaignData], opts: ReportOptions) -> PoolsReport:
+    """Each pool's report analysed with ``opts`` and the pools compared on ``opts``' table metric."""
+    first = next(iter(per_pool.values()))
+    return PoolsReport(campaign_id=first.campaign_id, name=first.name,
+                       reports=tuple((p, analyse(d, opts)) for p, d in per_pool.items()),
+                       rows=compared(per_pool, opts.table_metric, opts.alpha), metric=opts.table_metric.key)

@@ -3,7 +3,12 @@ on every pool, each pool's runs on its own queue, and the "Pools compared" table
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
+import json
+import re
+import zipfile
 
 import pytest
 
@@ -17,6 +22,8 @@ from services.reporting import metrics_catalog as mc
 from services.reporting import pools_compared as pc
 from services.reporting.analysis import CampaignData
 from services.reporting.load import SeveralPools, check_pool, without_pools
+from services.reporting.options import ReportOptions
+from services.reporting.render import registry
 from services.scheduler import plan
 from services.scheduler.submit import Submitted, submit
 from tests.unit.test_submit import FakeLedger
@@ -160,3 +167,36 @@ def test_a_series_across_campaigns_leaves_out_campaigns_on_several_pools_and_say
     assert kept == list(one)
     assert note is not None and note.startswith("note: history leaves out campaign(s) c1: they ran on several pools")
     assert without_pools(one, "history") == (list(one), None)
+
+
+def _two_pools() -> pc.PoolsReport:
+    return pc.pools_report({"suse": _pool_data("suse", [1002.0, 1004.0, 995.0, 1001.0]),
+                            "rhel": _pool_data("rhel", [603.0, 598.0, 601.0, 607.0])}, ReportOptions())
+
+
+def test_every_format_shows_each_pool_and_the_verdict_of_the_pools_compared():
+    p = _two_pools()
+    verdict = "Pools compared (qps): 1 of 1 cell(s) platform specific: B oltp_write_only 4 thr rhel 0.602 vs suse 0.999"
+    text = registry.renderer("text", "pools").render_pools(p)
+    assert text.index("=== Pool suse ===") < text.index("=== Pool rhel ===") < text.index("Pools compared")
+    assert text.rstrip().splitlines()[-1] == verdict
+    md = registry.renderer("markdown", "pools").render_pools(p)
+    assert "# Pool suse" in md and "## Pools compared" in md
+    doc = json.loads(registry.renderer("json", "pools").render_pools(p))
+    assert set(doc["pools"]) == {"suse", "rhel"} and doc["pools_compared"]["summary"] == verdict
+    # CSV: one header with the pool first, each pool's rows under it, then the pools compared.
+    rows = list(csv.reader(io.StringIO(registry.renderer("csv", "pools").render_pools(p))))
+    assert rows[0][0] == "pool" and {r[0] for r in rows[1:rows.index([])]} == {"suse", "rhel"}
+    assert rows[rows.index([]) + 1] == list(pc.HEADER) and rows[-1] == [verdict]
+    # ODS: the pools compared first, then each pool's sheets under its name.
+    with zipfile.ZipFile(io.BytesIO(registry.renderer("ods", "pools").render_pools(p))) as z:
+        content = z.read("content.xml").decode()
+    sheets = re.findall(r'table:name="([^"]+)"', content)
+    assert sheets[0] == "pools compared" and "suse settings" in sheets and "rhel runs" in sheets
+    # HTML: one page, both pools' sections, and no element id twice (links inside a pool reach its own tables).
+    page = registry.renderer("html", "pools").render_pools(p)
+    assert verdict in page and 'id="pool-suse"' in page and 'id="pool-rhel"' in page
+    ids = re.findall(r' id="([^"]+)"', page)
+    assert len(ids) == len(set(ids)) and "pool-rhel-table-qps_ratio" in ids, ids
+    links = re.findall(r' href="#([^"]+)"', page)
+    assert "pool-rhel-table-qps_ratio" in links and set(links) <= set(ids)

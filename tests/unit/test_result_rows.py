@@ -99,6 +99,8 @@ def test_report_and_compare_take_every_format_and_history_its_few():
     the flags land in one options type."""
     p = _parser()
     assert registry.names("report") == registry.names("compare") == ("text", "markdown", "csv", "json", "ods", "html")
+    # A campaign that ran on several pools has its page in every format a single campaign has.
+    assert registry.names("pools") == registry.names("report")
     for fmt in registry.names("report"):
         assert p.parse_args(["report", "c", "--format", fmt]).fmt == fmt
         assert p.parse_args(["compare", "a", "b", "--format", fmt]).fmt == fmt

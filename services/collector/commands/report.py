@@ -13,14 +13,9 @@ from services.common.config import Settings
 from services.common.store import Store
 from services.reporting import load as loading
 from services.reporting import percentiles as pct
-from services.reporting import pools_compared as pc
 from services.reporting.options import ReportOptions
 from services.reporting.render import registry
 from services.reporting.report import analyse
-
-#: The formats that show a campaign on several pools on one page: each pool's, then "Pools compared".
-_POOLS_FORMATS = ("text", "markdown", "json")
-
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     r = registry.renderer(args.fmt, "report")
@@ -44,11 +39,14 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
             data = loading.load_for(store, args.campaign, opts, plots=r.plots or page is not None,
                                     pool=getattr(args, "pool", None))
         except loading.SeveralPools as e:
-            if getattr(args, "pool", None) is not None or r.name not in _POOLS_FORMATS or asked or page is not None:
+            if getattr(args, "pool", None) is not None or asked:
                 error(f"{e}" if getattr(args, "pool", None) is not None else
-                      f"{e} (text, markdown and json show every pool and the pools compared on one page)")
+                      f"--percentiles: {e} (every pool on one page has no percentile table)")
                 return EXIT_USAGE
-            return _pools_report(store, args, r, opts)
+            if not r.renders("pools") or (page is not None and not page.renders("pools")):
+                error(f"{e} (--format {r.name} has no page for several pools)")
+                return EXIT_USAGE
+            return _pools_report(store, args, r, opts, page)
         except LookupError:
             error(f"no campaign {args.campaign!r} in the results DB")
             return EXIT_USAGE
@@ -68,27 +66,16 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _pools_report(store: Store, args: argparse.Namespace, r: registry.Renderer, opts: ReportOptions) -> int:
+def _pools_report(store: Store, args: argparse.Namespace, r: registry.Renderer, opts: ReportOptions,
+                  page: registry.Renderer | None) -> int:
     """Each pool's report, then the "Pools compared" table of the campaign's cells."""
-    c = store.campaigns.get(args.campaign)
-    assert c is not None and c.spec.pools  # SeveralPools said so
-    per_pool = {p: loading.load_for(store, args.campaign, opts, pool=p) for p in c.spec.pools}
-    reports = {p: analyse(d, opts) for p, d in per_pool.items()}
-    rows = pc.compared(per_pool, opts.table_metric, opts.alpha)
-    metric = opts.table_metric.key
-    if r.name == "json":
-        doc = {"campaign_id": c.campaign_id, "pools": {p: json.loads(r.render_report(x)) for p, x in reports.items()},
-               "pools_compared": {"metric": metric, "rows": pc.as_data(rows), "summary": pc.summary(rows, metric)}}
-        write_output(args.out, json.dumps(doc, indent=1, default=str) + "\n")
-    else:
-        md = r.name == "markdown"
-        parts = [(f"# Pool {p}" if md else f"=== Pool {p} ===") + "\n\n" + str(r.render_report(x)).rstrip("\n")
-                 for p, x in reports.items()]
-        parts.append("\n".join(pc.render_lines(rows, metric, markdown=md)))
-        write_output(args.out, "\n\n".join(parts) + "\n")
-    collapsed = sum(len(x.collapsed) for x in reports.values())
-    if args.fail_on_collapse and collapsed:
-        error(f"{collapsed} collapsed cell(s) in {c.campaign_id}")
+    pools = loading.load_pools(store, args.campaign, opts, plots=r.plots)
+    write_output(args.out, r.render_pools(pools))
+    if page is not None:
+        write_output(args.html, page.render_pools(loading.load_pools(store, args.campaign, page.options(opts), plots=True)))
+        print(f"wrote {args.html}", file=sys.stderr)
+    if args.fail_on_collapse and pools.collapsed:
+        error(f"{pools.collapsed} collapsed cell(s) in {pools.campaign_id}")
         return EXIT_COLLAPSE
     return EXIT_OK
 

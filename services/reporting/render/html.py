@@ -7,12 +7,7 @@ import html
 import time
 from typing import Sequence
 
-from services.reporting.analysis import (
-    CampaignData,
-    CollapseFinding,
-    NamedTable,
-    collapse_lines,
-)
+from services.reporting.analysis import NamedTable, collapse_lines
 from services.reporting.compare import CampaignComparison, compare_stall_lines, count_summary_lines, header_lines
 from services.reporting.counts import HEADER, RunCounts, summary, table_rows
 from services.reporting.counts import legend_lines as count_legend
@@ -59,11 +54,11 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def render_table_html(named: NamedTable) -> list[str]:
+def render_table_html(named: NamedTable, anchor: str = "") -> list[str]:
     """One comparison table as an HTML table with its marks, formulas, legend and failures."""
     table = named.table
     spec = table.spec
-    out = [f'<h3 id="table-{_e(named.key)}">{_e(named.title)}</h3>', '<table class="cmp">',
+    out = [f'<h3 id="{_e(anchor)}table-{_e(named.key)}">{_e(named.title)}</h3>', '<table class="cmp">',
            '<tr><th rowspan="2">sysbench test</th>' + ('<th rowspan="2">target</th>' if spec.grouped else "")
            + f'<th colspan="{len(table.threads)}">Number of threads</th></tr>',
            "<tr>" + "".join(f"<th>{t}</th>" for t in table.threads) + "</tr>"]
@@ -90,9 +85,9 @@ def render_table_html(named: NamedTable) -> list[str]:
     return out
 
 
-def render_per_query_html(cells: Sequence[CellWork]) -> list[str]:
+def render_per_query_html(cells: Sequence[CellWork], anchor: str = "") -> list[str]:
     """The section "What the server did, per query": one table per cell, mean/min/max over its runs."""
-    out = ['<h2 id="per-query">What the server did, per query</h2>',
+    out = [f'<h2 id="{_e(anchor)}per-query">What the server did, per query</h2>',
            '<p class="note">Over each run\'s measured interval, then mean, min and max over the cell\'s '
            "successful runs. Server CPU, context switches (all its threads) and disk bytes (read_bytes and "
            "write_bytes of /proc/PID/io) come from the server's process, so only managed targets have them; "
@@ -101,7 +96,7 @@ def render_per_query_html(cells: Sequence[CellWork]) -> list[str]:
         out.append('<p class="note">No successful run recorded these figures.</p>')
     for cell in cells:
         kind = f", {cell.kind} target" if cell.kind else ""
-        out.append(f'<h3 id="per-query-{_e(cell.target)}-{_e(cell.workload)}-{cell.threads}">'
+        out.append(f'<h3 id="{_e(anchor)}per-query-{_e(cell.target)}-{_e(cell.workload)}-{cell.threads}">'
                    f"{_e(cell.target)} / {_e(cell.workload)} / {cell.threads} threads"
                    f'<span class="note"> ({cell.runs} runs{_e(kind)})</span></h3>')
         out.append('<table class="cmp per-query"><tr><th>figure</th><th>mean</th><th>min</th><th>max</th>'
@@ -117,8 +112,8 @@ def render_per_query_html(cells: Sequence[CellWork]) -> list[str]:
     return out
 
 
-def _plot_html(p: Plot) -> list[str]:
-    out = [f'<figure id="plot-{_e(p.key)}" class="plot">', p.svg,
+def _plot_html(p: Plot, anchor: str = "") -> list[str]:
+    out = [f'<figure id="{_e(anchor)}plot-{_e(p.key)}" class="plot">', p.svg,
            f"<figcaption>{_e(p.title)}</figcaption>"]
     if p.note:
         out.append(f'<p class="note">{_e(p.note)}</p>')
@@ -126,10 +121,10 @@ def _plot_html(p: Plot) -> list[str]:
     return out
 
 
-def render_counts_html(counts: Sequence[RunCounts]) -> list[str]:
+def render_counts_html(counts: Sequence[RunCounts], anchor: str = "") -> list[str]:
     """The section "Client and server counts": the summary line, one row per successful run (an n/a
     server count with its reason as a tooltip and beside it), and the legend."""
-    out = ['<h2 id="counts">Client and server counts</h2>', f"<p>{_e(summary(counts).line())}</p>"]
+    out = [f'<h2 id="{_e(anchor)}counts">Client and server counts</h2>', f"<p>{_e(summary(counts).line())}</p>"]
     if not counts:
         return out
     out.append('<table class="cmp counts"><tr>' + "".join(f"<th>{_e(h or 'flag')}</th>" for h in HEADER) + "</tr>")
@@ -145,13 +140,13 @@ def render_counts_html(counts: Sequence[RunCounts]) -> list[str]:
     return out
 
 
-def render_pool_html(cells: Sequence[PoolCell]) -> list[str]:
+def render_pool_html(cells: Sequence[PoolCell], anchor: str = "") -> list[str]:
     """The section "Thread pool monitor": each pool's reading at its highest thread count, the
     per-cell medians and the legend; nothing when no run carries a monitor series."""
     if not cells:
         return []
     said = [r.line() for r in readings(cells)] or ["No run read the thread pool's tables."]
-    out = ['<h2 id="pool">Thread pool monitor</h2>', "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in said) + "</ul>",
+    out = [f'<h2 id="{_e(anchor)}pool">Thread pool monitor</h2>', "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in said) + "</ul>",
            '<table class="cmp pool"><tr>' + "".join(f"<th>{_e(h)}</th>" for h in POOL_HEADER) + "</tr>"]
     for row in pool_rows(cells):
         out.append("<tr>" + "".join(f"<td>{_e(v)}</td>" if i < 2 else f'<td class="num">{_e(v)}</td>'
@@ -159,55 +154,55 @@ def render_pool_html(cells: Sequence[PoolCell]) -> list[str]:
     return out + ["</table>", f'<p class="note">{_e(POOL_LEGEND)}</p>']
 
 
-def render_html(data: CampaignData, tables: Sequence[NamedTable], collapsed: Sequence[CollapseFinding],
-                fraction: float, plots: Sequence[Plot], stalls: Sequence[str] = (),
-                starved: Sequence[str] = (), counts: Sequence[RunCounts] = (),
-                pool: Sequence[PoolCell] = ()) -> str:
-    """The whole report as one HTML document."""
-    title = f"benchfleet report: {data.name} ({data.campaign_id})"
+def page(title: str, body: Sequence[str]) -> str:
+    """A self-contained HTML document: its title as heading, then ``body``."""
+    return "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
+                      f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>", *body, "</body></html>"]) + "\n"
+
+
+def report_sections(report: Report, anchor: str = "") -> list[str]:
+    """A report's sections: settings, tables, stalls, collapse, counts, plots and per-query figures;
+    every element id starts with ``anchor``, so several reports can share one page."""
+    data = report.data
+    tables = report.tables
+    stalls = stall_lines(report.stalled, report.stalls_checked)
+    starved = starved_lines(report.starved)
     ok = sum(1 for r in data.runs if r.status == "ok")
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
-             f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>",
-             f'<p class="note">Campaign state: {_e(data.state)}; {ok} of {len(data.runs)} stored runs succeeded; '
+    parts = [f'<p class="note">Campaign state: {_e(data.state)}; {ok} of {len(data.runs)} stored runs succeeded; '
              f"rendered {_e(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}.</p>",
              "<h2>Settings</h2>", "<pre>" + _e("\n".join(render_settings(data.settings))) + "</pre>",
              "<h2>Tables</h2>",
-             '<p class="note">Contents: ' + ", ".join(f'<a href="#table-{_e(t.key)}">{_e(t.title)}</a>'
+             '<p class="note">Contents: ' + ", ".join(f'<a href="#{_e(anchor)}table-{_e(t.key)}">{_e(t.title)}</a>'
                                                      for t in tables) + "</p>"]
     for t in tables:
-        parts.extend(render_table_html(t))
+        parts.extend(render_table_html(t, anchor))
     if stalls:
-        parts.append('<h2 id="stalls">Stalls and overruns</h2>')
+        parts.append(f'<h2 id="{_e(anchor)}stalls">Stalls and overruns</h2>')
         parts.append("<p>" + "<br>".join(_e(x) for x in stalls) + "</p>")
-    parts.append('<h2 id="collapse">Collapse</h2>')
-    parts.append("<p>" + "<br>".join(_e(x) for x in collapse_lines(collapsed, fraction)) + "</p>")
+    parts.append(f'<h2 id="{_e(anchor)}collapse">Collapse</h2>')
+    parts.append("<p>" + "<br>".join(_e(x) for x in collapse_lines(report.collapsed, report.opts.collapse_fraction))
+                 + "</p>")
     if starved:
-        parts.append('<h2 id="starved">Starved connections</h2>')
+        parts.append(f'<h2 id="{_e(anchor)}starved">Starved connections</h2>')
         parts.append("<p>" + "<br>".join(_e(x) for x in starved) + "</p>")
-    parts.extend(render_counts_html(counts))
-    parts.extend(render_pool_html(pool))
+    parts.extend(render_counts_html(report.counts, anchor))
+    parts.extend(render_pool_html(report.pool, anchor))
     parts.append("<h2>Plots</h2>")
-    for p in plots:
-        parts.extend(_plot_html(p))
+    for p in all_plots(data):
+        parts.extend(_plot_html(p, anchor))
     # After the plots: one table per cell makes a long section, read after the overview.
-    parts.extend(render_per_query_html(cell_work(data)))
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    parts.extend(render_per_query_html(cell_work(data), anchor))
+    return parts
 
 
 def render_html_report(report: Report) -> str:
     """The self-contained HTML report with plots."""
-    return render_html(report.data, report.tables, report.collapsed, report.opts.collapse_fraction,
-                       all_plots(report.data), stall_lines(report.stalled, report.stalls_checked),
-                       starved_lines(report.starved), report.counts, report.pool)
+    return page(f"benchfleet report: {report.data.name} ({report.data.campaign_id})", report_sections(report))
 
 
 def render_compare_html(c: CampaignComparison) -> str:
     """The comparison as one self-contained HTML page with the same tables, marks and legends."""
-    title = f"benchfleet compare: {c.b.name} against {c.a.name}"
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
-             f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>",
-             "<p>" + "<br>".join(_e(line) for line in header_lines(c) if line) + "</p>"]
+    parts = ["<p>" + "<br>".join(_e(line) for line in header_lines(c) if line) + "</p>"]
     for t in c.tables:
         parts.extend(render_table_html(t))
     stalls = compare_stall_lines(c)
@@ -216,5 +211,4 @@ def render_compare_html(c: CampaignComparison) -> str:
         parts.append("<p>" + "<br>".join(_e(x) for x in stalls if x) + "</p>")
     parts.append('<h2 id="counts">Client and server counts</h2>')
     parts.append("<p>" + "<br>".join(_e(x) for x in count_summary_lines(c)) + "</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return page(f"benchfleet compare: {c.b.name} against {c.a.name}", parts)

@@ -1,5 +1,5 @@
 """The one table of output formats: each name maps to one renderer, which says what it renders
-(a report, a comparison, a history, a spec's change points), whether it writes bytes to a file or text, and its suffix.
+(a report, a campaign on several pools, a comparison, a history, a spec's change points), whether it writes bytes to a file or text, and its suffix.
 
 Every command that prints a report takes its ``--format`` choices and its rendering from here;
 renderers return the text or bytes and the commands write them out.
@@ -13,16 +13,19 @@ from typing import Callable, Literal
 from services.reporting.compare import CampaignComparison, render_compare_csv, render_compare_markdown, render_compare_text
 from services.reporting.history import History, render_history_csv, render_history_json, render_history_text
 from services.reporting.options import ReportOptions
+from services.reporting.pools_compared import PoolsReport
 from services.reporting.render.changes import (render_changes_csv, render_changes_json, render_changes_markdown,
                                                render_changes_text)
 from services.reporting.render.html import render_compare_html, render_html_report
 from services.reporting.render.machine_formats import render_compare_json, render_compare_ods, render_json, render_ods
+from services.reporting.render.pools import (render_pools_csv, render_pools_html, render_pools_json, render_pools_markdown,
+                                             render_pools_ods, render_pools_text)
 from services.reporting.report import Report, render_csv_lines, render_lines, render_markdown_lines
 from services.reporting.spec_history import SpecChanges
 
-#: What a renderer can render: ``collector report``'s campaign, ``compare``'s two, ``history``'s cell,
-#: ``history SPEC --changes``'s change points.
-Document = Literal["report", "compare", "history", "changes"]
+#: What a renderer can render: ``collector report``'s campaign (``pools``: one that ran on several pools),
+#: ``compare``'s two, ``history``'s cell, ``history SPEC --changes``'s change points.
+Document = Literal["report", "pools", "compare", "history", "changes"]
 #: The format a command prints when not told otherwise: the seeds' text tables.
 DEFAULT_FORMAT = "text"
 
@@ -36,6 +39,7 @@ class Renderer:
     #: The file suffix its output takes, dot included.
     suffix: str
     report: Callable[[Report], str | bytes] | None = None
+    pools: Callable[[PoolsReport], str | bytes] | None = None
     compare: Callable[[CampaignComparison], str | bytes] | None = None
     history: Callable[[History], str] | None = None
     changes: Callable[[SpecChanges], str] | None = None
@@ -53,6 +57,11 @@ class Renderer:
         if self.report is None:
             raise ValueError(f"format {self.name} renders no report")
         return self.report(report)
+
+    def render_pools(self, p: PoolsReport) -> str | bytes:
+        if self.pools is None:
+            raise ValueError(f"format {self.name} renders no campaign on several pools")
+        return self.pools(p)
 
     def render_compare(self, c: CampaignComparison) -> str | bytes:
         if self.compare is None:
@@ -107,14 +116,15 @@ def _text(lines: Callable[[Report], list[str]]) -> Callable[[Report], str]:
     return lambda report: "\n".join(lines(report)) + "\n"
 
 
-register(Renderer("text", ".txt", report=_text(render_lines), compare=render_compare_text, history=render_history_text,
-                  changes=render_changes_text))
-register(Renderer("markdown", ".md", report=_text(render_markdown_lines), compare=render_compare_markdown,
-                  changes=render_changes_markdown))
-register(Renderer("csv", ".csv", report=_text(render_csv_lines), compare=render_compare_csv, history=render_history_csv,
-                  changes=render_changes_csv))
-register(Renderer("json", ".json", report=render_json, compare=render_compare_json, history=render_history_json,
-                  changes=render_changes_json, every_table=True))
-register(Renderer("ods", ".ods", report=render_ods, compare=render_compare_ods, to_file=True, every_table=True))
-register(Renderer("html", ".html", report=render_html_report, compare=render_compare_html, every_table=True,
-                  plots=True))
+register(Renderer("text", ".txt", report=_text(render_lines), pools=render_pools_text, compare=render_compare_text,
+                  history=render_history_text, changes=render_changes_text))
+register(Renderer("markdown", ".md", report=_text(render_markdown_lines), pools=render_pools_markdown,
+                  compare=render_compare_markdown, changes=render_changes_markdown))
+register(Renderer("csv", ".csv", report=_text(render_csv_lines), pools=render_pools_csv, compare=render_compare_csv,
+                  history=render_history_csv, changes=render_changes_csv))
+register(Renderer("json", ".json", report=render_json, pools=render_pools_json, compare=render_compare_json,
+                  history=render_history_json, changes=render_changes_json, every_table=True))
+register(Renderer("ods", ".ods", report=render_ods, pools=render_pools_ods, compare=render_compare_ods, to_file=True,
+                  every_table=True))
+register(Renderer("html", ".html", report=render_html_report, pools=render_pools_html, compare=render_compare_html,
+                  every_table=True, plots=True))
