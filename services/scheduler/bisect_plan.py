@@ -44,7 +44,10 @@ def cells_of(spec: CampaignSpec, wanted: Sequence[Cell]) -> list[Cell]:
 
 
 def template_target(spec: CampaignSpec) -> ManagedTarget:
-    """The target each step copies: the spec's baseline, which must be a managed server."""
+    """The target each step copies: the spec's baseline, which must be a managed server (and the
+    spec on one pool: each step's builds are announced and measured by one pool's workers)."""
+    if spec.pools:
+        raise ValueError(f"pools: a bisect probes one pool, not {', '.join(spec.pools)}; give pool: NAME instead")
     t = next(t for t in spec.targets if t.name == spec.baseline_name)
     if not isinstance(t, ManagedTarget):
         raise ValueError(f"targets: baseline {t.name} is a {t.kind} target; a bisect starts builds, so it copies a "

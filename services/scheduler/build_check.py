@@ -29,10 +29,11 @@ def _stale(a: WorkerBuilds, now: float, ttl_s: float) -> str:
 
 
 def check_builds(spec: CampaignSpec, source: SpecSource, announced: list[WorkerBuilds], *,
-                 now: float = 0.0, ttl_s: float = 0.0) -> tuple[list[FieldError], list[str]]:
-    """An error for every target whose build no worker of the pool has; a note for a build that
-    only some of the pool's hosts have (runs landing on the others fail). Announcements older
-    than ``ttl_s`` at ``now`` count for nothing (0: none expires)."""
+                 now: float = 0.0, ttl_s: float = 0.0, pool: str | None = None) -> tuple[list[FieldError], list[str]]:
+    """An error for every target whose build no worker of ``pool`` (the spec's pool when None) has;
+    a note for a build that only some of the pool's hosts have (runs landing on the others fail).
+    Announcements older than ``ttl_s`` at ``now`` count for nothing (0: none expires)."""
+    pool = spec.pool if pool is None else pool
     errors: list[FieldError] = []
     announced, stale = fresh(announced, now, ttl_s)
     notes = [_stale(a, now, ttl_s) for a in stale]
@@ -44,7 +45,7 @@ def check_builds(spec: CampaignSpec, source: SpecSource, announced: list[WorkerB
         gone = "".join(f"; {_stale(a, now, ttl_s)}" for a in stale if t.build in a.names())
         if not hosts:
             errors.append(source.error(("targets", i, "build"), (
-                f"build {t.build!r}: no worker of pool {spec.pool!r} has announced its builds yet; start the "
+                f"build {t.build!r}: no worker of pool {pool!r} has announced its builds yet; start the "
                 f"pool's workers (they announce at connect), or register it with worker builds add {t.build} ..."
                 + gone)))
             continue
@@ -53,11 +54,11 @@ def check_builds(spec: CampaignSpec, source: SpecSource, announced: list[WorkerB
             known = sorted(set().union(*hosts.values()))
             near = closest(t.build, known)
             errors.append(source.error(("targets", i, "build"), (
-                f"build {t.build!r} is not registered on any worker of pool {spec.pool!r}{did_you_mean(near)} (announced: "
+                f"build {t.build!r} is not registered on any worker of pool {pool!r}{did_you_mean(near)} (announced: "
                 f"{', '.join(known) or 'none'}); register it on each worker: worker builds add {t.build} "
                 "--debian VERSION | --tarball FILE | --dir PATH" + gone), near))
         elif len(having) < len(hosts):
             missing = sorted(set(hosts) - set(having))
-            notes.append(f"targets[{i}] ({t.name}): build {t.build} is not on {', '.join(missing)}; "
+            notes.append(f"targets[{i}] ({t.name}): build {t.build} is not on {', '.join(missing)} (pool {pool}); "
                          "runs taken there fail")
     return errors, notes

@@ -47,10 +47,10 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         _err(why)
         return EXIT_USAGE
     spec = load_checked(args, settings)
-    if spec.pools and args.wait:
-        # The wait follows one pool's queue and its report reads one pool: refused before anything is published.
-        _err(f"--wait: not for a campaign on several pools (pools: {', '.join(spec.pools)}) yet; submit without it "
-             "and read `collector report CAMPAIGN` once the campaign ended")
+    if spec.pools and args.fail_on_slower is not None:
+        # The gate reads one campaign's cells, which several pools would mix: refused before anything is published.
+        _err(f"--fail-on-slower: not for a campaign on several pools (pools: {', '.join(spec.pools)}); "
+             "its report's Pools compared table says which pool a cell is slower on")
         return EXIT_USAGE
     campaign_id = plan.new_campaign_id(spec)
     runs = plan.run_specs(spec, campaign_id)
@@ -106,14 +106,15 @@ def _warn_few_workers(settings: Settings, spec: CampaignSpec) -> None:
     (workers may still connect; each part gives up after its join timeout, and the run fails)."""
     if spec.load_hosts <= 1:
         return
-    consumers = PoolConsumers(settings, spec.pool)
+    consumers = PoolConsumers(settings)
     try:
-        n = consumers.count()
+        for pool in spec.pool_names:
+            n = consumers.count(pool)
+            if n is not None and n < spec.load_hosts:
+                _err(f"warning: load_hosts: {spec.load_hosts} but only {n} worker(s) of pool {pool} are connected now; "
+                     f"each run needs {spec.load_hosts} free workers at once")
     finally:
         consumers.close()
-    if n is not None and n < spec.load_hosts:
-        _err(f"warning: load_hosts: {spec.load_hosts} but only {n} worker(s) of pool {spec.pool} are connected now; "
-             f"each run needs {spec.load_hosts} free workers at once")
 
 
 def _report_flags_refused(args: argparse.Namespace) -> str | None:

@@ -11,7 +11,7 @@ import sys
 import time
 
 from services.common.bus.rabbitmq import RabbitBus, Role
-from services.common.cli import EXIT_COLLAPSE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, error, write_output
+from services.common.cli import EXIT_COLLAPSE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error, write_output
 from services.common.config import Settings
 from services.common.errors import BusError, StoreUnavailable
 from services.common.spec.campaign import CampaignSpec
@@ -19,7 +19,9 @@ from services.common.store import Store
 from services.common.terminal import escape_controls
 from services.reporting import load as loading
 from services.reporting.options import ReportOptions
+from services.reporting.pools_compared import PoolsReport
 from services.reporting.render import registry
+from services.reporting.report import Report
 from services.scheduler import plan
 from services.scheduler.progress import ConsumerWatch, Progress, ProgressLine
 
@@ -40,18 +42,18 @@ class PoolConsumers:
     """How many workers consume a pool's runs queue (a passive declare), or None while the broker
     cannot say: following a campaign reads the results DB and must outlive a broker restart."""
 
-    def __init__(self, settings: Settings, pool: str):
-        self.settings, self.pool = settings, pool
+    def __init__(self, settings: Settings):
+        self.settings = settings
         self.bus: RabbitBus | None = None
         #: What to tell once when the broker went away (None: nothing new to tell).
         self.notice: str | None = None
         self._away = False
 
-    def count(self) -> int | None:
+    def count(self, pool: str) -> int | None:
         try:
             if self.bus is None:
                 self.bus = RabbitBus(self.settings, name="benchfleet scheduler wait", role=Role.SCHEDULER).connect(attempts=1)
-            n = self.bus.consumer_count(self.bus.names.runs_queue(self.pool))
+            n = self.bus.consumer_count(self.bus.names.runs_queue(pool))
             self._away = False
             return n
         except BusError as e:
@@ -79,8 +81,8 @@ def follow(settings: Settings, campaign_id: str, spec: CampaignSpec, total: int,
     started = time.time()
     planned = spec.warmup + sum(map(spec.duration_for, spec.threads)) / len(spec.threads) + plan.RUN_OVERHEAD_S
     shown = ProgressLine(sys.stderr, tty=sys.stderr.isatty(), columns=shutil.get_terminal_size().columns)
-    watch = ConsumerWatch(spec.pool, needed=spec.load_hosts)
-    consumers = PoolConsumers(settings, spec.pool)
+    watches = [ConsumerWatch(pool, needed=spec.load_hosts) for pool in spec.pool_names]
+    consumers = PoolConsumers(settings)
     away = False
     store: Store | None = None
     try:
@@ -104,11 +106,13 @@ def follow(settings: Settings, campaign_id: str, spec: CampaignSpec, total: int,
             shown.show(p)
             if p.finished >= total:
                 return p
-            n = consumers.count() if p.running == 0 else 1
-            notice = watch.update(n, time.monotonic()) if n is not None else consumers.notice
-            consumers.notice = None
-            if notice:
-                shown.note(notice)
+            for watch in watches:
+                # One pool with a run running has a worker; of several, each pool is asked.
+                n = 1 if len(watches) == 1 and p.running else consumers.count(watch.pool)
+                notice = watch.update(n, time.monotonic()) if n is not None else consumers.notice
+                consumers.notice = None
+                if notice:
+                    shown.note(notice)
             time.sleep(poll)
     except KeyboardInterrupt:
         consumers.abandon()
@@ -128,24 +132,34 @@ def stopped_waiting(campaign_id: str) -> int:
 
 
 def wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argparse.Namespace) -> int:
-    """`submit --wait`: follow the campaign, then print its report in the chosen format."""
-    total = spec.repeat * len(spec.workloads) * len(spec.threads) * len(spec.targets)
+    """`submit --wait`: follow the campaign, then print its report in the chosen format (a campaign on
+    several pools: each pool's and the pools compared, as `collector report` prints it)."""
+    total = spec.run_count
     as_json = getattr(args, "json", False)
     # --json wraps the JSON report in its own document; otherwise the report's --format.
     r = registry.renderer("json" if as_json else getattr(args, "fmt", None) or registry.DEFAULT_FORMAT, "report")
+    opts = r.options(ReportOptions())
+    if spec.pools and not r.renders("pools"):
+        error(f"--format {r.name} has no page for a campaign on several pools; the campaign goes on: "
+              f"collector report {campaign_id} --pool POOL")
+        return EXIT_USAGE
     try:
         p = follow(settings, campaign_id, spec, total, args.poll)
         store = Store(settings).open()
         try:
-            report = loading.load_report(store, campaign_id, r.options(ReportOptions()), plots=r.plots)
+            report: Report | PoolsReport = (loading.load_pools(store, campaign_id, opts, plots=r.plots) if spec.pools
+                                            else loading.load_report(store, campaign_id, opts, plots=r.plots))
             failures = store.runs.failed(campaign_id)
         finally:
             store.close()
     except KeyboardInterrupt:
         return stopped_waiting(campaign_id)
-    rendered = r.render_report(report)
+    if isinstance(report, PoolsReport):
+        rendered, collapsed = r.render_pools(report), report.collapsed
+    else:
+        rendered, collapsed = r.render_report(report), len(report.collapsed)
     if as_json:
-        print(json.dumps({"campaign_id": campaign_id, "runs": total, "pool": spec.pool, "done": p.done,
+        print(json.dumps({"campaign_id": campaign_id, "runs": total, "pool": ",".join(spec.pool_names), "done": p.done,
                           "failed": p.failed, "cancelled": p.cancelled,
                           "failures": [{"run_id": f.run_id, "error": f.error} for f in failures],
                           "report": json.loads(rendered)}, indent=1))
@@ -158,7 +172,7 @@ def wait(settings: Settings, campaign_id: str, spec: CampaignSpec, args: argpars
             print(escape_controls(f"failed: {f.run_id}: {f.error}"), file=sys.stderr)
     if p.failed:
         return EXIT_FAILED
-    if getattr(args, "fail_on_collapse", False) and report.collapsed:
-        error(f"{len(report.collapsed)} collapsed cell(s) in {campaign_id}")
+    if getattr(args, "fail_on_collapse", False) and collapsed:
+        error(f"{collapsed} collapsed cell(s) in {campaign_id}")
         return EXIT_COLLAPSE
     return EXIT_OK

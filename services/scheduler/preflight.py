@@ -92,14 +92,21 @@ def results_db_errors(spec: CampaignSpec, settings: Settings, source: SpecSource
 
 def build_errors(spec: CampaignSpec, settings: Settings, source: SpecSource,
                  announcements: Announcements) -> tuple[list[FieldError], list[str]]:
-    """Errors for builds no worker of the pool announced (only read when a target names one)."""
+    """Errors for builds no worker of the pool (of each of ``pools``) announced (only read when a target names one)."""
     if not any(isinstance(t, ManagedTarget) and t.build is not None for t in spec.targets):
         return [], []
-    try:
-        announced = announcements(settings, spec.pool)
-    except StoreError as e:
-        return [], [f"builds not checked here ({e}); a worker without the build refuses its runs"]
-    return build_check.check_builds(spec, source, announced, now=time.time(), ttl_s=settings.announce_ttl_s)
+    errors: list[FieldError] = []
+    notes: list[str] = []
+    # A campaign on several pools needs the build on every pool: each measures every cell.
+    for pool in spec.pool_names:
+        try:
+            announced = announcements(settings, pool)
+        except StoreError as e:
+            return errors, notes + [f"builds not checked here ({e}); a worker without the build refuses its runs"]
+        missing, said = build_check.check_builds(spec, source, announced, now=time.time(),
+                                                 ttl_s=settings.announce_ttl_s, pool=pool)
+        errors, notes = errors + missing, notes + said
+    return errors, notes
 
 
 def check(spec: CampaignSpec, settings: Settings, source: SpecSource,

@@ -65,15 +65,20 @@ def test_a_slowdown_on_one_pool_only_is_found_on_that_pool(tmp_path):
             "workloads: [oltp_point_select]\ndata: {tables: 1, table_size: 1000}\n"
             f"threads: [1]\nduration: 1s\nwarmup: 0.2s\nrepeat: {REPEAT}\n")
         env = scheduler_env(topo, ctl_etc, tls, "w1")
-        r = topo.exec("w1", str(VENV / "bin/scheduler"), "submit", str(spec), "--json", env=env)
+        gated = topo.exec("w1", str(VENV / "bin/scheduler"), "submit", str(spec), "--wait", "--fail-on-slower", "5",
+                          env=env, check=False)
+        assert gated.returncode == 2 and "--fail-on-slower: not for a campaign on several pools" in gated.stderr, gated
+        # `submit --wait` follows every pool's runs and prints the page of several pools.
+        r = topo.exec("w1", str(VENV / "bin/scheduler"), "submit", str(spec), "--wait", "--json", env=env, timeout=300)
         submitted = json.loads(r.stdout)
         campaign, total = submitted["campaign_id"], 2 * 2 * REPEAT
-        assert submitted["runs"] == total and submitted["pool"] == "suse,rhel"
+        assert (submitted["runs"], submitted["done"], submitted["pool"]) == (total, total, "suse,rhel"), submitted
+        assert set(submitted["report"]["pools"]) == {"suse", "rhel"}, submitted["report"]
+        assert submitted["report"]["pools_compared"]["rows"][0]["verdict"] == "platform specific"
 
         conn = results_db(ctl_etc, db)
         try:
-            wait_until("the campaign finished", lambda: rows(
-                conn, "SELECT state FROM campaigns WHERE campaign_id=%s", campaign)[0][0].startswith("finished"), 300, 1)
+            assert rows(conn, "SELECT state FROM campaigns WHERE campaign_id=%s", campaign)[0][0].startswith("finished")
             stored = rows(conn, "SELECT pool, worker, status, COUNT(*) FROM results WHERE campaign_id=%s "
                                 "GROUP BY pool, worker, status ORDER BY pool", campaign)
         finally:
@@ -96,7 +101,11 @@ def test_a_slowdown_on_one_pool_only_is_found_on_that_pool(tmp_path):
         # One pool's report alone: that pool's runs only (its run list names each run).
         rhel = topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, "--pool", "rhel", env=env).stdout
         assert rhel.count("@rhel") == 2 * REPEAT and "@suse" not in rhel, rhel
-        refused = topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, "--format", "csv", env=env, check=False)
+        # Every format has the page of several pools: the CSV's rows name their pool.
+        table = topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, "--format", "csv", env=env).stdout
+        assert table.startswith("pool,") and "\nrhel," in table and "\nsuse," in table, table
+        refused = topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, "--percentiles", "99", env=env,
+                            check=False)
         assert refused.returncode == 2 and "--pool" in refused.stderr, refused.stderr
         # Read as one pool, a campaign on two is refused, not mixed.
         mixed = topo.exec("w1", str(VENV / "bin/collector"), "compare", campaign, campaign, env=env, check=False)

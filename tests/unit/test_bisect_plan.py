@@ -49,6 +49,14 @@ def test_a_baseline_that_is_not_a_managed_server_is_refused():
         bisect_plan.template_target(spec)
 
 
+def test_a_spec_on_several_pools_is_refused_naming_the_field():
+    spec = CampaignSpec.model_validate({
+        "name": "x", "pools": ["suse", "rhel"], "targets": [{"kind": "managed", "name": "db", "build": "m18"}],
+        "workloads": ["oltp_point_select"], "threads": [1], "duration": "1s"})
+    with pytest.raises(ValueError, match="^pools: a bisect probes one pool, not suse, rhel"):
+        bisect_plan.template_target(spec)
+
+
 def test_step_names_link_the_steps_and_fit_a_campaign_name():
     assert bisect_plan.step_name("nightly", "abc123", 3) == "nightly-bisect-abc123-s3"
     long = bisect_plan.step_name("n" * 64, "abc123", 12)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tarfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from services.common.messages.codec import decode
 from services.common.spec.targets import ManagedTarget
 from services.common.spec.loading import load_spec_source
 from services.common.bus.stub import StubBroker
+from services.common.config import Settings
+from services.scheduler import preflight
 from services.scheduler.build_check import check_builds
 from services.worker.target import builds as reg
 from services.worker.target import managed_server, managed_template
@@ -186,6 +189,26 @@ def announcement(host: str, *names: str) -> WorkerBuilds:
     return WorkerBuilds(worker=f"{host}-1", host=host, pool="rack1", builds=[info(n) for n in names], at=1.0)
 
 
+def test_a_campaign_on_several_pools_needs_its_builds_on_every_pool(tmp_path):
+    """Every pool measures every cell: a build only one pool's workers have is an error naming the other."""
+    p = tmp_path / "spec.yaml"
+    p.write_text("name: b\npools: [suse, rhel]\ntargets:\n  - {kind: managed, name: a, build: old}\n"
+                 "workloads: [oltp_point_select]\nthreads: [1]\nduration: 5s\n")
+    spec, source = load_spec_source(str(p))
+    now = time.time()
+    by_pool = {"suse": [announcement("h1", "old").model_copy(update={"pool": "suse", "at": now})],
+               "rhel": [announcement("h2", "other").model_copy(update={"pool": "rhel", "at": now})]}
+    asked: list[str] = []
+
+    def announced(settings, pool):
+        asked.append(pool)
+        return by_pool[pool]
+
+    errors, _ = preflight.build_errors(spec, Settings(), source, announced)
+    assert asked == ["suse", "rhel"]
+    assert [e.message.split(" (")[0] for e in errors] == ["build 'old' is not registered on any worker of pool 'rhel'"]
+
+
 def test_validate_refuses_a_build_no_worker_of_the_pool_announced(tmp_path):
     """A build no host of the pool has is an error at targets[i].build listing what the pool
     has; one some hosts lack is a note; targets without build: are not checked."""
@@ -198,7 +221,7 @@ def test_validate_refuses_a_build_no_worker_of_the_pool_announced(tmp_path):
         "--tarball FILE | --dir PATH"]
     assert notes == []
     errors, notes = check_builds(spec, source, [announcement("h1", "old", "new"), announcement("h2", "old")])
-    assert errors == [] and notes == ["targets[1] (b): build new is not on h2; runs taken there fail"]
+    assert errors == [] and notes == ["targets[1] (b): build new is not on h2 (pool rack1); runs taken there fail"]
     errors, _ = check_builds(spec, source, [])
     assert [e.path for e in errors] == ["targets[0].build", "targets[1].build"]
     assert "no worker of pool 'rack1' has announced its builds yet" in errors[0].message
@@ -288,4 +311,4 @@ def test_validate_ignores_builds_of_hosts_that_stopped_announcing(tmp_path):
     assert notes == ["builds of host h-gone ignored: last announced 85 min ago, more than BENCHFLEET_ANNOUNCE_TTL_S "
                      "(900 s); its workers are not running"]
     errors, notes = check_builds(spec, source, [stale, fresh_one], now=5100.0, ttl_s=0)
-    assert errors == [] and notes == ["targets[0] (a): build old is not on h1; runs taken there fail"]
+    assert errors == [] and notes == ["targets[0] (a): build old is not on h1 (pool rack1); runs taken there fail"]

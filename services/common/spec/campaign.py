@@ -177,6 +177,11 @@ class CampaignSpec(Frozen):
         """Every pool the campaign runs on: ``pools``, or the one ``pool``."""
         return tuple(self.pools) if self.pools else (self.pool,)
 
+    @property
+    def run_count(self) -> int:
+        """The runs the campaign publishes: every cell's repetitions on every pool."""
+        return len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat * len(self.pool_names)
+
     @field_validator("threads")
     @classmethod
     def _distinct_threads(cls, v: list[int]) -> list[int]:
@@ -229,7 +234,7 @@ class CampaignSpec(Frozen):
         """What a new campaign may ask of the fleet: deliveries (parts included), the bytes their
         messages carry, and rows loaded."""
         out = []
-        runs = len(self.targets) * len(self.workloads) * len(self.threads) * self.repeat * len(self.pool_names)
+        runs = self.run_count
         deliveries = costs.messages(runs, self.load_hosts)
         if deliveries > MAX_RUNS:
             parts = f" x {self.load_hosts} load hosts" if self.load_hosts > 1 else ""
