@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:
     from services.common.config import Settings
@@ -35,42 +35,41 @@ def broker_listening(port: int = 5672) -> bool:
         return False
 
 
+Ctl = Callable[..., str]
+
+
 @contextlib.contextmanager
-def broker_stopped() -> Iterator[None]:
+def broker_stopped(ctl: Ctl = rabbitmqctl) -> Iterator[None]:
     """RabbitMQ's application stopped for the duration of the block, and started again after,
-    whatever happens inside."""
-    rabbitmqctl("stop_app")
+    whatever happens inside (``ctl``: rabbitmqctl of the node, the machine's by default)."""
+    ctl("stop_app")
     try:
         yield
     finally:
-        rabbitmqctl("start_app")
-        rabbitmqctl("await_startup", timeout=120)
+        ctl("start_app")
+        ctl("await_startup", timeout=120)
 
 
-def restart_broker(down_s: float = 3.0) -> None:
-    with broker_stopped():
+def restart_broker(down_s: float = 3.0, ctl: Ctl = rabbitmqctl) -> None:
+    with broker_stopped(ctl):
         time.sleep(down_s)
 
 
-def _get_env(key: str) -> str:
-    return rabbitmqctl("eval", f"application:get_env(rabbit, {key}).").strip()
-
-
 @contextlib.contextmanager
-def broker_env(**values: int) -> Iterator[None]:
+def broker_env(ctl: Ctl = rabbitmqctl, **values: int) -> Iterator[None]:
     """Set rabbit application variables (consumer_timeout, channel_tick_interval ...) for the
     block, restoring the previous values (or unsetting them) afterwards. New channels see them."""
-    previous = {k: _get_env(k) for k in values}
+    previous = {k: ctl("eval", f"application:get_env(rabbit, {k}).").strip() for k in values}
     try:
         for k, v in values.items():
-            rabbitmqctl("eval", f"application:set_env(rabbit, {k}, {int(v)}).")
+            ctl("eval", f"application:set_env(rabbit, {k}, {int(v)}).")
         yield
     finally:
         for k, old in previous.items():
             if old.startswith("{ok,"):
-                rabbitmqctl("eval", f"application:set_env(rabbit, {k}, {old[4:-1]}).")
+                ctl("eval", f"application:set_env(rabbit, {k}, {old[4:-1]}).")
             else:
-                rabbitmqctl("eval", f"application:unset_env(rabbit, {k}).")
+                ctl("eval", f"application:unset_env(rabbit, {k}).")
 
 
 def group_pids(pgid: int) -> list[int]:

@@ -60,6 +60,13 @@ class PrivateRabbit:
     def ctl(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run([CTL, "-n", self.node, *args], env=self.env(), capture_output=True, text=True, timeout=timeout)
 
+    def ctl_out(self, *args: str, timeout: float = 120) -> str:
+        """rabbitmqctl's output, as faults.rabbitmqctl gives the machine's node's (an error when it fails)."""
+        r = self.ctl(*args, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"rabbitmqctl {' '.join(args)} on {self.node}: {r.stderr.strip() or r.stdout.strip()}")
+        return r.stdout
+
     def start(self, timeout: float = 120) -> "PrivateRabbit":
         log = open(self.dir / "server.out", "ab")
         self.proc = subprocess.Popen([SERVER], env=self.env(), stdout=log, stderr=subprocess.STDOUT,

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
+from typing import Iterator
 
 import pytest
 
@@ -18,8 +20,24 @@ from services.common.store import Store
 
 from tests.integration.faults import ThrowawayMariadb, broker_env, broker_listening, restart_broker, wait_orphans_gone
 from tests.integration.fleet import ROOT, Fleet, assert_exactly_once, target_yaml, wait_for
+from tests.integration.private_rabbit import PrivateRabbit
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture
+def own_broker(fleet: Fleet) -> Iterator[PrivateRabbit]:
+    """A RabbitMQ node of the test's own that the fleet's processes use: restarting it or lowering
+    its timeouts touches no other test, so these tests run beside the others."""
+    rabbit = PrivateRabbit(fleet.workdir / "rabbit").start()
+    shared = fleet.settings
+    fleet.settings = replace(shared, amqp_url=rabbit.url)
+    try:
+        yield rabbit
+    finally:
+        fleet.stop()
+        fleet.settings = shared  # the fleet's own teardown goes on with the shared services
+        rabbit.cleanup()
 
 
 def spec_text(fleet: Fleet, *, name: str = "faults", targets: str | None = None, threads: str = "[1, 2]",
@@ -113,9 +131,7 @@ def test_worker_sigkilled_three_times(fleet):
     assert again >= 3, "each interrupted run should have been delivered again"
 
 
-# Serial: it stops the machine's RabbitMQ: every other test's connections would drop.
-@pytest.mark.serial
-def test_broker_restart_mid_campaign(fleet):
+def test_broker_restart_mid_campaign(own_broker, fleet):
     """RabbitMQ restarted mid-campaign: scheduler --wait, the worker and the collector carry on
     and the campaign completes with every result stored once."""
     fleet.start_collector()
@@ -125,12 +141,12 @@ def test_broker_restart_mid_campaign(fleet):
     try:
         cid = campaign_of(fleet, "restart")
         wait_for(lambda: counts(fleet, cid)["done"] >= 1 and running_on(fleet, cid, 0.5), 120, "a run in progress")
-        restart_broker(down_s=3)
+        restart_broker(down_s=3, ctl=own_broker.ctl_out)
         out, err = waiter.communicate(timeout=300)
     finally:
         if waiter.poll() is None:
             waiter.kill()
-        assert broker_listening(), "RabbitMQ must be running again"
+        assert broker_listening(own_broker.port), "RabbitMQ must be running again"
     assert waiter.returncode == 0, err + fleet.logs()
     assert "Traceback" not in err, err  # pika's own traceback of the reset connection stays quiet
     assert_exactly_once(fleet, cid, 4)
@@ -200,13 +216,11 @@ def test_target_killed_mid_run(fleet):
     assert "fail" in report.stdout.lower(), report.stdout
 
 
-# Serial: it lowers the machine's RabbitMQ consumer_timeout: other tests' runs would time out.
-@pytest.mark.serial
-def test_run_longer_than_consumer_timeout_and_heartbeats(fleet):
+def test_run_longer_than_consumer_timeout_and_heartbeats(own_broker, fleet):
     """A run lasting longer than the broker's delivery-ack timeout and several heartbeats is
     measured once and stored once, and its delivery does not stay unacked or come back."""
     fleet.extra_env["BENCHFLEET_HEARTBEAT"] = "2"
-    with broker_env(consumer_timeout=4000, channel_tick_interval=1000):
+    with broker_env(own_broker.ctl_out, consumer_timeout=4000, channel_tick_interval=1000):
         fleet.start_collector()
         fleet.start_worker("w1")
         cid = submit(fleet, spec_text(fleet, name="longrun", threads="[1]", duration="12s", repeat=1))
