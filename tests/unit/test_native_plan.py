@@ -3,14 +3,19 @@ connection with blocking calls."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+from pathlib import Path
 
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.native.core import runs_blocking
 from services.worker.driver.native.parent import LOOPS_PER_CPU, OWN_PROCESS_MAX_PER_CPU, _plan, loops_for, programs_for
 from services.worker.driver.native.protocol import Job
 from services.worker.target.connect_params import ConnectParams
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_low_concurrency_gives_each_connection_its_own_process():
@@ -59,3 +64,16 @@ def test_a_load_process_imports_neither_the_spec_parser_nor_the_messages():
             "or m.startswith(('services.common.spec.', 'services.common.messages'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['services.common.spec.ignore_policy']"
+
+
+def test_a_load_process_starts_with_its_workers_interpreter_flags():
+    """A worker run as ``python -I -B -O`` starts its load processes the same way, so they import
+    the same code from the same places; a worker without flags passes none."""
+    code = "from services.worker.driver.native.load_process import interpreter_flags; print(interpreter_flags())"
+    flagged = subprocess.run([sys.executable, "-I", "-B", "-O", "-c", f"import sys; sys.path.insert(0, {repr(str(ROOT))}); {code}"],
+                             capture_output=True, text=True, check=True).stdout
+    assert eval(flagged) == ["-I", "-E", "-s", "-B", "-P", "-O"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                           env=env).stdout
+    assert eval(plain) == []

@@ -23,6 +23,17 @@ from services.worker.driver.native.protocol import Job
 MALLOC_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 
 
+#: The flags of ``sys.flags`` that change where a child finds and how it runs the same code.
+_FLAGS = (("isolated", "-I"), ("ignore_environment", "-E"), ("no_user_site", "-s"), ("no_site", "-S"),
+          ("dont_write_bytecode", "-B"), ("safe_path", "-P"))
+
+
+def interpreter_flags() -> list[str]:
+    """This interpreter's own flags, so a load process imports what its worker imported."""
+    flags = [opt for name, opt in _FLAGS if getattr(sys.flags, name, 0)]
+    return flags + ["-O"] * sys.flags.optimize
+
+
 class LoadProcess:
     """One running load process and the parent's end of its pipe."""
 
@@ -30,9 +41,7 @@ class LoadProcess:
         mine, theirs = socket.socketpair()
         try:
             fd = theirs.fileno()
-            # The interpreter's own flags (-B, -E, ...) as multiprocessing passes them on.
-            argv = [sys.executable, *subprocess._args_from_interpreter_flags(),
-                    "-m", __name__, str(fd)]
+            argv = [sys.executable, *interpreter_flags(), "-m", __name__, str(fd)]
             self.popen = subprocess.Popen(argv, pass_fds=(fd,), stdin=subprocess.DEVNULL,
                                           env={**os.environ, **MALLOC_SETTINGS})
         except BaseException:
