@@ -98,7 +98,8 @@ def test_a_slowdown_on_one_pool_only_is_found_on_that_pool(tmp_path):
                                    env=env).stdout)
         [row] = doc["pools_compared"]["rows"]
         assert (row["pool_a"], row["pool_b"], row["verdict"]) == ("rhel", "suse", "platform specific")
-        assert row["ratio_a"] < 0.8 < row["ratio_b"], row
+        # B's ratio on rhel is a fraction of its ratio on suse (on a busy machine suse's was 0.73, rhel's 0.07).
+        assert row["ratio_a"] < row["ratio_b"] / 4, row
         # One pool's report alone: that pool's runs only (its run list names each run).
         rhel = topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, "--pool", "rhel", env=env).stdout
         assert rhel.count("@rhel") == 2 * REPEAT and "@suse" not in rhel, rhel
