@@ -56,6 +56,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from services.collector.statistics import refresh_cell_stats
     from services.collector.takeover_check import TakeoverCheck
     from services.common.bus.management import ManagementApi
+    from services.common.messages.runs import pool_of_run_id
 
     metrics = CollectorMetrics()
     directory = WorkerDirectory(ttl_s=settings.announce_ttl_s)
@@ -65,7 +66,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     relay = CancelRelay(check_every_s=settings.cancel_check_s)
     c = Collector(connect=rabbit_factory(settings, Role.COLLECTOR), open_store=lambda: Store(settings).open(), pools=pools,
                   metrics=metrics, directory=directory, reap_grace_s=settings.reap_grace_s,
-                  after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload, cell=r.cell),  # type: ignore[arg-type]
+                  after_store=lambda store, r: refresh_cell_stats(store, r.campaign_id, r.cell.workload, cell=r.cell,
+                                                                         pool=pool_of_run_id(r.run_id)),  # type: ignore[arg-type]
                   after_fail=lambda store, cid, workload: refresh_cell_stats(store, cid, workload),  # type: ignore[arg-type]
                   after_end=lambda store, cid: judge_spec(store, metrics, cid),  # type: ignore[arg-type]
                   cancels=lambda bus, store: relay.tick(bus, store.campaigns),  # type: ignore[attr-defined]

@@ -230,23 +230,31 @@ def campaign_live() -> dict[str, Any]:
                       run_annotations=True)
 
 
+def _per_series(metric: str, selector: str) -> str:
+    """``metric`` with a ``series`` label: its target, or TARGET@POOL in a campaign on several pools
+    (whose pools are cells of their own: one column per target would mix them)."""
+    return (f'label_replace(label_join({metric}{{{selector}}}, "series", "@", "target", "pool"),'
+            ' "series", "$1", "series", "(.*)@")')
+
+
 def throughput_vs_threads() -> dict[str, Any]:
-    """Finished cells from the collector: q/s against thread count, one series per target."""
+    """Finished cells from the collector: q/s against thread count, one series per target (and pool)."""
     lay = _Layout()
     cell = 'campaign="$campaign",workload=~"$workload"'
-    # Instant table rows (threads, target, value) pivoted to one column per target, x = threads.
+    # Instant table rows (threads, series, value) pivoted to one column per series, x = threads.
     pivot = [
-        {"id": "groupingToMatrix", "options": {"rowField": "threads", "columnField": "target", "valueField": "Value"}},
-        {"id": "convertFieldType", "options": {"conversions": [{"targetField": "threads\\target", "destinationType": "number"}]}},
-        {"id": "sortBy", "options": {"sort": [{"field": "threads\\target"}]}},
+        {"id": "groupingToMatrix", "options": {"rowField": "threads", "columnField": "series", "valueField": "Value"}},
+        {"id": "convertFieldType", "options": {"conversions": [{"targetField": "threads\\series", "destinationType": "number"}]}},
+        {"id": "sortBy", "options": {"sort": [{"field": "threads\\series"}]}},
     ]
     panels = [
         lay.place(barchart("Queries per second vs threads ($workload)",
-                           [_prom(f"benchfleet_cell_queries_per_second{{{cell}}}", instant=True)],
-                           "threads\\target", "reqps", "Mean over repetitions of each finished cell.", pivot), 24, 10),
+                           [_prom(_per_series("benchfleet_cell_queries_per_second", cell), instant=True)],
+                           "threads\\series", "reqps", "Mean over repetitions of each finished cell; a campaign on "
+                           "several pools has one series per target and pool (TARGET@POOL).", pivot), 24, 10),
         lay.place(barchart("Transactions per second vs threads ($workload)",
-                           [_prom(f"benchfleet_cell_transactions_per_second{{{cell}}}", instant=True)],
-                           "threads\\target", "reqps", transformations=pivot), 24, 10),
+                           [_prom(_per_series("benchfleet_cell_transactions_per_second", cell), instant=True)],
+                           "threads\\series", "reqps", transformations=pivot), 24, 10),
         lay.place(table("Collapse ratio", [_prom(
             'benchfleet_collapse_ratio{campaign="$campaign",workload=~"$workload"}', instant=True)], PROMETHEUS,
             "q/s at the highest thread count over the peak at lower counts; below "
@@ -271,16 +279,21 @@ _VERDICT = ("CASE WHEN s.target = s.baseline THEN 'baseline' WHEN s.verdict IS N
             " THEN 'not judged yet' ELSE s.verdict END AS verdict")
 #: Mean q/s per cell and its ratio to the campaign's baseline target, with the decision, q-value and
 #: adjusted interval the collector stored in cell_stats (tables and views in common/schema.py).
+#: A campaign on several pools has a row per pool (results.pool; cell_stats.pool, '' for one pool),
+#: each judged as that pool's report judges it; a one-pool campaign's rows name its pool.
 RESULTS_SQL = f"""
-SELECT m.workload, m.threads, m.target, m.qps, m.tps, m.repetitions, s.ratio AS ratio_to_baseline,
-       {_VERDICT}, s.q_value AS q, s.interval_low, s.interval_high, s.mark, s.excluded_runs, s.cv
-FROM (SELECT campaign_id, workload, threads, target, AVG(qps) AS qps, AVG(tps) AS tps, COUNT(*) AS repetitions
+SELECT COALESCE(NULLIF(m.pool, ''), c.pool) AS pool, m.workload, m.threads, m.target, m.qps, m.tps, m.repetitions,
+       s.ratio AS ratio_to_baseline, {_VERDICT}, s.q_value AS q, s.interval_low, s.interval_high, s.mark,
+       s.excluded_runs, s.cv
+FROM (SELECT campaign_id, COALESCE(pool, '') AS pool, workload, threads, target, AVG(qps) AS qps, AVG(tps) AS tps,
+             COUNT(*) AS repetitions
       FROM results WHERE campaign_id = '$campaign' AND status = 'ok'
-      GROUP BY campaign_id, workload, threads, target) m
+      GROUP BY campaign_id, COALESCE(pool, ''), workload, threads, target) m
+JOIN campaigns c ON c.campaign_id = m.campaign_id
 LEFT JOIN cell_stats s
-  ON s.campaign_id = m.campaign_id AND s.metric = 'qps' AND s.workload = m.workload AND s.threads = m.threads
-     AND s.target = m.target
-ORDER BY m.workload, m.threads, m.target
+  ON s.campaign_id = m.campaign_id AND s.pool = m.pool AND s.metric = 'qps' AND s.workload = m.workload
+     AND s.threads = m.threads AND s.target = m.target
+ORDER BY m.pool, m.workload, m.threads, m.target
 """
 #: Every run of the campaign with its stalls and overrun (migration 7), marked runs first.
 QUALITY_SQL = """
@@ -292,11 +305,11 @@ LIMIT 500
 """
 #: Every stored statistic of every cell (view cell_stats_v: the collector fills cell_stats).
 CELL_STATS_SQL = f"""
-SELECT metric, workload, threads, target, n, failed, mean, stdev, cv, ci_low, ci_high, ratio, ratio_low, ratio_high,
-       p_value, {_VERDICT}, q_value AS q, interval_low, interval_high, interval_level, mark, collapsed, stalled_runs,
+SELECT NULLIF(pool, '') AS pool, metric, workload, threads, target, n, failed, mean, stdev, cv, ci_low, ci_high,
+       ratio, ratio_low, ratio_high, p_value, {_VERDICT}, q_value AS q, interval_low, interval_high, interval_level, mark, collapsed, stalled_runs,
        excluded_runs
 FROM cell_stats_v s WHERE campaign_id = '$campaign'
-ORDER BY metric, workload, threads, target
+ORDER BY pool, metric, workload, threads, target
 """
 CAMPAIGNS_SQL = """
 SELECT c.name, c.campaign_id, c.state, c.baseline, c.total_runs,
@@ -315,7 +328,8 @@ def results() -> dict[str, Any]:
                         "One row per cell and target: mean q/s over every successful run; ratio_to_baseline, "
                         "verdict, q and the adjusted interval are the report's (`collector report`), which leaves "
                         "stalled and short runs out (excluded_runs). Verdicts are judged over the campaign's cells "
-                        "together: 'not judged yet' until its last run ends (or `collector stats`)."), 24, 14),
+                        "together: 'not judged yet' until its last run ends (or `collector stats`). A campaign on "
+                        "several pools has a row per pool, judged as `collector report --pool` judges it."), 24, 14),
         lay.place(table("Runs: stalls and overrun", [_sql(QUALITY_SQL)], MYSQL,
                         "Runs with seconds without a completed transaction (stalled_s) or wall time past "
                         "warm-up + duration (overrun_s) first; quality_flags is what reports mark with ~."), 24, 10),

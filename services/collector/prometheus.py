@@ -3,7 +3,9 @@ regression, and ingest health.
 
 Finished-cell gauges are what the throughput-vs-threads dashboard and the collapse alert
 read. The thread count is exported as a value too (``benchfleet_cell_threads``), because
-PromQL cannot take the max of a label.
+PromQL cannot take the max of a label. A campaign on several pools has each pool's cells apart
+(label ``pool``, empty for a campaign on one pool): one platform's collapse is not averaged away
+by another's.
 """
 
 from __future__ import annotations
@@ -19,16 +21,17 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from services.common.messages.results import RunResult
+from services.common.messages.runs import pool_of_run_id
 from services.common.monitoring.endpoint import MetricsEndpoint
 from services.common.results.rows import ResultRow
 from services.reporting.collapse import DEFAULT_FRACTION, CellThroughput, at_top_threads
 from services.reporting.peak import check_peak
 
-CELL_LABELS = ["campaign", "target", "workload", "threads"]
+CELL_LABELS = ["campaign", "target", "workload", "threads", "pool"]
 #: Campaigns whose cells stay exported; older ones are dropped so series stay bounded.
 MAX_CAMPAIGNS = 50
 
-_CellKey = tuple[str, str, int]  # target, workload, threads
+_CellKey = tuple[str, str, int, str]  # target, workload, threads, pool ('' for a campaign on one pool)
 
 
 def sure_ratio(by_threads: Mapping[int, Sequence[float]], point: float, *,
@@ -54,7 +57,7 @@ class _CellCollector(Collector):
             "q/s at the highest thread count divided by the peak q/s at lower thread counts: the highest "
             "ratio the repetitions allow at 95% confidence (peak.check_peak), the ratio of the means "
             "while a cell has fewer than 2 repetitions.",
-            labels=["campaign", "target", "workload"])
+            labels=["campaign", "target", "workload", "pool"])
         ended = GaugeMetricFamily(
             "benchfleet_campaign_ended_timestamp_seconds",
             "When a campaign's last run reached its final state (absent while it runs); the collapse alert "
@@ -64,20 +67,22 @@ class _CellCollector(Collector):
             runs = list(self.owner._runs.values())
             for campaign, at in self.owner._ended.items():
                 ended.add_metric([campaign], at)
-        curves: dict[tuple[str, str, str], dict[int, list[float]]] = {}
-        for campaign, (target, workload, n), q, _ in runs:
-            curves.setdefault((campaign, target, workload), {}).setdefault(n, []).append(q)
+        curves: dict[tuple[str, str, str, str], dict[int, list[float]]] = {}
+        for campaign, (target, workload, n, pool), q, _ in runs:
+            curves.setdefault((campaign, target, workload, pool), {}).setdefault(n, []).append(q)
         for campaign, cells in campaigns.items():
-            for (target, workload, n), (q, t, r) in sorted(cells.items()):
-                lv = [campaign, target, workload, str(n)]
+            for (target, workload, n, pool), (q, t, r) in sorted(cells.items()):
+                lv = [campaign, target, workload, str(n), pool]
                 qps.add_metric(lv, q)
                 tps.add_metric(lv, t)
                 threads.add_metric(lv, n)
                 reps.add_metric(lv, r)
-            tops = at_top_threads(CellThroughput(tg, wl, n, q) for (tg, wl, n), (q, _, _) in cells.items())
-            for (target, workload), p in sorted(tops.items()):
-                ratio.add_metric([campaign, target, workload],
-                                 sure_ratio(curves.get((campaign, target, workload), {}), p.ratio))
+            for pool in sorted({k[3] for k in cells}):
+                tops = at_top_threads(CellThroughput(tg, wl, n, q)
+                                      for (tg, wl, n, pl), (q, _, _) in cells.items() if pl == pool)
+                for (target, workload), p in sorted(tops.items()):
+                    ratio.add_metric([campaign, target, workload, pool],
+                                     sure_ratio(curves.get((campaign, target, workload, pool), {}), p.ratio))
         regression = GaugeMetricFamily(
             "benchfleet_regression",
             "1 when a spec's newest campaign lies after a worse change point that still stands (collector history "
@@ -114,13 +119,14 @@ class CollectorMetrics(MetricsEndpoint):
         self.registry.register(_CellCollector(self))
 
     def cell_finished(self, campaign_id: str, target: str, workload: str, threads: int,
-                      qps_values: list[float], tps_values: list[float]) -> None:
-        """Export a cell's means over its repetitions (replacing what was there)."""
+                      qps_values: list[float], tps_values: list[float], pool: str = "") -> None:
+        """Export a cell's means over its repetitions (replacing what was there); ``pool`` for a
+        campaign on several pools."""
         if not qps_values or len(qps_values) != len(tps_values):
             raise ValueError("need one q/s and one tps value per repetition")
         with self._lock:
             cells = self._cells.setdefault(campaign_id, {})
-            cells[(target, workload, int(threads))] = (fmean(qps_values), fmean(tps_values), len(qps_values))
+            cells[(target, workload, int(threads), pool)] = (fmean(qps_values), fmean(tps_values), len(qps_values))
             while len(self._cells) > self.max_campaigns:
                 old, _ = self._cells.popitem(last=False)
                 self._runs = {k: v for k, v in self._runs.items() if v[0] != old}
@@ -132,11 +138,11 @@ class CollectorMetrics(MetricsEndpoint):
         self.ingest_lag((time.time() if now is None else now) - result.ended_at)
         if result.status != "ok" or result.measured_s <= 0:  # no measured second: no q/s, not 0
             return
-        key = (result.cell.target, result.cell.workload, result.cell.threads)
+        key = (result.cell.target, result.cell.workload, result.cell.threads, pool_of_run_id(result.run_id) or "")
         with self._lock:
             self._runs[result.run_id] = (result.campaign_id, key, result.qps, result.tps)
             reps = [(q, t) for c, k, q, t in self._runs.values() if c == result.campaign_id and k == key]
-        self.cell_finished(result.campaign_id, *key, [q for q, _ in reps], [t for _, t in reps])
+        self.cell_finished(result.campaign_id, *key[:3], [q for q, _ in reps], [t for _, t in reps], key[3])
 
     def restore(self, results: Iterable[ResultRow]) -> None:
         """Export the cells of results stored before this collector started (oldest campaign
@@ -146,11 +152,11 @@ class CollectorMetrics(MetricsEndpoint):
             for row in results:
                 if row.status != "ok" or row.measured_s <= 0:
                     continue
-                key = (row.target, row.workload, row.threads)
+                key = (row.target, row.workload, row.threads, pool_of_run_id(row.run_id) or "")
                 self._runs[row.run_id] = (row.campaign_id, key, row.qps, row.tps)
                 by_cell.setdefault((row.campaign_id, key), []).append((row.qps, row.tps))
         for (campaign_id, key), reps in by_cell.items():
-            self.cell_finished(campaign_id, *key, [q for q, _ in reps], [t for _, t in reps])
+            self.cell_finished(campaign_id, *key[:3], [q for q, _ in reps], [t for _, t in reps], key[3])
 
     def running_campaigns(self) -> list[str]:
         """The exported campaigns not known to have ended (the collector asks the results DB)."""

@@ -10,6 +10,7 @@ refresh: `collector stats`, and the refresh after the campaign's last run ended.
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 from services.common.messages.runs import Cell
 from services.common.results.rows import CellStatRow
@@ -21,15 +22,18 @@ from services.reporting.options import ReportOptions
 
 
 def refresh_cell_stats(store: Store, campaign_id: str, workload: str | None = None,
-                       opts: ReportOptions = ReportOptions(), *, cell: Cell | None = None) -> int:
+                       opts: ReportOptions = ReportOptions(), *, cell: Cell | None = None,
+                       pool: str | None = None) -> int:
     """Recompute and store the statistics of a campaign's cells (of one workload when given; with
     ``cell``, only of the cells a new result of that cell changes); the whole campaign's, verdicts
-    and all, when no part is given or when the campaign has ended. How many rows were written.
-    None (0 rows) for a campaign on several pools: ``cell_stats`` has no pool column; its report reads each pool."""
+    and all, when no part is given or when the campaign has ended. A campaign on several pools is
+    summarised per pool, as its report reads each (of ``pool`` alone when a result of it arrived).
+    How many rows were written."""
     c = store.campaigns.get(campaign_id)
+    whole = (cell is None and workload is None) or store.runs.ended_at(campaign_id) is not None
     if c is not None and c.spec.pools:
-        return 0
-    if (cell is None and workload is None) or store.runs.ended_at(campaign_id) is not None:
+        return _pools(store, campaign_id, c.spec.pools if whole or pool is None else (pool,), opts, judged=whole)
+    if whole:
         # The whole campaign, or its last run ended (with this result or failure): its cells make their family.
         return _whole(store, campaign_id, opts)
     if cell is None:
@@ -40,6 +44,21 @@ def refresh_cell_stats(store: Store, campaign_id: str, workload: str | None = No
     store.results.save_cell_stats(rows)
     store.results.clear_verdicts(campaign_id)
     return len(rows)
+
+
+def _pools(store: Store, campaign_id: str, pools: Sequence[str], opts: ReportOptions, *, judged: bool) -> int:
+    """Each pool's cells as that pool's report judges them (one family per pool, as `collector
+    report --pool`); figures only while the campaign runs. Each pool's whole runs are read: a
+    campaign on several pools is read by pool, not by cell."""
+    n = 0
+    for pool in pools:
+        data = load(store, campaign_id, with_results=False, pool=pool)
+        rows = cell_stat_rows(data, opts, store.runs.unstored_failures(data.campaign_id, pool=pool), judged=judged)
+        store.results.save_cell_stats([dataclasses.replace(r, pool=pool) for r in rows])
+        n += len(rows)
+    if not judged:
+        store.results.clear_verdicts(campaign_id)
+    return n
 
 
 def _whole(store: Store, campaign_id: str, opts: ReportOptions) -> int:

@@ -34,6 +34,8 @@ FRACTION = 0.3
 #: (target, q/s at 16, 64, 256 threads): collapses (10%), dips to 40% (above 0.3), healthy.
 CELLS = {"collapsing": (1000.0, 1200.0, 120.0), "dipping": (1000.0, 1200.0, 480.0),
          "healthy": (1000.0, 1400.0, 1350.0)}
+#: A campaign on two pools: B's q/s at 16, 64, 256 threads on each (neither collapses).
+POOLS_CAMPAIGN, POOL_CELLS = "pools1", {"suse": (900.0, 1000.0, 950.0), "rhel": (300.0, 400.0, 390.0)}
 
 
 def live_run(target: str, threads: int) -> RunSpec:
@@ -72,6 +74,9 @@ def fleet(tmp_path_factory):
     for target, qps in CELLS.items():
         for threads, q in zip((16, 64, 256), qps):
             collector.cell_finished(CELLS_CAMPAIGN, target, "oltp_read_only", threads, [q, q], [q / 16, q / 16])
+    for pool, qps in POOL_CELLS.items():
+        for threads, q in zip((16, 64, 256), qps):
+            collector.cell_finished(POOLS_CAMPAIGN, "B", "oltp_read_only", threads, [q], [q / 16], pool)
     collector.results_stored(18)
     collector.ingest_lag(0.5)
     collector.queue_depth("benchfleet.results", 0)
@@ -125,6 +130,18 @@ def test_live_board_sees_one_series_per_target(fleet):
     expr = next(q for w, q in dashboards.prometheus_queries(dashboards.campaign_live()) if "Queries per second" in w)
     series = query(fleet["prometheus"], substitute(expr, LIVE_CAMPAIGN))
     assert sorted(s["metric"]["target"] for s in series) == ["mariadb", "mysql"]
+
+
+def test_threads_board_has_a_series_per_target_and_per_pool(fleet):
+    """The q/s-vs-threads panel pivots on one column per target; a campaign on two pools has one per
+    target and pool, each with that pool's figures, not a mean of both."""
+    expr = next(q for w, q in dashboards.prometheus_queries(dashboards.throughput_vs_threads())
+                if "Queries per second" in w)
+    one = query(fleet["prometheus"], substitute(expr, CELLS_CAMPAIGN))
+    assert {s["metric"]["series"] for s in one} == set(CELLS)
+    two = query(fleet["prometheus"], substitute(expr, POOLS_CAMPAIGN))
+    got = {(s["metric"]["series"], s["metric"]["threads"]): float(s["value"][1]) for s in two}
+    assert got == {(f"B@{pool}", str(t)): q for pool, qps in POOL_CELLS.items() for t, q in zip((16, 64, 256), qps)}
 
 
 def test_collapse_alert_reaches_alertmanager_and_webhook(fleet):

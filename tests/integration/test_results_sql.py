@@ -13,7 +13,9 @@ import mysql.connector
 import pytest
 from structlog.testing import capture_logs
 
+from services.collector import dashboards
 from services.collector.statistics import refresh_cell_stats
+from services.common.messages.runs import pool_of_run_id
 from services.common.messages.results import RunQuality, RunResult
 from services.common.spec.loading import parse_spec
 from services.common.config import Settings
@@ -29,9 +31,9 @@ from tests.missing import missing
 pytestmark = pytest.mark.integration
 
 
-def _spec(fleet: Fleet):
+def _spec(fleet: Fleet, head: str = ""):
     s = fleet.settings
-    return parse_spec("name: sql\ntargets:\n" + target_yaml(s, "A", "bf_sql_a") + target_yaml(s, "B", "bf_sql_b")
+    return parse_spec("name: sql\n" + head + "targets:\n" + target_yaml(s, "A", "bf_sql_a") + target_yaml(s, "B", "bf_sql_b")
                       + "workloads: [oltp_point_select]\ndata: {tables: 1, table_size: 100}\nthreads: [1, 8]\n"
                         "duration: 3s\nwarmup: 0s\nrepeat: 3\nseed: 1\n")
 
@@ -99,6 +101,33 @@ def test_series_times_and_cell_statistics_are_plain_sql(fleet):
     assert table_marks[("B", 1)] == stats[("B", 1)][3] and table_marks[("B", 8)] == stats[("B", 8)][3]
 
 
+def test_a_campaign_on_two_pools_has_each_pools_cell_statistics_in_sql_and_grafana(fleet):
+    """Each pool's cells are summarised and judged apart (B faster on suse, slower on rhel), while
+    the campaign runs (the pool a result came from) and once it ended; the Grafana results table
+    has a row per pool with that pool's verdict, not a mean of both."""
+    spec = _spec(fleet, "pools: [suse, rhel]\n")
+    runs = plan.run_specs(spec, "c-pools")
+    factor = {"suse": 2.0, "rhel": 0.5}
+    with Store(fleet.settings) as store:
+        store.campaigns.record("c-pools", spec, runs, now=1_700_000_000.0)
+        for i, r in enumerate(runs):
+            base = int(1000 * (factor[pool_of_run_id(r.run_id)] if r.cell.target == "B" else 1) + 7 * r.repetition)
+            store.results.store(_result(r, "c-pools", [base, base + 3, base - 2]))
+            if i == 0:
+                # A result of one pool while the campaign runs: that pool's figures only, nothing judged.
+                pool = pool_of_run_id(r.run_id)
+                assert refresh_cell_stats(store, "c-pools", r.cell.workload, cell=r.cell, pool=pool) > 0
+                assert set(_query(fleet, "SELECT pool, verdict FROM cell_stats WHERE campaign_id='c-pools'")) == {(pool, None)}
+        assert refresh_cell_stats(store, "c-pools", r.cell.workload, cell=r.cell, pool=pool_of_run_id(r.run_id)) == 2 * 16
+
+    verdicts = dict(_query(fleet, "SELECT pool, verdict FROM cell_stats WHERE campaign_id='c-pools' AND metric='qps'"
+                                  " AND target='B' AND threads=1"))
+    assert verdicts == {"suse": "faster", "rhel": "slower"}, verdicts
+    board = _query(fleet, dashboards.RESULTS_SQL.replace("$campaign", "c-pools"))
+    b1 = {row[0]: (round(row[7], 1), row[8]) for row in board if row[3] == "B" and row[2] == 1}
+    assert b1 == {"suse": (2.0, "faster"), "rhel": (0.5, "slower")}, board
+
+
 def test_a_replacing_shorter_result_hides_the_seconds_it_no_longer_has(fleet):
     """A result replaced (an import with --replace) by one with fewer seconds shows only its own
     seconds in series_v."""
@@ -123,8 +152,8 @@ def test_migration_11_and_collector_stats_fill_what_was_stored_before(fleet):
         # Back to how a pre-11 database looked: no series table, no views, version 11 not applied.
         for stmt in ("DROP VIEW IF EXISTS campaigns_v, runs_v, results_v, series_v, cell_stats_v",
                      "DROP TABLE result_series", "DROP TABLE cell_stats",
-                     # cell_stats as 11 makes it is changed by 23: a pre-11 database had neither.
-                     "DELETE FROM schema_migrations WHERE version IN (11, 23)"):
+                     # cell_stats as 11 makes it is changed by 23 and 27: a pre-11 database had none of them.
+                     "DELETE FROM schema_migrations WHERE version IN (11, 23, 27)"):
             store.db.execute(stmt)
         assert store.migrate() >= 11
     r = fleet.cli("collector", "stats", "c-old")
@@ -132,6 +161,27 @@ def test_migration_11_and_collector_stats_fill_what_was_stored_before(fleet):
     assert _query(fleet, "SELECT second, qps, tps FROM series_v WHERE run_id=%s ORDER BY second",
                   (runs[0].run_id,)) == [(0, 5, 0), (1, 6, 0), (2, 7, 0)]
     assert _query(fleet, "SELECT n FROM cell_stats_v WHERE campaign_id='c-old' AND metric='qps'") == [(1,)]
+
+
+def test_migration_27_keys_cell_stats_by_pool_and_keeps_what_was_there(fleet):
+    """A results DB from before pools had cell statistics: they stay, as the one pool's (''), the key
+    takes the pool, and migrating again (after a crash before it was recorded) changes nothing."""
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, "c-27")
+    with Store(fleet.settings) as store:
+        store.campaigns.record("c-27", spec, runs)
+        store.results.store(_result(runs[0], "c-27", [5, 6, 7]))
+        assert refresh_cell_stats(store, "c-27") == 4
+        store.db.execute("ALTER TABLE cell_stats DROP PRIMARY KEY, DROP COLUMN pool,"
+                         " ADD PRIMARY KEY (campaign_id, metric, workload, threads, target)")
+        for _ in range(2):
+            store.db.execute("DELETE FROM schema_migrations WHERE version = 27")
+            assert store.migrate() >= 27
+            key = [c for (c,) in store.db.rows(
+                "SELECT column_name FROM information_schema.key_column_usage WHERE table_schema = DATABASE()"
+                " AND table_name = 'cell_stats' AND constraint_name = 'PRIMARY' ORDER BY ordinal_position")]
+            assert key == ["campaign_id", "metric", "workload", "threads", "target", "pool"]
+            assert store.db.rows("SELECT pool, COUNT(*) FROM cell_stats WHERE campaign_id='c-27' GROUP BY pool") == [("", 4)]
 
 
 def test_a_campaign_stored_before_build_names_still_reads(fleet):

@@ -82,8 +82,17 @@ def test_a_slowdown_on_one_pool_only_is_found_on_that_pool(tmp_path):
             assert rows(conn, "SELECT state FROM campaigns WHERE campaign_id=%s", campaign)[0][0].startswith("finished")
             stored = rows(conn, "SELECT pool, worker, status, COUNT(*) FROM results WHERE campaign_id=%s "
                                 "GROUP BY pool, worker, status ORDER BY pool", campaign)
+            # What SQL users and Grafana's results board read: the collector judged each pool's cells
+            # apart once the last run ended (B slower on rhel), not one mean of both pools.
+            def verdicts():
+                got = dict(rows(conn, "SELECT pool, verdict FROM cell_stats WHERE campaign_id=%s AND metric='qps'"
+                                      " AND target='B' AND verdict IS NOT NULL", campaign))
+                return got if len(got) == 2 else None
+
+            judged = wait_until("the collector's verdicts of both pools", verdicts, timeout=30)
         finally:
             conn.close()
+        assert judged.keys() == {"suse", "rhel"} and judged["rhel"] == "slower" and judged["suse"] != "slower", judged
         # Each pool's runs were measured by its own host only, and every result names its pool.
         assert stored == [("rhel", f"{topo.hosts['w2'].name}-1", "ok", 2 * REPEAT),
                           ("suse", f"{topo.hosts['w1'].name}-1", "ok", 2 * REPEAT)], stored

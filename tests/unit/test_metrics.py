@@ -145,6 +145,26 @@ def test_collector_cells_means_threads_and_collapse_ratio():
     assert abs(value(text, "benchfleet_collapse_ratio", campaign="c1", target="tpc") - 282 / 172083) < 1e-12
 
 
+def test_a_campaign_on_two_pools_exports_each_pools_cells_and_collapse_apart():
+    """Results of one cell on two pools (run ids ending @POOL) are two series, not one mean of both:
+    B collapses on rhel only, and only rhel's collapse ratio says so."""
+    m = CollectorMetrics()
+    for pool, top in (("suse", 9000.0), ("rhel", 300.0)):
+        for threads, q in ((16, 10000.0), (256, top)):
+            run = run_spec(threads=threads, target="B")
+            run = run.model_copy(update={"run_id": f"{run.run_id}@{pool}"})
+            m.observe_result(result(run, int(q * 10)), now=105.0)
+    text = m.scrape()
+    assert value(text, "benchfleet_cell_queries_per_second", threads="256", pool="suse") == 9000
+    assert value(text, "benchfleet_cell_queries_per_second", threads="256", pool="rhel") == 300
+    assert value(text, "benchfleet_collapse_ratio", target="B", pool="rhel") == 0.03
+    assert value(text, "benchfleet_collapse_ratio", target="B", pool="suse") == 0.9
+    # A campaign on one pool has no pool of its own in its labels (empty, which Prometheus drops).
+    one = CollectorMetrics()
+    one.observe_result(result(run_spec(), 1000), now=105.0)
+    assert value(one.scrape(), "benchfleet_cell_queries_per_second", pool="") == 100
+
+
 def test_ended_campaigns_export_when_they_ended():
     """A campaign the collector learnt has ended exports its end time (the collapse alert resolves
     after it); a running one exports none and is listed to be asked about again."""

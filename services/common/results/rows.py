@@ -260,6 +260,9 @@ class CellStatRow:
     #: Runs of this cell (and of the baseline's, on a compared row) left out of its verdict for a
     #: stall, an overrun or a short window (``kept_runs``).
     excluded_runs: int = 0
+    #: The pool whose runs these are, in a campaign on several pools (spec ``pools``), judged as that
+    #: pool's report judges them; '' for a campaign on one pool.
+    pool: str = ""
 
 
 #: The cell_stats table's columns, in the record's order.

@@ -199,11 +199,11 @@ class Results:
         return len(rows)
 
     def save_cell_stats(self, rows: Sequence[CellStatRow], now: float | None = None) -> None:
-        """Insert or replace per-cell statistics (keyed by campaign, metric, workload, threads, target)."""
+        """Insert or replace per-cell statistics (keyed by campaign, metric, workload, threads, target, pool)."""
         if not rows:
             return
         cols = CELL_STAT_COLUMNS + ("computed_at",)
-        updates = ", ".join(f"{c}=VALUES({c})" for c in cols[5:])
+        updates = ", ".join(f"{c}=VALUES({c})" for c in cols[5:] if c != "pool")
         at = now if now is not None else time.time()
         self.db.execute(
             f"INSERT INTO cell_stats ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})"
@@ -314,17 +314,18 @@ class Results:
         return decode_stored(run_id, *rows[0]) if rows else None
 
     def cell_stats(self, campaign_id: str, *, metric: str | None = None, workload: str | None = None,
-                   threads: int | None = None) -> list[CellStatRow]:
-        """The stored per-cell statistics of a campaign (of one metric, workload, thread count when given)."""
+                   threads: int | None = None, pool: str | None = None) -> list[CellStatRow]:
+        """The stored per-cell statistics of a campaign (of one metric, workload, thread count, pool
+        when given: '' is a one-pool campaign's)."""
         where, params = "campaign_id=%s", [campaign_id]
-        for column, value in (("metric", metric), ("workload", workload), ("threads", threads)):
+        for column, value in (("metric", metric), ("workload", workload), ("threads", threads), ("pool", pool)):
             if value is not None:
                 where += f" AND {column}=%s"
                 params.append(value)
         return [CellStatRow(*[bool(v) if c in ("higher_is_better", "high_cv", "collapsed") else v
                               for c, v in zip(CELL_STAT_COLUMNS, r)])
                 for r in self.db.rows(f"SELECT {', '.join(CELL_STAT_COLUMNS)} FROM cell_stats WHERE {where}"
-                                    " ORDER BY metric, workload, threads, target", params)]
+                                    " ORDER BY pool, metric, workload, threads, target", params)]
 
     def count(self, run_id: str) -> int:
         return int(self.db.rows("SELECT COUNT(*) FROM results WHERE run_id=%s", (run_id,))[0][0])

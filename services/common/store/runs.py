@@ -190,14 +190,20 @@ class Runs:
         return [FailedRun(r[0], r[1]) for r in self.db.rows(
             "SELECT run_id, error FROM runs WHERE campaign_id=%s AND state='failed' ORDER BY seq", (campaign_id,))]
 
-    def unstored_failures(self, campaign_id: str, workload: str | None = None) -> dict[tuple[str, str, int], int]:
+    def unstored_failures(self, campaign_id: str, workload: str | None = None,
+                          pool: str | None = None) -> dict[tuple[str, str, int], int]:
         """How many runs of each (target, workload, threads) cell failed without a stored result
-        (their run spec or result dead-lettered, or reaped): the cell statistics count them as failed."""
+        (their run spec or result dead-lettered, or reaped): the cell statistics count them as failed.
+        With ``pool``, of that pool's runs only (a campaign on several pools: the run id's @POOL)."""
         sql = ("SELECT r.target, r.workload, r.threads, COUNT(*) FROM runs r LEFT JOIN results s ON s.run_id = r.run_id"
                " WHERE r.campaign_id=%s AND r.state IN ('failed', 'cancelled') AND s.run_id IS NULL")
         params: list[object] = [campaign_id]
         if workload is not None:
             sql += " AND r.workload=%s"
             params.append(workload)
+        if pool is not None:
+            # Not LIKE: a pool name may hold _, which LIKE reads as any character.
+            sql += " AND LOCATE('@', r.run_id) > 0 AND SUBSTRING_INDEX(r.run_id, '@', -1)=%s"
+            params.append(pool)
         rows = self.db.rows(sql + " GROUP BY r.target, r.workload, r.threads", params)
         return {(t, w, int(n)): int(c) for t, w, n, c in rows}

@@ -55,6 +55,8 @@ History:
   25: change_points and gate_verdicts: what a spec's history found (store/judgements.py), for the
       history board.
   26: results.pool: the pool a run of a campaign on several pools ran on; NULL for one pool.
+  27: cell_stats.pool, in its key: each pool's cell statistics of a campaign on several pools
+      ('' for one pool), filled by the collector from then on (or `collector stats CAMPAIGN`).
 """
 
 from __future__ import annotations
@@ -400,6 +402,10 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # 26: the pool a run ran on, in a campaign on several pools (spec ``pools``; the run id's
     # @POOL suffix); NULL: the campaign's one pool, as every earlier result.
     (26, ["ALTER TABLE results ADD COLUMN IF NOT EXISTS pool VARCHAR(64) NULL"]),
+    # 27: a campaign on several pools has each pool's cell statistics, judged as its pool's report
+    # judges them; '' (not NULL: a key column) for the one pool of every other campaign.
+    (27, ["ALTER TABLE cell_stats ADD COLUMN IF NOT EXISTS pool VARCHAR(64) NOT NULL DEFAULT '',"
+          " DROP PRIMARY KEY, ADD PRIMARY KEY (campaign_id, metric, workload, threads, target, pool)"]),
 ]
 
 LATEST = max(v for v, _ in MIGRATIONS)
