@@ -57,10 +57,12 @@ TEST_JOBS ?= 4
 # The serial pass collects tests/integration alone (every serial test is there), unless PYTEST_ARGS
 # names what to run.
 SERIAL_ARGS := $(if $(PYTEST_ARGS),$(PYTEST_ARGS),tests/integration)
+# Each pass ends with its slowest tests and fixtures, so a suite that grows slower says where.
+DURATIONS := --durations=15
 test: venv services
 	$(ENV) rc=0; \
-	$(BIN)/python -m pytest -m serial $(SERIAL_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
-	$(BIN)/python -m pytest -m "not serial" -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	$(BIN)/python -m pytest -m serial $(DURATIONS) $(SERIAL_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	$(BIN)/python -m pytest -m "not serial" -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(DURATIONS) $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
 	exit $$rc
 
 # The unit tests are CPU-bound: one process per core, each file whole in one (as in make test's parallel pass).
