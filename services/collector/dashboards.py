@@ -306,8 +306,8 @@ LIMIT 500
 #: Every stored statistic of every cell (view cell_stats_v: the collector fills cell_stats).
 CELL_STATS_SQL = f"""
 SELECT NULLIF(pool, '') AS pool, metric, workload, threads, target, n, failed, mean, stdev, cv, ci_low, ci_high,
-       ratio, ratio_low, ratio_high, p_value, {_VERDICT}, q_value AS q, interval_low, interval_high, interval_level, mark, collapsed, stalled_runs,
-       excluded_runs
+       ratio, ratio_low, ratio_high, p_value, {_VERDICT}, q_value AS q, interval_low, interval_high, interval_level,
+       mark, collapsed, stalled_runs, excluded_runs
 FROM cell_stats_v s WHERE campaign_id = '$campaign'
 ORDER BY pool, metric, workload, threads, target
 """

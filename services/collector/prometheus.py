@@ -34,6 +34,10 @@ MAX_CAMPAIGNS = 50
 _CellKey = tuple[str, str, int, str]  # target, workload, threads, pool ('' for a campaign on one pool)
 
 
+def _cell_key(run_id: str, target: str, workload: str, threads: int) -> _CellKey:
+    return (target, workload, threads, pool_of_run_id(run_id) or "")
+
+
 def sure_ratio(by_threads: Mapping[int, Sequence[float]], point: float, *,
                fraction: float = DEFAULT_FRACTION) -> float:
     """The top thread count's q/s over the peak's, as high as the repetitions allow at 95%
@@ -138,11 +142,11 @@ class CollectorMetrics(MetricsEndpoint):
         self.ingest_lag((time.time() if now is None else now) - result.ended_at)
         if result.status != "ok" or result.measured_s <= 0:  # no measured second: no q/s, not 0
             return
-        key = (result.cell.target, result.cell.workload, result.cell.threads, pool_of_run_id(result.run_id) or "")
+        key = _cell_key(result.run_id, result.cell.target, result.cell.workload, result.cell.threads)
         with self._lock:
             self._runs[result.run_id] = (result.campaign_id, key, result.qps, result.tps)
             reps = [(q, t) for c, k, q, t in self._runs.values() if c == result.campaign_id and k == key]
-        self.cell_finished(result.campaign_id, *key[:3], [q for q, _ in reps], [t for _, t in reps], key[3])
+        self._export(result.campaign_id, key, reps)
 
     def restore(self, results: Iterable[ResultRow]) -> None:
         """Export the cells of results stored before this collector started (oldest campaign
@@ -152,11 +156,15 @@ class CollectorMetrics(MetricsEndpoint):
             for row in results:
                 if row.status != "ok" or row.measured_s <= 0:
                     continue
-                key = (row.target, row.workload, row.threads, pool_of_run_id(row.run_id) or "")
+                key = _cell_key(row.run_id, row.target, row.workload, row.threads)
                 self._runs[row.run_id] = (row.campaign_id, key, row.qps, row.tps)
                 by_cell.setdefault((row.campaign_id, key), []).append((row.qps, row.tps))
         for (campaign_id, key), reps in by_cell.items():
-            self.cell_finished(campaign_id, *key[:3], [q for q, _ in reps], [t for _, t in reps], key[3])
+            self._export(campaign_id, key, reps)
+
+    def _export(self, campaign_id: str, key: _CellKey, reps: Sequence[tuple[float, float]]) -> None:
+        target, workload, threads, pool = key
+        self.cell_finished(campaign_id, target, workload, threads, [q for q, _ in reps], [t for _, t in reps], pool)
 
     def running_campaigns(self) -> list[str]:
         """The exported campaigns not known to have ended (the collector asks the results DB)."""
