@@ -49,6 +49,12 @@ def _read_until(fd: int, pattern: str, timeout: float) -> str:
     return out.decode(errors="replace")
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """A shell runs a foreground command with Ctrl-C's default action; a suite started in the
+    background (`make test &`) runs with SIGINT ignored, which Python and the command would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_wait_without_a_worker_says_so_and_ctrl_c_exits_130(fleet, tmp_path):
     """On an 80-column terminal with no worker on the pool: the progress line never wraps, a
     notice says no worker takes the runs, and Ctrl-C exits 130 leaving the campaign queued."""
@@ -57,9 +63,10 @@ def test_wait_without_a_worker_says_so_and_ctrl_c_exits_130(fleet, tmp_path):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     env = {k: v for k, v in fleet.env().items() if k not in ("COLUMNS", "LINES")}
+    env["PYTHONFAULTHANDLER"] = "1"
     p = subprocess.Popen([sys.executable, "-m", "services.scheduler.cli", "submit", str(spec), "--wait",
                           "--poll", "0.2"], cwd=ROOT, env=env, stdin=slave, stdout=slave, stderr=slave,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=_ctrl_c_as_at_a_terminal)
     os.close(slave)
     try:
         seen = _read_until(master, "no worker on pool", 60)
@@ -68,10 +75,13 @@ def test_wait_without_a_worker_says_so_and_ctrl_c_exits_130(fleet, tmp_path):
         try:
             rc = p.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            # Seen once in a parallel pass under load: say where the process waits, and what it printed.
+            # Say where the process waits, its signal dispositions, and (faulthandler, on SIGABRT) its stack.
             where = Path(f"/proc/{p.pid}/wchan").read_text() if Path(f"/proc/{p.pid}/wchan").exists() else "?"
-            raise AssertionError(f"no exit 30 s after Ctrl-C (kernel wait: {where}); it printed:\n"
-                                 f"{seen + _read_until(master, chr(0), 2)}") from None
+            sig = [l for l in Path(f"/proc/{p.pid}/status").read_text().splitlines() if l.startswith("Sig")]
+            seen += _read_until(master, chr(0), 2)
+            p.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            raise AssertionError(f"no exit 30 s after Ctrl-C (kernel wait: {where}; {sig}); it printed:\n"
+                                 f"{seen[-3000:] + _read_until(master, chr(0), 3)}") from None
         seen += _read_until(master, "\x00", 2)
     finally:
         if p.poll() is None:

@@ -214,16 +214,16 @@ def test_stop_cancels_a_run_early_and_on_progress_reports_progress(_mariadb):
     assert measured[-1].counts.transactions == out.totals.transactions
 
 
-def _children() -> list[str]:
-    """Command lines of this process's children."""
-    out = []
+def _children() -> dict[int, str]:
+    """This process's children: pid -> command line."""
+    out = {}
     for entry in os.listdir("/proc"):
         try:
             with open(f"/proc/{entry}/stat") as f:
                 if int(f.read().rsplit(")", 1)[1].split()[1]) != os.getpid():
                     continue
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                out.append(f.read().replace(b"\0", b" ").decode())
+                out[int(entry)] = f.read().replace(b"\0", b" ").decode()
         except (OSError, ValueError, IndexError):
             pass
     return out
@@ -231,18 +231,20 @@ def _children() -> list[str]:
 
 def test_load_processes_are_the_only_processes_a_run_starts_and_none_outlives_it(_mariadb):
     """A worker's memory goes to its connections: no resource tracker (another interpreter, kept
-    for the worker's life) is started beside the load processes, and none is left after the run."""
+    for the worker's life) is started beside the load processes, and none is left after the run.
+    (Children the test process had before the run, such as another test's unreaped one, are not the run's.)"""
+    before = _children()
     during: list[list[str]] = []
 
     def note(progress: Progress) -> None:
         if progress.phase == "measure" and not during:
-            during.append(_children())
+            during.append([c for pid, c in _children().items() if pid not in before])
 
     run_load(LoadRequest(_mariadb, WorkloadSpec(name="oltp_point_select"), SHAPE, threads=2, warmup=0,
                          duration=2, seed=4, on_progress=note), processes=2)
     assert len(during[0]) == 2, during
     assert all("services.worker.driver.native.load_process" in c for c in during[0]), during
-    assert _children() == []
+    assert [c for pid, c in _children().items() if pid not in before] == []
 
 
 def test_unreachable_database_raises_load_error_with_the_mysql_code(_mariadb):
