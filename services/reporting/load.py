@@ -37,9 +37,9 @@ def load(store: Store, ref: str, *, with_results: bool = True, workload: str | N
     if c is None:
         raise LookupError(f"no campaign {ref!r} in the results DB")
     check_pool(c.campaign_id, c.spec.pools, pool)
-    rows = store.results.rows(c.campaign_id, workload, figures=figures and not with_results)
-    if c.spec.pools:
-        rows = [r for r in rows if pool_of_run_id(r.run_id) == pool]
+    # A pool's rows are read alone (results.pool), not the whole campaign once per pool.
+    rows = store.results.rows(c.campaign_id, workload, figures=figures and not with_results,
+                              pool=pool if c.spec.pools else None)
     if with_results:
         whole = {r.run_id: r for r in store.results.whole(c.campaign_id)}
         rows = [row.with_result(whole.get(row.run_id)) for row in rows]

@@ -227,13 +227,16 @@ class Results:
     # -- reads ------------------------------------------------------------------------------
     def rows(self, campaign_id: str, workload: str | None = None,
              targets: Sequence[str] | None = None, *, or_threads: int | None = None,
-             figures: bool = False) -> list[ResultRow]:
-        """The columns of every result of a campaign, or of one of its workloads, or of some of
-        its targets in one workload, and then of every target at ``or_threads`` too (no whole
-        results: see ``whole``); with ``figures``, each row's figures too (None for a
-        row stored before schema 16 and not backfilled)."""
+             figures: bool = False, pool: str | None = None) -> list[ResultRow]:
+        """The columns of every result of a campaign (of one ``pool`` of a campaign on several), or
+        of one of its workloads, or of some of its targets in one workload, and then of every target
+        at ``or_threads`` too (no whole results: see ``whole``); with ``figures``, each row's figures
+        too (None for a row stored before schema 16 and not backfilled)."""
         where, params = ("campaign_id=%s", (campaign_id,)) if workload is None else \
             ("campaign_id=%s AND workload=%s", (campaign_id, workload))
+        if pool is not None:
+            where += " AND pool=%s"
+            params = (*params, pool)
         if targets is not None:
             where += " AND (target IN (" + ",".join(["%s"] * len(targets)) + ")"
             params = (*params, *targets)
