@@ -38,10 +38,10 @@ def load(store: Store, ref: str, *, with_results: bool = True, workload: str | N
         raise LookupError(f"no campaign {ref!r} in the results DB")
     check_pool(c.campaign_id, c.spec.pools, pool)
     # A pool's rows are read alone (results.pool), not the whole campaign once per pool.
-    rows = store.results.rows(c.campaign_id, workload, figures=figures and not with_results,
-                              pool=pool if c.spec.pools else None)
+    pool_filter = pool if c.spec.pools else None
+    rows = store.results.rows(c.campaign_id, workload, figures=figures and not with_results, pool=pool_filter)
     if with_results:
-        whole = {r.run_id: r for r in store.results.whole(c.campaign_id)}
+        whole = {r.run_id: r for r in store.results.whole(c.campaign_id, workload=workload, pool=pool_filter)}
         rows = [row.with_result(whole.get(row.run_id)) for row in rows]
     elif figures:
         rows = _whole_where_no_figures(store, c.campaign_id, rows)

@@ -271,12 +271,19 @@ class Results:
             " WHERE campaign_id=%s AND status='ok' ORDER BY target", (campaign_id,))
         return [TargetBuild(*r) for r in rows]
 
-    def whole(self, campaign_id: str, run_ids: Sequence[str] | None = None) -> list[RunResult]:
-        """Every whole stored result of a campaign (or those of ``run_ids``), decoded, for reports
-        that need series, histograms or the server report beyond the result columns."""
+    def whole(self, campaign_id: str, run_ids: Sequence[str] | None = None, *, workload: str | None = None,
+              pool: str | None = None) -> list[RunResult]:
+        """Every whole stored result of a campaign, of one workload or pool when given (or those of
+        ``run_ids``), decoded, for reports that need series, histograms or the server report beyond
+        the result columns."""
         if run_ids is None:
+            where, params = "campaign_id=%s", [campaign_id]
+            for column, value in (("workload", workload), ("pool", pool)):
+                if value is not None:
+                    where += f" AND {column}=%s"
+                    params.append(value)
             return [decode_stored(run_id, text, packed) for run_id, text, packed in self.db.rows(
-                "SELECT run_id, result_json, result_z FROM results WHERE campaign_id=%s", (campaign_id,))]
+                f"SELECT run_id, result_json, result_z FROM results WHERE {where}", params)]
         out, ids = [], list(run_ids)
         for first in range(0, len(ids), IDS_PER_SELECT):
             chunk = ids[first:first + IDS_PER_SELECT]
