@@ -16,12 +16,28 @@ import pytest
 from services.common.config import Settings
 
 from tests.integration.fleet import Fleet
+from tests.integration.shared_services import SharedService, restart_after_stop, shared_services
 from tests.missing import missing
 
 if TYPE_CHECKING:
     from services.worker.target.managed import ServerManager
 
 MARIADBD = Path("/usr/sbin/mariadbd")
+
+
+@pytest.fixture(scope="session")
+def _shared(settings: Settings) -> list[SharedService]:
+    return shared_services(settings)
+
+
+@pytest.fixture(autouse=True)
+def _shared_services_still_up(_shared: list[SharedService]) -> Iterator[None]:
+    """Fails the test during which a shared service stopped (with its log), after starting it again."""
+    up = [s for s in _shared if s.up()]
+    yield
+    stopped = [s for s in up if not s.up()]
+    if stopped:
+        pytest.fail("\n\n".join(restart_after_stop(s) for s in stopped), pytrace=False)
 
 
 @pytest.fixture
