@@ -120,16 +120,18 @@ class ThrowawayMariadb:
     def start(self, timeout: float = 60) -> "ThrowawayMariadb":
         datadir = self.dir / "data"
         os.chmod(self.dir, 0o755)
+        shutil.chown(self.dir, "mysql", "mysql")
+        # Its temporary tables in its own folder (TMPDIR for the install, --tmpdir below): in /tmp their
+        # files, named by pid, can meet those a killed server left under a pid now reused.
         if not datadir.exists():
             subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", "--user=mysql",
                             "--skip-test-db", "--auth-root-authentication-method=normal"],
-                           check=True, capture_output=True, timeout=120)
-        shutil.chown(self.dir, "mysql", "mysql")
+                           check=True, capture_output=True, timeout=120, env={**os.environ, "TMPDIR": str(self.dir)})
         self.proc = subprocess.Popen(
             ["mariadbd", "--no-defaults", f"--datadir={datadir}", f"--port={self.port}", f"--socket={self.socket}",
              "--bind-address=127.0.0.1", "--user=mysql", "--skip-grant-tables", "--skip-log-bin",
              "--innodb-buffer-pool-size=32M", f"--pid-file={self.dir}/mysqld.pid", f"--log-error={self.dir}/error.log",
-             *self.options],
+             f"--tmpdir={self.dir}", *self.options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.time() + timeout
         while time.time() < deadline:

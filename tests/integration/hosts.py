@@ -255,12 +255,14 @@ class PrivateMariadb:
         self.dir.mkdir()
         os.chmod(self.dir, 0o755)
         datadir = self.dir / "data"
-        run("mariadb-install-db", "--no-defaults", f"--datadir={datadir}", "--user=mysql", "--skip-test-db",
-            "--auth-root-authentication-method=socket", timeout=180)
         shutil.chown(self.dir, "mysql", "mysql")
+        # Temporary tables in its own folder, as tests/integration/faults.py's throwaway server keeps them.
+        run("mariadb-install-db", "--no-defaults", f"--datadir={datadir}", "--user=mysql", "--skip-test-db",
+            "--auth-root-authentication-method=socket", timeout=180, env={**os.environ, "TMPDIR": str(self.dir)})
         args = ["mariadbd", "--no-defaults", f"--datadir={datadir}", "--port=3306", f"--socket={self.socket}",
                 "--bind-address=0.0.0.0", "--user=mysql", "--skip-log-bin", "--innodb-buffer-pool-size=32M",
-                "--skip-name-resolve", f"--pid-file={self.dir}/mysqld.pid", f"--log-error={self.dir}/error.log"]
+                "--skip-name-resolve", f"--pid-file={self.dir}/mysqld.pid", f"--log-error={self.dir}/error.log",
+                f"--tmpdir={self.dir}"]
         if not self.grants:
             args.append("--skip-grant-tables")
         if self.tls is not None:

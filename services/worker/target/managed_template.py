@@ -151,13 +151,20 @@ def _install(target: ManagedTarget, build: ServerBuild, work: Path, ids: tuple[i
     commands = flavours.init_commands(flavour, binary=build.binary, script=script, datadir=work / "data",
                                       basedir=build.basedir, user=SERVER_USER if ids is not None else None,
                                       init_args=_init_args(target), sql_file=sql_file, error_log=work / "bootstrap.err")
+    # Temporary tables of the install go to a folder of its own, not /tmp: their files are named by
+    # the server's pid, and one a killed server left there under a pid now reused fails the install.
+    tmp = work / "tmp"
+    tmp.mkdir(mode=0o700)
+    if ids is not None:
+        os.chown(tmp, *ids)
+    env = {**server_environment(), "TMPDIR": str(tmp)}
     try:
         for i, argv in enumerate(commands):
             last = i == len(commands) - 1
             # MariaDB's bootstrap (the last of its two commands) reads the SQL on stdin.
             stdin = sql if last and not flavour.initialize_in_server else None
             p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S,
-                               stdin=None if stdin is not None else subprocess.DEVNULL, env=server_environment())
+                               stdin=None if stdin is not None else subprocess.DEVNULL, env=env)
             if p.returncode != 0:
                 tail = log_tail(work / "bootstrap.err") if last else ""
                 what = "creating the client user" if stdin is not None else argv[0]
@@ -165,6 +172,7 @@ def _install(target: ManagedTarget, build: ServerBuild, work: Path, ids: tuple[i
                                   f"{tail or (p.stdout + p.stderr).strip()[-1500:]}")
     finally:
         sql_file.unlink(missing_ok=True)  # it holds the password
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def find_build(target: ManagedTarget, registry: "build_registry.Registry | None") -> ServerBuild:
