@@ -3,6 +3,11 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# import-linter (the doors between rooms, pyproject [tool.importlinter]) and what it brings, in a folder
+# of their own off the venv's path: among them is rich, which structlog imports whenever it can, in
+# every CLI and service process the suite starts (60-110 ms of CPU each, which a user's install, without
+# rich, does not pay). tests/unit/test_import_contracts.py runs it with this folder on its path.
+LINT := $(VENV)/lint
 ENV := set -a; . var/local.env; set +a;
 
 .PHONY: demo test unit venv lock services up down clean study study-down
@@ -26,13 +31,14 @@ $(BIN)/scheduler: pyproject.toml $(LOCK) $(CORE_SRC)
 	$(BUILD_READY) || deploy/ensure-services build
 	$(PY) -m venv $(VENV) || (deploy/ensure-services python && $(PY) -m venv $(VENV))
 	$(BIN)/pip install -q -c $(LOCK) -e '.[test]'
+	$(BIN)/pip install -q -c $(LOCK) --upgrade --target $(LINT) 'import-linter>=2.17,<3'
 	touch $@
 
 # Write the lock again from the venv (after changing a range in pyproject and `pip install -U` in it).
 lock:
 	{ echo "# The exact versions the test suite runs against (pip constraints; \`make venv\` installs with -c)."; \
 	  echo "# Written by \`make lock\` from the venv; pyproject.toml gives the ranges a release accepts."; \
-	  $(BIN)/pip freeze --exclude-editable --local; } > $(LOCK)
+	  { $(BIN)/pip freeze --exclude-editable --local; $(BIN)/pip freeze --path $(LINT); } | sort -f -u; } > $(LOCK)
 
 venv: $(BIN)/scheduler
 
