@@ -32,6 +32,8 @@ $(BIN)/scheduler: pyproject.toml $(LOCK) $(CORE_SRC)
 	$(PY) -m venv $(VENV) || (deploy/ensure-services python && $(PY) -m venv $(VENV))
 	$(BIN)/pip install -q -c $(LOCK) -e '.[test]'
 	$(BIN)/pip install -q -c $(LOCK) --upgrade --target $(LINT) 'import-linter>=2.17,<3'
+	@# A venv made before import-linter moved to $(LINT) still holds it, and rich, on the services' path.
+	$(BIN)/pip uninstall -q -y import-linter rich 2>/dev/null || true
 	touch $@
 
 # Write the lock again from the venv (after changing a range in pyproject and `pip install -U` in it).
