@@ -22,6 +22,16 @@ SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
 
+def _exited_unreaped(pid: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` s for child ``pid`` to exit, leaving it unreaped (its id still taken)."""
+    deadline = time.monotonic() + timeout
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 class PrivateRabbit:
     """Start, stop and restart a private RabbitMQ node; ``url`` is its AMQP URL."""
 
@@ -81,17 +91,22 @@ class PrivateRabbit:
         raise RuntimeError("private RabbitMQ did not start")
 
     def stop(self) -> None:
-        """Stop the node cleanly (as an operator's restart does), killing it if that fails."""
-        if self.proc is None or self.proc.poll() is not None:
+        """Stop the node cleanly (as an operator's restart does), killing it if that fails, and what
+        else of its process group still runs."""
+        if self.proc is None or self.proc.returncode is not None:
             return
         try:
             self.ctl("stop", timeout=60)
-            self.proc.wait(60)
         except subprocess.TimeoutExpired:
             pass
-        if self.proc.poll() is None:
+        _exited_unreaped(self.proc.pid, 60)
+        # The group is killed before its leader is reaped: until then no other process can be given
+        # its id, so the signal reaches the node's own leftovers and nothing else.
+        try:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
 
     def restart(self, down_s: float = 3.0) -> None:
         self.stop()
@@ -102,9 +117,4 @@ class PrivateRabbit:
         try:
             self.stop()
         finally:
-            if self.proc is not None:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)  # epmd-less leftovers of the node's group
-                except ProcessLookupError:
-                    pass
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -223,10 +223,13 @@ class ManagedServer:
     def kill(self) -> None:
         if self.proc is None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        # Only while the server is not reaped is its pid still its group's: once reaped, the id may be
+        # another process group's.
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.proc.wait()
         self.proc = None
 
