@@ -21,16 +21,13 @@ from services.common.bus.control import ControlMessage
 from services.common.errors import BusError, TopologyMissing
 from services.common.messages.events import RunEvent
 
+from tests.integration.broker_admin import BrokerAdmin
 from tests.missing import missing
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL = "perm"
-
-
-def _rabbitmqctl(*args: str) -> None:
-    subprocess.run(["rabbitmqctl", "-q", *args], check=False, capture_output=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +49,10 @@ def deployed(rabbitmq, tmp_path_factory):
         passwords = [(tmp_path / "secrets" / f"amqp_password_{r}").read_text() for r in ("scheduler", "worker", "collector")]
         yield tag, tmp_path, runs, passwords
     finally:
-        _rabbitmqctl("delete_vhost", tag)
+        admin = BrokerAdmin(rabbitmq)
+        admin.delete_vhost(tag)
         for role in ("scheduler", "worker", "collector"):
-            _rabbitmqctl("delete_user", f"{tag}-{role}")
+            admin.delete_user(f"{tag}-{role}")
 
 
 def _ensure_services(tag: str, tmp_path: Path, worker_hosts: str = "") -> subprocess.CompletedProcess:
@@ -522,7 +520,7 @@ def test_each_worker_host_has_its_own_broker_user_and_no_other_speaks_for_its_ru
             t.join(15)
     finally:
         for h in hosts:
-            _rabbitmqctl("delete_user", f"{tag}-worker-{h}")
+            BrokerAdmin(results_db).delete_user(f"{tag}-worker-{h}")
 
 
 def h1_user(tag: str) -> str:

@@ -22,6 +22,7 @@ from services.common.config import Settings, with_password
 from services.common.errors import BusError
 from services.common.store import Store
 
+from tests.integration.broker_admin import BrokerAdmin
 from tests.integration.fleet import ROOT, TEST_PASSWORD_PREFIX, TEST_TARGET_PASSWORD, target_yaml, wait_for
 from tests.missing import missing
 
@@ -109,9 +110,10 @@ def local_fleet(rabbitmq, settings, tmp_path_factory):
     finally:
         subprocess.run([str(ROOT / "deploy" / "local" / "down")], env=fleet.env, cwd=ROOT, capture_output=True,
                        timeout=120)
-        _rabbitmqctl("delete_vhost", fleet.tag)
+        admin = BrokerAdmin(rabbitmq)
+        admin.delete_vhost(fleet.tag)
         for user in ("scheduler", "worker", "collector", "worker-local-1", "worker-local-2"):
-            _rabbitmqctl("delete_user", f"{fleet.tag}-{user}")
+            admin.delete_user(f"{fleet.tag}-{user}")
         import mysql.connector
         conn = mysql.connector.connect(**{k: v for k, v in fleet.db.db_params().items() if k != "database"})
         conn.cursor().execute(f"DROP DATABASE IF EXISTS `{fleet.db.db_name}`")

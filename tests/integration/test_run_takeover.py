@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import time
@@ -25,6 +24,7 @@ from services.common.store import Store
 from services.common.store.takers import Binding
 from services.scheduler import plan
 
+from tests.integration.broker_admin import BrokerAdmin
 from tests.integration.fleet import Fleet, wait_for
 from tests.integration.test_forged_results import _read_up_to_here, _spec_text
 from tests.missing import missing
@@ -32,17 +32,10 @@ from tests.missing import missing
 pytestmark = pytest.mark.integration
 
 
-def _rabbitmqctl(*args: str, stdin: str | None = None) -> None:
-    r = subprocess.run(["rabbitmqctl", "-q", *args], input=stdin, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, f"rabbitmqctl {args[0]}: {r.stderr}"
-
-
 @pytest.fixture
 def worker_urls(fleet: Fleet) -> Iterator[dict[str, str]]:
     """Two broker users of their own (``a``, ``b``), each with a worker's reach on the fleet's names
     only; their AMQP URLs. The collector keeps the fleet's user, which may read the management API."""
-    if os.geteuid() != 0 or shutil.which("rabbitmqctl") is None:
-        missing("needs root and rabbitmqctl (the workers' broker users are made with it)")
     try:
         ManagementApi(fleet.settings).runs_consumers()
     except BusError as e:
@@ -50,17 +43,17 @@ def worker_urls(fleet: Fleet) -> Iterator[dict[str, str]]:
     ns = fleet.settings.namespace.replace(".", r"\.")
     names = f"^{ns}\\..*$|^amq\\.gen-.*$"
     urls = {}
+    admin = BrokerAdmin(fleet.settings)
     try:
         for who in ("a", "b"):
             user, password = f"{fleet.settings.namespace}-{who}", secrets.token_hex(12)
-            _rabbitmqctl("add_user", user, stdin=password)
-            _rabbitmqctl("set_permissions", "-p", "/", user, names, names, names)
+            admin.add_user(user, password)
+            admin.set_permissions("/", user, names, names, names)
             urls[who] = f"amqp://{user}:{password}@127.0.0.1:5672/%2F"
         yield urls
     finally:
         for who in ("a", "b"):
-            subprocess.run(["rabbitmqctl", "-q", "delete_user", f"{fleet.settings.namespace}-{who}"],
-                           capture_output=True, timeout=120)
+            admin.delete_user(f"{fleet.settings.namespace}-{who}")
 
 
 def _start_worker(fleet: Fleet, worker_id: str, url: str) -> subprocess.Popen:
