@@ -56,7 +56,7 @@ Seconds = Annotated[
 class Frozen(BaseModel):
     """A spec model: immutable once validated, and a key it does not know is an error, not ignored."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 def shown(text: str, limit: int = 40) -> str:
