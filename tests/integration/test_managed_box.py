@@ -50,7 +50,8 @@ def test_the_system_build_refuses_abbreviations_itself():
 
 def test_the_server_gets_no_secret_and_its_client_reaches_no_file(servers, monkeypatch):
     """A password in the worker's environment is not in the server's; secure_file_priv names the
-    server's empty, read-only directory; the client account has no FILE privilege."""
+    server's empty, read-only directory, and tmpdir a folder of its own; the client account has no FILE
+    privilege."""
     monkeypatch.setenv("BENCHFLEET_TARGET_PASSWORD_ENV", "PW_SECRET_FOR_TEST")
     monkeypatch.setenv("PW_SECRET_FOR_TEST", "s3cret-never-in-a-server")
     server = servers.ensure(ManagedTarget(kind="managed", name="boxed", options={"key_buffer_size": "8M"}),
@@ -62,9 +63,11 @@ def test_the_server_gets_no_secret_and_its_client_reaches_no_file(servers, monke
     conn = connect(server.connect_params(), database=False)
     try:
         cur = conn.cursor()
-        cur.execute("SELECT @@secure_file_priv, LOAD_FILE('/etc/passwd')")
-        priv, passwd = cur.fetchone()
+        cur.execute("SELECT @@secure_file_priv, LOAD_FILE('/etc/passwd'), @@tmpdir")
+        priv, passwd, tmpdir = cur.fetchone()
         assert priv.rstrip("/") == str(server.files_dir) and passwd is None
+        # Its temporary tables in a folder of its own, not among the host's (and other servers') in /tmp.
+        assert tmpdir == str(server.tmp_dir) and server.tmp_dir.parent == server.datadir.parent
         cur.execute("SHOW GRANTS")
         grants = " ".join(str(row[0]) for row in cur.fetchall())
         assert "ALL PRIVILEGES" not in grants and " FILE" not in grants and "SELECT" in grants, grants

@@ -83,11 +83,12 @@ def _server(options: dict, exact: bool = True) -> ManagedServer:
 
 def test_the_command_line_takes_exact_names_and_ends_with_the_workers_own_options():
     """--skip-getopt-prefix-matching right after --no-defaults, then the spec's options, then the
-    worker's datadir, port, socket and secure_file_priv, so a repeat of one of them loses."""
+    worker's datadir, port, socket, secure_file_priv and tmpdir, so a repeat of one of them loses."""
     argv = _server({"key_buffer_size": "8M"}).argv()
     assert argv[:3] == ["/usr/sbin/mariadbd", "--no-defaults", "--skip-getopt-prefix-matching"]
     spec_at = argv.index("--key_buffer_size=8M")
-    for own in ("--datadir=", "--port=", "--socket=", "--bind-address=", "--secure-file-priv=/tmp/x/no-files"):
+    for own in ("--datadir=", "--port=", "--socket=", "--bind-address=", "--secure-file-priv=/tmp/x/no-files",
+                "--tmpdir=/tmp/x/tmp"):
         assert any(a.startswith(own) for a in argv[spec_at + 1:]), own
     assert "--skip-getopt-prefix-matching" not in _server({}, exact=False).argv()
 

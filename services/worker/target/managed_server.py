@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -116,6 +117,12 @@ class ManagedServer:
         return self.dir / "no-files"
 
     @property
+    def tmp_dir(self) -> Path:
+        """tmpdir: the server's temporary tables beside its data, not in the host's /tmp, where their
+        pid-named files meet those a killed server left (and other servers' and users' files)."""
+        return self.dir / "tmp"
+
+    @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
@@ -153,7 +160,7 @@ class ManagedServer:
             *server_options.argv(self.target.options),
             f"--datadir={self.datadir}", f"--port={self.port}", "--bind-address=127.0.0.1",
             f"--socket={self.socket}", f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.error_log}",
-            f"--secure-file-priv={self.files_dir}",
+            f"--secure-file-priv={self.files_dir}", f"--tmpdir={self.tmp_dir}",
             *extra,
             *flavours.start_args(flavours.flavour_of(self.build.version)),
         ]
@@ -165,6 +172,11 @@ class ManagedServer:
         self.extra_port = free_port() if self.monitored_past_pool else None
         t0 = time.monotonic()
         self.files_dir.mkdir(mode=0o555, exist_ok=True)  # read-only, so no OUTFILE lands in it either
+        # Emptied at each start: what a server killed before left there is no later server's.
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        self.tmp_dir.mkdir(mode=0o700)
+        if ids is not None:
+            os.chown(self.tmp_dir, *ids)
         env = server_environment(self.preload)
         with open(self.dir / "stderr.log", "ab") as err:
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
