@@ -31,18 +31,31 @@ $(BIN)/scheduler: pyproject.toml $(LOCK) $(CORE_SRC)
 	$(BUILD_READY) || deploy/ensure-services build
 	$(PY) -m venv $(VENV) || (deploy/ensure-services python && $(PY) -m venv $(VENV))
 	$(BIN)/pip install -q -c $(LOCK) -e '.[test]'
-	$(BIN)/pip install -q -c $(LOCK) --upgrade --target $(LINT) 'import-linter>=2.17,<3'
 	@# A venv made before import-linter moved to $(LINT) still holds it, and rich, on the services' path.
 	$(BIN)/pip uninstall -q -y import-linter rich 2>/dev/null || true
 	touch $@
 
+# Made anew, not upgraded in place: pip --target leaves an older version's metadata beside the new one's.
+# The version range is this line's (import-linter is in none of pyproject's extras, which go on the path).
+$(LINT)/importlinter: $(BIN)/scheduler
+	rm -rf $(LINT)
+	$(BIN)/pip install -q -c $(LOCK) --target $(LINT) 'import-linter>=2.17,<3'
+
 # Write the lock again from the venv (after changing a range in pyproject and `pip install -U` in it).
+# Both folders are read (the venv and $(LINT)); a package both hold must have one version in them.
 lock:
+	@[ -d $(LINT)/importlinter ] || { echo "make lock: no import-linter in $(LINT) (make venv)" >&2; exit 1; }
+	$(BIN)/pip freeze --exclude-editable --local > $(LOCK).venv
+	$(BIN)/pip freeze --path $(LINT) > $(LOCK).lint
 	{ echo "# The exact versions the test suite runs against (pip constraints; \`make venv\` installs with -c)."; \
 	  echo "# Written by \`make lock\` from the venv; pyproject.toml gives the ranges a release accepts."; \
-	  { $(BIN)/pip freeze --exclude-editable --local; $(BIN)/pip freeze --path $(LINT); } | sort -f -u; } > $(LOCK)
+	  sort -f -u $(LOCK).venv $(LOCK).lint; } > $(LOCK).tmp
+	@two=$$(grep -v '^#' $(LOCK).tmp | cut -d= -f1 | tr 'A-Z_' 'a-z-' | sort | uniq -d); \
+	  [ -z "$$two" ] || { echo "make lock: the venv and $(LINT) hold different versions of: $$two" >&2; exit 1; }
+	mv $(LOCK).tmp $(LOCK)
+	rm -f $(LOCK).venv $(LOCK).lint
 
-venv: $(BIN)/scheduler
+venv: $(BIN)/scheduler $(LINT)/importlinter
 
 services:
 	deploy/ensure-services rabbitmq mariadb worker prometheus alertmanager chromium

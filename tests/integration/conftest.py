@@ -32,7 +32,8 @@ def _shared(settings: Settings) -> list[SharedService]:
 
 @pytest.fixture(autouse=True)
 def _shared_services_still_up(_shared: list[SharedService]) -> Iterator[None]:
-    """Fails the test during which a shared service stopped (with its log), after starting it again."""
+    """An error at the teardown of the test during which a shared service stopped (with its log), after
+    starting the service again."""
     up = [s for s in _shared if s.up()]
     yield
     stopped = [s for s in up if not s.up()]

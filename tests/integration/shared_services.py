@@ -5,6 +5,7 @@ deploy/ensure-services, so one crash is one red test that says why, not two hund
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Serialises the restart across the parallel pass's processes, which may all see the same stop.
-LOCK = Path("/tmp/benchfleet-tests-shared-services.lock")
+LOCK = Path(f"/tmp/benchfleet-tests-shared-services-{os.getuid()}.lock")
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,9 @@ def shared_services(settings: "Settings") -> list[SharedService]:
 
 
 def _tail(path: Path | None, lines: int = 40) -> str:
-    if path is None or not path.is_file():
+    if path is None:
+        return "(it logs to no file here: see its service manager's journal)"
+    if not path.is_file():
         return f"(no log at {path})"
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -96,7 +99,12 @@ def _tail(path: Path | None, lines: int = 40) -> str:
 
 def _kernel_kills() -> str:
     """The kernel's last out-of-memory kills, if any (a service killed for memory logs nothing itself)."""
-    r = subprocess.run(["dmesg"], capture_output=True, text=True, check=False)
+    try:
+        r = subprocess.run(["dmesg"], capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"(dmesg unreadable: {e})"
+    if r.returncode != 0:
+        return f"(dmesg unreadable: {r.stderr.strip()[:200]})"
     kills = [line for line in r.stdout.splitlines() if "Killed process" in line or "out of memory" in line.lower()]
     return "\n".join(kills[-5:]) or "(none in dmesg)"
 

@@ -4,6 +4,7 @@ versions the suite runs against, and `make venv` installs with the lock as const
 from __future__ import annotations
 
 import subprocess
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -14,6 +15,8 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements-lock.txt"
+#: import-linter's folder, off the services' path (Makefile, LINT).
+LINT = Path(sys.prefix) / "lint"
 
 
 def _requirements() -> list[Requirement]:
@@ -50,16 +53,35 @@ def test_the_connector_stays_on_the_minor_whose_c_extension_loads_on_debian_12()
 
 
 def test_the_venv_runs_the_locked_versions():
-    """Every locked package installed here is at its locked version (make venv installs with -c)."""
+    """Every locked package installed here, in the venv or beside it in .venv/lint (import-linter's
+    folder), is at its locked version, once (make venv installs both with -c)."""
     wrong = []
-    for name, version in _lock().items():
+    pins = _lock()
+    for name, version in pins.items():
         try:
             have = Version(metadata.version(name))
         except metadata.PackageNotFoundError:
             continue
         if have != version:
             wrong.append(f"{name} {have} (locked {version})")
+    lint = [(canonicalize_name(d.metadata["Name"]), Version(d.version)) for d in metadata.distributions(path=[str(LINT)])]
+    assert lint, f"nothing installed in {LINT} (make venv)"
+    for name, have in lint:
+        if pins.get(name) != have:
+            wrong.append(f"{LINT.name}/{name} {have} (locked {pins.get(name)})")
+    assert len({name for name, _ in lint}) == len(lint), f"two versions of a package in {LINT}: {sorted(lint)}"
     assert not wrong, "not the locked versions: " + ", ".join(wrong)
+
+
+def test_import_linter_is_installed_off_the_services_path_within_its_range():
+    """make venv installs import-linter into .venv/lint with the lock as constraints, and the lock's
+    version is one the Makefile's range accepts."""
+    out = subprocess.run(["make", "-n", "-B", "venv"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    [line] = [ln for ln in out.splitlines() if "--target .venv/lint" in ln]
+    assert "pip install -q -c requirements-lock.txt --target .venv/lint" in line, line
+    req = Requirement(line.rsplit(" ", 1)[1].strip("'"))
+    assert req.name == "import-linter" and "<" in {s.operator for s in req.specifier}, line
+    assert _lock()[canonicalize_name(req.name)] in req.specifier, f"the lock's import-linter is outside {req}"
 
 
 def test_make_venv_installs_with_the_lock_as_constraints():
