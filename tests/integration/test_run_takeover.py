@@ -131,6 +131,7 @@ def test_a_run_whose_takers_connection_died_is_taken_over_by_the_worker_it_went_
     os.killpg(w1.pid, signal.SIGKILL)
     w1.wait(30)
     _taken_by(fleet, run.run_id, f"{fleet.settings.namespace}-b", 60)
-    assert "run_taken_over" in fleet.logs()
+    # The collector logs the takeover just after it commits the new taker, which the wait above reads.
+    wait_for(lambda: "run_taken_over" in fleet.logs(), 10, "the collector to log the takeover")
     result = _result_of(fleet, run.run_id, 180)
     assert (result.status, result.worker, result.attempt) == ("ok", "w2", 2)
