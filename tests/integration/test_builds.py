@@ -19,6 +19,7 @@ import pytest
 
 from services.common.store import Store
 
+from tests.integration.broker_admin import BrokerAdmin
 from tests.integration.fleet import ROOT, wait_for
 from tests.missing import missing
 
@@ -136,7 +137,7 @@ def test_a_campaign_compares_the_two_builds_and_each_allocator(fleet, registry, 
     assert re.search(r"^\s+new-tc\s.*malloc=tcmalloc.*malloc_loaded=tcmalloc", rep.stdout, re.M), rep.stdout
 
 
-def test_a_fresh_fleets_first_campaign_may_name_a_build(registry, managed_dir, tmp_path):
+def test_a_fresh_fleets_first_campaign_may_name_a_build(registry, managed_dir, tmp_path, rabbitmq):
     """`make study`'s path on a machine that never ran a campaign: deploy/local/up with a broker user
     per role and nothing declared yet. The scheduler declares the pool's queues at the first submit,
     whose build check needs the worker's builds: the worker announces them while it waits, so
@@ -172,8 +173,9 @@ def test_a_fresh_fleets_first_campaign_may_name_a_build(registry, managed_dir, t
         assert re.search(r"^\s+old\s+\d+\s*$", done.stdout, re.M), done.stdout  # its one q/s cell
     finally:
         subprocess.run([str(ROOT / "deploy" / "local" / "down")], env=env, cwd=ROOT, capture_output=True, timeout=120)
-        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", tag], capture_output=True, timeout=60)
+        admin = BrokerAdmin(rabbitmq)
+        admin.delete_vhost(tag)
         for role in ("scheduler", "worker", "collector"):
-            subprocess.run(["rabbitmqctl", "-q", "delete_user", f"{tag}-{role}"], capture_output=True, timeout=60)
+            admin.delete_user(f"{tag}-{role}")
         subprocess.run(["mariadb", "-uroot", "-h127.0.0.1", "-e", f"DROP DATABASE IF EXISTS `{tag.replace('-', '_')}`"],
                        capture_output=True, timeout=60)

@@ -99,7 +99,7 @@ def fleet(topo: Topology, *worker_env: str) -> HostsFleet:
     db = PrivateMariadb(topo, "ctl", tls=tls).start()
     PrivateMariadb(topo, "tgt", grants=False).start()
     # Installed once: test_several_hosts.py checks that installing again changes nothing.
-    ctl_etc = install_control(topo, rabbit, db, twice=False)
+    ctl_etc = install_control(topo, rabbit, db)
     topo.start_unit("ctl", topo.hosts["ctl"].workdir / "units" / "benchfleet-collector.service")
     for role, cpu in (("w1", "0"), ("w2", "1")):
         install_worker(topo, role, ctl_etc, cpu, tls, *worker_env)

@@ -86,10 +86,10 @@ def prom_query(topo: Topology, expr: str) -> list[dict]:
     return json.loads(r.stdout)["data"]["result"]
 
 
-def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb, *, twice: bool = True,
+def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb, *, twice: bool = False,
                     pools: str = "default") -> Path:
-    """Install the control host; ``twice``: and again, which must change nothing (checked here,
-    so another module building the same fleet may skip it)."""
+    """Install the control host; ``twice``: and again, which must change nothing (test_two_pools.py
+    checks it, in the parallel pass; the other modules building such a fleet skip it)."""
     ctl = topo.hosts["ctl"]
     env = {**host_paths(topo, "ctl"), **rabbit.env, "BENCHFLEET_MARIADB_SOCKET": db.socket,
            "BENCHFLEET_MARIADB_CONF_DIR": str(ctl.workdir / "mariadb.conf.d")}
@@ -168,7 +168,7 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
     rabbit = PrivateRabbit(topo, "ctl", tls).start()
     db = PrivateMariadb(topo, "ctl", tls=tls).start()
     PrivateMariadb(topo, "tgt", grants=False).start()  # the load target the spec names by address
-    ctl_etc = install_control(topo, rabbit, db)
+    ctl_etc = install_control(topo, rabbit, db, twice=False)
     ctl_units = topo.hosts["ctl"].workdir / "units"
     # No fleet user of the results DB holds SUPER or PROCESS, nor anything on every database.
     grants = db.root_sql("; ".join(f"SHOW GRANTS FOR '{u}'@'localhost'" for u in

@@ -39,7 +39,8 @@ def test_a_slowdown_on_one_pool_only_is_found_on_that_pool(tmp_path):
         db = PrivateMariadb(topo, "ctl", tls=tls).start()
         for role in ("ta", "tb"):
             PrivateMariadb(topo, role, grants=False).start()
-        ctl_etc = install_control(topo, rabbit, db, twice=False, pools="suse,rhel")
+        # Installed twice: the second run must change nothing (the idempotence check of install-control).
+        ctl_etc = install_control(topo, rabbit, db, twice=True, pools="suse,rhel")
         topo.start_unit("ctl", topo.hosts["ctl"].workdir / "units/benchfleet-collector.service")
         for role, cpu, pool in (("w1", "0", "suse"), ("w2", "1", "rhel")):
             install_worker(topo, role, ctl_etc, cpu, tls, pool=pool)
