@@ -5,13 +5,12 @@ as it is; this is only the tests' setup and cleanup."""
 
 from __future__ import annotations
 
-import base64
 import json
 import urllib.error
 import urllib.request
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
-from services.common.bus.management import api_url
+from services.common.bus.management import api_url, basic_auth
 from services.common.config import Settings
 
 
@@ -20,9 +19,7 @@ class BrokerAdmin:
     administrator, as the local broker's guest is)."""
 
     def __init__(self, settings: Settings, timeout_s: float = 30):
-        parts = urlsplit(settings.amqp_url)
-        user, password = unquote(parts.username or "guest"), unquote(parts.password or "guest")
-        self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self._auth = basic_auth(settings)
         self.base = api_url(settings)
         self.timeout_s = timeout_s
 

@@ -22,14 +22,11 @@ SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
 
-def _exited_unreaped(pid: int, timeout: float) -> bool:
+def _wait_unreaped(pid: int, timeout: float) -> None:
     """Wait up to ``timeout`` s for child ``pid`` to exit, leaving it unreaped (its id still taken)."""
     deadline = time.monotonic() + timeout
-    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-        if time.monotonic() > deadline:
-            return False
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None and time.monotonic() < deadline:
         time.sleep(0.1)
-    return True
 
 
 class PrivateRabbit:
@@ -99,7 +96,7 @@ class PrivateRabbit:
             self.ctl("stop", timeout=60)
         except subprocess.TimeoutExpired:
             pass
-        _exited_unreaped(self.proc.pid, 60)
+        _wait_unreaped(self.proc.pid, 60)
         # The group is killed before its leader is reaped: until then no other process can be given
         # its id, so the signal reaches the node's own leftovers and nothing else.
         try:

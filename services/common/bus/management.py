@@ -46,6 +46,13 @@ def api_url(settings: Settings) -> str:
     return f"http://{host}:{DEFAULT_PORT}"
 
 
+def basic_auth(settings: Settings) -> str:
+    """The Authorization header for the management API: the AMQP URL's user and password."""
+    parts = urlsplit(settings.amqp_url)
+    user, password = unquote(parts.username or "guest"), unquote(parts.password or "guest")
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
 class ManagementApi:
     """Reads the broker's view of the runs queues' consumers, as the AMQP URL's user (it needs the
     monitoring tag to see other users' connections); BusError, naming the URL, when it cannot."""
@@ -54,8 +61,7 @@ class ManagementApi:
         parts = urlsplit(settings.amqp_url)
         self.base = api_url(settings)
         self.vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
-        user, password = unquote(parts.username or "guest"), unquote(parts.password or "guest")
-        self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self._auth = basic_auth(settings)
         self.names = Names(settings.namespace)
         self.timeout_s = timeout_s
 

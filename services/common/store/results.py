@@ -232,11 +232,7 @@ class Results:
         of one of its workloads, or of some of its targets in one workload, and then of every target
         at ``or_threads`` too (no whole results: see ``whole``); with ``figures``, each row's figures
         too (None for a row stored before schema 16 and not backfilled)."""
-        where, params = ("campaign_id=%s", (campaign_id,)) if workload is None else \
-            ("campaign_id=%s AND workload=%s", (campaign_id, workload))
-        if pool is not None:
-            where += " AND pool=%s"
-            params = (*params, pool)
+        where, params = _of_campaign(campaign_id, workload=workload, pool=pool)
         if targets is not None:
             where += " AND (target IN (" + ",".join(["%s"] * len(targets)) + ")"
             params = (*params, *targets)
@@ -277,11 +273,7 @@ class Results:
         ``run_ids``), decoded, for reports that need series, histograms or the server report beyond
         the result columns."""
         if run_ids is None:
-            where, params = "campaign_id=%s", [campaign_id]
-            for column, value in (("workload", workload), ("pool", pool)):
-                if value is not None:
-                    where += f" AND {column}=%s"
-                    params.append(value)
+            where, params = _of_campaign(campaign_id, workload=workload, pool=pool)
             return [decode_stored(run_id, text, packed) for run_id, text, packed in self.db.rows(
                 f"SELECT run_id, result_json, result_z FROM results WHERE {where}", params)]
         out, ids = [], list(run_ids)
@@ -352,3 +344,13 @@ def decode_stored(run_id: str, text: str, packed: bytes | None = None) -> RunRes
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise StoreError(f"stored result of run {run_id} does not decode: {where}: {err['msg']}") from None
+
+
+def _of_campaign(campaign_id: str, *, workload: str | None, pool: str | None) -> tuple[str, tuple]:
+    """The WHERE clause (and its parameters) of a campaign's results, of one workload and pool when given."""
+    where, params = "campaign_id=%s", (campaign_id,)
+    for column, value in (("workload", workload), ("pool", pool)):
+        if value is not None:
+            where += f" AND {column}=%s"
+            params = (*params, value)
+    return where, params

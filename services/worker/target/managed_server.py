@@ -20,7 +20,7 @@ from services.common.spec.targets import ManagedTarget
 from services.worker.target import flavours
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import TargetError, connect
-from services.worker.target.managed_template import CLIENT_USER, ServerBuild, log_tail
+from services.worker.target.managed_template import CLIENT_USER, ServerBuild, chown_tree, log_tail
 from services.worker.target.server_env import server_environment
 
 log = logs.get(__name__)
@@ -175,8 +175,7 @@ class ManagedServer:
         # Emptied at each start: what a server killed before left there is no later server's.
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
         self.tmp_dir.mkdir(mode=0o700)
-        if ids is not None:
-            os.chown(self.tmp_dir, *ids)
+        chown_tree(self.tmp_dir, ids)
         env = server_environment(self.preload)
         with open(self.dir / "stderr.log", "ab") as err:
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,

@@ -155,8 +155,7 @@ def _install(target: ManagedTarget, build: ServerBuild, work: Path, ids: tuple[i
     # the server's pid, and one a killed server left there under a pid now reused fails the install.
     tmp = work / "tmp"
     tmp.mkdir(mode=0o700)
-    if ids is not None:
-        os.chown(tmp, *ids)
+    chown_tree(tmp, ids)
     env = {**server_environment(), "TMPDIR": str(tmp)}
     try:
         for i, argv in enumerate(commands):
