@@ -76,13 +76,13 @@ def test_a_planted_step_is_found_at_its_campaign(seed, n, where, size):
         assert found[at].ratio == pytest.approx(size, rel=0.05)
 
 
-@settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000))
-def test_no_change_in_many_series_gives_few_false_changes(seed):
-    """Forty unchanged series of 20 campaigns: BH over every tested split marks at most one change
-    (the family's false-discovery rate is 5%, and with no true change any mark is false)."""
-    many = [series(noisy(20, seed=seed * 100 + k), cell=("A", "w", k + 1)) for k in range(40)]
-    assert len(find_changes(many).changes) <= 1
+def test_no_change_in_many_series_gives_few_false_changes():
+    """Pages of forty unchanged series of 20 campaigns: BH over every tested split keeps the share of
+    pages with any change under 5% (with no true change, any mark is false). A page may hold two marks
+    now and then (seed 148 does), so the bound is on the share of pages, not the marks of each."""
+    pages = [find_changes([series(noisy(20, seed=seed * 100 + k), cell=("A", "w", k + 1)) for k in range(40)])
+             for seed in range(100)]
+    assert sum(bool(f.changes) for f in pages) / len(pages) <= 0.05
 
 
 def test_no_change_false_change_rate_over_many_seeds_is_at_most_alpha():
