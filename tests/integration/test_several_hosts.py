@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,9 +21,10 @@ import yaml
 from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Tls, Topology, wait_until
 from tests.missing import missing
 
-# Serial: it unplugs a host one second into a run measured for five, and waits 90 s for announcements:
-# beside other suites' load, in parallel, the run once ended before the cut and once the wait ran out.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
+# Not serial: its hosts, broker and servers are its own, and it unplugs a host as soon as the results DB
+# says that host's run is measuring (a run of five seconds), not after a fixed sleep; its waits allow for
+# the other suites' load beside it.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
@@ -202,10 +202,10 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
 
     listed = lambda: sorted(g["labels"]["worker"] for g in curl_json(  # noqa: E731
         topo, "ctl", "http://127.0.0.1:9465/sd/workers"))
-    wait_until("both workers announced to the collector", lambda: listed() == sorted(workers.values()), 90)
+    wait_until("both workers announced to the collector", lambda: listed() == sorted(workers.values()), 180)
     up = lambda: {r["metric"]["worker"]: r["value"][1] for r in prom_query(  # noqa: E731
         topo, 'up{job="benchfleet-worker"}')}
-    wait_until("Prometheus scraping both workers", lambda: up() == {w: "1" for w in workers.values()}, 60)
+    wait_until("Prometheus scraping both workers", lambda: up() == {w: "1" for w in workers.values()}, 120)
     instances = {r["metric"]["instance"] for r in prom_query(topo, "benchfleet_worker_up")}
     assert instances == {f"{topo.hosts[r].addr}:9464" for r in workers}
 
@@ -226,15 +226,20 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
             """A run measuring on w1 after w1 stored one: the host is unplugged in its second run."""
             if not rows(conn, "SELECT 1 FROM results WHERE campaign_id=%s AND worker=%s", campaign, workers["w1"]):
                 return None
-            found = rows(conn, "SELECT run_id FROM runs WHERE campaign_id=%s AND state='running' AND worker=%s",
+            # Measuring: its worker's "measuring" event (no warm-up: its window began) moved updated_at
+            # past started_at. Not one whose result is stored already: the collector stores a result,
+            # then its series, and only then marks its run done (one commit each), so a run read in
+            # between still reads "running" (that run, cut, was once the one w1 had finished).
+            found = rows(conn, "SELECT run_id FROM runs r WHERE campaign_id=%s AND state='running' AND worker=%s"
+                               " AND updated_at > started_at"
+                               " AND NOT EXISTS (SELECT 1 FROM results s WHERE s.run_id=r.run_id) ORDER BY seq",
                          campaign, workers["w1"])
             return found[0][0] if found else None
-        cut_run = wait_until("w1 measuring its second run", second_run_on_w1, 180, 0.2)
-        time.sleep(1)  # well inside its 5 s measurement
+        cut_run = wait_until("w1 measuring its second run", second_run_on_w1, 300, 0.1)
         topo.cut("w1")
 
         wait_until("the campaign finished", lambda: rows(
-            conn, "SELECT state FROM campaigns WHERE campaign_id=%s", campaign)[0][0].startswith("finished"), 240, 1)
+            conn, "SELECT state FROM campaigns WHERE campaign_id=%s", campaign)[0][0].startswith("finished"), 360, 1)
         states = rows(conn, "SELECT state, COUNT(*) FROM runs WHERE campaign_id=%s GROUP BY state", campaign)
         assert states == [("done", RUNS)]
         stored = rows(conn, "SELECT run_id, status, worker FROM results WHERE campaign_id=%s", campaign)
@@ -248,4 +253,4 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
     finally:
         conn.close()
     # Prometheus sees the unplugged worker down (BenchfleetWorkerDown's expression), the other up.
-    wait_until("Prometheus seeing w1 down", lambda: up() == {workers["w1"]: "0", workers["w2"]: "1"}, 60)
+    wait_until("Prometheus seeing w1 down", lambda: up() == {workers["w1"]: "0", workers["w2"]: "1"}, 120)
