@@ -28,7 +28,7 @@ def spec_file(fleet: Fleet, tmp_path) -> str:
     path = tmp_path / "spec.yaml"
     path.write_text(f"name: finality\npool: {fleet.pool}\ntargets:\n" + target_yaml(fleet.settings, "A", "bf_it_final") +
                     "workloads: [oltp_point_select]\ndata: {tables: 1, table_size: 1000}\nthreads: [1]\n"
-                    "duration: 3s\nwarmup: 0\nrepeat: 1\n")
+                    "duration: 3s\nwarmup: 0\nrepeat: 1\nrate: 200\n")  # open loop: final states, not speed
     return str(path)
 
 

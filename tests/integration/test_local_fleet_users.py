@@ -78,7 +78,7 @@ class LocalFleet:
         path = self.tmp / f"{name}.yaml"
         path.write_text(f"name: {name}\ntargets:\n{target_yaml(self.db, 'A', 'bf_users_' + self.tag[7:])}"
                         f"workloads: [oltp_point_select]\ndata: {{tables: 1, table_size: 500}}\nthreads: [1]\n"
-                        f"duration: {duration}\nwarmup: 0s\nrepeat: {repeat}\n")
+                        f"duration: {duration}\nwarmup: 0s\nrepeat: {repeat}\nrate: 200\n")  # open loop: users, not speed
         return path
 
     def counts(self, campaign_id: str) -> dict[str, int]:
