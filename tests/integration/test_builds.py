@@ -175,7 +175,8 @@ def test_a_fresh_fleets_first_campaign_may_name_a_build(registry, managed_dir, t
         subprocess.run([str(ROOT / "deploy" / "local" / "down")], env=env, cwd=ROOT, capture_output=True, timeout=120)
         admin = BrokerAdmin(rabbitmq)
         admin.delete_vhost(tag)
-        for role in ("scheduler", "worker", "collector"):
+        # deploy/local/up's one worker connects as a broker user of its own, worker-local-1.
+        for role in ("scheduler", "worker", "collector", "worker-local-1"):
             admin.delete_user(f"{tag}-{role}")
         subprocess.run(["mariadb", "-uroot", "-h127.0.0.1", "-e", f"DROP DATABASE IF EXISTS `{tag.replace('-', '_')}`"],
                        capture_output=True, timeout=60)
