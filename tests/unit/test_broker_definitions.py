@@ -94,3 +94,18 @@ def test_the_script_reads_passwords_from_files_and_the_export_on_stdin(tmp_path)
     bad = subprocess.run(args, input="not json", capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and "not JSON" in bad.stderr
     assert repr(WORKER).count("s3cret") == 0
+
+
+def test_the_script_answers_whether_a_user_or_an_exchange_is_there_by_its_exit_status():
+    """ensure-services removes the all-roles user of earlier versions, and widens the workers' grant
+    while the old results exchange stands, on these answers; an export it cannot read is an error (2),
+    never a "not there"."""
+    exported = json.dumps({"users": [{"name": "benchfleet"}], "exchanges": [{"vhost": "v", "name": "ns.results"}]})
+
+    def status(*args: str, export: str = exported) -> int:
+        return subprocess.run([sys.executable, str(MODULE), *args], input=export, capture_output=True, text=True).returncode
+
+    assert status("has-user", "benchfleet") == 0 and status("has-user", "benchfleet-worker") == 1
+    assert status("has-exchange", "--vhost", "v", "ns.results") == 0
+    assert status("has-exchange", "--vhost", "other", "ns.results") == 1
+    assert status("has-user", "benchfleet", export="{") == 2
