@@ -349,3 +349,29 @@ def test_the_collectors_db_user_makes_every_view_of_a_new_results_db_and_a_missi
     assert "series_v" in _views(collector)
     assert [e["view"] for e in logged if e["event"] == "view_out_of_date"] == ["campaigns_v"]
     assert [e["view"] for e in logged if e["event"] == "view_made"] == ["series_v"]
+
+
+def test_a_result_whose_run_cannot_be_marked_is_not_stored_half(fleet):
+    """Storing a result is one transaction: when its run's new state cannot be written, neither the
+    result nor its series is there afterwards, and the run reads as it did; a reader never meets a
+    result whose run still reads running (the collector once stored them in three commits)."""
+    spec = _spec(fleet)
+    r = plan.run_specs(spec, "c-atomic")[0]
+    with Store(fleet.settings) as store:
+        store.campaigns.record("c-atomic", spec, [r], now=1_700_000_000.0)
+        # The server refuses the run's update, after the result and its series were written.
+        store.db.execute("CREATE TRIGGER bf_test_refuse BEFORE UPDATE ON runs FOR EACH ROW"
+                         " IF NEW.state = 'done' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused';"
+                         " END IF")
+        try:
+            with pytest.raises(Exception, match="refused"):
+                store.results.store(_result(r, "c-atomic", [100, 110, 90]))
+        finally:
+            store.db.execute("DROP TRIGGER bf_test_refuse")
+        assert _query(fleet, "SELECT COUNT(*) FROM results WHERE run_id=%s", (r.run_id,)) == [(0,)]
+        assert _query(fleet, "SELECT COUNT(*) FROM result_series WHERE run_id=%s", (r.run_id,)) == [(0,)]
+        assert _query(fleet, "SELECT state FROM runs WHERE run_id=%s", (r.run_id,)) == [("pending",)]
+        # The same store goes on: the next try stores all of it.
+        assert store.results.store(_result(r, "c-atomic", [100, 110, 90]))
+    assert _query(fleet, "SELECT COUNT(*) FROM result_series WHERE run_id=%s", (r.run_id,)) == [(3,)]
+    assert _query(fleet, "SELECT state FROM runs WHERE run_id=%s", (r.run_id,)) == [("done",)]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Self, Sequence
 
 import mysql.connector
@@ -76,6 +78,8 @@ class StoreConnection:
         self._open = False
         #: The server's max_allowed_packet, read on each new connection.
         self._packet_limit = 0
+        #: Inside ``atomic``: statements are run once, on the transaction's connection.
+        self._atomic = False
 
     @property
     def _where(self) -> str:
@@ -153,6 +157,8 @@ class StoreConnection:
         if not self._open:
             raise StoreError("store is not open")
         rows = None if many is None else list(many)
+        if self._atomic:
+            return self._execute_once(sql, params, rows)
         error = ""
         for attempt in range(1, self.attempts + 1):
             if attempt > 2:
@@ -181,6 +187,54 @@ class StoreConnection:
                 # A parameter the client library cannot convert: the value is wrong, not the DB.
                 raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
         raise StoreUnavailable(f"{error} (results DB at {self._where}, {self.attempts} tries)")
+
+    def _execute_once(self, sql: str, params: Sequence[Any], rows: list | None) -> Any:
+        """One statement of an ``atomic`` transaction: never tried again, nor on another connection
+        (the statements before it would be lost); the caller runs the whole transaction again."""
+        try:
+            cur = self._conn.cursor(buffered=True)
+            if rows is not None:
+                cur.executemany(sql, rows)
+            else:
+                cur.execute(sql, tuple(params))
+            return cur
+        except mysql.connector.Error as e:
+            raise _classified(e, f"results DB: {e.errno} {e.msg}") from None
+        except (OverflowError, ValueError) as e:
+            raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
+
+    @contextmanager
+    def atomic(self, what: str) -> Iterator[None]:
+        """The statements run through ``execute`` inside are one transaction: a reader sees all of
+        them or none. When one fails, or the commit, it is rolled back and raises as ``execute`` does
+        (StoreUnavailable while the DB is away), without trying again: the caller runs it all again."""
+        self.execute("SELECT 1")  # a live connection (made again if it was lost) for the transaction
+        conn = self._conn
+        try:
+            conn.start_transaction()
+        except mysql.connector.Error as e:
+            raise _classified(e, f"results DB: {what}: {e.errno} {e.msg}") from None
+        self._atomic = True
+        try:
+            yield
+            try:
+                conn.commit()
+            except mysql.connector.Error as e:
+                raise _classified(e, f"results DB: {what}: {e.errno} {e.msg}") from None
+        except BaseException as e:
+            try:
+                conn.rollback()
+            except mysql.connector.Error:  # a lost connection rolled it back already
+                pass
+            # A connection that may be gone (or that the server closes after a packet too large) is
+            # made again by the next statement, as execute does.
+            if isinstance(e, StoreUnavailable) or (isinstance(e, StoreError) and e.errno is not None
+                                                    and (e.errno in RECONNECT_ON or e.errno == ER_NET_PACKET_TOO_LARGE)):
+                _close(conn)
+                self._conn = None
+            raise
+        finally:
+            self._atomic = False
 
     def reachable(self) -> bool:
         """Whether the results DB answers now (tells "DB away" from "DB refused this write")."""
@@ -307,6 +361,13 @@ class StoreConnection:
 
 class _MayNotMigrate(StoreError):
     """A migration is pending and this user may not apply it."""
+
+
+def _classified(e: mysql.connector.Error, error: str) -> StoreError:
+    """A MySQL error as the store's: refused (the values), unavailable (the DB away), or an error."""
+    if _refused(e):
+        return StoreRefused(error, errno=e.errno)
+    return (StoreUnavailable if _away(e) else StoreError)(error, errno=e.errno)
 
 
 def _lost(e: mysql.connector.Error) -> bool:

@@ -92,42 +92,45 @@ class Results:
         now = time.time()
         lat = result.latency
         quality = quality_columns(result.quality)
-        self.db.execute(
-            "INSERT INTO results (run_id, campaign_id, target, workload, threads, repetition, status, measured_s,"
-            " transactions, queries, errors, qps, tps, p50_ms, p95_ms, p99_ms, max_ms, worker, host, started_at,"
-            " ended_at, error, result_json, result_z, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags,"
-            " quiesce_s, build, build_version, server_sha256, malloc, pool, " + _FIGURES_SET + ", " + _WINDOW_SET + ")"
-            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
-            + _FIGURES_VALUES + "," + _WINDOW_VALUES + ")"
-            " ON DUPLICATE KEY UPDATE status=VALUES(status), measured_s=VALUES(measured_s),"
-            " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors), qps=VALUES(qps),"
-            " tps=VALUES(tps), p50_ms=VALUES(p50_ms), p95_ms=VALUES(p95_ms), p99_ms=VALUES(p99_ms),"
-            " max_ms=VALUES(max_ms), worker=VALUES(worker), host=VALUES(host), started_at=VALUES(started_at),"
-            " ended_at=VALUES(ended_at), error=VALUES(error), result_json='', result_z=VALUES(result_z),"
-            " stored_at=VALUES(stored_at), stalled_s=VALUES(stalled_s), longest_stall_s=VALUES(longest_stall_s),"
-            " overrun_s=VALUES(overrun_s), quality_flags=VALUES(quality_flags), quiesce_s=VALUES(quiesce_s),"
-            " build=VALUES(build), build_version=VALUES(build_version), server_sha256=VALUES(server_sha256),"
-            " malloc=VALUES(malloc), " + _FIGURES_UPDATE + ", " + _WINDOW_UPDATE,
-            (
-                result.run_id, result.campaign_id, result.cell.target, result.cell.workload, result.cell.threads,
-                result.repetition, result.status, result.measured_s, result.totals.transactions, result.totals.queries,
-                result.totals.errors, result.qps, result.tps, lat.p50_ms, lat.p95_ms, lat.p99_ms, lat.max_ms,
-                result.worker, result.host, result.started_at, result.ended_at, error, packed, now,
-                quality["stalled_s"], quality["longest_stall_s"], quality["overrun_s"], quality["quality_flags"],
-                result.quiesce.waited_s if result.quiesce is not None else None,
-                result.server.build, result.server.build_version, result.server.server_sha256, result.server.malloc,
-                pool_of_run_id(result.run_id), *RunFigures.columns(result)[3:], *window_columns(result.window).values(),
-                *count_columns(result.server.count).values(),
-            ),
-        )
-        self._store_series(result, now)
-        state = {"ok": "done", "failed": "failed", "cancelled": "cancelled"}[result.status]
-        self.db.execute(
-            "UPDATE runs SET state=%s, worker=%s, started_at=%s, ended_at=%s, error=%s,"
-            " attempts=GREATEST(attempts, %s), updated_at=%s WHERE run_id=%s",
-            (state, result.worker, result.started_at, result.ended_at, error, result.attempt, now, result.run_id),
-        )
-        self.runs.finish_campaign_if_done(result.campaign_id)
+        # One transaction: a reader (Grafana, `scheduler status`, SQL users) never sees a result whose
+        # run still reads running, nor a run done without its result or series.
+        with self.db.atomic(f"store the result of run {result.run_id}"):
+            self.db.execute(
+                "INSERT INTO results (run_id, campaign_id, target, workload, threads, repetition, status, measured_s,"
+                " transactions, queries, errors, qps, tps, p50_ms, p95_ms, p99_ms, max_ms, worker, host, started_at,"
+                " ended_at, error, result_json, result_z, stored_at, stalled_s, longest_stall_s, overrun_s, quality_flags,"
+                " quiesce_s, build, build_version, server_sha256, malloc, pool, " + _FIGURES_SET + ", " + _WINDOW_SET + ")"
+                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'',%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
+                + _FIGURES_VALUES + "," + _WINDOW_VALUES + ")"
+                " ON DUPLICATE KEY UPDATE status=VALUES(status), measured_s=VALUES(measured_s),"
+                " transactions=VALUES(transactions), queries=VALUES(queries), errors=VALUES(errors), qps=VALUES(qps),"
+                " tps=VALUES(tps), p50_ms=VALUES(p50_ms), p95_ms=VALUES(p95_ms), p99_ms=VALUES(p99_ms),"
+                " max_ms=VALUES(max_ms), worker=VALUES(worker), host=VALUES(host), started_at=VALUES(started_at),"
+                " ended_at=VALUES(ended_at), error=VALUES(error), result_json='', result_z=VALUES(result_z),"
+                " stored_at=VALUES(stored_at), stalled_s=VALUES(stalled_s), longest_stall_s=VALUES(longest_stall_s),"
+                " overrun_s=VALUES(overrun_s), quality_flags=VALUES(quality_flags), quiesce_s=VALUES(quiesce_s),"
+                " build=VALUES(build), build_version=VALUES(build_version), server_sha256=VALUES(server_sha256),"
+                " malloc=VALUES(malloc), " + _FIGURES_UPDATE + ", " + _WINDOW_UPDATE,
+                (
+                    result.run_id, result.campaign_id, result.cell.target, result.cell.workload, result.cell.threads,
+                    result.repetition, result.status, result.measured_s, result.totals.transactions, result.totals.queries,
+                    result.totals.errors, result.qps, result.tps, lat.p50_ms, lat.p95_ms, lat.p99_ms, lat.max_ms,
+                    result.worker, result.host, result.started_at, result.ended_at, error, packed, now,
+                    quality["stalled_s"], quality["longest_stall_s"], quality["overrun_s"], quality["quality_flags"],
+                    result.quiesce.waited_s if result.quiesce is not None else None,
+                    result.server.build, result.server.build_version, result.server.server_sha256, result.server.malloc,
+                    pool_of_run_id(result.run_id), *RunFigures.columns(result)[3:], *window_columns(result.window).values(),
+                    *count_columns(result.server.count).values(),
+                ),
+            )
+            self._store_series(result, now)
+            state = {"ok": "done", "failed": "failed", "cancelled": "cancelled"}[result.status]
+            self.db.execute(
+                "UPDATE runs SET state=%s, worker=%s, started_at=%s, ended_at=%s, error=%s,"
+                " attempts=GREATEST(attempts, %s), updated_at=%s WHERE run_id=%s",
+                (state, result.worker, result.started_at, result.ended_at, error, result.attempt, now, result.run_id),
+            )
+            self.runs.finish_campaign_if_done(result.campaign_id)
         return True
 
     def _from_its_taker(self, result: RunResult, sender: Taker) -> bool:
