@@ -227,9 +227,9 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
             if not rows(conn, "SELECT 1 FROM results WHERE campaign_id=%s AND worker=%s", campaign, workers["w1"]):
                 return None
             # Measuring: its worker's "measuring" event (no warm-up: its window began) moved updated_at
-            # past started_at. Not one whose result is stored already: the collector stores a result,
-            # then its series, and only then marks its run done (one commit each), so a run read in
-            # between still reads "running" (that run, cut, was once the one w1 had finished).
+            # past started_at. Not one whose result is stored already (a result and its run's state are
+            # one transaction now; when they were not, a run read in between still read running, and
+            # the host was once cut after the run it took for its second had ended).
             found = rows(conn, "SELECT run_id FROM runs r WHERE campaign_id=%s AND state='running' AND worker=%s"
                                " AND updated_at > started_at"
                                " AND NOT EXISTS (SELECT 1 FROM results s WHERE s.run_id=r.run_id) ORDER BY seq",
