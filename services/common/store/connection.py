@@ -166,12 +166,7 @@ class StoreConnection:
             try:
                 if self._conn is None:
                     self._conn = self._connect()
-                cur = self._conn.cursor(buffered=True)
-                if rows is not None:
-                    cur.executemany(sql, rows)
-                else:
-                    cur.execute(sql, tuple(params))
-                return cur
+                return _statement(self._conn, sql, params, rows)
             except StoreUnavailable as e:  # from _connect
                 error = str(e)
             except mysql.connector.Error as e:
@@ -183,25 +178,15 @@ class StoreConnection:
                     raise StoreRefused(error, errno=e.errno) from None
                 if not _away(e):
                     raise StoreError(error, errno=e.errno) from None
-            except (OverflowError, ValueError) as e:
-                # A parameter the client library cannot convert: the value is wrong, not the DB.
-                raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
         raise StoreUnavailable(f"{error} (results DB at {self._where}, {self.attempts} tries)")
 
     def _execute_once(self, sql: str, params: Sequence[Any], rows: list | None) -> Any:
         """One statement of an ``atomic`` transaction: never tried again, nor on another connection
         (the statements before it would be lost); the caller runs the whole transaction again."""
         try:
-            cur = self._conn.cursor(buffered=True)
-            if rows is not None:
-                cur.executemany(sql, rows)
-            else:
-                cur.execute(sql, tuple(params))
-            return cur
+            return _statement(self._conn, sql, params, rows)
         except mysql.connector.Error as e:
             raise _classified(e, f"results DB: {e.errno} {e.msg}") from None
-        except (OverflowError, ValueError) as e:
-            raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
 
     @contextmanager
     def atomic(self, what: str) -> Iterator[None]:
@@ -361,6 +346,20 @@ class StoreConnection:
 
 class _MayNotMigrate(StoreError):
     """A migration is pending and this user may not apply it."""
+
+
+def _statement(conn: Any, sql: str, params: Sequence[Any], rows: list | None) -> Any:
+    """``sql`` run once on ``conn`` (each of ``rows`` when given), its buffered cursor returned."""
+    cur = conn.cursor(buffered=True)
+    try:
+        if rows is not None:
+            cur.executemany(sql, rows)
+        else:
+            cur.execute(sql, tuple(params))
+    except (OverflowError, ValueError) as e:
+        # A parameter the client library cannot convert: the value is wrong, not the DB.
+        raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
+    return cur
 
 
 def _classified(e: mysql.connector.Error, error: str) -> StoreError:
