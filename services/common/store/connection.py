@@ -171,9 +171,7 @@ class StoreConnection:
                 error = str(e)
             except mysql.connector.Error as e:
                 error = f"results DB: {e.errno} {e.msg}"
-                if _lost(e) or e.errno == ER_NET_PACKET_TOO_LARGE:
-                    _close(self._conn)
-                    self._conn = None
+                self._drop_if_lost(e)
                 if _refused(e):
                     raise StoreRefused(error, errno=e.errno) from None
                 if not _away(e):
@@ -186,38 +184,39 @@ class StoreConnection:
         try:
             return _statement(self._conn, sql, params, rows)
         except mysql.connector.Error as e:
+            self._drop_if_lost(e)
             raise _classified(e, f"results DB: {e.errno} {e.msg}") from None
+
+    def _drop_if_lost(self, e: mysql.connector.Error) -> None:
+        """Forget a connection the error says is gone (or that the server closes after a packet too
+        large): the next statement makes a new one."""
+        if _lost(e) or e.errno == ER_NET_PACKET_TOO_LARGE:
+            _close(self._conn)
+            self._conn = None
 
     @contextmanager
     def atomic(self, what: str) -> Iterator[None]:
-        """The statements run through ``execute`` inside are one transaction: a reader sees all of
-        them or none. When one fails, or the commit, it is rolled back and raises as ``execute`` does
-        (StoreUnavailable while the DB is away), without trying again: the caller runs it all again."""
+        """The statements run inside (through ``execute``, or a cursor of ``transaction``) are one
+        transaction: a reader sees all of them or none. When one fails, or the commit, it is rolled
+        back and raises without trying again (StoreUnavailable while the DB is away, else StoreError
+        saying ``what`` could not be done): the caller runs it all again."""
         self.execute("SELECT 1")  # a live connection (made again if it was lost) for the transaction
         conn = self._conn
         try:
             conn.start_transaction()
-        except mysql.connector.Error as e:
-            raise _classified(e, f"results DB: {what}: {e.errno} {e.msg}") from None
-        self._atomic = True
-        try:
+            self._atomic = True
             yield
-            try:
-                conn.commit()
-            except mysql.connector.Error as e:
-                raise _classified(e, f"results DB: {what}: {e.errno} {e.msg}") from None
+            conn.commit()
         except BaseException as e:
             try:
                 conn.rollback()
             except mysql.connector.Error:  # a lost connection rolled it back already
                 pass
-            # A connection that may be gone (or that the server closes after a packet too large) is
-            # made again by the next statement, as execute does.
-            if isinstance(e, StoreUnavailable) or (isinstance(e, StoreError) and e.errno is not None
-                                                    and (e.errno in RECONNECT_ON or e.errno == ER_NET_PACKET_TOO_LARGE)):
-                _close(conn)
-                self._conn = None
-            raise
+            if not isinstance(e, mysql.connector.Error):
+                raise
+            self._drop_if_lost(e)
+            error = f"results DB: {what}: {e.errno} {e.msg}"
+            raise (StoreUnavailable if _away(e) else StoreError)(error, errno=e.errno) from None
         finally:
             self._atomic = False
 
@@ -240,21 +239,9 @@ class StoreConnection:
         return self._packet_limit
 
     def transaction(self, what: str, statements: Callable[[Any], None]) -> None:
-        """Run ``statements`` (given a cursor) in one transaction; rolled back when one fails, and
-        StoreUnavailable or StoreError saying ``what`` could not be done."""
-        self.execute("SELECT 1")  # a live connection (made again if it was lost) for the transaction
-        conn = self._conn
-        try:
-            conn.start_transaction()
-            statements(conn.cursor())
-            conn.commit()
-        except mysql.connector.Error as e:
-            try:
-                conn.rollback()
-            except mysql.connector.Error:  # a lost connection rolled it back already
-                pass
-            error = f"results DB: {what}: {e.errno} {e.msg}"
-            raise (StoreUnavailable if _away(e) else StoreError)(error, errno=e.errno) from None
+        """Run ``statements`` (given a cursor) in one transaction, as ``atomic`` does."""
+        with self.atomic(what):
+            statements(self._conn.cursor())
 
     # -- schema -----------------------------------------------------------------------------
     def migrate(self) -> int:
