@@ -111,6 +111,56 @@ def test_client_cpu_of_the_sysbench_driver_leaves_out_its_start(tmp_path):
     assert cpu_whole >= 0.5 and cpu_with < 0.3 and switches >= 0
 
 
+
+_DRIVER_OF = """
+import sys, threading, time
+from services.worker.driver.sysbench import driver as sd
+sd._run_once(["sh", "-c", "echo $$; exec sleep 60"], cpus=None, deadline=time.monotonic() + 60,
+             stop=threading.Event(), on_line=lambda line: print(line, end="", flush=True))
+"""
+
+
+def test_sysbench_dies_with_its_worker():
+    """A worker killed mid-run leaves no sysbench loading the target: the run is measured again
+    elsewhere, and an orphan's load would be counted by the server in that run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pathlib import Path
+
+    worker = subprocess.Popen([sys.executable, "-c", _DRIVER_OF], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert worker.stdout is not None
+        client = int(worker.stdout.readline())
+        os.kill(client, 0)  # running
+        worker.kill()
+        worker.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(client, 0)
+            except ProcessLookupError:
+                break
+            # Reaped by init once killed; until then it may show as a zombie.
+            try:
+                with open(f"/proc/{client}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+            except FileNotFoundError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(client, signal.SIGKILL)
+            pytest.fail("the client process outlived its killed worker")
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 _FAKE_RUN = """#!{python}
 import sys
 with open({log!r}, "a") as f:

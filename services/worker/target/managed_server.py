@@ -3,7 +3,6 @@ allocator preloaded and tied to the worker's life by the parent-death signal) an
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -17,7 +16,7 @@ from typing import Any
 from services.common import logs
 from services.common.spec import server_binary, server_options
 from services.common.spec.targets import ManagedTarget
-from services.worker.target import flavours
+from services.worker.target import flavours, parent_death
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.dsn import TargetError, connect
 from services.worker.target.managed_template import CLIENT_USER, ServerBuild, chown_tree, log_tail
@@ -33,10 +32,6 @@ ALLOCATOR_PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minim
 #: names the allocator, never a file).
 LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib")
 
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
 def _child_setup(ids: tuple[int, int] | None, cpus: list[int] | None, parent: int):
     """The server's pre-exec: own session, drop to SERVER_USER, then the parent-death
     signal (after the uid change, which would clear it), then pin to the server CPUs."""
@@ -47,9 +42,7 @@ def _child_setup(ids: tuple[int, int] | None, cpus: list[int] | None, parent: in
             os.setgroups([])
             os.setgid(ids[1])
             os.setuid(ids[0])
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the worker died between fork and prctl
-            os._exit(1)
+        parent_death.die_with(parent)
         if cpus:
             os.sched_setaffinity(0, cpus)
 

@@ -33,7 +33,7 @@ from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.contract import ConnectParams, LoadError, LoadOutcome, LoadRequest
 from services.common.results import sysbench_output as so
 from services.worker.driver.sysbench.live import LiveProgress
-from services.worker.target import info
+from services.worker.target import info, parent_death
 from services.workload.registry import SYSBENCH_SPELLING, definition
 from services.worker.driver.sysbench.scripts import find_script
 
@@ -221,7 +221,11 @@ def _run_once(argv: list[str], *, cpus: tuple[int, ...] | None, deadline: float,
     """Run sysbench to its end; return (exit status, stdout+stderr, CPU seconds it used,
     context switches of its threads), both from its STARTED_LINE on: start, connecting and
     preparing statements are not the measured interval (the native driver counts only that)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
+    # Tied to the worker: a worker killed mid-run must not leave sysbench loading the target while
+    # another worker measures that run again (this thread waits for sysbench, so it outlives it).
+    worker = os.getpid()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env,
+                            preexec_fn=lambda: parent_death.die_with(worker))
     _pin(proc.pid, cpus)
     lines: list[str] = []
     baseline: tuple[float, int] | None = None

@@ -1,0 +1,20 @@
+"""Child processes tied to their worker's life: the kernel kills them when the worker dies, so a
+killed worker leaves no server running and no load still hitting a target whose run is taken over."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with(parent: int) -> None:
+    """In a child between fork and exec: SIGKILL when ``parent`` dies. Set it after any uid change
+    (which clears it); the thread that forked must outlive the child, since its exit counts as the
+    parent's."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died between fork and prctl
+        os._exit(1)
