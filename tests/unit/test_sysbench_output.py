@@ -144,3 +144,28 @@ def test_a_last_second_sysbench_did_not_report_is_the_rest_of_the_totals():
     # Complete series, or more than one second missing (something else went wrong), stay as they are.
     assert so.with_last_second(s, totals, 2.0074) == s
     assert so.with_last_second(one, totals, 3.0) == one
+
+
+@pytest.mark.parametrize("total_time_s", [1.0074, 1.03, 1.0499])
+def test_what_completed_after_the_last_line_is_in_the_last_second(total_time_s):
+    """An events run that ends just after a report line (or a line whose rate was over a stretched
+    interval): the rest of the totals joins the last reported second, and the series adds up."""
+    from services.common.messages.results import Series, Totals
+
+    totals = Totals(transactions=1040, reads=14560, other=2080, ignored_errors=9, reconnects=1)
+    one = Series(transactions=[1000], queries=[16000], errors=[0], queue=[3], ignored_errors=[7], reconnects=[1])
+    s = so.with_last_second(one, totals, total_time_s)
+    assert (s.transactions, s.queries, s.ignored_errors, s.reconnects) == ([1040], [16640], [9], [1])
+    assert s.errors == [0] and s.queue == [3]
+    # Rounded rates can also read one more than the totals: taken off the last second.
+    over = so.with_last_second(Series(transactions=[600, 441], queries=[9600, 7040], errors=[0, 0]), totals, 2.01)
+    assert over.transactions == [600, 440] and over.queries == [9600, 7040]
+
+
+def test_an_events_run_shorter_than_a_second_is_one_partial_second():
+    """No report line at all (the run ended before the first): the totals are its one second."""
+    from services.common.messages.results import Series, Totals
+
+    totals = Totals(transactions=3000, reads=0, writes=6000, ignored_errors=2200)
+    s = so.with_last_second(Series(), totals, 0.43)
+    assert (s.transactions, s.queries, s.ignored_errors, s.errors) == ([3000], [6000], [2200], [0])

@@ -223,19 +223,26 @@ def series(ivs: list[Interval], interval_s: float = 1.0) -> Series:
 
 
 def with_last_second(s: Series, totals: Totals, total_time_s: float) -> Series:
-    """sysbench drops the last --report-interval line when the run ends on that second's
-    boundary; the totals minus the reported seconds are that second, so the series adds up."""
-    if len(s.transactions) + 1 != math.ceil(total_time_s - 0.05):
+    """The series made to add up to the totals: sysbench prints no line for the time after its last
+    report (the last second when the run ends on its boundary, the tail of an events run), and
+    each line's rate is over its reporter's real interval, which a busy machine stretches."""
+    reported = len(s.transactions)
+    expected = math.ceil(total_time_s - 0.05)
+    rest = {"transactions": totals.transactions - sum(s.transactions),
+            "queries": totals.queries - sum(s.queries),
+            "ignored_errors": totals.ignored_errors - sum(s.ignored_errors),
+            "reconnects": totals.reconnects - sum(s.reconnects)}
+    if reported + 1 == expected:
+        # The unreported time is a second (or the part of one an events run ended in) of its own.
+        return Series(**{**s.model_dump(), **{name: getattr(s, name) + [max(0, n)] for name, n in rest.items()},
+                         "errors": s.errors + [0], "queue": s.queue + s.queue[-1:]})
+    if reported == 0 or reported != expected or not any(rest.values()):
+        # More than one second missing: something else went wrong, and no second can be told.
         return s
-    queries = totals.reads + totals.writes + totals.other
-    return Series(
-        transactions=s.transactions + [max(0, totals.transactions - sum(s.transactions))],
-        queries=s.queries + [max(0, queries - sum(s.queries))],
-        errors=s.errors + [0],
-        queue=s.queue + s.queue[-1:],
-        ignored_errors=s.ignored_errors + [max(0, totals.ignored_errors - sum(s.ignored_errors))],
-        reconnects=s.reconnects + [max(0, totals.reconnects - sum(s.reconnects))],
-    )
+    # Less than 0.05 s after the last report, or a report's rate over a stretched interval: the
+    # difference belongs to the last reported second.
+    return Series(**{**s.model_dump(), **{name: getattr(s, name)[:-1] + [max(0, getattr(s, name)[-1] + n)]
+                                          for name, n in rest.items() if getattr(s, name)}})
 
 
 def queue_lengths(ivs: list[Interval]) -> list[int]:
