@@ -3,6 +3,8 @@ skip locally, fail under CI=true)."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import sys
 from pathlib import Path
@@ -37,6 +39,40 @@ os.environ.setdefault("BENCHFLEET_TARGET_PRIVILEGED_USERS", f"root,{os.environ.g
 from services.common.config import Settings, settings_from  # noqa: E402
 
 from tests.missing import require_service  # noqa: E402
+
+
+#: The files that build hosts of their own (network namespaces, tests/integration/hosts.py): each starts
+#: a broker, results DB, target servers and installed units per host, so two at once starve each
+#: other's rate-limited runs on two cores (a pool once did not finish in 300 s). `make test`'s parallel
+#: pass runs them as one unit, one after another in one process, beside the other files.
+HOSTS_UNIT = "tests that build hosts"
+
+
+@functools.lru_cache(maxsize=None)
+def builds_hosts(path: Path) -> bool:
+    """Whether the test file at ``path`` imports tests/integration/hosts.py."""
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except (OSError, SyntaxError):
+        return False
+    return any(isinstance(node, ast.ImportFrom) and node.module == "tests.integration.hosts"
+               or isinstance(node, ast.Import) and any(a.name == "tests.integration.hosts" for a in node.names)
+               for node in ast.walk(tree))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """--dist loadfile, with the files that build hosts made one unit."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HostsInOneUnit(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return HOSTS_UNIT if builds_hosts(Path(config.rootpath) / scope) else scope
+
+    return HostsInOneUnit(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -200,8 +200,9 @@ class Tls:
         return cls(ca, cert, key)
 
 
-class PrivateRabbit:
-    """A RabbitMQ node of its own on a host (node bf@localhost, its own config, data and logs)."""
+class HostRabbit:
+    """A RabbitMQ node of its own on one host of the topology (node bf@localhost, its own config, data and
+    logs); tests/integration/private_rabbit.py's PrivateRabbit is one on this machine, for fault tests."""
 
     def __init__(self, topo: Topology, role: str, tls: Tls | None = None):
         self.topo, self.role = topo, role
@@ -230,7 +231,7 @@ class PrivateRabbit:
             "RABBITMQ_PID_FILE": str(d / "pid"), "RABBITMQ_NODE_PORT": "5672", "RABBITMQ_DIST_PORT": "25672",
         }
 
-    def start(self) -> "PrivateRabbit":
+    def start(self) -> "HostRabbit":
         self.topo.start(self.role, "rabbitmq", "rabbitmq-server", env=self.env)
         # await_startup gives up at once while the node is not registered with epmd yet.
         wait_until("the private RabbitMQ node", lambda: self.topo.exec(
@@ -242,7 +243,7 @@ class PrivateRabbit:
         return self
 
 
-class PrivateMariadb:
+class HostMariadb:
     """A mariadbd of its own on a host, listening on every address of its namespace on 3306,
     its socket in the host's workdir; root over that socket as the OS root (as Debian's)."""
 
@@ -251,7 +252,7 @@ class PrivateMariadb:
         self.dir = topo.hosts[role].workdir / "mariadb"
         self.socket = str(self.dir / "mysqld.sock")
 
-    def start(self) -> "PrivateMariadb":
+    def start(self) -> "HostMariadb":
         self.dir.mkdir()
         os.chmod(self.dir, 0o755)
         datadir = self.dir / "data"

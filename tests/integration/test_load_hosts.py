@@ -18,7 +18,7 @@ import pytest
 
 from services.common.messages.results import RunResult
 from services.common.messages.codec import decode
-from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Tls, Topology, wait_until
+from tests.integration.hosts import HostMariadb, HostRabbit, Tls, Topology, wait_until
 from tests.integration.test_several_hosts import (
     VENV,
     curl_json,
@@ -72,7 +72,7 @@ class HostsFleet:
     """What the tests need of the fleet to submit and look."""
 
     topo: Topology
-    db: PrivateMariadb
+    db: HostMariadb
     ctl_etc: Path
     workers: dict[str, str]  # role -> the worker's name
     sched_env: dict[str, str]
@@ -95,9 +95,9 @@ def fleet(topo: Topology, *worker_env: str) -> HostsFleet:
     """The three-host fleet of test_several_hosts.py: control host with collector, two worker
     hosts from their units, a target host."""
     tls = Tls.make(topo.hosts["ctl"].workdir / "tls", topo.hosts["ctl"].addr)
-    rabbit = PrivateRabbit(topo, "ctl", tls).start()
-    db = PrivateMariadb(topo, "ctl", tls=tls).start()
-    PrivateMariadb(topo, "tgt", grants=False).start()
+    rabbit = HostRabbit(topo, "ctl", tls).start()
+    db = HostMariadb(topo, "ctl", tls=tls).start()
+    HostMariadb(topo, "tgt", grants=False).start()
     # Installed once: test_several_hosts.py checks that installing again changes nothing.
     ctl_etc = install_control(topo, rabbit, db)
     topo.start_unit("ctl", topo.hosts["ctl"].workdir / "units" / "benchfleet-collector.service")

@@ -18,13 +18,10 @@ import mysql.connector
 import pytest
 import yaml
 
-from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Tls, Topology, wait_until
+from tests.integration.hosts import HostMariadb, HostRabbit, Tls, Topology, wait_until
 from tests.missing import missing
 
-# Serial, though its hosts, broker and servers are its own: in the parallel pass it started together with
-# test_two_pools and test_load_hosts (all slow), and once two_pools' rate-limited pool did not finish in
-# 300 s. It unplugs a host as soon as the results DB says that host's run is measuring, not after a sleep.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
@@ -86,7 +83,7 @@ def prom_query(topo: Topology, expr: str) -> list[dict]:
     return json.loads(r.stdout)["data"]["result"]
 
 
-def install_control(topo: Topology, rabbit: PrivateRabbit, db: PrivateMariadb, *, twice: bool = False,
+def install_control(topo: Topology, rabbit: HostRabbit, db: HostMariadb, *, twice: bool = False,
                     pools: str = "default") -> Path:
     """Install the control host; ``twice``: and again, which must change nothing (test_two_pools.py
     checks it, in the parallel pass; the other modules building such a fleet skip it)."""
@@ -134,7 +131,7 @@ def start_prometheus(topo: Topology) -> None:
                f"--storage.tsdb.path={d / 'tsdb'}", "--web.listen-address=127.0.0.1:9090")
 
 
-def results_db(ctl_etc: Path, db: PrivateMariadb) -> mysql.connector.MySQLConnection:
+def results_db(ctl_etc: Path, db: HostMariadb) -> mysql.connector.MySQLConnection:
     """The control host's results DB, over its unix socket, as the scheduler's user."""
     password = (ctl_etc / "secrets/db_password").read_text().strip()
     return mysql.connector.connect(unix_socket=db.socket, user="benchfleet", password=password, database="benchfleet",
@@ -165,9 +162,9 @@ def test_campaign_across_two_worker_hosts_survives_unplugging_one(topo):
     the other host, and the campaign ends with exactly one stored result per run; Prometheus on
     the control host scrapes both workers it found through the collector."""
     tls = Tls.make(topo.hosts["ctl"].workdir / "tls", topo.hosts["ctl"].addr)
-    rabbit = PrivateRabbit(topo, "ctl", tls).start()
-    db = PrivateMariadb(topo, "ctl", tls=tls).start()
-    PrivateMariadb(topo, "tgt", grants=False).start()  # the load target the spec names by address
+    rabbit = HostRabbit(topo, "ctl", tls).start()
+    db = HostMariadb(topo, "ctl", tls=tls).start()
+    HostMariadb(topo, "tgt", grants=False).start()  # the load target the spec names by address
     ctl_etc = install_control(topo, rabbit, db, twice=False)
     ctl_units = topo.hosts["ctl"].workdir / "units"
     # No fleet user of the results DB holds SUPER or PROCESS, nor anything on every database.

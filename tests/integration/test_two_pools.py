@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.integration.hosts import PrivateMariadb, PrivateRabbit, Tls, run, wait_until
+from tests.integration.hosts import HostMariadb, HostRabbit, Tls, run, wait_until
 from tests.integration.test_several_hosts import (
     VENV,
     curl_json,
@@ -35,10 +35,10 @@ RATE = "400kbit"
 def test_a_slowdown_on_one_pool_only_is_found_on_that_pool(tmp_path):
     with four_hosts(("ctl", "w1", "w2", "ta", "tb")) as topo:
         tls = Tls.make(topo.hosts["ctl"].workdir / "tls", topo.hosts["ctl"].addr)
-        rabbit = PrivateRabbit(topo, "ctl", tls).start()
-        db = PrivateMariadb(topo, "ctl", tls=tls).start()
+        rabbit = HostRabbit(topo, "ctl", tls).start()
+        db = HostMariadb(topo, "ctl", tls=tls).start()
         for role in ("ta", "tb"):
-            PrivateMariadb(topo, role, grants=False).start()
+            HostMariadb(topo, role, grants=False).start()
         # Installed twice: the second run must change nothing (the idempotence check of install-control).
         ctl_etc = install_control(topo, rabbit, db, twice=True, pools="suse,rhel")
         topo.start_unit("ctl", topo.hosts["ctl"].workdir / "units/benchfleet-collector.service")
