@@ -139,6 +139,37 @@ def test_import_never_replaces_a_stored_campaign_unless_asked(fleet, other_db, t
         assert len(store.results.rows("mine-1")) == len(runs)
 
 
+
+def test_an_import_that_fails_part_way_leaves_nothing_of_the_campaign(fleet, other_db, tmp_path):
+    """An import is one transaction: when the results DB refuses its last result, the command fails
+    naming the campaign, and no campaign row, run or result of it is left (it once stored the campaign
+    and its runs before the results, each in its own commit). Run again without the refusal, it all goes in."""
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, "half-1")
+    with Store(fleet.settings) as store:
+        store.campaigns.record("half-1", spec, runs, now=1_700_000_000.0)
+        for r in runs:
+            store.results.store(_rich_result(r, "half-1"))
+    out = tmp_path / "half.json"
+    assert fleet.cli("collector", "export", "half-1", "--json", str(out)).returncode == 0
+    other = replace(fleet, settings=replace(fleet.settings, db_name=other_db))
+    with Store(other.settings) as store:  # made and migrated, for the trigger
+        store.db.execute("CREATE TRIGGER bf_test_refuse BEFORE INSERT ON results FOR EACH ROW"
+                         f" IF NEW.run_id = '{runs[-1].run_id}' THEN SIGNAL SQLSTATE '45000'"
+                         " SET MESSAGE_TEXT = 'refused'; END IF")
+    r = other.cli("collector", "import", str(out))
+    assert r.returncode != 0, r.stderr
+    assert r.stderr.startswith(f"error: results DB: import campaign half-1: store the result of run {runs[-1].run_id}: ")
+    assert r.stderr.rstrip().endswith("refused"), r.stderr
+    with Store(other.settings) as store:
+        for table in ("campaigns", "runs", "results", "result_series"):
+            assert store.db.rows(f"SELECT COUNT(*) FROM {table} WHERE campaign_id=%s", ("half-1",)) == [(0,)], table
+        store.db.execute("DROP TRIGGER bf_test_refuse")
+    r = other.cli("collector", "import", str(out))
+    assert r.returncode == 0, r.stderr
+    with Store(other.settings) as store:
+        assert len(store.results.rows("half-1")) == len(runs)
+
 def test_import_of_a_deeply_nested_or_truncated_file_exits_2_naming_it(fleet, tmp_path):
     """A file nested 100,000 levels deep, and a truncated export, are refused by the real CLI with
     exit 2 and one `error:` line naming the file: no traceback."""

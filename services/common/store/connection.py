@@ -26,6 +26,9 @@ from services.common.store.views import refresh_views
 
 log = logs.get(__name__)
 
+#: How every error of the DB's own begins.
+_DB = "results DB: "
+
 #: MySQL errors after which the connection is gone or useless: connect again (the database is
 #: in the connect parameters, so a new connection is in the right one) and run the statement again.
 RECONNECT_ON = frozenset({
@@ -170,7 +173,7 @@ class StoreConnection:
             except StoreUnavailable as e:  # from _connect
                 error = str(e)
             except mysql.connector.Error as e:
-                error = f"results DB: {e.errno} {e.msg}"
+                error = f"{_DB}{e.errno} {e.msg}"
                 self._drop_if_lost(e)
                 if _refused(e):
                     raise StoreRefused(error, errno=e.errno) from None
@@ -185,7 +188,7 @@ class StoreConnection:
             return _statement(self._conn, sql, params, rows)
         except mysql.connector.Error as e:
             self._drop_if_lost(e)
-            raise _classified(e, f"results DB: {e.errno} {e.msg}") from None
+            raise _classified(e, f"{_DB}{e.errno} {e.msg}") from None
 
     def _drop_if_lost(self, e: mysql.connector.Error) -> None:
         """Forget a connection the error says is gone (or that the server closes after a packet too
@@ -199,7 +202,14 @@ class StoreConnection:
         """The statements run inside (through ``execute``, or a cursor of ``transaction``) are one
         transaction: a reader sees all of them or none. When one fails, or the commit, it is rolled
         back and raises without trying again (StoreUnavailable while the DB is away, else StoreError
-        saying ``what`` could not be done): the caller runs it all again."""
+        saying ``what`` could not be done): the caller runs it all again. Inside another ``atomic`` it
+        is part of that one transaction, which commits or rolls back all of it."""
+        if self._atomic:
+            try:
+                yield
+            except StoreError as e:
+                raise _doing(e, what) from None
+            return
         self.execute("SELECT 1")  # a live connection (made again if it was lost) for the transaction
         conn = self._conn
         try:
@@ -212,10 +222,12 @@ class StoreConnection:
                 conn.rollback()
             except mysql.connector.Error:  # a lost connection rolled it back already
                 pass
+            if isinstance(e, StoreError):
+                raise _doing(e, what) from None
             if not isinstance(e, mysql.connector.Error):
                 raise
             self._drop_if_lost(e)
-            error = f"results DB: {what}: {e.errno} {e.msg}"
+            error = f"{_DB}{what}: {e.errno} {e.msg}"
             raise (StoreUnavailable if _away(e) else StoreError)(error, errno=e.errno) from None
         finally:
             self._atomic = False
@@ -347,6 +359,14 @@ def _statement(conn: Any, sql: str, params: Sequence[Any], rows: list | None) ->
         # A parameter the client library cannot convert: the value is wrong, not the DB.
         raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
     return cur
+
+
+def _doing(e: StoreError, what: str) -> StoreError:
+    """The DB's error ``e`` (of one statement of a transaction) saying what it stopped: ``what``,
+    outermost first when transactions nest. Errors of the store's own (a campaign that exists) stay."""
+    if type(e) not in (StoreError, StoreUnavailable, StoreRefused) or not str(e).startswith(_DB):
+        return e
+    return type(e)(f"{_DB}{what}: {str(e)[len(_DB):]}", errno=e.errno)
 
 
 def _classified(e: mysql.connector.Error, error: str) -> StoreError:

@@ -45,24 +45,27 @@ class Transfer:
         that id already stored is refused (CampaignExists) unless ``replace``: then the file's
         campaign row, runs and results replace the stored ones of the same ids."""
         c = export.campaign
-        if not replace and self.db.rows("SELECT 1 FROM campaigns WHERE campaign_id=%s", (c.campaign_id,)):
-            raise CampaignExists(f"campaign {c.campaign_id} is already in the results DB; importing would replace "
-                                 "its spec, runs and results: give --replace to do so")
-        self.db.execute(
-            "INSERT INTO campaigns (campaign_id, name, spec_json, spec_hash, pool, baseline, total_runs, state,"
-            " created_at, idempotency_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON DUPLICATE KEY UPDATE"
-            " name=VALUES(name), spec_json=VALUES(spec_json), spec_hash=VALUES(spec_hash), pool=VALUES(pool),"
-            " baseline=VALUES(baseline), total_runs=VALUES(total_runs), state=VALUES(state),"
-            " created_at=VALUES(created_at), idempotency_key=VALUES(idempotency_key)",
-            (c.campaign_id, c.name, c.spec.model_dump_json(), c.spec_hash, c.pool, c.baseline, c.total_runs, c.state,
-             c.created_at, c.idempotency_key))
-        # The runs first: a result is stored only for a planned run. Storing it sets its run's
-        # state, so the export's rows are written again after, their word being final.
-        self._upsert_runs(c.campaign_id, export.runs)
-        for result in export.results:
-            self.results.store(result, replace_ok=replace)
-        self._upsert_runs(c.campaign_id, export.runs)
-        self.campaigns.set_state(c.campaign_id, c.state)
+        # One transaction: a failure part-way (a result the DB refuses, the DB going away) leaves no
+        # campaign half imported, and a reader never sees its runs without their results.
+        with self.db.atomic(f"import campaign {c.campaign_id}"):
+            if not replace and self.db.rows("SELECT 1 FROM campaigns WHERE campaign_id=%s", (c.campaign_id,)):
+                raise CampaignExists(f"campaign {c.campaign_id} is already in the results DB; importing would replace "
+                                     "its spec, runs and results: give --replace to do so")
+            self.db.execute(
+                "INSERT INTO campaigns (campaign_id, name, spec_json, spec_hash, pool, baseline, total_runs, state,"
+                " created_at, idempotency_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON DUPLICATE KEY UPDATE"
+                " name=VALUES(name), spec_json=VALUES(spec_json), spec_hash=VALUES(spec_hash), pool=VALUES(pool),"
+                " baseline=VALUES(baseline), total_runs=VALUES(total_runs), state=VALUES(state),"
+                " created_at=VALUES(created_at), idempotency_key=VALUES(idempotency_key)",
+                (c.campaign_id, c.name, c.spec.model_dump_json(), c.spec_hash, c.pool, c.baseline, c.total_runs, c.state,
+                 c.created_at, c.idempotency_key))
+            # The runs first: a result is stored only for a planned run. Storing it sets its run's
+            # state, so the export's rows are written again after, their word being final.
+            self._upsert_runs(c.campaign_id, export.runs)
+            for result in export.results:
+                self.results.store(result, replace_ok=replace)
+            self._upsert_runs(c.campaign_id, export.runs)
+            self.campaigns.set_state(c.campaign_id, c.state)
 
     def _upsert_runs(self, campaign_id: str, runs: Sequence[ExportedRun]) -> None:
         if not runs:
