@@ -59,6 +59,18 @@ def _spec(fleet: Fleet):
                         "duration: 3s\nwarmup: 0.5s\nrepeat: 2\nseed: 5\n")
 
 
+def _exported(fleet: Fleet, campaign_id: str, out):
+    """A campaign of ``_spec`` with every run's result stored, exported to ``out``; its runs."""
+    spec = _spec(fleet)
+    runs = plan.run_specs(spec, campaign_id)
+    with Store(fleet.settings) as store:
+        store.campaigns.record(campaign_id, spec, runs, now=1_700_000_000.0)
+        for r in runs:
+            store.results.store(_rich_result(r, campaign_id))
+    assert fleet.cli("collector", "export", campaign_id, "--json", str(out)).returncode == 0
+    return runs
+
+
 def test_export_import_round_trips_a_campaign_exactly(fleet, other_db, tmp_path):
     """Every run, series, histogram and server figure comes back: the reimported campaign exports to
     the same file, reports identically in every format, and a second import adds nothing. The file
@@ -111,14 +123,8 @@ def test_import_of_a_broken_file_names_the_field_and_stores_nothing(fleet, tmp_p
 def test_import_never_replaces_a_stored_campaign_unless_asked(fleet, other_db, tmp_path):
     """Importing a file whose campaign id the results DB holds is refused (exit 2, naming the id and
     --replace) and leaves the stored campaign as it was; with --replace the file's results replace it."""
-    spec = _spec(fleet)
-    runs = plan.run_specs(spec, "mine-1")
-    with Store(fleet.settings) as store:
-        store.campaigns.record("mine-1", spec, runs, now=1_700_000_000.0)
-        for r in runs:
-            store.results.store(_rich_result(r, "mine-1"))
     out = tmp_path / "mine.json"
-    assert fleet.cli("collector", "export", "mine-1", "--json", str(out)).returncode == 0
+    runs = _exported(fleet, "mine-1", out)
     # Someone else's file of the same id, with other numbers: what an import would store over ours.
     doc = json.loads(out.read_text())
     for result in doc["results"]:
@@ -144,14 +150,8 @@ def test_an_import_that_fails_part_way_leaves_nothing_of_the_campaign(fleet, oth
     """An import is one transaction: when the results DB refuses its last result, the command fails
     naming the campaign, and no campaign row, run or result of it is left (it once stored the campaign
     and its runs before the results, each in its own commit). Run again without the refusal, it all goes in."""
-    spec = _spec(fleet)
-    runs = plan.run_specs(spec, "half-1")
-    with Store(fleet.settings) as store:
-        store.campaigns.record("half-1", spec, runs, now=1_700_000_000.0)
-        for r in runs:
-            store.results.store(_rich_result(r, "half-1"))
     out = tmp_path / "half.json"
-    assert fleet.cli("collector", "export", "half-1", "--json", str(out)).returncode == 0
+    runs = _exported(fleet, "half-1", out)
     other = replace(fleet, settings=replace(fleet.settings, db_name=other_db))
     with Store(other.settings) as store:  # made and migrated, for the trigger
         store.db.execute("CREATE TRIGGER bf_test_refuse BEFORE INSERT ON results FOR EACH ROW"
