@@ -52,11 +52,13 @@ HOSTS_UNIT = "tests that build hosts"
 def builds_hosts(path: Path) -> bool:
     """Whether the test file at ``path`` imports tests/integration/hosts.py."""
     try:
-        tree = ast.parse(path.read_text(), str(path))
-    except (OSError, SyntaxError):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, SyntaxError, ValueError):
         return False
-    return any(isinstance(node, ast.ImportFrom) and node.module == "tests.integration.hosts"
-               or isinstance(node, ast.Import) and any(a.name == "tests.integration.hosts" for a in node.names)
+    hosts = "tests.integration.hosts"
+    return any(isinstance(node, ast.ImportFrom) and (node.module == hosts or node.module == "tests.integration"
+                                                     and any(a.name == "hosts" for a in node.names))
+               or isinstance(node, ast.Import) and any(a.name == hosts for a in node.names)
                for node in ast.walk(tree))
 
 

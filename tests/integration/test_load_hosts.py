@@ -98,7 +98,7 @@ def fleet(topo: Topology, *worker_env: str) -> HostsFleet:
     rabbit = HostRabbit(topo, "ctl", tls).start()
     db = HostMariadb(topo, "ctl", tls=tls).start()
     HostMariadb(topo, "tgt", grants=False).start()
-    # Installed once: test_several_hosts.py checks that installing again changes nothing.
+    # Installed once: test_two_pools.py checks that installing again changes nothing.
     ctl_etc = install_control(topo, rabbit, db)
     topo.start_unit("ctl", topo.hosts["ctl"].workdir / "units" / "benchfleet-collector.service")
     for role, cpu in (("w1", "0"), ("w2", "1")):

@@ -145,7 +145,6 @@ def test_import_never_replaces_a_stored_campaign_unless_asked(fleet, other_db, t
         assert len(store.results.rows("mine-1")) == len(runs)
 
 
-
 def test_an_import_that_fails_part_way_leaves_nothing_of_the_campaign(fleet, other_db, tmp_path):
     """An import is one transaction: when the results DB refuses its last result, the command fails
     naming the campaign, and no campaign row, run or result of it is left (it once stored the campaign
@@ -169,6 +168,7 @@ def test_an_import_that_fails_part_way_leaves_nothing_of_the_campaign(fleet, oth
     assert r.returncode == 0, r.stderr
     with Store(other.settings) as store:
         assert len(store.results.rows("half-1")) == len(runs)
+
 
 def test_import_of_a_deeply_nested_or_truncated_file_exits_2_naming_it(fleet, tmp_path):
     """A file nested 100,000 levels deep, and a truncated export, are refused by the real CLI with

@@ -111,7 +111,6 @@ def test_client_cpu_of_the_sysbench_driver_leaves_out_its_start(tmp_path):
     assert cpu_whole >= 0.5 and cpu_with < 0.3 and switches >= 0
 
 
-
 _DRIVER_OF = """
 import sys, threading, time
 from services.worker.driver.sysbench import driver as sd

@@ -167,5 +167,6 @@ def test_an_events_run_shorter_than_a_second_is_one_partial_second():
     from services.common.messages.results import Series, Totals
 
     totals = Totals(transactions=3000, reads=0, writes=6000, ignored_errors=2200)
-    s = so.with_last_second(Series(), totals, 0.43)
-    assert (s.transactions, s.queries, s.ignored_errors, s.errors) == ([3000], [6000], [2200], [0])
+    for total_time_s in (0.43, 0.03):
+        s = so.with_last_second(Series(), totals, total_time_s)
+        assert (s.transactions, s.queries, s.ignored_errors, s.errors) == ([3000], [6000], [2200], [0])

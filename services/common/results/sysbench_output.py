@@ -232,12 +232,13 @@ def with_last_second(s: Series, totals: Totals, total_time_s: float) -> Series:
             "queries": totals.queries - sum(s.queries),
             "ignored_errors": totals.ignored_errors - sum(s.ignored_errors),
             "reconnects": totals.reconnects - sum(s.reconnects)}
-    if reported + 1 == expected:
-        # The unreported time is a second (or the part of one an events run ended in) of its own.
+    if reported + 1 == expected or (reported == 0 and any(rest.values())):
+        # The unreported time is a second of its own, or the part of one an events run ended in
+        # (however short: a run of 0.03 s printed no line at all).
         return Series(**{**s.model_dump(), **{name: getattr(s, name) + [max(0, n)] for name, n in rest.items()},
                          "errors": s.errors + [0], "queue": s.queue + s.queue[-1:]})
     if reported == 0 or reported != expected or not any(rest.values()):
-        # More than one second missing: something else went wrong, and no second can be told.
+        # Complete and adding up, or more than one line missing: which seconds they were cannot be told.
         return s
     # Less than 0.05 s after the last report, or a report's rate over a stretched interval: the
     # difference belongs to the last reported second.

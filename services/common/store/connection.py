@@ -83,6 +83,8 @@ class StoreConnection:
         self._packet_limit = 0
         #: Inside ``atomic``: statements are run once, on the transaction's connection.
         self._atomic = False
+        #: An ``atomic`` inside the open transaction failed: it may not commit.
+        self._doomed = False
 
     @property
     def _where(self) -> str:
@@ -207,30 +209,43 @@ class StoreConnection:
         if self._atomic:
             try:
                 yield
-            except StoreError as e:
-                raise _doing(e, what) from None
+            except BaseException as e:
+                # No savepoint: what ran before the error stays in the enclosing transaction, so that
+                # one may not commit, even when a caller handles this error and goes on.
+                self._doomed = True
+                failure = self._failure(e, what)
+                if failure is e:
+                    raise
+                raise failure from None
             return
         self.execute("SELECT 1")  # a live connection (made again if it was lost) for the transaction
         conn = self._conn
         try:
             conn.start_transaction()
-            self._atomic = True
+            self._atomic, self._doomed = True, False
             yield
-            conn.commit()
+            if not self._doomed:
+                conn.commit()
         except BaseException as e:
-            try:
-                conn.rollback()
-            except mysql.connector.Error:  # a lost connection rolled it back already
-                pass
-            if isinstance(e, StoreError):
-                raise _doing(e, what) from None
-            if not isinstance(e, mysql.connector.Error):
+            _rollback(conn)
+            failure = self._failure(e, what)
+            if failure is e:
                 raise
-            self._drop_if_lost(e)
-            error = f"{_DB}{what}: {e.errno} {e.msg}"
-            raise (StoreUnavailable if _away(e) else StoreError)(error, errno=e.errno) from None
+            raise failure from None
         finally:
             self._atomic = False
+        if self._doomed:
+            _rollback(conn)
+            raise StoreError(f"{_DB}{what}: a part of it failed, so none of it was committed")
+
+    def _failure(self, e: BaseException, what: str) -> BaseException:
+        """What a transaction's error ``e`` is raised as: the DB's errors as the store's, naming ``what``."""
+        if isinstance(e, StoreError):
+            return _doing(e, what)
+        if not isinstance(e, mysql.connector.Error):
+            return e
+        self._drop_if_lost(e)
+        return (StoreUnavailable if _away(e) else StoreError)(f"{_DB}{what}: {e.errno} {e.msg}", errno=e.errno)
 
     def reachable(self) -> bool:
         """Whether the results DB answers now (tells "DB away" from "DB refused this write")."""
@@ -359,6 +374,13 @@ def _statement(conn: Any, sql: str, params: Sequence[Any], rows: list | None) ->
         # A parameter the client library cannot convert: the value is wrong, not the DB.
         raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
     return cur
+
+
+def _rollback(conn: Any) -> None:
+    try:
+        conn.rollback()
+    except Exception:  # noqa: BLE001 - a lost connection (closed here or by the server) rolled it back already
+        pass
 
 
 def _doing(e: StoreError, what: str) -> StoreError:

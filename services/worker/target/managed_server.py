@@ -32,6 +32,7 @@ ALLOCATOR_PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minim
 #: names the allocator, never a file).
 LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib")
 
+
 def _child_setup(ids: tuple[int, int] | None, cpus: list[int] | None, parent: int):
     """The server's pre-exec: own session, drop to SERVER_USER, then the parent-death
     signal (after the uid change, which would clear it), then pin to the server CPUs."""
