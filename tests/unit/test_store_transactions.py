@@ -100,3 +100,25 @@ def test_a_connection_lost_inside_is_unavailable_not_a_rollback_error():
         with db.atomic("import campaign c1"):
             db.execute("INSERT fail")
     assert conn.closed and db._conn is None
+
+
+def test_a_whole_transaction_is_run_again_while_the_db_is_away_and_no_longer():
+    db = StoreConnection(settings_from(None), attempts=3, backoff_s=0.0)
+    calls: list[int] = []
+
+    def away_twice() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise StoreUnavailable("results DB: 2013 Lost connection")
+        return "stored"
+
+    assert db.retried(away_twice) == "stored" and len(calls) == 3
+    calls.clear()
+
+    def always_away() -> str:
+        calls.append(1)
+        raise StoreUnavailable("results DB: 2013 Lost connection")
+
+    with pytest.raises(StoreUnavailable):
+        db.retried(always_away)
+    assert len(calls) == 3

@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Self, Sequence
+from typing import Any, Callable, Iterable, NoReturn, Self, Sequence, TypeVar
 
 import mysql.connector
 
@@ -28,6 +28,7 @@ log = logs.get(__name__)
 
 #: How every error of the DB's own begins.
 _DB = "results DB: "
+T = TypeVar("T")
 
 #: MySQL errors after which the connection is gone or useless: connect again (the database is
 #: in the connect parameters, so a new connection is in the right one) and run the statement again.
@@ -166,8 +167,7 @@ class StoreConnection:
             return self._execute_once(sql, params, rows)
         error = ""
         for attempt in range(1, self.attempts + 1):
-            if attempt > 2:
-                time.sleep(self.backoff_s * 2 ** (attempt - 3))
+            self._pause_before(attempt)
             try:
                 if self._conn is None:
                     self._conn = self._connect()
@@ -182,6 +182,24 @@ class StoreConnection:
                 if not _away(e):
                     raise StoreError(error, errno=e.errno) from None
         raise StoreUnavailable(f"{error} (results DB at {self._where}, {self.attempts} tries)")
+
+    def _pause_before(self, attempt: int) -> None:
+        """The wait before try ``attempt``: none before the first two (a lost connection needs no
+        wait), then doubling from ``backoff_s``."""
+        if attempt > 2:
+            time.sleep(self.backoff_s * 2 ** (attempt - 3))
+
+    def retried(self, transaction: Callable[[], T]) -> T:
+        """``transaction`` (one whole ``atomic``), run again while the DB is away, with the tries and
+        pauses of one statement: rolled back whole, it is as safe to run again as a statement."""
+        for attempt in range(1, self.attempts):
+            self._pause_before(attempt)
+            try:
+                return transaction()
+            except StoreUnavailable:
+                pass
+        self._pause_before(self.attempts)
+        return transaction()
 
     def _execute_once(self, sql: str, params: Sequence[Any], rows: list | None) -> Any:
         """One statement of an ``atomic`` transaction: never tried again, nor on another connection
@@ -213,10 +231,7 @@ class StoreConnection:
                 # No savepoint: what ran before the error stays in the enclosing transaction, so that
                 # one may not commit, even when a caller handles this error and goes on.
                 self._doomed = True
-                failure = self._failure(e, what)
-                if failure is e:
-                    raise
-                raise failure from None
+                self._raise_failure(e, what)
             return
         self.execute("SELECT 1")  # a live connection (made again if it was lost) for the transaction
         conn = self._conn
@@ -228,24 +243,21 @@ class StoreConnection:
                 conn.commit()
         except BaseException as e:
             _rollback(conn)
-            failure = self._failure(e, what)
-            if failure is e:
-                raise
-            raise failure from None
+            self._raise_failure(e, what)
         finally:
             self._atomic = False
         if self._doomed:
             _rollback(conn)
             raise StoreError(f"{_DB}{what}: a part of it failed, so none of it was committed")
 
-    def _failure(self, e: BaseException, what: str) -> BaseException:
-        """What a transaction's error ``e`` is raised as: the DB's errors as the store's, naming ``what``."""
+    def _raise_failure(self, e: BaseException, what: str) -> NoReturn:
+        """Raise a transaction's error ``e``: the DB's errors as the store's, naming ``what``; others as they are."""
         if isinstance(e, StoreError):
-            return _doing(e, what)
+            raise _doing(e, what) from None
         if not isinstance(e, mysql.connector.Error):
-            return e
+            raise e
         self._drop_if_lost(e)
-        return (StoreUnavailable if _away(e) else StoreError)(f"{_DB}{what}: {e.errno} {e.msg}", errno=e.errno)
+        raise (StoreUnavailable if _away(e) else StoreError)(f"{_DB}{what}: {e.errno} {e.msg}", errno=e.errno) from None
 
     def reachable(self) -> bool:
         """Whether the results DB answers now (tells "DB away" from "DB refused this write")."""
@@ -372,7 +384,7 @@ def _statement(conn: Any, sql: str, params: Sequence[Any], rows: list | None) ->
             cur.execute(sql, tuple(params))
     except (OverflowError, ValueError) as e:
         # A parameter the client library cannot convert: the value is wrong, not the DB.
-        raise StoreRefused(f"results DB: cannot send a value: {type(e).__name__}: {e}") from None
+        raise StoreRefused(f"{_DB}cannot send a value: {type(e).__name__}: {e}") from None
     return cur
 
 

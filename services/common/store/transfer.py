@@ -3,10 +3,9 @@ campaign exported, and an export imported again under the same ids."""
 
 from __future__ import annotations
 
-import time
 from typing import Sequence
 
-from services.common.errors import CampaignExists, StoreUnavailable
+from services.common.errors import CampaignExists
 from services.common.store.campaign_file import CampaignExport, ExportedCampaign, ExportedRun
 from services.common.store.campaigns import Campaigns
 from services.common.store.connection import StoreConnection
@@ -45,15 +44,7 @@ class Transfer:
         """Bring an exported campaign in: the same campaign id, run ids and results. A campaign of
         that id already stored is refused (CampaignExists) unless ``replace``: then the file's
         campaign row, runs and results replace the stored ones of the same ids."""
-        for attempt in range(1, self.db.attempts + 1):
-            try:
-                return self._import_once(export, replace)
-            except StoreUnavailable:
-                # One transaction, rolled back whole: running it again is safe, as each statement
-                # of a plain store is tried again while the DB is away (a deadlock, a lost connection).
-                if attempt == self.db.attempts:
-                    raise
-                time.sleep(self.db.backoff_s * 2 ** (attempt - 1))
+        self.db.retried(lambda: self._import_once(export, replace))
 
     def _import_once(self, export: CampaignExport, replace: bool) -> None:
         c = export.campaign
