@@ -28,10 +28,11 @@ from services.common.messages.events import RunEvent
 from services.common.messages.results import RunResult
 from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
 from services.common.messages.codec import decode
-from services.common.store.takers import Binding, Claim, Taker, judge_result
-from services.collector.part_merge import complete, failed_run, merge_parts
+from services.common.store.takers import Binding, Claim, Taker
+from services.collector.part_intake import PartRecords, part_of_a_split_run, spoils_a_merge, store_part
 from services.collector.takeover import MAX_CLOCK_SKEW_S
-from services.collector.takeover_check import TakeoverCheck
+from services.collector.takeover_check import Decided, TakeoverCheck, Waiting
+from services.collector.waiting_claims import WaitingClaims
 
 if TYPE_CHECKING:
     from services.common.results.rows import ResultRow
@@ -78,16 +79,6 @@ class ResultRecords(Protocol):
     def get(self, run_id: str) -> RunResult | None: ...
 
     def recent(self, campaigns: int) -> "list[ResultRow]": ...
-
-
-class PartRecords(Protocol):
-    """Parts of runs split over load hosts (services.common.store's Parts is one)."""
-
-    def keep(self, result: RunResult) -> list[RunResult]:
-        """Keep a part of a run (spec load_hosts); every kept part of its group."""
-        ...
-
-    def merged(self, run_id: str, group: str) -> None: ...
 
 
 class WorkerRecords(Protocol):
@@ -153,6 +144,8 @@ class Collector:
         self.cancels = cancels
         #: Asks the broker before a run changes hands (none given: no takeover by another user).
         self.takeover = takeover or TakeoverCheck()
+        #: Takeover claims waiting for the broker's answer, and their runs' later deliveries.
+        self.waiting = WaitingClaims(self.takeover)
         self._next_depth_check = 0.0
         self._next_db_check = 0.0
         self._next_campaign_check = 0.0
@@ -199,11 +192,13 @@ class Collector:
                     # Unacked (and held) results go back to the queue when the bus closes.
                     log.warning("collector_connection_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
                     self._held.clear()
+                    self.waiting.clear()
                     self.stopping.wait(delay)
                     delay = min(delay * 2, BACKOFF_CAP_S)
                 finally:
                     bus.close()
                     self._held.clear()
+                    self.waiting.clear()
         finally:
             self._close_store()
 
@@ -273,6 +268,7 @@ class Collector:
             if not self._store.reachable():
                 self._db_away(StoreUnavailable("the results DB does not answer"))
         self._queue_depths(bus)
+        self._decide_waiting(bus)
         if self._down_since is None and self._store is not None:
             try:
                 self.finaliser.tick(bus, self._store)
@@ -319,6 +315,17 @@ class Collector:
             self._db_back()  # logs how many were held, this one included
             self._held.pop(0)
 
+    def _decide_waiting(self, bus: Broker) -> None:
+        """Handle the takeover claims whose answer came, each with that answer, then what came for their
+        runs after them, in order; while the DB is away they are held (and the claim asked about again)."""
+        for ready in self.waiting.ready():
+            rest = [ready.claim, *ready.after]
+            if self._down_since is None and not self._held and self._handle(bus, ready.claim, answer=ready.answer):
+                rest.pop(0)
+            for d in rest:
+                if self._down_since is not None or self._held or not self._handle(bus, d):
+                    self._held.append(d)
+
     # -- messages ---------------------------------------------------------------------------
     def _on_message(self, bus: Broker, d: Delivery) -> None:
         if self._down_since is not None or self._held:
@@ -327,9 +334,10 @@ class Collector:
         if not self._handle(bus, d):
             self._held.append(d)
 
-    def _handle(self, bus: Broker, d: Delivery) -> bool:
-        """Store one delivery and ack it, or dead-letter it for a fault of its own; False (and
-        nothing acked) when the results DB is away."""
+    def _handle(self, bus: Broker, d: Delivery, answer: Decided | None = None) -> bool:
+        """Store one delivery and ack it, or dead-letter it for a fault of its own, or hold it while a
+        takeover claim of its run waits (``answer``: the check's, once it came); False (and nothing
+        acked) when the results DB is away."""
         try:
             msg = decode(d.body, expect=(RunResult, RunEvent, WorkerBuilds, WorkerAnnouncement))
         except DecodeError as e:
@@ -345,11 +353,20 @@ class Collector:
             bus.ack(d.delivery_tag)
             return True
         sender = Taker.of(d.user_id, msg.worker)
+        if answer is None and isinstance(msg, (RunEvent, RunResult)) and self.waiting.holds(msg.run_id):
+            self.waiting.hold(msg.run_id, d)  # after the claim before it, whatever it decides
+            return True
         try:
             if self._store is None:
                 raise StoreUnavailable("not connected to the results DB")
             if isinstance(msg, RunEvent):
-                refusal = self.takeover.refusal(self._store.runs, msg, sender)
+                step = answer or self.takeover.begin(self._store.runs, msg, sender)
+                if isinstance(step, Waiting):
+                    step = self.waiting.wait(step, d)
+                    if step is None:
+                        log.info("run_takeover_waiting", run_id=msg.run_id, sender=str(sender), attempt=msg.attempt)
+                        return True  # unacked until the broker's answer (_tick)
+                refusal = step.refusal
                 claim = Claim.REFUSE if refusal else self._store.runs.claim(msg, sender)
                 if claim in (Claim.BIND, Claim.RETAKE):
                     self.takeover.claimed(msg.run_id)
@@ -376,10 +393,10 @@ class Collector:
             elif msg.part is None:
                 # Another worker's result is refused by the store (logged, acked, not dead-lettered:
                 # that would fail the run).
-                if not self._spoils_a_merge(self._store, msg) and self._store.results.store(msg, sender=sender):
+                if not spoils_a_merge(self._store, msg) and self._store.results.store(msg, sender=sender):
                     stored = msg
-            elif self._part_of_a_split_run(self._store, msg, sender):
-                stored = self._store_part(self._store, msg)
+            elif part_of_a_split_run(self._store, msg, sender):
+                stored = store_part(self._store, msg)
             if stored is not None and self.after_store is not None:
                 self._after_store(stored)
         except StoreRefused as e:
@@ -404,63 +421,6 @@ class Collector:
             log.info("result_stored", campaign_id=stored.campaign_id, run_id=stored.run_id, status=stored.status,
                      qps=round(stored.qps, 1), parts=len(stored.parts or ()) or None)
         return True
-
-    @staticmethod
-    def _part_of_a_split_run(store: ResultStore, part: RunResult, sender: Taker) -> bool:
-        """Whether a part may be kept: only a run split over load hosts has parts (whose workers
-        share it, store/takers.py); a part of a whole run is logged and dropped. A run not planned
-        passes here and is refused by the store, naming it."""
-        binding = store.runs.binding(part.run_id)
-        if binding is None or judge_result(binding, sender, ok=part.status == "ok", part=True) is Claim.SHARED:
-            return True
-        log.warning("result_refused", run_id=part.run_id, campaign_id=part.campaign_id, status=part.status,
-                    sender=str(sender), reason="a part of a run that is not split over load hosts")
-        return False
-
-    @staticmethod
-    def _spoils_a_merge(store: ResultStore, result: RunResult) -> bool:
-        """Whether ``result`` is a failure of a part that never met its partners (no start was
-        agreed: ``parts`` empty; a part taken again after its run ended) and the run already has
-        its result (an ok merge, or the failure its parts gave up with): it is acked and dropped."""
-        if result.status == "ok":
-            return False
-        stored = store.results.get(result.run_id)
-        if stored is not None and ((stored.parts and stored.status == "ok") or result.parts is not None):
-            log.info("part_ignored", run_id=result.run_id, status=result.status, error=result.error,
-                     stored_group=stored.parts[0].group if stored.parts else None, stored_status=stored.status)
-            return True
-        return False
-
-    @staticmethod
-    def _store_part(store: ResultStore, part: RunResult) -> RunResult | None:
-        """A part of a run split over load hosts: kept until its whole group has arrived, then
-        merged exactly and stored as the run's one result (returned); a part that did not end ok
-        fails the run whole, without a measurement. None while parts are missing, and for a part
-        delivered again after its group was stored, or failed after the run was stored ok."""
-        assert part.part is not None
-        group = part.part.group
-        stored = store.results.get(part.run_id)
-        # A part never retries alone, so the first failure of a run's parts is the run's final word:
-        # a later failure is a partner giving up in turn, or a part redelivered after its run ended.
-        if stored is not None and ((stored.parts and stored.parts[0].group == group) or part.status != "ok"):
-            log.info("part_ignored", run_id=part.run_id, part=part.part.index, group=group,
-                     stored_group=stored.parts[0].group if stored.parts else None, stored_status=stored.status)
-            return None
-        kept = store.parts.keep(part)
-        if part.status != "ok":
-            # Every part of the group known so far is recorded with the failure.
-            run = failed_run(part, kept)
-        else:
-            if not complete(kept):
-                log.info("part_kept", run_id=part.run_id, part=part.part.index, group=group,
-                         parts=f"{len(kept)}/{part.part.count}")
-                return None
-            run = merge_parts(kept)
-        if not store.results.store(run):
-            run = None  # an ok result of the run was stored already, and stays
-        # The group is over either way: its kept parts are emptied, never merged later.
-        store.parts.merged(part.run_id, group)
-        return run
 
     @staticmethod
     def _park(bus: Broker, d: Delivery, event: str, reason: str) -> None:

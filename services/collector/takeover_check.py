@@ -1,10 +1,15 @@
 """The collector's question to the broker before a run changes hands: asks the management API for the
 runs queues' consumers and applies collector/takeover.py's rule. When the broker cannot be asked, the
-takeover is refused (fail closed, logged): docs/security.md says why."""
+takeover is refused (fail closed, logged): docs/security.md says why.
+
+The check never sleeps: a claim that must wait for the API's listing is returned as ``Waiting``, and the
+collector asks again once it is due (collector/waiting_claims.py), handling other messages meanwhile.
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
 from services.collector.takeover import LISTING_LAG_S, Takeover, judge_takeover, wait_before_asking
@@ -31,14 +36,31 @@ def _unreachable() -> BrokerView:
     raise BusError("no management API to ask (the collector was given none)")
 
 
+@dataclass(frozen=True)
+class Decided:
+    """The check's answer: why the claim may not take its run over (None: no takeover, or one the broker allows)."""
+
+    refusal: str | None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A takeover claim to judge once ``due`` (by the check's clock) has come."""
+
+    run_id: str
+    binding: Binding
+    sender: Taker
+    due: float
+    #: Asked once already and the taker looked alive: the next answer is final.
+    rechecked: bool = False
+
+
 class TakeoverCheck:
     """Decides, with the broker's view, whether a worker's claim that would take a run over may."""
 
-    def __init__(self, view: Callable[[], BrokerView] = _unreachable, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, view: Callable[[], BrokerView] = _unreachable, *, clock: Callable[[], float] = time.monotonic):
         self.view = view
         self.clock = clock
-        self.sleep = sleep
         #: Runs this collector bound lately (run id -> when, by ``clock``): the API may not list
         #: their taker's connection yet.
         self._seen: dict[str, float] = {}
@@ -49,26 +71,32 @@ class TakeoverCheck:
         self._seen = {r: t for r, t in self._seen.items() if now - t < LISTING_LAG_S}
         self._seen[run_id] = now
 
-    def refusal(self, runs: Bindings, event: RunEvent, sender: Taker) -> str | None:
-        """Why ``sender``'s event may not take its run over; None when it is no takeover or may."""
+    def begin(self, runs: Bindings, event: RunEvent, sender: Taker) -> Decided | Waiting:
+        """Judge ``sender``'s event at once when it is no takeover (or the broker can be asked now);
+        otherwise say when to ask."""
         binding = runs.binding(event.run_id)
         if binding is None or event.state != "running" or judge_claim(binding, sender, event.attempt) is not Claim.RETAKE:
-            return None
-        verdict = self._judge(event.run_id, binding, sender)
-        if verdict.taker_seen:
-            self.sleep(RECHECK_S)
-            verdict = self._judge(event.run_id, binding, sender)
-        return None if verdict.allowed else verdict.reason
+            return Decided(None)
+        if binding.taker is None or binding.taker.user == sender.user:
+            return self._answer(judge_takeover(binding, sender, BrokerView(())))
+        seen = self._seen.get(event.run_id)
+        wait = wait_before_asking(None if seen is None else self.clock() - seen)
+        step = Waiting(event.run_id, binding, sender, due=self.clock() + wait)
+        return step if wait > 0 else self.resume(step)
 
-    def _judge(self, run_id: str, binding: Binding, sender: Taker) -> Takeover:
-        if binding.taker is not None and binding.taker.user != sender.user:
-            seen = self._seen.get(run_id)
-            self.sleep(wait_before_asking(None if seen is None else self.clock() - seen))
-            try:
-                view = self.view()
-            except BusError as e:
-                log.error("run_takeover_unverified", run_id=run_id, sender=str(sender), error=str(e))
-                return Takeover(False, f"the broker could not be asked whether the taker lives: {e}")
-        else:
-            view = BrokerView(())
-        return judge_takeover(binding, sender, view)
+    def resume(self, step: Waiting) -> Decided | Waiting:
+        """Ask the broker about a waiting claim whose time has come: a taker that still looks alive is
+        asked about once more, ``RECHECK_S`` later."""
+        try:
+            view = self.view()
+        except BusError as e:
+            log.error("run_takeover_unverified", run_id=step.run_id, sender=str(step.sender), error=str(e))
+            return Decided(f"the broker could not be asked whether the taker lives: {e}")
+        verdict = judge_takeover(step.binding, step.sender, view)
+        if verdict.taker_seen and not step.rechecked:
+            return replace(step, due=self.clock() + RECHECK_S, rechecked=True)
+        return self._answer(verdict)
+
+    @staticmethod
+    def _answer(verdict: Takeover) -> Decided:
+        return Decided(None if verdict.allowed else verdict.reason)

@@ -29,7 +29,8 @@ def _spec_text(fleet: Fleet, name: str) -> str:
 
 def _read_up_to_here(fleet: Fleet, bus: RabbitBus) -> None:
     """Wait until the collector has handled everything published so far on the results exchange:
-    it handles messages in order, so once a marker announcement published now is stored, so are they."""
+    it handles messages in order, so once a marker announcement published now is stored, so are they
+    (but for a takeover claim waiting for the broker's listing, and its run's later messages)."""
     marker = f"marker-{time.monotonic_ns()}"
     bus.publish_result(WorkerAnnouncement(worker=marker, pool=fleet.pool, state="down", address="127.0.0.1:9",
                                           at=time.time()).encode())

@@ -9,7 +9,7 @@ import secrets
 import mysql.connector
 import pytest
 
-from services.collector.consumer import Collector
+from services.collector.part_intake import spoils_a_merge, store_part
 from services.common.errors import StoreRefused
 from services.common.store import Store
 
@@ -29,15 +29,15 @@ def test_parts_wait_across_a_restart_and_merge_into_one_stored_result(db_setting
     a, b = part_result(0, 2, [1000.0] * 10, tx=100), part_result(1, 2, [3000.0] * 10, tx=50)
     with Store(db_settings).open() as store:
         store.campaigns.record("c1", SPEC, planned)
-        assert Collector._store_part(store, a) is None, "part 0 alone is kept, not stored as the run's result"
+        assert store_part(store, a) is None, "part 0 alone is kept, not stored as the run's result"
         assert store.results.get(a.run_id) is None
     with Store(db_settings).open() as store:  # a collector restarted in between
-        merged = Collector._store_part(store, b)
+        merged = store_part(store, b)
         assert merged is not None and merged.totals.transactions == 150
         stored = store.results.get(a.run_id)
         assert stored == merged and [p.worker for p in stored.parts] == ["w0", "w1"]
         # Part 1 delivered again (the ack was lost): ignored, the run keeps its one result.
-        assert Collector._store_part(store, b) is None
+        assert store_part(store, b) is None
         assert store.results.count(a.run_id) == 1
         [(state,)] = store.db.rows("SELECT state FROM runs WHERE run_id=%s", (a.run_id,))
         assert state == "done"
@@ -52,9 +52,9 @@ def test_a_late_part_of_another_group_leaves_the_group_in_flight_whole(db_settin
     late = part_result(0, 2, [9000.0] * 10, tx=7, group="g0")
     with Store(db_settings).open() as store:
         store.campaigns.record("c1", SPEC, planned)
-        assert Collector._store_part(store, a) is None
-        assert Collector._store_part(store, late) is None
-        merged = Collector._store_part(store, b)
+        assert store_part(store, a) is None
+        assert store_part(store, late) is None
+        merged = store_part(store, b)
         assert merged is not None and merged.totals.transactions == 150
         assert {p.group for p in merged.parts} == {"g1"}
         rows = store.db.rows("SELECT part_group, part_index, merged_at IS NULL FROM run_parts ORDER BY 1, 2")
@@ -111,10 +111,10 @@ def test_a_part_that_never_joined_fails_the_run_only_while_it_has_no_result(db_s
     lone = bad.model_copy(update={"part": None, "parts": [], "error": "load_hosts part 1 (w9): nobody joined"})
     with Store(db_settings).open() as store:
         store.campaigns.record("c1", SPEC, planned)
-        assert not Collector._spoils_a_merge(store, lone)
+        assert not spoils_a_merge(store, lone)
         store.results.store(lone)
         assert store.results.get(lone.run_id).parts == []
-        failed = Collector._store_part(store, part_result(0, 2, [1000.0], status="failed", group="g2"))
+        failed = store_part(store, part_result(0, 2, [1000.0], status="failed", group="g2"))
         assert failed is None, "the run already has its failure"
-        assert Collector._spoils_a_merge(store, lone)
+        assert spoils_a_merge(store, lone)
         assert store.results.get(lone.run_id).error == "load_hosts part 1 (w9): nobody joined"

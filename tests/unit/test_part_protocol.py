@@ -11,6 +11,7 @@ import time
 from typing import Iterator
 
 from services.collector.consumer import Collector
+from services.collector.part_intake import store_part
 from services.common.config import Settings
 from services.common.results.histogram import Histogram
 from services.common.messages.runs import Cell, RunSpec
@@ -313,8 +314,8 @@ def test_a_failed_part_records_every_part_of_its_group_known_so_far():
     run = runs()[0]
     store = PartsStore(runs())
     ok, bad = part_result(0, 2, [1000.0]), part_result(1, 2, [1000.0], status="failed")
-    assert Collector._store_part(store, ok) is None
-    r = Collector._store_part(store, bad)
+    assert store_part(store, ok) is None
+    r = store_part(store, bad)
     assert r is not None and r.status == "failed" and store.stored[run.run_id] == r
     assert [(p.index, p.transactions) for p in r.parts] == [(0, 100), (1, 100)]
     assert all(merged for (_r, merged) in store.kept.values())

@@ -4,12 +4,15 @@ never replaced, and announcements from the future are refused (in-memory bus, fa
 
 from __future__ import annotations
 
+import itertools
 import time
+from typing import Callable
 
 from structlog.testing import capture_logs
 
 from services.common.messages.announcements import WorkerAnnouncement
 from services.common.messages.events import RunEvent
+from services.collector.takeover import LISTING_LAG_S
 from services.collector.takeover_check import TakeoverCheck
 from services.common.bus.management import BrokerView, RunsConsumer
 from services.common.errors import BusError
@@ -37,6 +40,11 @@ def _send(broker, user: str | None, *bodies: bytes, dead: bool = False) -> None:
 def _event(run, taker: Taker, attempt: int = 1, state: str = "running") -> bytes:
     return RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state=state, worker=taker.worker,
                     attempt=attempt, at=time.time()).encode()
+
+
+def hurried() -> Callable[[], float]:
+    """A clock 10 s later at each reading: every wait of the takeover check has passed by its next look."""
+    return itertools.count(0.0, 10.0).__next__
 
 
 def _drained(broker) -> None:
@@ -115,7 +123,7 @@ def test_a_claim_of_a_later_attempt_takes_the_run_over(broker):
     run = planned(db)[0]
     _send(broker, A.user, _event(run, A))
     _send(broker, B.user, _event(run, B, attempt=1))
-    gone = TakeoverCheck(lambda: BrokerView(()), sleep=lambda s: None)  # the broker shows no connection of A
+    gone = TakeoverCheck(lambda: BrokerView(()), clock=hurried())  # the broker shows no connection of A
     with capture_logs() as logs, collecting(broker, db, takeover=gone):
         _drained(broker)
         assert db.takers[run.run_id] == (A, 1)
@@ -127,6 +135,34 @@ def test_a_claim_of_a_later_attempt_takes_the_run_over(broker):
     assert run.run_id not in db.results
     assert [e["event"] for e in logs if e["event"] in ("run_claim_refused", "run_taken_over", "result_refused")] == [
         "run_claim_refused", "run_taken_over", "result_refused"]
+
+
+def test_a_takeover_claim_waiting_for_the_broker_holds_up_only_its_own_run(broker):
+    """B claims attempt 2 of a run A bound a moment ago: the collector waits for the broker's listing
+    without stopping, so A's result of another run is stored meanwhile, and B's result, sent after its
+    claim, is held behind it (unacked) and stored once the broker shows A gone."""
+    db = FakeDb()
+    db.default_taker = None
+    first, other = planned(db)[:2]
+    now = [100.0]
+    check = TakeoverCheck(lambda: BrokerView(()), clock=lambda: now[0])
+    with capture_logs() as logs, collecting(broker, db, takeover=check):
+        _send(broker, A.user, _event(first, A))
+        wait_until(lambda: db.takers.get(first.run_id) == (A, 1), "A's claim bound")
+        _send(broker, B.user, _event(first, B, attempt=2),
+              result(first).model_copy(update={"worker": B.worker}).encode())
+        _send(broker, A.user, _event(other, A), result(other).model_copy(update={"worker": A.worker}).encode())
+        wait_until(lambda: other.run_id in db.results, "the other run's result stored while the claim waits")
+        assert first.run_id not in db.results and db.takers[first.run_id] == (A, 1)
+        assert broker.unacked() == 2, "the waiting claim and the result behind it"
+        now[0] += LISTING_LAG_S
+        wait_until(lambda: first.run_id in db.results, "B's result stored after its claim took the run over")
+        assert db.takers[first.run_id] == (B, 2) and db.results[first.run_id].worker == B.worker
+        _drained(broker)
+    events = [(e["event"], e.get("run_id")) for e in logs
+              if e["event"] in ("run_takeover_waiting", "run_taken_over", "result_stored")]
+    assert events == [("run_takeover_waiting", first.run_id), ("result_stored", other.run_id),
+                      ("run_taken_over", first.run_id), ("result_stored", first.run_id)]
 
 
 def test_a_later_attempt_is_not_taken_over_while_the_broker_shows_the_taker_or_cannot_be_asked(broker):
@@ -142,7 +178,7 @@ def test_a_later_attempt_is_not_taken_over_while_the_broker_shows_the_taker_or_c
         raise BusError("management API http://127.0.0.1:15672: Connection refused")
 
     for view, why in ((lambda: alive, "worker-a still consumes ns.runs.default"), (unreachable, "could not be asked")):
-        with capture_logs() as logs, collecting(broker, db, takeover=TakeoverCheck(view, sleep=lambda s: None)):
+        with capture_logs() as logs, collecting(broker, db, takeover=TakeoverCheck(view, clock=hurried())):
             _drained(broker)
             _send(broker, B.user, _event(run, B, attempt=2))
             _drained(broker)

@@ -5,7 +5,9 @@ takeover is refused (pure rule on literal broker views; the check with a scripte
 from __future__ import annotations
 
 from services.collector.takeover import LISTING_LAG_S, MAX_CLOCK_SKEW_S, judge_takeover, wait_before_asking
-from services.collector.takeover_check import RECHECK_S, TakeoverCheck
+from services.collector.takeover_check import RECHECK_S, Decided, TakeoverCheck, Waiting
+from services.collector.waiting_claims import WaitingClaims
+from services.common.bus.broker import Delivery
 from services.common.bus.management import BrokerView, RunsConsumer
 from services.common.errors import BusError
 from services.common.messages.events import RunEvent
@@ -64,34 +66,68 @@ def _event(attempt: int, state: str = "running") -> RunEvent:
 
 
 def test_the_check_asks_again_once_fails_closed_and_waits_for_a_fresh_claim():
-    views = [BrokerView((_consumer("worker-a", CLAIMED),)), BrokerView(())]
-    asked, slept, now = [], [], [50.0]
+    alive = BrokerView((_consumer("worker-a", CLAIMED),))
+    views = [alive, BrokerView(())]
+    asked, now = [], [50.0]
 
     def view() -> BrokerView:
         asked.append(now[0])
         return views.pop(0)
 
-    check = TakeoverCheck(view, clock=lambda: now[0], sleep=slept.append)
+    check = TakeoverCheck(view, clock=lambda: now[0])
     runs = _Runs(TAKEN)
-    assert check.refusal(runs, _event(1), B) is None, "the same attempt is no takeover: the store refuses it"
-    assert check.refusal(runs, _event(2, "measuring"), B) is None and not asked
-    assert check.refusal(runs, _event(2), B) is None, "the broker closed the taker's connection a moment later"
-    assert slept == [0.0, RECHECK_S, 0.0] and len(asked) == 2
+    assert check.begin(runs, _event(1), B) == Decided(None), "the same attempt is no takeover: the store refuses it"
+    assert check.begin(runs, _event(2, "measuring"), B) == Decided(None) and not asked
+    # Asked at once (this collector did not bind the run lately): the taker still shows, so once more later.
+    step = check.begin(runs, _event(2), B)
+    assert step == Waiting("c.r1", TAKEN, B, due=50.0 + RECHECK_S, rechecked=True) and asked == [50.0]
+    now[0] = step.due
+    assert check.resume(step) == Decided(None), "the broker closed the taker's connection a moment later"
+    # A claim this collector bound 2 s ago: the API may not list its connection yet, so the check waits.
     check.claimed("c.r1")
     now[0] += 2.0
-    slept.clear()
-    views.append(BrokerView((_consumer("worker-a", CLAIMED),)))
-    views.append(BrokerView((_consumer("worker-a", CLAIMED),)))
-    refusal = check.refusal(runs, _event(2), B)
-    assert refusal is not None and "worker-a still consumes" in refusal
-    assert slept == [LISTING_LAG_S - 2.0, RECHECK_S, LISTING_LAG_S - 2.0]
+    step = check.begin(runs, _event(2), B)
+    assert isinstance(step, Waiting) and step.due == now[0] + LISTING_LAG_S - 2.0 and len(asked) == 2
+    views.extend([alive, alive])
+    now[0] = step.due
+    step = check.resume(step)
+    assert isinstance(step, Waiting) and step.rechecked and step.due == now[0] + RECHECK_S
+    now[0] = step.due
+    refused = check.resume(step)
+    assert isinstance(refused, Decided) and "worker-a still consumes" in (refused.refusal or "")
 
     def down() -> BrokerView:
         raise BusError("management API http://127.0.0.1:15672/api/consumers/%2F: Connection refused")
 
-    refusal = TakeoverCheck(down, sleep=lambda s: None).refusal(runs, _event(2), B)
-    assert refusal is not None and "could not be asked" in refusal and "Connection refused" in refusal
-    assert TakeoverCheck().refusal(runs, _event(2), B) is not None, "no management API given: no takeover"
+    refusal = TakeoverCheck(down).begin(runs, _event(2), B)
+    assert isinstance(refusal, Decided) and "could not be asked" in (refusal.refusal or "")
+    assert "Connection refused" in (refusal.refusal or "")
+    assert TakeoverCheck().begin(runs, _event(2), B) != Decided(None), "no management API given: no takeover"
+
+
+def test_a_sender_keeps_only_a_few_claims_waiting_and_a_decided_one_brings_its_runs_later_deliveries():
+    now = [0.0]
+    check = TakeoverCheck(lambda: BrokerView(()), clock=lambda: now[0])
+    claims = WaitingClaims(check, per_user=2)
+
+    def delivery(tag: int) -> Delivery:
+        return Delivery(body=b"{}", delivery_tag=tag, redelivered=False, user_id=B.user)
+
+    for i in (1, 2):
+        assert claims.wait(Waiting(f"c.r{i}", TAKEN, B, due=5.0), delivery(i)) is None
+    third = claims.wait(Waiting("c.r3", TAKEN, B, due=5.0), delivery(3))
+    assert third is not None and "worker-b already has 2 takeover claims waiting" in (third.refusal or "")
+    assert claims.wait(Waiting("c.r4", TAKEN, Taker("worker-c", "host-c"), due=9.0), delivery(4)) is None
+    assert claims.holds("c.r1") and not claims.holds("c.r3")
+    claims.hold("c.r1", delivery(10))
+    assert list(claims.ready()) == [], "nothing is due before its time"
+    now[0] = 5.0
+    ready = sorted(claims.ready(), key=lambda r: r.claim.delivery_tag)
+    assert [(r.claim.delivery_tag, r.answer, [d.delivery_tag for d in r.after]) for r in ready] == [
+        (1, Decided(None), [10]), (2, Decided(None), [])]
+    assert len(claims) == 1 and not claims.holds("c.r1")
+    claims.clear()
+    assert len(claims) == 0
 
 
 def test_the_management_api_is_the_brokers_host_unless_set():
