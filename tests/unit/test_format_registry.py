@@ -158,3 +158,24 @@ def test_submit_refuses_a_report_format_it_could_not_honour_before_submitting(ar
     assert why in (scheduler_cli._report_flags_refused(args) or "")
     args = scheduler_cli._parser().parse_args(["submit", "s.yaml", "--wait", "--format", "html", "--out", "r.html"])
     assert scheduler_cli._report_flags_refused(args) is None
+
+
+def test_every_built_in_format_names_render_functions_that_exist_and_listing_them_loads_none():
+    """The table names its formats' functions by module and name, loaded at their first use: each
+    named function exists, and a fresh process that lists the formats loads no format's module."""
+    import importlib
+    import subprocess
+    import sys
+    from dataclasses import fields
+
+    later = [getattr(r, f.name) for r in registry._RENDERERS.values() for f in fields(r)
+             if isinstance(getattr(r, f.name), registry._Later)]
+    assert later, "the built-in formats are named lazily"
+    for fn in later:
+        assert callable(getattr(importlib.import_module(fn.module), fn.name)), f"{fn.module}.{fn.name}"
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys; from services.reporting.render import registry; registry.names('report');"
+                               "print(' '.join(m for m in sys.modules if m.startswith('services.reporting')))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert not {"services.reporting.render.html", "services.reporting.render.machine_formats",
+                "services.reporting.report", "services.reporting.compare"} & set(loaded), loaded

@@ -7,21 +7,17 @@ renderers return the text or bytes and the commands write them out.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, replace
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from services.reporting.compare import CampaignComparison, render_compare_csv, render_compare_markdown, render_compare_text
-from services.reporting.history import History, render_history_csv, render_history_json, render_history_text
-from services.reporting.options import ReportOptions
-from services.reporting.pools_compared import PoolsReport
-from services.reporting.render.changes import (render_changes_csv, render_changes_json, render_changes_markdown,
-                                               render_changes_text)
-from services.reporting.render.html import render_compare_html, render_html_report
-from services.reporting.render.machine_formats import render_compare_json, render_compare_ods, render_json, render_ods
-from services.reporting.render.pools import (render_pools_csv, render_pools_html, render_pools_json, render_pools_markdown,
-                                             render_pools_ods, render_pools_text)
-from services.reporting.report import Report, render_csv_lines, render_lines, render_markdown_lines
-from services.reporting.spec_history import SpecChanges
+if TYPE_CHECKING:
+    from services.reporting.compare import CampaignComparison
+    from services.reporting.history import History
+    from services.reporting.options import ReportOptions
+    from services.reporting.pools_compared import PoolsReport
+    from services.reporting.report import Report
+    from services.reporting.spec_history import SpecChanges
 
 #: What a renderer can render: ``collector report``'s campaign (``pools``: one that ran on several pools),
 #: ``compare``'s two, ``history``'s cell, ``history SPEC --changes``'s change points.
@@ -112,19 +108,39 @@ def renderer(name: str, document: Document = "report") -> Renderer:
     return r
 
 
-def _text(lines: Callable[[Report], list[str]]) -> Callable[[Report], str]:
+@dataclass(frozen=True)
+class _Later:
+    """A render function named by its module and name, imported at its first call: a command that
+    only lists the formats (its ``--format`` choices) loads none of their code."""
+
+    module: str
+    name: str
+
+    def __call__(self, document: Any) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)(document)
+
+
+def _text(lines: _Later) -> Callable[[Report], str]:
     return lambda report: "\n".join(lines(report)) + "\n"
 
 
-register(Renderer("text", ".txt", report=_text(render_lines), pools=render_pools_text, compare=render_compare_text,
-                  history=render_history_text, changes=render_changes_text))
-register(Renderer("markdown", ".md", report=_text(render_markdown_lines), pools=render_pools_markdown,
-                  compare=render_compare_markdown, changes=render_changes_markdown))
-register(Renderer("csv", ".csv", report=_text(render_csv_lines), pools=render_pools_csv, compare=render_compare_csv,
-                  history=render_history_csv, changes=render_changes_csv))
-register(Renderer("json", ".json", report=render_json, pools=render_pools_json, compare=render_compare_json,
-                  history=render_history_json, changes=render_changes_json, every_table=True))
-register(Renderer("ods", ".ods", report=render_ods, pools=render_pools_ods, compare=render_compare_ods, to_file=True,
-                  every_table=True))
-register(Renderer("html", ".html", report=render_html_report, pools=render_pools_html, compare=render_compare_html,
-                  every_table=True, plots=True))
+_REPORT, _COMPARE, _HISTORY = "services.reporting.report", "services.reporting.compare", "services.reporting.history"
+_CHANGES, _POOLS = "services.reporting.render.changes", "services.reporting.render.pools"
+_MACHINE, _HTML = "services.reporting.render.machine_formats", "services.reporting.render.html"
+
+register(Renderer("text", ".txt", report=_text(_Later(_REPORT, "render_lines")), pools=_Later(_POOLS, "render_pools_text"),
+                  compare=_Later(_COMPARE, "render_compare_text"), history=_Later(_HISTORY, "render_history_text"),
+                  changes=_Later(_CHANGES, "render_changes_text")))
+register(Renderer("markdown", ".md", report=_text(_Later(_REPORT, "render_markdown_lines")),
+                  pools=_Later(_POOLS, "render_pools_markdown"), compare=_Later(_COMPARE, "render_compare_markdown"),
+                  changes=_Later(_CHANGES, "render_changes_markdown")))
+register(Renderer("csv", ".csv", report=_text(_Later(_REPORT, "render_csv_lines")), pools=_Later(_POOLS, "render_pools_csv"),
+                  compare=_Later(_COMPARE, "render_compare_csv"), history=_Later(_HISTORY, "render_history_csv"),
+                  changes=_Later(_CHANGES, "render_changes_csv")))
+register(Renderer("json", ".json", report=_Later(_MACHINE, "render_json"), pools=_Later(_POOLS, "render_pools_json"),
+                  compare=_Later(_MACHINE, "render_compare_json"), history=_Later(_HISTORY, "render_history_json"),
+                  changes=_Later(_CHANGES, "render_changes_json"), every_table=True))
+register(Renderer("ods", ".ods", report=_Later(_MACHINE, "render_ods"), pools=_Later(_POOLS, "render_pools_ods"),
+                  compare=_Later(_MACHINE, "render_compare_ods"), to_file=True, every_table=True))
+register(Renderer("html", ".html", report=_Later(_HTML, "render_html_report"), pools=_Later(_POOLS, "render_pools_html"),
+                  compare=_Later(_HTML, "render_compare_html"), every_table=True, plots=True))
