@@ -268,10 +268,11 @@ class Collector:
             if not self._store.reachable():
                 self._db_away(StoreUnavailable("the results DB does not answer"))
         self._queue_depths(bus)
-        self._decide_waiting(bus)
+        if self._down_since is None and not self._held:
+            self._decide_waiting(bus)
         if self._down_since is None and self._store is not None:
             try:
-                self.finaliser.tick(bus, self._store)
+                self.finaliser.tick(bus, self._store, results_held=len(self.waiting) > 0)
                 if self.cancels is not None:
                     self.cancels(bus, self._store)
                 if now >= self._next_campaign_check:
@@ -317,13 +318,15 @@ class Collector:
 
     def _decide_waiting(self, bus: Broker) -> None:
         """Handle the takeover claims whose answer came, each with that answer, then what came for their
-        runs after them, in order; while the DB is away they are held (and the claim asked about again)."""
+        runs after them, in order. Called while the DB answers and nothing is held for it (a run's later
+        messages that came during an outage are held behind its claim by _retry_held); when the DB goes
+        away meanwhile, the rest is held for it in order (and the claim asked about again)."""
         for ready in self.waiting.ready():
             rest = [ready.claim, *ready.after]
-            if self._down_since is None and not self._held and self._handle(bus, ready.claim, answer=ready.answer):
+            if not self._held and self._handle(bus, ready.claim, answer=ready.answer):
                 rest.pop(0)
             for d in rest:
-                if self._down_since is not None or self._held or not self._handle(bus, d):
+                if self._held or not self._handle(bus, d):
                     self._held.append(d)
 
     # -- messages ---------------------------------------------------------------------------
@@ -354,7 +357,11 @@ class Collector:
             return True
         sender = Taker.of(d.user_id, msg.worker)
         if answer is None and isinstance(msg, (RunEvent, RunResult)) and self.waiting.holds(msg.run_id):
-            self.waiting.hold(msg.run_id, d)  # after the claim before it, whatever it decides
+            # After the claim before it, whatever that decides; a sender holding too many is not kept.
+            if not self.waiting.hold(msg.run_id, d):
+                log.warning("message_refused", run_id=msg.run_id, sender=str(sender), schema=type(msg).__name__,
+                            reason="its sender has too many messages held behind takeover claims")
+                bus.ack(d.delivery_tag)
             return True
         try:
             if self._store is None:

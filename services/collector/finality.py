@@ -132,9 +132,12 @@ class Finaliser:
         self.failed = 0
         self.reaped = 0
 
-    def tick(self, bus: Broker, store: FinalityStore) -> None:
+    def tick(self, bus: Broker, store: FinalityStore, *, results_held: bool = False) -> None:
+        """Read dead letters, and reap overdue runs unless the collector holds results it has not
+        handled yet (``results_held``: they may be those runs' own)."""
         self.read_dead_letters(bus, store)
-        self.reap(bus, store)
+        if not results_held:
+            self.reap(bus, store)
 
     def read_dead_letters(self, bus: Broker, store: FinalityStore) -> None:
         for _ in range(DEAD_LETTERS_PER_TICK):

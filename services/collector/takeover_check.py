@@ -2,8 +2,9 @@
 runs queues' consumers and applies collector/takeover.py's rule. When the broker cannot be asked, the
 takeover is refused (fail closed, logged): docs/security.md says why.
 
-The check never sleeps: a claim that must wait for the API's listing is returned as ``Waiting``, and the
-collector asks again once it is due (collector/waiting_claims.py), handling other messages meanwhile.
+The check never sleeps, and never asks the broker while the consumer judges a message: a takeover
+claim is returned as ``Waiting``, and the collector asks once it is due, on a later tick
+(collector/waiting_claims.py), handling other messages meanwhile.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ class TakeoverCheck:
         self._seen[run_id] = now
 
     def begin(self, runs: Bindings, event: RunEvent, sender: Taker) -> Decided | Waiting:
-        """Judge ``sender``'s event at once when it is no takeover (or the broker can be asked now);
-        otherwise say when to ask."""
+        """Judge ``sender``'s event at once when it is no takeover by another broker user; otherwise
+        say when to ask the broker."""
         binding = runs.binding(event.run_id)
         if binding is None or event.state != "running" or judge_claim(binding, sender, event.attempt) is not Claim.RETAKE:
             return Decided(None)
@@ -81,17 +82,17 @@ class TakeoverCheck:
             return self._answer(judge_takeover(binding, sender, BrokerView(())))
         seen = self._seen.get(event.run_id)
         wait = wait_before_asking(None if seen is None else self.clock() - seen)
-        step = Waiting(event.run_id, binding, sender, due=self.clock() + wait)
-        return step if wait > 0 else self.resume(step)
+        return Waiting(event.run_id, binding, sender, due=self.clock() + wait)
 
     def resume(self, step: Waiting) -> Decided | Waiting:
         """Ask the broker about a waiting claim whose time has come: a taker that still looks alive is
         asked about once more, ``RECHECK_S`` later."""
         try:
             view = self.view()
-        except BusError as e:
-            log.error("run_takeover_unverified", run_id=step.run_id, sender=str(step.sender), error=str(e))
-            return Decided(f"the broker could not be asked whether the taker lives: {e}")
+        except Exception as e:  # fail closed on any answer the check cannot read, not only a lost API
+            why = str(e) if isinstance(e, BusError) else f"{type(e).__name__}: {e}"
+            log.error("run_takeover_unverified", run_id=step.run_id, sender=str(step.sender), error=why)
+            return Decided(f"the broker could not be asked whether the taker lives: {why}")
         verdict = judge_takeover(step.binding, step.sender, view)
         if verdict.taker_seen and not step.rechecked:
             return replace(step, due=self.clock() + RECHECK_S, rechecked=True)

@@ -1,6 +1,7 @@
 """Takeover claims waiting for the broker's answer, and what came for their runs after them: held
-unacked, in order, while the collector handles every other message. A sender may keep only a few
-claims waiting at once, so a worker sending forged claims cannot fill the collector's prefetch."""
+unacked, in order, while the collector handles every other message. A broker user may have only a
+few deliveries held at once (its claims and what it sent after them), so a worker sending forged
+claims holds at most that many of the collector's prefetched deliveries."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Iterator
 from services.collector.takeover_check import Decided, TakeoverCheck, Waiting
 from services.common.bus.broker import Delivery
 
-#: Claims one broker user may have waiting at once; the next is refused at once (the run then fails
-#: at the reaper's grace and is submitted again). A host's workers share a user: eight of them may
-#: take runs over in the same few seconds.
-MAX_WAITING_PER_USER = 8
+#: Deliveries one broker user may have held at once (claims, and messages after them); its next claim
+#: is refused (the run then fails at the reaper's grace and is submitted again), its next message for
+#: a waiting run dropped. A host's workers share a user: eight of them may take runs over in the same
+#: few seconds. The collector prefetches 32 deliveries.
+MAX_HELD_PER_USER = 8
 
 
 @dataclass
@@ -37,7 +39,7 @@ class Ready:
 class WaitingClaims:
     """The runs whose takeover claim waits for the broker's answer (one waiting claim per run)."""
 
-    def __init__(self, check: TakeoverCheck, *, per_user: int = MAX_WAITING_PER_USER):
+    def __init__(self, check: TakeoverCheck, *, per_user: int = MAX_HELD_PER_USER):
         self.check = check
         self.per_user = per_user
         self._runs: dict[str, _Run] = {}
@@ -46,19 +48,26 @@ class WaitingClaims:
         """Whether a delivery for ``run_id`` must wait behind the run's waiting claim."""
         return run_id in self._runs
 
-    def hold(self, run_id: str, d: Delivery) -> None:
-        """Keep ``d`` until the waiting claim of its run is decided."""
+    def hold(self, run_id: str, d: Delivery) -> bool:
+        """Keep ``d`` until the waiting claim of its run is decided; False (not kept) when its sender
+        already has ``per_user`` deliveries held."""
+        if self._held_from(d.user_id) >= self.per_user:
+            return False
         self._runs[run_id].after.append(d)
+        return True
 
     def wait(self, step: Waiting, claim: Delivery) -> Decided | None:
         """Keep ``claim`` until ``step`` is due (None); a refusal instead when its sender already has
-        ``per_user`` claims waiting."""
-        waiting = sum(1 for r in self._runs.values() if r.step.sender.user == step.sender.user)
-        if waiting >= self.per_user:
-            return Decided(f"broker user {step.sender.user} already has {waiting} takeover claims waiting "
-                           "for the broker's answer")
+        ``per_user`` deliveries held."""
+        held = self._held_from(claim.user_id)
+        if held >= self.per_user:
+            return Decided(f"broker user {step.sender.user} already has {held} messages held while its "
+                           "takeover claims wait for the broker's answer")
         self._runs[step.run_id] = _Run(step, claim)
         return None
+
+    def _held_from(self, user: str | None) -> int:
+        return sum(d.user_id == user for r in self._runs.values() for d in (r.claim, *r.after))
 
     def ready(self) -> Iterator[Ready]:
         """The claims whose answer came, each removed with the deliveries held behind it."""

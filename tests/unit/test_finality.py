@@ -4,7 +4,7 @@ worker vanished (in-memory bus, fake results store)."""
 
 from __future__ import annotations
 
-from services.collector.finality import dead_letter_reason, failure_of
+from services.collector.finality import Finaliser, dead_letter_reason, failure_of
 from services.common.bus.broker import Delivery
 from services.common.messages.runs import Cell
 from services.common.store.finality import OverdueRun
@@ -112,6 +112,21 @@ def test_a_run_whose_worker_vanished_is_reaped(broker):
         wait_until(lambda: a.run_id in db.failed, "the overdue run to be reaped")
     assert db.failed[a.run_id].startswith("no result ") and "on w7 (allowed 70 s: its start, warm-up, duration and 60 s grace)" in db.failed[a.run_id]
     assert b.run_id not in db.failed and c.finaliser.reaped == 1
+
+
+def test_no_run_is_reaped_while_the_collector_holds_results_behind_a_waiting_claim(broker):
+    """While a takeover claim waits, the collector holds (unacked) what came for its run, perhaps the
+    overdue run's own result: the reaper waits too, and reaps once nothing is held."""
+    db = FakeDb()
+    a = planned(db)[0]
+    db.overdue = [OverdueRun(a.run_id, "c1", "w7", 100.0, 70.0)]
+    f = Finaliser(grace_s=60)
+    with broker.bus("collector") as bus:
+        bus.declare(("default",))
+        f.tick(bus, db.open(), results_held=True)
+        assert a.run_id not in db.failed and f.reaped == 0
+        f.tick(bus, db.open())
+    assert a.run_id in db.failed and f.reaped == 1
 
 
 def test_a_dead_letter_met_by_a_db_blip_is_given_back_and_its_run_failed_later(broker):

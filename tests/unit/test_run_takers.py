@@ -165,6 +165,36 @@ def test_a_takeover_claim_waiting_for_the_broker_holds_up_only_its_own_run(broke
                       ("run_taken_over", first.run_id), ("result_stored", first.run_id)]
 
 
+def test_a_waiting_claim_still_comes_before_its_runs_later_messages_when_the_db_was_away_between(broker):
+    """B's takeover claim waits; the results DB goes away and B's result for the run arrives during the
+    outage (held for the DB, not behind the claim); the claim's time passes. Once the DB is back the
+    claim is decided first and B's result is stored after it, not refused as coming from a non-taker."""
+    db = FakeDb()
+    db.default_taker = None
+    first, other = planned(db)[:2]
+    now = [100.0]
+    check = TakeoverCheck(lambda: BrokerView(()), clock=lambda: now[0])
+    with capture_logs() as logs, collecting(broker, db, takeover=check) as c:
+        _send(broker, A.user, _event(first, A))
+        wait_until(lambda: db.takers.get(first.run_id) == (A, 1), "A's claim bound")
+        _send(broker, B.user, _event(first, B, attempt=2))
+        wait_until(lambda: len(c.waiting) == 1, "B's claim waiting")
+        db.down.set()
+        _send(broker, A.user, _event(other, A))
+        wait_until(lambda: c._down_since is not None, "the collector to find the DB away")
+        _send(broker, B.user, result(first).model_copy(update={"worker": B.worker}).encode())
+        wait_until(lambda: broker.unacked() == 3, "B's result delivered during the outage")
+        now[0] += LISTING_LAG_S + 1
+        time.sleep(0.2)  # ticks pass with the claim due and the DB away: nothing is decided
+        assert db.takers[first.run_id] == (A, 1) and first.run_id not in db.results
+        db.down.clear()
+        wait_until(lambda: first.run_id in db.results, "B's result stored once the DB is back")
+        _drained(broker)
+    assert db.takers[first.run_id] == (B, 2) and db.results[first.run_id].worker == B.worker
+    assert db.takers[other.run_id] == (A, 1)
+    assert not [e for e in logs if e["event"] == "result_refused"]
+
+
 def test_a_later_attempt_is_not_taken_over_while_the_broker_shows_the_taker_or_cannot_be_asked(broker):
     """B claims attempt 2 of A's run while A's claiming connection still consumes the runs queue, or
     while the management API does not answer: refused (logged with why), and the run stays A's."""

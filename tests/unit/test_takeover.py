@@ -78,8 +78,11 @@ def test_the_check_asks_again_once_fails_closed_and_waits_for_a_fresh_claim():
     runs = _Runs(TAKEN)
     assert check.begin(runs, _event(1), B) == Decided(None), "the same attempt is no takeover: the store refuses it"
     assert check.begin(runs, _event(2, "measuring"), B) == Decided(None) and not asked
-    # Asked at once (this collector did not bind the run lately): the taker still shows, so once more later.
+    # Due at once (this collector did not bind the run lately), asked only when resumed: the taker
+    # still shows, so once more later.
     step = check.begin(runs, _event(2), B)
+    assert step == Waiting("c.r1", TAKEN, B, due=50.0) and not asked
+    step = check.resume(step)
     assert step == Waiting("c.r1", TAKEN, B, due=50.0 + RECHECK_S, rechecked=True) and asked == [50.0]
     now[0] = step.due
     assert check.resume(step) == Decided(None), "the broker closed the taker's connection a moment later"
@@ -99,33 +102,51 @@ def test_the_check_asks_again_once_fails_closed_and_waits_for_a_fresh_claim():
     def down() -> BrokerView:
         raise BusError("management API http://127.0.0.1:15672/api/consumers/%2F: Connection refused")
 
-    refusal = TakeoverCheck(down).begin(runs, _event(2), B)
-    assert isinstance(refusal, Decided) and "could not be asked" in (refusal.refusal or "")
-    assert "Connection refused" in (refusal.refusal or "")
-    assert TakeoverCheck().begin(runs, _event(2), B) != Decided(None), "no management API given: no takeover"
+    def garbled() -> BrokerView:
+        raise KeyError("connected_at")
+
+    def judged(view) -> Decided:
+        step = TakeoverCheck(view).begin(runs, _event(2), B)
+        assert isinstance(step, Waiting)
+        answer = TakeoverCheck(view).resume(step)
+        assert isinstance(answer, Decided)
+        return answer
+
+    assert "could not be asked" in (judged(down).refusal or "") and "Connection refused" in (judged(down).refusal or "")
+    assert "KeyError" in (judged(garbled).refusal or ""), "an answer the check cannot read refuses too"
+    assert judged(TakeoverCheck().view).refusal is not None, "no management API given: no takeover"
 
 
-def test_a_sender_keeps_only_a_few_claims_waiting_and_a_decided_one_brings_its_runs_later_deliveries():
+def test_a_sender_keeps_only_a_few_deliveries_held_and_a_decided_claim_brings_its_runs_later_ones():
     now = [0.0]
-    check = TakeoverCheck(lambda: BrokerView(()), clock=lambda: now[0])
-    claims = WaitingClaims(check, per_user=2)
+    alive = [True]
+    check = TakeoverCheck(lambda: BrokerView((_consumer("worker-a", CLAIMED),) if alive[0] else ()),
+                          clock=lambda: now[0])
+    claims = WaitingClaims(check, per_user=3)
+    C = Taker("worker-c", "host-c")
 
-    def delivery(tag: int) -> Delivery:
-        return Delivery(body=b"{}", delivery_tag=tag, redelivered=False, user_id=B.user)
+    def delivery(tag: int, user: str = B.user) -> Delivery:
+        return Delivery(body=b"{}", delivery_tag=tag, redelivered=False, user_id=user)
 
-    for i in (1, 2):
-        assert claims.wait(Waiting(f"c.r{i}", TAKEN, B, due=5.0), delivery(i)) is None
+    assert claims.wait(Waiting("c.r1", TAKEN, B, due=5.0), delivery(1)) is None
+    assert claims.wait(Waiting("c.r2", TAKEN, B, due=5.0), delivery(2)) is None
+    assert claims.hold("c.r1", delivery(10)), "B's later message for its run"
+    assert claims.hold("c.r1", delivery(11, A.user)), "A's message for the run counts against A, not B"
     third = claims.wait(Waiting("c.r3", TAKEN, B, due=5.0), delivery(3))
-    assert third is not None and "worker-b already has 2 takeover claims waiting" in (third.refusal or "")
-    assert claims.wait(Waiting("c.r4", TAKEN, Taker("worker-c", "host-c"), due=9.0), delivery(4)) is None
+    assert third is not None and "worker-b already has 3 messages held" in (third.refusal or "")
+    assert not claims.hold("c.r2", delivery(12)), "B holds 3 already"
+    assert claims.wait(Waiting("c.r4", TAKEN, C, due=9.0), delivery(4, C.user)) is None
     assert claims.holds("c.r1") and not claims.holds("c.r3")
-    claims.hold("c.r1", delivery(10))
     assert list(claims.ready()) == [], "nothing is due before its time"
     now[0] = 5.0
-    ready = sorted(claims.ready(), key=lambda r: r.claim.delivery_tag)
+    assert list(claims.ready()) == [], "the taker still shows: asked once more, RECHECK_S later"
+    alive[0] = False
+    now[0] = 5.0 + RECHECK_S
+    ready = list(claims.ready())
     assert [(r.claim.delivery_tag, r.answer, [d.delivery_tag for d in r.after]) for r in ready] == [
-        (1, Decided(None), [10]), (2, Decided(None), [])]
+        (1, Decided(None), [10, 11]), (2, Decided(None), [])]
     assert len(claims) == 1 and not claims.holds("c.r1")
+    assert claims.wait(Waiting("c.r5", TAKEN, B, due=9.0), delivery(5)) is None, "B's slots are free again"
     claims.clear()
     assert len(claims) == 0
 
