@@ -4,7 +4,6 @@ versions the suite runs against, and `make venv` installs with the lock as const
 from __future__ import annotations
 
 import subprocess
-import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -13,10 +12,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from tests.unit.test_import_contracts import LINT
+
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements-lock.txt"
-#: import-linter's folder, off the services' path (Makefile, LINT).
-LINT = Path(sys.prefix) / "lint"
 
 
 def _requirements() -> list[Requirement]:
