@@ -200,6 +200,7 @@ class Collector:
                     self._held.clear()
                     self.waiting.clear()
         finally:
+            self.waiting.close()
             self._close_store()
 
     # -- the results DB's state -------------------------------------------------------------

@@ -1,10 +1,14 @@
 """Takeover claims waiting for the broker's answer, and what came for their runs after them: held
 unacked, in order, while the collector handles every other message. A broker user may have only a
 few deliveries held at once (its claims and what it sent after them), so a worker sending forged
-claims holds at most that many of the collector's prefetched deliveries."""
+claims holds at most that many of the collector's prefetched deliveries.
+
+The broker is asked on a thread of its own (the management API answers over HTTP, within seconds or
+its timeout): the consumer only hands it the claims that are due and picks up the answers."""
 
 from __future__ import annotations
 
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -25,6 +29,8 @@ class _Run:
     step: Waiting
     claim: Delivery
     after: list[Delivery] = field(default_factory=list)
+    #: The broker being asked about ``step`` (None: not asked yet, or its answer taken).
+    asking: Future[Decided | Waiting] | None = None
 
 
 @dataclass(frozen=True)
@@ -39,9 +45,11 @@ class Ready:
 class WaitingClaims:
     """The runs whose takeover claim waits for the broker's answer (one waiting claim per run)."""
 
-    def __init__(self, check: TakeoverCheck, *, per_user: int = MAX_HELD_PER_USER):
+    def __init__(self, check: TakeoverCheck, *, per_user: int = MAX_HELD_PER_USER, asker: Executor | None = None):
         self.check = check
         self.per_user = per_user
+        #: Where the broker is asked (one thread: the claims are asked about one at a time).
+        self.asker = asker or ThreadPoolExecutor(max_workers=1, thread_name_prefix="takeover-check")
         self._runs: dict[str, _Run] = {}
 
     def holds(self, run_id: str) -> bool:
@@ -70,12 +78,15 @@ class WaitingClaims:
         return sum(d.user_id == user for r in self._runs.values() for d in (r.claim, *r.after))
 
     def ready(self) -> Iterator[Ready]:
-        """The claims whose answer came, each removed with the deliveries held behind it."""
+        """The claims whose answer came, each removed with the deliveries held behind it; the claims
+        that have come due are handed to the asker."""
         now = self.check.clock()
         for run_id, run in list(self._runs.items()):
-            if run.step.due > now:
+            if run.asking is None and run.step.due <= now:
+                run.asking = self.asker.submit(self.check.resume, run.step)
+            if run.asking is None or not run.asking.done():
                 continue
-            step = self.check.resume(run.step)
+            step, run.asking = run.asking.result(), None
             if isinstance(step, Waiting):
                 run.step = step
                 continue
@@ -83,8 +94,17 @@ class WaitingClaims:
             yield Ready(run.claim, step, tuple(run.after))
 
     def clear(self) -> None:
-        """Forget everything held (the bus connection closed: the broker delivers it all again)."""
+        """Forget everything held (the bus connection closed: the broker delivers it all again); an
+        answer still coming is dropped with its claim."""
+        for run in self._runs.values():
+            if run.asking is not None:
+                run.asking.cancel()
         self._runs.clear()
+
+    def close(self) -> None:
+        """Forget everything and stop the asker (the collector stops)."""
+        self.clear()
+        self.asker.shutdown(wait=False, cancel_futures=True)
 
     def __len__(self) -> int:
         return len(self._runs)

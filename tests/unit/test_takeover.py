@@ -4,6 +4,8 @@ takeover is refused (pure rule on literal broker views; the check with a scripte
 
 from __future__ import annotations
 
+from concurrent.futures import Executor, Future
+
 from services.collector.takeover import LISTING_LAG_S, MAX_CLOCK_SKEW_S, judge_takeover, wait_before_asking
 from services.collector.takeover_check import RECHECK_S, Decided, TakeoverCheck, Waiting
 from services.collector.waiting_claims import WaitingClaims
@@ -117,12 +119,21 @@ def test_the_check_asks_again_once_fails_closed_and_waits_for_a_fresh_claim():
     assert judged(TakeoverCheck().view).refusal is not None, "no management API given: no takeover"
 
 
+class _Inline(Executor):
+    """Asks the broker at once, in the caller's thread: what the collector's asker thread would answer."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        f: Future = Future()
+        f.set_result(fn(*args, **kwargs))
+        return f
+
+
 def test_a_sender_keeps_only_a_few_deliveries_held_and_a_decided_claim_brings_its_runs_later_ones():
     now = [0.0]
     alive = [True]
     check = TakeoverCheck(lambda: BrokerView((_consumer("worker-a", CLAIMED),) if alive[0] else ()),
                           clock=lambda: now[0])
-    claims = WaitingClaims(check, per_user=3)
+    claims = WaitingClaims(check, per_user=3, asker=_Inline())
     C = Taker("worker-c", "host-c")
 
     def delivery(tag: int, user: str = B.user) -> Delivery:
@@ -161,3 +172,42 @@ def test_the_management_api_is_the_brokers_host_unless_set():
     assert api.vhost == "bench/fleet" and api.base == "http://rabbit.example:15672"
     assert api_url(Settings(amqp_management_url="https://mq.example/rabbit/")) == "https://mq.example/rabbit"
     assert ManagementApi(Settings()).vhost == "/"
+
+
+def test_the_broker_is_asked_off_the_consumers_thread_and_a_slow_answer_holds_up_only_its_claim():
+    """The API answers slowly: ready() returns at once while it is asked, and the answer is picked up
+    on a later call; clear() drops a claim whose answer is still coming."""
+    import threading
+    import time
+
+    answer = threading.Event()
+    asked_on: list[str] = []
+
+    def slow_view() -> BrokerView:
+        asked_on.append(threading.current_thread().name)
+        answer.wait(10)
+        return BrokerView(())
+
+    claims = WaitingClaims(TakeoverCheck(slow_view, clock=lambda: 10.0))
+    try:
+        delivery = Delivery(body=b"{}", delivery_tag=1, redelivered=False, user_id=B.user)
+        assert claims.wait(Waiting("c.r1", TAKEN, B, due=0.0), delivery) is None
+        t0 = time.monotonic()
+        assert list(claims.ready()) == [] and time.monotonic() - t0 < 1.0, "the consumer does not wait for the API"
+        answer.set()
+        deadline = time.monotonic() + 10
+        ready: list = []
+        while not ready and time.monotonic() < deadline:
+            ready = list(claims.ready())
+            time.sleep(0.01)
+        assert [(r.claim.delivery_tag, r.answer) for r in ready] == [(1, Decided(None))]
+        assert asked_on and asked_on[0] != threading.current_thread().name
+        answer.clear()
+        assert claims.wait(Waiting("c.r2", TAKEN, B, due=0.0), delivery) is None
+        assert list(claims.ready()) == []
+        claims.clear()
+        assert len(claims) == 0 and not claims.holds("c.r2")
+        answer.set()
+    finally:
+        claims.close()
+
