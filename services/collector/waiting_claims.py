@@ -86,7 +86,11 @@ class WaitingClaims:
                 run.asking = self.asker.submit(self.check.resume, run.step)
             if run.asking is None or not run.asking.done():
                 continue
-            step, run.asking = run.asking.result(), None
+            try:
+                step = run.asking.result()
+            except Exception as e:  # a bug of the check refuses the takeover (fail closed), never the consumer
+                step = Decided(f"the takeover check failed: {type(e).__name__}: {e}")
+            run.asking = None
             if isinstance(step, Waiting):
                 run.step = step
                 continue

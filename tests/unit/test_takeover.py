@@ -124,7 +124,10 @@ class _Inline(Executor):
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
         f: Future = Future()
-        f.set_result(fn(*args, **kwargs))
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except Exception as e:
+            f.set_exception(e)
         return f
 
 
@@ -210,4 +213,17 @@ def test_the_broker_is_asked_off_the_consumers_thread_and_a_slow_answer_holds_up
         answer.set()
     finally:
         claims.close()
+
+
+def test_a_check_that_fails_refuses_the_takeover_and_the_consumer_goes_on():
+    class Broken(TakeoverCheck):
+        def resume(self, step: Waiting) -> Decided | Waiting:
+            raise RuntimeError("a bug in the rule")
+
+    claims = WaitingClaims(Broken(lambda: BrokerView(()), clock=lambda: 10.0), asker=_Inline())
+    delivery = Delivery(body=b"{}", delivery_tag=7, redelivered=False, user_id=B.user)
+    assert claims.wait(Waiting("c.r1", TAKEN, B, due=0.0), delivery) is None
+    (ready,) = claims.ready()
+    assert ready.claim.delivery_tag == 7 and "RuntimeError: a bug in the rule" in (ready.answer.refusal or "")
+    assert len(claims) == 0
 
