@@ -3,7 +3,7 @@ runs queues' consumers and applies collector/takeover.py's rule. When the broker
 takeover is refused (fail closed, logged): docs/security.md says why.
 
 The check never sleeps, and never asks the broker while the consumer judges a message: a takeover
-claim is returned as ``Waiting``, and the collector asks once it is due, on a later tick
+claim is returned as ``Waiting``, and once it is due the collector asks on a thread of its own
 (collector/waiting_claims.py), handling other messages meanwhile.
 """
 

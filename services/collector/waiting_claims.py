@@ -4,10 +4,12 @@ few deliveries held at once (its claims and what it sent after them), so a worke
 claims holds at most that many of the collector's prefetched deliveries.
 
 The broker is asked on a thread of its own (the management API answers over HTTP, within seconds or
-its timeout): the consumer only hands it the claims that are due and picks up the answers."""
+its timeout): the consumer only hands it the claims that are due, one at a time, and picks up the
+answers; a claim whose answer does not come within ASK_LIMIT_S is refused."""
 
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -20,6 +22,9 @@ from services.common.bus.broker import Delivery
 #: a waiting run dropped. A host's workers share a user: eight of them may take runs over in the same
 #: few seconds. The collector prefetches 32 deliveries.
 MAX_HELD_PER_USER = 8
+#: Seconds an ask may take before its claim is refused: the API's two requests at their timeout
+#: (services/common/bus/management.py) and a margin; a hanging ask then holds nothing for good.
+ASK_LIMIT_S = 30.0
 
 
 @dataclass
@@ -29,8 +34,9 @@ class _Run:
     step: Waiting
     claim: Delivery
     after: list[Delivery] = field(default_factory=list)
-    #: The broker being asked about ``step`` (None: not asked yet, or its answer taken).
+    #: The broker being asked about ``step`` (None: not asked yet, or its answer taken), since when.
     asking: Future[Decided | Waiting] | None = None
+    asked_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -83,19 +89,34 @@ class WaitingClaims:
         now = self.check.clock()
         for run_id, run in list(self._runs.items()):
             if run.asking is None and run.step.due <= now:
-                run.asking = self.asker.submit(self.check.resume, run.step)
-            if run.asking is None or not run.asking.done():
+                run.asking, run.asked_at = self._ask(run.step), now
+            if run.asking is None:
                 continue
-            try:
-                step = run.asking.result()
-            except Exception as e:  # a bug of the check refuses the takeover (fail closed), never the consumer
-                step = Decided(f"the takeover check failed: {type(e).__name__}: {e}")
+            if not run.asking.done():
+                if now - run.asked_at <= ASK_LIMIT_S:
+                    continue
+                run.asking.cancel()
+                step: Decided | Waiting = Decided(f"the broker did not answer within {ASK_LIMIT_S:g} s")
+            else:
+                try:
+                    step = run.asking.result()
+                except Exception as e:  # a bug of the check refuses the takeover (fail closed), never the consumer
+                    step = Decided(f"the takeover check failed: {type(e).__name__}: {e}")
             run.asking = None
             if isinstance(step, Waiting):
                 run.step = step
                 continue
             del self._runs[run_id]
             yield Ready(run.claim, step, tuple(run.after))
+
+    def _ask(self, step: Waiting) -> Future[Decided | Waiting]:
+        """Hand ``step`` to the asker, with the consumer's log context (its lines name the service)."""
+        try:
+            return self.asker.submit(contextvars.copy_context().run, self.check.resume, step)
+        except RuntimeError as e:  # the asker was shut down: refused like any unanswered claim
+            failed: Future[Decided | Waiting] = Future()
+            failed.set_exception(e)
+            return failed
 
     def clear(self) -> None:
         """Forget everything held (the bus connection closed: the broker delivers it all again); an

@@ -8,7 +8,7 @@ from concurrent.futures import Executor, Future
 
 from services.collector.takeover import LISTING_LAG_S, MAX_CLOCK_SKEW_S, judge_takeover, wait_before_asking
 from services.collector.takeover_check import RECHECK_S, Decided, TakeoverCheck, Waiting
-from services.collector.waiting_claims import WaitingClaims
+from services.collector.waiting_claims import ASK_LIMIT_S, WaitingClaims
 from services.common.bus.broker import Delivery
 from services.common.bus.management import BrokerView, RunsConsumer
 from services.common.errors import BusError
@@ -177,39 +177,56 @@ def test_the_management_api_is_the_brokers_host_unless_set():
     assert ManagementApi(Settings()).vhost == "/"
 
 
-def test_the_broker_is_asked_off_the_consumers_thread_and_a_slow_answer_holds_up_only_its_claim():
-    """The API answers slowly: ready() returns at once while it is asked, and the answer is picked up
-    on a later call; clear() drops a claim whose answer is still coming."""
+def test_the_broker_is_asked_off_the_consumers_thread_and_an_answer_that_never_comes_refuses():
+    """The API answers slowly: ready() returns at once while it is asked, on another thread, and the
+    answer is picked up on a later call; an answer dropped by clear() never comes back; an ask that
+    outlasts ASK_LIMIT_S refuses its claim."""
     import threading
     import time
 
     answer = threading.Event()
     asked_on: list[str] = []
+    now = [10.0]
 
     def slow_view() -> BrokerView:
         asked_on.append(threading.current_thread().name)
         answer.wait(10)
         return BrokerView(())
 
-    claims = WaitingClaims(TakeoverCheck(slow_view, clock=lambda: 10.0))
+    def eventually(what: str) -> list:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if got := list(claims.ready()):
+                return got
+            time.sleep(0.01)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    claims = WaitingClaims(TakeoverCheck(slow_view, clock=lambda: now[0]))
     try:
         delivery = Delivery(body=b"{}", delivery_tag=1, redelivered=False, user_id=B.user)
         assert claims.wait(Waiting("c.r1", TAKEN, B, due=0.0), delivery) is None
         t0 = time.monotonic()
         assert list(claims.ready()) == [] and time.monotonic() - t0 < 1.0, "the consumer does not wait for the API"
         answer.set()
-        deadline = time.monotonic() + 10
-        ready: list = []
-        while not ready and time.monotonic() < deadline:
-            ready = list(claims.ready())
-            time.sleep(0.01)
-        assert [(r.claim.delivery_tag, r.answer) for r in ready] == [(1, Decided(None))]
+        assert [(r.claim.delivery_tag, r.answer) for r in eventually("the answer")] == [(1, Decided(None))]
         assert asked_on and asked_on[0] != threading.current_thread().name
         answer.clear()
         assert claims.wait(Waiting("c.r2", TAKEN, B, due=0.0), delivery) is None
         assert list(claims.ready()) == []
+        deadline = time.monotonic() + 10
+        while len(asked_on) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(asked_on) == 2, "the second claim is being asked about"
         claims.clear()
-        assert len(claims) == 0 and not claims.holds("c.r2")
+        answer.set()
+        time.sleep(0.1)  # the dropped ask ends
+        assert list(claims.ready()) == [] and len(claims) == 0, "a dropped claim's answer is not handed out"
+        answer.clear()
+        assert claims.wait(Waiting("c.r3", TAKEN, B, due=now[0]), delivery) is None
+        assert list(claims.ready()) == []
+        now[0] += ASK_LIMIT_S + 1
+        (late,) = claims.ready()
+        assert late.answer == Decided(f"the broker did not answer within {ASK_LIMIT_S:g} s")
         answer.set()
     finally:
         claims.close()

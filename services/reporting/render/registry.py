@@ -120,27 +120,34 @@ class _Later:
         return getattr(importlib.import_module(self.module), self.name)(document)
 
 
-def _text(lines: _Later) -> Callable[[Report], str]:
-    return lambda report: "\n".join(lines(report)) + "\n"
+@dataclass(frozen=True)
+class _Lines:
+    """A report format printed as lines (text, markdown, csv): its line function, loaded at first use."""
+
+    lines: _Later
+
+    def __call__(self, report: Report) -> str:
+        return "\n".join(self.lines(report)) + "\n"
 
 
 _REPORT, _COMPARE, _HISTORY = "services.reporting.report", "services.reporting.compare", "services.reporting.history"
 _CHANGES, _POOLS = "services.reporting.render.changes", "services.reporting.render.pools"
 _MACHINE, _HTML = "services.reporting.render.machine_formats", "services.reporting.render.html"
 
-register(Renderer("text", ".txt", report=_text(_Later(_REPORT, "render_lines")), pools=_Later(_POOLS, "render_pools_text"),
-                  compare=_Later(_COMPARE, "render_compare_text"), history=_Later(_HISTORY, "render_history_text"),
-                  changes=_Later(_CHANGES, "render_changes_text")))
-register(Renderer("markdown", ".md", report=_text(_Later(_REPORT, "render_markdown_lines")),
+register(Renderer("text", ".txt", report=_Lines(_Later(_REPORT, "render_lines")),
+                  pools=_Later(_POOLS, "render_pools_text"), compare=_Later(_COMPARE, "render_compare_text"),
+                  history=_Later(_HISTORY, "render_history_text"), changes=_Later(_CHANGES, "render_changes_text")))
+register(Renderer("markdown", ".md", report=_Lines(_Later(_REPORT, "render_markdown_lines")),
                   pools=_Later(_POOLS, "render_pools_markdown"), compare=_Later(_COMPARE, "render_compare_markdown"),
                   changes=_Later(_CHANGES, "render_changes_markdown")))
-register(Renderer("csv", ".csv", report=_text(_Later(_REPORT, "render_csv_lines")), pools=_Later(_POOLS, "render_pools_csv"),
-                  compare=_Later(_COMPARE, "render_compare_csv"), history=_Later(_HISTORY, "render_history_csv"),
-                  changes=_Later(_CHANGES, "render_changes_csv")))
+register(Renderer("csv", ".csv", report=_Lines(_Later(_REPORT, "render_csv_lines")),
+                  pools=_Later(_POOLS, "render_pools_csv"), compare=_Later(_COMPARE, "render_compare_csv"),
+                  history=_Later(_HISTORY, "render_history_csv"), changes=_Later(_CHANGES, "render_changes_csv")))
 register(Renderer("json", ".json", report=_Later(_MACHINE, "render_json"), pools=_Later(_POOLS, "render_pools_json"),
                   compare=_Later(_MACHINE, "render_compare_json"), history=_Later(_HISTORY, "render_history_json"),
                   changes=_Later(_CHANGES, "render_changes_json"), every_table=True))
 register(Renderer("ods", ".ods", report=_Later(_MACHINE, "render_ods"), pools=_Later(_POOLS, "render_pools_ods"),
                   compare=_Later(_MACHINE, "render_compare_ods"), to_file=True, every_table=True))
-register(Renderer("html", ".html", report=_Later(_HTML, "render_html_report"), pools=_Later(_POOLS, "render_pools_html"),
-                  compare=_Later(_HTML, "render_compare_html"), every_table=True, plots=True))
+register(Renderer("html", ".html", report=_Later(_HTML, "render_html_report"),
+                  pools=_Later(_POOLS, "render_pools_html"), compare=_Later(_HTML, "render_compare_html"),
+                  every_table=True, plots=True))
