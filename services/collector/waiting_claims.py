@@ -34,9 +34,10 @@ class _Run:
     step: Waiting
     claim: Delivery
     after: list[Delivery] = field(default_factory=list)
-    #: The broker being asked about ``step`` (None: not asked yet, or its answer taken), since when.
+    #: The broker being asked about ``step`` (None: not asked yet, or its answer taken), and when the
+    #: asker took the question up (None: still queued behind other claims' questions).
     asking: Future[Decided | Waiting] | None = None
-    asked_at: float = 0.0
+    asked_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,12 +90,12 @@ class WaitingClaims:
         now = self.check.clock()
         for run_id, run in list(self._runs.items()):
             if run.asking is None and run.step.due <= now:
-                run.asking, run.asked_at = self._ask(run.step), now
+                run.asking = self._ask(run)
             if run.asking is None:
                 continue
             if not run.asking.done():
-                if now - run.asked_at <= ASK_LIMIT_S:
-                    continue
+                if run.asked_at is None or now - run.asked_at <= ASK_LIMIT_S:
+                    continue  # queued, or asked within the limit
                 run.asking.cancel()
                 step: Decided | Waiting = Decided(f"the broker did not answer within {ASK_LIMIT_S:g} s")
             else:
@@ -102,21 +103,26 @@ class WaitingClaims:
                     step = run.asking.result()
                 except Exception as e:  # a bug of the check refuses the takeover (fail closed), never the consumer
                     step = Decided(f"the takeover check failed: {type(e).__name__}: {e}")
-            run.asking = None
+            run.asking = run.asked_at = None
             if isinstance(step, Waiting):
                 run.step = step
                 continue
             del self._runs[run_id]
             yield Ready(run.claim, step, tuple(run.after))
 
-    def _ask(self, step: Waiting) -> Future[Decided | Waiting]:
-        """Hand ``step`` to the asker, with the consumer's log context (its lines name the service)."""
+    def _ask(self, run: _Run) -> Future[Decided | Waiting]:
+        """Hand ``run``'s claim to the asker, with the consumer's log context (its lines name the service)."""
         try:
-            return self.asker.submit(contextvars.copy_context().run, self.check.resume, step)
+            return self.asker.submit(contextvars.copy_context().run, self._asking, run)
         except RuntimeError as e:  # the asker was shut down: refused like any unanswered claim
             failed: Future[Decided | Waiting] = Future()
             failed.set_exception(e)
             return failed
+
+    def _asking(self, run: _Run) -> Decided | Waiting:
+        """On the asker's thread: the limit counts from here, not from the queue behind other questions."""
+        run.asked_at = self.check.clock()
+        return self.check.resume(run.step)
 
     def clear(self) -> None:
         """Forget everything held (the bus connection closed: the broker delivers it all again); an
