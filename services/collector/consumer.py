@@ -29,7 +29,7 @@ from services.common.messages.results import RunResult
 from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
 from services.common.messages.codec import decode
 from services.common.store.takers import Binding, Claim, Taker
-from services.collector.part_intake import PartRecords, part_of_a_split_run, spoils_a_merge, store_part
+from services.collector.part_intake import PartIntake, part_of_a_split_run, spoils_a_merge, store_part
 from services.collector.takeover import MAX_CLOCK_SKEW_S
 from services.collector.takeover_check import Decided, TakeoverCheck, Waiting
 from services.collector.waiting_claims import WaitingClaims
@@ -91,18 +91,16 @@ class WorkerRecords(Protocol):
     def announcements(self) -> list[WorkerAnnouncement]: ...
 
 
-class ResultStore(FinalityStore, Protocol):
-    """What the collector needs of the results DB (services.common.store.Store is one). Writes
-    raise StoreRefused when the message is to blame, another StoreError when the DB is."""
+class ResultStore(FinalityStore, PartIntake, Protocol):
+    """What the collector needs of the results DB (services.common.store.Store is one): its parts as
+    the parts intake reads them, runs and results as below. Writes raise StoreRefused when the message
+    is to blame, another StoreError when the DB is."""
 
     @property
     def runs(self) -> RunRecords: ...
 
     @property
     def results(self) -> ResultRecords: ...
-
-    @property
-    def parts(self) -> PartRecords: ...
 
     @property
     def workers(self) -> WorkerRecords: ...

@@ -15,6 +15,8 @@ from services.common.errors import BusError
 from services.common.messages.events import RunEvent
 from services.common.store.takers import Binding, Taker
 
+from tests.unit.consumer_fixtures import wait_until
+
 A = Taker("worker-a", "host-a")
 B = Taker("worker-b", "host-b")
 CLAIMED = 1_000.0
@@ -194,12 +196,14 @@ def test_the_broker_is_asked_off_the_consumers_thread_and_an_answer_that_never_c
         return BrokerView(())
 
     def eventually(what: str) -> list:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if got := list(claims.ready()):
-                return got
-            time.sleep(0.01)
-        raise AssertionError(f"timed out waiting for {what}")
+        got: list = []
+
+        def answered() -> bool:
+            got.extend(claims.ready())
+            return bool(got)
+
+        wait_until(answered, what, timeout=10)
+        return got
 
     claims = WaitingClaims(TakeoverCheck(slow_view, clock=lambda: now[0]))
     try:
@@ -213,10 +217,7 @@ def test_the_broker_is_asked_off_the_consumers_thread_and_an_answer_that_never_c
         answer.clear()
         assert claims.wait(Waiting("c.r2", TAKEN, B, due=0.0), delivery) is None
         assert list(claims.ready()) == []
-        deadline = time.monotonic() + 10
-        while len(asked_on) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(asked_on) == 2, "the second claim is being asked about"
+        wait_until(lambda: len(asked_on) == 2, "the second claim to be asked about", timeout=10)
         claims.clear()
         answer.set()
         time.sleep(0.1)  # the dropped ask ends
@@ -224,9 +225,7 @@ def test_the_broker_is_asked_off_the_consumers_thread_and_an_answer_that_never_c
         answer.clear()
         assert claims.wait(Waiting("c.r3", TAKEN, B, due=now[0]), delivery) is None
         assert list(claims.ready()) == []
-        deadline = time.monotonic() + 10
-        while len(asked_on) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: len(asked_on) == 3, "the third claim to be asked about", timeout=10)
         now[0] += ASK_LIMIT_S
         assert list(claims.ready()) == [], "within the limit, counted from when the asker took it up"
         now[0] += 1
