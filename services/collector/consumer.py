@@ -61,7 +61,7 @@ class RunRecords(RunFinality, Protocol):
         """Note a worker's event for a run if ``sender`` may speak for the run (store/takers.py)."""
         ...
 
-    def binding(self, run_id: str) -> Binding | None: ...
+    def binding(self, run_id: str, part: int | None = None) -> Binding | None: ...
 
     def ended_at(self, campaign_id: str) -> float | None:
         """When the campaign's last run reached its final state; None while any is open."""
@@ -375,13 +375,14 @@ class Collector:
                 refusal = step.refusal
                 claim = Claim.REFUSE if refusal else self._store.runs.claim(msg, sender)
                 if claim in (Claim.BIND, Claim.RETAKE):
-                    self.takeover.claimed(msg.run_id)
+                    self.takeover.claimed(msg.run_id, msg.part)
                 if claim is Claim.REFUSE:
                     log.warning("run_claim_refused", run_id=msg.run_id, campaign_id=msg.campaign_id, state=msg.state,
-                                sender=str(sender), attempt=msg.attempt, **({"reason": refusal} if refusal else {}))
+                                sender=str(sender), attempt=msg.attempt, part=msg.part,
+                                **({"reason": refusal} if refusal else {}))
                 elif claim is Claim.RETAKE:
                     log.warning("run_taken_over", run_id=msg.run_id, campaign_id=msg.campaign_id, taker=str(sender),
-                                attempt=msg.attempt)
+                                attempt=msg.attempt, part=msg.part)
             elif isinstance(msg, (WorkerAnnouncement, WorkerBuilds)) and msg.at > time.time() + MAX_CLOCK_SKEW_S:
                 log.warning("announcement_refused", worker=msg.worker, sender=str(sender), at=msg.at,
                             reason=f"dated more than {MAX_CLOCK_SKEW_S:g} s after the collector's clock")

@@ -25,7 +25,7 @@ class PartRecords(Protocol):
 
 
 class _Bindings(Protocol):
-    def binding(self, run_id: str) -> Binding | None: ...
+    def binding(self, run_id: str, part: int | None = None) -> Binding | None: ...
 
 
 class _Results(Protocol):
@@ -48,14 +48,21 @@ class PartIntake(Protocol):
 
 
 def part_of_a_split_run(store: PartIntake, part: RunResult, sender: Taker) -> bool:
-    """Whether a part may be kept: only a run split over load hosts has parts (whose workers
-    share it, store/takers.py); a part of a whole run is logged and dropped. A run not planned
-    passes here and is refused by the store, naming it."""
-    binding = store.runs.binding(part.run_id)
-    if binding is None or judge_result(binding, sender, ok=part.status == "ok", part=True) is Claim.SHARED:
+    """Whether a part may be kept: only a run split over load hosts has parts, and only the worker
+    that took a part sends it (store/takers.py); another's part, or a part of a whole run, is logged
+    and dropped. A run not planned passes here and is refused by the store, naming it."""
+    assert part.part is not None
+    binding = store.runs.binding(part.run_id, part.part.index)
+    if binding is None:
         return True
+    decision = judge_result(binding, sender, ok=part.status == "ok", part=True)
+    if decision is Claim.TAKER:
+        return True
+    reason = ("a part of a run that is not split over load hosts" if binding.part is None
+              else "another worker took this part" if binding.taker is not None else "no worker claimed this part")
     log.warning("result_refused", run_id=part.run_id, campaign_id=part.campaign_id, status=part.status,
-                sender=str(sender), reason="a part of a run that is not split over load hosts")
+                part=part.part.index, sender=str(sender), taker=str(binding.taker) if binding.taker else None,
+                reason=reason)
     return False
 
 def spoils_a_merge(store: PartIntake, result: RunResult) -> bool:

@@ -30,7 +30,7 @@ RECHECK_S = 1.0
 class Bindings(Protocol):
     """Where a run's binding is read (the collector's RunRecords)."""
 
-    def binding(self, run_id: str) -> Binding | None: ...
+    def binding(self, run_id: str, part: int | None = None) -> Binding | None: ...
 
 
 def _unreachable() -> BrokerView:
@@ -62,25 +62,26 @@ class TakeoverCheck:
     def __init__(self, view: Callable[[], BrokerView] = _unreachable, *, clock: Callable[[], float] = time.monotonic):
         self.view = view
         self.clock = clock
-        #: Runs this collector bound lately (run id -> when, by ``clock``): the API may not list
-        #: their taker's connection yet.
-        self._seen: dict[str, float] = {}
+        #: Runs (and parts of split runs) this collector bound lately (-> when, by ``clock``): the API
+        #: may not list their taker's connection yet.
+        self._seen: dict[tuple[str, int | None], float] = {}
 
-    def claimed(self, run_id: str) -> None:
-        """Note that this collector just bound run ``run_id`` to a taker."""
+    def claimed(self, run_id: str, part: int | None = None) -> None:
+        """Note that this collector just bound run ``run_id`` (or its part ``part``) to a taker."""
         now = self.clock()
         self._seen = {r: t for r, t in self._seen.items() if now - t < LISTING_LAG_S}
-        self._seen[run_id] = now
+        self._seen[(run_id, part)] = now
 
     def begin(self, runs: Bindings, event: RunEvent, sender: Taker) -> Decided | Waiting:
         """Judge ``sender``'s event at once when it is no takeover by another broker user; otherwise
         say when to ask the broker."""
-        binding = runs.binding(event.run_id)
-        if binding is None or event.state != "running" or judge_claim(binding, sender, event.attempt) is not Claim.RETAKE:
+        binding = runs.binding(event.run_id, event.part)
+        if (binding is None or event.state != "running"
+                or judge_claim(binding, sender, event.attempt, event.part) is not Claim.RETAKE):
             return Decided(None)
         if binding.taker is None or binding.taker.user == sender.user:
             return self._answer(judge_takeover(binding, sender, BrokerView(())))
-        seen = self._seen.get(event.run_id)
+        seen = self._seen.get((event.run_id, event.part))
         wait = wait_before_asking(None if seen is None else self.clock() - seen)
         return Waiting(event.run_id, binding, sender, due=self.clock() + wait)
 

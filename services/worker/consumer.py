@@ -287,8 +287,10 @@ class Worker:
         attempt = d.attempt
         # A build registered (or removed) while the worker runs is announced before the next run.
         self._announce(bus)
+        # A part names itself: each part of a split run is bound to the worker that took it.
         bus.publish_result(RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="running",
-                                    worker=self.identity.worker_id, attempt=attempt, at=time.time()).encode())
+                                    worker=self.identity.worker_id, attempt=attempt, at=time.time(),
+                                    part=run.part.index if run.part is not None else None).encode())
         self._run_stop = threading.Event()
         self._active_campaign = run.campaign_id
         self._active = threading.Thread(target=self._run, args=(bus, d, run, attempt),
@@ -433,7 +435,8 @@ class Worker:
         """Tell the collector the run's warm-up begins (its reaper counts warm-up + duration from
         then), on the consuming connection's thread; a lost note only makes the reaper wait longer."""
         event = RunEvent(run_id=run.run_id, campaign_id=run.campaign_id, state="measuring",
-                         worker=self.identity.worker_id, attempt=attempt, at=at).encode()
+                         worker=self.identity.worker_id, attempt=attempt, at=at,
+                         part=run.part.index if run.part is not None else None).encode()
         self._hand_back(bus, lambda: bus.publish_result(event))
 
     @staticmethod

@@ -1,6 +1,7 @@
 """The parts of a run split over load hosts in the real results DB (its own database; migrations
-17 and 19): a part waits in run_parts across a collector restart (a new connection), the merge is stored
-as the run's one result, and a part delivered again afterwards adds nothing."""
+17, 19 and 28): a part waits in run_parts across a collector restart (a new connection), the merge is
+stored as the run's one result, a part delivered again afterwards adds nothing, and each part is
+bound to the worker that took it."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import secrets
 import mysql.connector
 import pytest
 
-from services.collector.part_intake import spoils_a_merge, store_part
+from services.collector.part_intake import part_of_a_split_run, spoils_a_merge, store_part
 from services.common.errors import StoreRefused
+from services.common.messages.events import RunEvent
+from services.scheduler import plan
+from services.common.spec.loading import parse_spec
 from services.common.store import Store
+from services.common.store.takers import Claim, DeadLetterFrom, Taker
 
 from tests.unit.consumer_fixtures import SPEC, runs
 from tests.unit.test_parts import part_result
@@ -59,6 +64,44 @@ def test_a_late_part_of_another_group_leaves_the_group_in_flight_whole(db_settin
         assert {p.group for p in merged.parts} == {"g1"}
         rows = store.db.rows("SELECT part_group, part_index, merged_at IS NULL FROM run_parts ORDER BY 1, 2")
         assert rows == [("g0", 0, 1), ("g1", 0, 0), ("g1", 1, 0)]
+
+
+def test_each_part_of_a_split_run_is_bound_to_its_own_taker(db_settings):
+    """Migration 28 in the real results DB: a part's first claim binds it; another worker's claim of
+    it is refused until a later attempt takes it over; only a part's taker delivers that part; a
+    failure or dead letter of the run is taken only from one of its parts' takers."""
+    split = parse_spec("name: split\ntargets: [{name: A, user: bench, database: a}]\n"
+                       "workloads: [oltp_point_select]\nthreads: [4]\nduration: 10s\nload_hosts: 2\n")
+    run = plan.run_specs(split, "c2", now=1.0)[0]
+    a, b, c = Taker("worker-a", "w0"), Taker("worker-b", "w1"), Taker("worker-c", "w9")
+
+    def event(who: Taker, part: int | None, attempt: int = 1, at: float = 1000.0) -> RunEvent:
+        return RunEvent(run_id=run.run_id, campaign_id="c2", state="running", worker=who.worker,
+                        attempt=attempt, at=at, part=part)
+
+    def part(index: int, worker: str):
+        return part_result(index, 2, [1000.0] * 10, worker=worker).model_copy(
+            update={"run_id": run.run_id, "campaign_id": "c2", "cell": run.cell, "repetition": run.repetition})
+
+    with Store(db_settings).open() as store:
+        store.campaigns.record("c2", split, plan.run_specs(split, "c2", now=1.0), publisher="scheduler")
+        assert store.runs.claim(event(c, None), c) is Claim.REFUSE, "a split run is claimed part by part"
+        assert store.runs.claim(event(a, 0), a) is Claim.BIND
+        assert store.runs.claim(event(b, 1), b) is Claim.BIND
+        assert store.runs.claim(event(c, 1), c) is Claim.REFUSE, "part 1 is b's"
+        assert store.runs.claim(event(a, 5), a) is Claim.REFUSE, "the run has 2 parts"
+        assert not part_of_a_split_run(store, part(1, c.worker), c), "c took no part"
+        assert not part_of_a_split_run(store, part(0, b.worker), b), "part 0 is a's"
+        assert part_of_a_split_run(store, part(1, b.worker), b)
+        assert store.runs.binding(run.run_id).part_takers == {a, b}
+        assert not store.runs.fail(run.run_id, "c2", "forged", by=DeadLetterFrom(c.user, run_spec=True))
+        # Part 1 goes back to the queue (b's connection died) and to c at its second attempt.
+        assert store.runs.claim(event(c, 1, attempt=2, at=2000.0), c) is Claim.RETAKE
+        bound = store.runs.binding(run.run_id, 1)
+        assert (bound.taker, bound.attempt, bound.claimed_at) == (c, 2, 2000.0)
+        assert not part_of_a_split_run(store, part(1, b.worker), b), "b no longer holds part 1"
+        assert part_of_a_split_run(store, part(1, c.worker), c)
+        assert store.runs.fail(run.run_id, "c2", "part 1 gave up", by=DeadLetterFrom(c.user, run_spec=True))
 
 
 def test_a_part_of_a_run_never_planned_is_refused(db_settings):

@@ -52,7 +52,8 @@ class FakeStore:
         self.db.write()
         self.db.running.append(event.run_id)
 
-    def binding(self, run_id: str) -> Binding | None:
+    def binding(self, run_id: str, part: int | None = None) -> Binding | None:
+        # Every run here is whole (a part's message is judged on the run's binding, and refused).
         if self.db.planned is not None and run_id not in self.db.planned:
             return None
         taker, attempt = self.db.takers.get(run_id, (self.db.default_taker, 1))
@@ -71,7 +72,7 @@ class FakeStore:
         binding = self.binding(event.run_id)
         if binding is None:
             return Claim.REFUSE
-        decision = judge_claim(binding, sender, event.attempt)
+        decision = judge_claim(binding, sender, event.attempt, event.part)
         if decision in (Claim.BIND, Claim.RETAKE):
             self.bind(event.run_id, sender, event.attempt, binding.taker)
         if decision is not Claim.REFUSE:

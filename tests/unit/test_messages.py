@@ -158,6 +158,19 @@ def test_run_events_old_and_new_are_both_read():
         decode(old.replace(b'"running"', b'"measuring"'))
 
 
+def test_a_parts_run_event_names_its_part_under_schema_3_and_only_there():
+    """A part's events say which part (so each part is bound to its own taker); a whole run's
+    events stay /1 and /2, which older collectors read; a part under an older schema is refused."""
+    from services.common.messages.events import RunEvent
+
+    part = RunEvent(run_id="r", campaign_id="c", state="measuring", worker="w", at=9.5, part=1)
+    assert part.encode().startswith(b'{"schema":"benchfleet.run-event/3"') and decode(part.encode()) == part
+    whole = RunEvent(run_id="r", campaign_id="c", state="running", worker="w", at=5.0)
+    assert b'"part"' not in whole.encode() and whole.encode().startswith(b'{"schema":"benchfleet.run-event/1"')
+    with pytest.raises(DecodeError, match="part: needs schema benchfleet.run-event/3"):
+        decode(part.encode().replace(b"run-event/3", b"run-event/2"))
+
+
 def test_the_reapers_start_allowance_covers_server_start_quiesce_and_prepare():
     """Before a run's warm-up the reaper allows a managed server's start_timeout, the quiesce
     timeout when quiesce is on, and a prepare allowance growing with the campaign's rows."""

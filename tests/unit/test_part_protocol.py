@@ -21,7 +21,7 @@ from services.common.messages.announcements import WorkerAnnouncement
 from services.worker.parts.share import share_of
 from services.worker.parts.link import StubPartsHub
 from services.common.bus.stub import StubBroker
-from services.common.store.takers import Binding, Claim, DeadLetterFrom, Taker
+from services.common.store.takers import Binding, Claim, DeadLetterFrom, Taker, judge_claim
 from services.scheduler.submit import split_run
 from services.worker.consumer import Worker
 from services.worker.runner import WorkerIdentity
@@ -90,6 +90,8 @@ class PartsStore:
         self.order: list[str] = []
         #: run_parts: (run id, group, index) -> (result, merged), as migration 19 keys it.
         self.kept: dict[tuple[str, str, int], tuple[RunResult, bool]] = {}
+        #: run_part_takers: (run id, part index) -> (taker, attempt), as migration 28 keeps it.
+        self.takers: dict[tuple[str, int], tuple[Taker, int]] = {}
         self.lock = threading.Lock()
 
     @property
@@ -134,11 +136,22 @@ class PartsStore:
                 self.kept[key] = (r, True)
 
     def claim(self, event: RunEvent, sender: Taker) -> Claim:
-        return Claim.SHARED
+        # As store/runs.py: each part bound to its first claim, taken over by a later attempt's.
+        binding = self.binding(event.run_id, event.part)
+        decision = judge_claim(binding, sender, event.attempt, event.part)
+        if event.state == "measuring" and decision is Claim.RETAKE:
+            decision = Claim.REFUSE
+        if decision in (Claim.BIND, Claim.RETAKE) and event.part is not None:
+            self.takers[(event.run_id, event.part)] = (sender, event.attempt)
+        return decision
 
-    def binding(self, run_id: str) -> Binding:
-        # Every run here is split over load hosts: its parts' workers share it.
-        return Binding(None, 0, True, "running")
+    def binding(self, run_id: str, part: int | None = None) -> Binding:
+        # Every run here is split over load hosts: each part is bound to the worker that took it.
+        if part is None:
+            return Binding(None, 0, True, "running",
+                           part_takers=frozenset(t for (r, _), (t, _a) in self.takers.items() if r == run_id))
+        taker, attempt = self.takers.get((run_id, part), (None, 0))
+        return Binding(taker, attempt, False, "running", part=part)
 
     def fail(self, run_id: str, campaign_id: str, reason: str, cell: Cell | None = None, *,
              by: DeadLetterFrom | None = None) -> bool:
@@ -304,6 +317,29 @@ def test_a_part_taken_again_after_its_run_was_merged_cannot_spoil_the_stored_res
     assert lone.starts == [], "it never started: nobody joined"
     r = store.stored[run.run_id]
     assert r.status == "ok" and store.order == [run.run_id]
+
+
+def test_a_part_handed_back_before_the_start_changes_hands_and_its_run_completes():
+    """w2 takes a part alone and stops while it waits for its partner: the part goes back to the
+    queue and, at its next attempt, to another worker, which takes that part over from w2 (each part
+    is bound to its own taker); w1 and w3 measure the run, and the merged result names them."""
+    broker, hub = StubBroker(), StubPartsHub()
+    run = one_run()
+    store = PartsStore(runs())
+    publish_runs(broker, [p.encode() for p in split_run(run, 2)])
+    first = FakeLoad(hub, "w2")
+    with fleet(broker, hub, store, {"w2": first}, attempts=3):
+        wait_until(lambda: first.taken, "w2 to take a part")
+        handed = first.taken[0][0]
+        wait_until(lambda: (run.run_id, handed) in store.takers, "w2's claim of the part")
+    loads = {"w1": FakeLoad(hub, "w1"), "w3": FakeLoad(hub, "w3")}
+    with fleet(broker, hub, store, loads, attempts=3):
+        wait_until(lambda: run.run_id in store.stored, "the merged result", timeout=15)
+    r = store.stored[run.run_id]
+    assert r.status == "ok" and sorted(p.worker for p in r.parts) == ["w1", "w3"]
+    taker, attempt = store.takers[(run.run_id, handed)]
+    assert taker.worker in ("w1", "w3") and attempt == 2, "the part changed hands at its second attempt"
+    assert (handed, 2) in loads[taker.worker].taken
 
 
 def test_a_failed_part_records_every_part_of_its_group_known_so_far():

@@ -54,7 +54,7 @@ def _drained(broker) -> None:
 
 def test_the_rules_bind_the_first_claim_and_hand_over_only_a_later_attempt():
     """Pure rules: an unclaimed run binds, its taker speaks for it, another worker is refused unless it
-    claims a later attempt (the broker handed the run over); a split run binds to no one."""
+    claims a later attempt (the broker handed the run over); a split run is bound part by part."""
     free, taken = Binding(None, 0, False, "pending"), Binding(A, 1, False, "running")
     assert judge_claim(free, B, 1) is Claim.BIND
     assert judge_claim(taken, A, 1) is Claim.TAKER
@@ -63,10 +63,23 @@ def test_the_rules_bind_the_first_claim_and_hand_over_only_a_later_attempt():
     assert judge_claim(taken, B, 2) is Claim.RETAKE
     assert judge_result(taken, B, ok=True, part=False) is Claim.REFUSE
     assert judge_result(taken, A, ok=True, part=True) is Claim.REFUSE, "a whole run sends no parts"
-    split = Binding(None, 0, True, "running")
-    assert judge_claim(split, B, 1) is Claim.SHARED
-    assert judge_result(split, B, ok=True, part=False) is Claim.REFUSE, "a split run's whole result is merged"
-    assert judge_result(split, B, ok=True, part=True) is Claim.SHARED
+    assert judge_claim(taken, A, 1, part=0) is Claim.REFUSE, "a whole run has no parts to claim"
+    split = Binding(None, 0, True, "running", part_takers=frozenset({A}))
+    assert judge_claim(split, B, 1) is Claim.REFUSE, "a split run is claimed part by part"
+    assert judge_result(split, A, ok=True, part=False) is Claim.REFUSE, "a split run's whole result is merged"
+    assert judge_result(split, A, ok=False, part=False) is Claim.TAKER, "a part that gave up before its group started"
+    assert judge_result(split, B, ok=False, part=False) is Claim.REFUSE, "B took no part of it"
+    assert may_fail(split, DeadLetterFrom("worker-a", run_spec=True))
+    assert not may_fail(split, DeadLetterFrom("worker-b", run_spec=True)), "B took no part of it"
+    part_free, part_taken = Binding(None, 0, False, "running", part=1), Binding(A, 1, False, "running", part=1)
+    assert judge_claim(part_free, B, 1, part=1) is Claim.BIND
+    assert judge_claim(part_taken, A, 1, part=1) is Claim.TAKER
+    assert judge_claim(part_taken, B, 1, part=1) is Claim.REFUSE
+    assert judge_claim(part_taken, B, 2, part=1) is Claim.RETAKE, "a part redelivered to another worker"
+    assert judge_claim(part_taken, A, 1) is Claim.REFUSE, "a part's binding is not the whole run's"
+    assert judge_result(part_taken, A, ok=True, part=True) is Claim.TAKER
+    assert judge_result(part_taken, B, ok=True, part=True) is Claim.REFUSE
+    assert judge_result(part_free, B, ok=True, part=True) is Claim.BIND, "no one claimed the part: refused by the caller"
     assert not may_fail(free, DeadLetterFrom("worker-a", run_spec=True)), "no dead letter fails an unclaimed run"
     assert not may_fail(taken, DeadLetterFrom("worker-b", run_spec=True))
     assert may_fail(taken, DeadLetterFrom("worker-a", run_spec=True))

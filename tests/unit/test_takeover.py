@@ -61,7 +61,7 @@ class _Runs:
     def __init__(self, binding: Binding):
         self.value = binding
 
-    def binding(self, run_id: str) -> Binding:
+    def binding(self, run_id: str, part: int | None = None) -> Binding:
         return self.value
 
 

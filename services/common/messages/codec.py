@@ -18,7 +18,7 @@ from services.common.messages.base import (BUILDS_SCHEMA, MAX_BODY_BYTES, MAX_JS
 from services.common.messages.checks import check_numbers as _check_numbers
 from services.common.messages.checks import nested_deeper_than as _nested_deeper_than
 from services.common.messages.checks import shown as _shown
-from services.common.messages.events import EVENT_SCHEMA, EVENT_SCHEMA_V2, RunEvent
+from services.common.messages.events import EVENT_SCHEMA, EVENT_SCHEMA_V2, EVENT_SCHEMA_V3, RunEvent
 from services.common.messages.parts import PART_SCHEMA, PartSignal
 from services.common.messages.results import RunResult
 from services.common.messages.runs import RunSpec
@@ -47,6 +47,7 @@ def unregister(schema: str) -> None:
 register(RUN_SCHEMA, RunSpec)
 register(EVENT_SCHEMA, RunEvent)
 register(EVENT_SCHEMA_V2, RunEvent)  # "measuring" (messages/events.py)
+register(EVENT_SCHEMA_V3, RunEvent)  # a part's event (messages/events.py)
 register(RESULT_SCHEMA, RunResult)
 register(BUILDS_SCHEMA, WorkerBuilds)
 register(WORKER_SCHEMA, WorkerAnnouncement)

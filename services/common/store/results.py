@@ -146,7 +146,9 @@ class Results:
         if decision is Claim.REFUSE:
             log.warning("result_refused", run_id=result.run_id, campaign_id=result.campaign_id, status=result.status,
                         sender=str(sender), taker=str(binding.taker) if binding.taker else None,
-                        reason="another worker took this run" if binding.taker else "no worker sends this run whole")
+                        reason=("another worker took this run" if binding.taker
+                                else "a worker that took no part of this split run" if result.status != "ok"
+                                else "no worker sends this run whole"))
             return False
         return True
 

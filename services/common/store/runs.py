@@ -30,8 +30,10 @@ class Runs:
     def __init__(self, db: StoreConnection):
         self.db = db
 
-    def binding(self, run_id: str) -> Binding | None:
-        """Who took run ``run_id`` and with which attempt (store/takers.py), None for no such run."""
+    def binding(self, run_id: str, part: int | None = None) -> Binding | None:
+        """Who took run ``run_id`` and with which attempt (store/takers.py), None for no such run. With
+        ``part``, that part's binding when the run is split over load hosts and has such a part (else
+        the run's own, on which a part's message is refused)."""
         rows = self.db.rows(
             "SELECT r.taker_user, r.taker_worker, r.taker_attempt, r.state,"
             " COALESCE(JSON_VALUE(c.spec_json, '$.load_hosts'), 1), c.publisher, r.started_at"
@@ -39,36 +41,56 @@ class Runs:
         if not rows:
             return None
         user, worker, attempt, state, hosts, publisher, started_at = rows[0]
-        taker = None if user is None else Taker(str(user), str(worker or ""))
-        return Binding(taker, int(attempt or 0), int(hosts) > 1, str(state), publisher,
-                       None if started_at is None else float(started_at))
+        if int(hosts) <= 1:
+            taker = None if user is None else Taker(str(user), str(worker or ""))
+            return Binding(taker, int(attempt or 0), False, str(state), publisher,
+                           None if started_at is None else float(started_at))
+        parts = {int(i): (Taker(str(u), str(w)), int(a), float(at)) for i, u, w, a, at in self.db.rows(
+            "SELECT part_index, taker_user, taker_worker, taker_attempt, claimed_at FROM run_part_takers"
+            " WHERE run_id=%s", (run_id,))}
+        if part is not None and 0 <= part < int(hosts):
+            taker, attempt, at = parts.get(part, (None, 0, None))
+            return Binding(taker, attempt, False, str(state), publisher, at, part=part)
+        return Binding(None, 0, True, str(state), publisher, None if started_at is None else float(started_at),
+                       part_takers=frozenset(t for t, _, _ in parts.values()))
 
-    def bind(self, run_id: str, taker: Taker, attempt: int, was: Taker | None) -> bool:
-        """Bind run ``run_id`` to ``taker`` at ``attempt`` if it is still bound to ``was`` (so two
-        collectors cannot both bind it); whether it is bound to ``taker`` now."""
-        if was is None:
-            cond, params = "taker_user IS NULL", []
+    def bind(self, run_id: str, taker: Taker, attempt: int, was: Taker | None, *, part: int | None = None,
+             at: float = 0.0) -> bool:
+        """Bind run ``run_id`` (or its part ``part``, claimed ``at``) to ``taker`` at ``attempt`` if it is
+        still bound to ``was`` (so two collectors cannot both bind it); whether it is bound to ``taker`` now."""
+        if part is not None:
+            if was is None:
+                self.db.execute("INSERT IGNORE INTO run_part_takers (run_id, part_index, taker_user, taker_worker,"
+                                " taker_attempt, claimed_at) VALUES (%s,%s,%s,%s,%s,%s)",
+                                (run_id, part, taker.user, taker.worker, attempt, at))
+            else:
+                self.db.execute("UPDATE run_part_takers SET taker_user=%s, taker_worker=%s, taker_attempt=%s,"
+                                " claimed_at=%s WHERE run_id=%s AND part_index=%s AND taker_user=%s AND taker_worker=%s",
+                                (taker.user, taker.worker, attempt, at, run_id, part, was.user, was.worker))
         else:
-            cond, params = "taker_user=%s AND taker_worker=%s", [was.user, was.worker]
-        self.db.execute(f"UPDATE runs SET taker_user=%s, taker_worker=%s, taker_attempt=%s WHERE run_id=%s AND {cond}",
-                        [taker.user, taker.worker, attempt, run_id, *params])
-        now = self.binding(run_id)
+            if was is None:
+                cond, params = "taker_user IS NULL", []
+            else:
+                cond, params = "taker_user=%s AND taker_worker=%s", [was.user, was.worker]
+            self.db.execute(f"UPDATE runs SET taker_user=%s, taker_worker=%s, taker_attempt=%s WHERE run_id=%s AND {cond}",
+                            [taker.user, taker.worker, attempt, run_id, *params])
+        now = self.binding(run_id, part)
         return now is not None and now.taker == taker
 
     def claim(self, event: RunEvent, sender: Taker) -> Claim:
-        """A worker's event for a run, from broker user and worker ``sender``: the first claim binds
-        the run to it, a later attempt's claim takes it over, anyone else's is refused (and changes
-        nothing); what was decided (store/takers.py)."""
-        binding = self.binding(event.run_id)
+        """A worker's event for a run (or for a part of a split run, each part bound on its own), from
+        broker user and worker ``sender``: the first claim binds the run to it, a later attempt's claim
+        takes it over, anyone else's is refused (and changes nothing); what was decided (store/takers.py)."""
+        binding = self.binding(event.run_id, event.part)
         if binding is None:
             return Claim.REFUSE
-        decision = judge_claim(binding, sender, event.attempt)
+        decision = judge_claim(binding, sender, event.attempt, event.part)
         if event.state == "measuring" and decision is Claim.RETAKE:
             decision = Claim.REFUSE  # only a run's start takes it over
         if decision in (Claim.BIND, Claim.RETAKE):
             if binding.state in FINAL_STATES:
                 return Claim.REFUSE  # a run with its final word is taken by no one any more
-            if not self.bind(event.run_id, sender, event.attempt, binding.taker):
+            if not self.bind(event.run_id, sender, event.attempt, binding.taker, part=event.part, at=event.at):
                 return Claim.REFUSE  # another claim bound it first
         if decision is not Claim.REFUSE:
             self.mark_running(event)

@@ -57,6 +57,8 @@ History:
   26: results.pool: the pool a run of a campaign on several pools ran on; NULL for one pool.
   27: cell_stats.pool, in its key: each pool's cell statistics of a campaign on several pools
       ('' for one pool), filled by the collector from then on (or `collector stats CAMPAIGN`).
+  28: run_part_takers: who took each part of a run split over load hosts (store/takers.py), bound at
+      the part's first claim and changed only by a takeover, so no other worker's part speaks for it.
 """
 
 from __future__ import annotations
@@ -406,6 +408,21 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # judges them; '' (not NULL: a key column) for the one pool of every other campaign.
     (27, ["ALTER TABLE cell_stats ADD COLUMN IF NOT EXISTS pool VARCHAR(64) NOT NULL DEFAULT '',"
           " DROP PRIMARY KEY, ADD PRIMARY KEY (campaign_id, metric, workload, threads, target, pool)"]),
+    # 28: each part of a split run has its taker, as runs.taker_* for a whole run (store/takers.py).
+    (
+        28,
+        [
+            """CREATE TABLE IF NOT EXISTS run_part_takers (
+                run_id VARCHAR(255) NOT NULL,
+                part_index INT NOT NULL,
+                taker_user VARCHAR(128) NOT NULL,
+                taker_worker VARCHAR(128) NOT NULL,
+                taker_attempt INT NOT NULL,
+                claimed_at DOUBLE NOT NULL,
+                PRIMARY KEY (run_id, part_index)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ],
+    ),
 ]
 
 LATEST = max(v for v, _ in MIGRATIONS)

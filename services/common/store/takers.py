@@ -8,12 +8,18 @@ result when the event was lost); later claims, results and dead letters of the r
 else are refused. Only a claim of a later attempt (the broker handed the run to another worker
 after its taker's connection died) takes the run over; from another broker user, only once the
 broker shows the taker's connection gone (collector/takeover.py).
+
+A run split over load hosts is published as one run spec per part, each delivered (and redelivered)
+on its own: each part is bound to its own taker by the same rules (its events name the part), and
+only that taker's part result is kept. The run's own binding knows its parts' takers: a failure of
+the run as a whole (a part that gave up before its group started) or a dead letter of it is taken
+only from one of them.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 #: A taker's worker name as kept (runs.taker_worker is VARCHAR(128), as a result's worker).
@@ -38,8 +44,9 @@ class Taker:
 
 @dataclass(frozen=True)
 class Binding:
-    """A run's binding as stored: its taker (None until claimed), the attempt it claimed, whether
-    the run is split over load hosts (its parts are taken by several workers), and its state."""
+    """A run's binding as stored (or one part's of a split run: ``part``): its taker (None until
+    claimed), the attempt it claimed, whether the run is split over load hosts (its parts are bound
+    one by one), and the run's state."""
 
     taker: Taker | None
     attempt: int
@@ -49,6 +56,10 @@ class Binding:
     publisher: str | None = None
     #: When its taker claimed it, by the taker's clock (the run's started_at; None: not started).
     claimed_at: float | None = None
+    #: The part of a split run this binding is of (None: the whole run).
+    part: int | None = None
+    #: A split run's parts' takers so far (empty for a whole run and for a part's binding).
+    part_takers: frozenset[Taker] = field(default_factory=frozenset)
 
 
 @dataclass(frozen=True)
@@ -71,14 +82,13 @@ class Claim(enum.Enum):
     RETAKE = "retake"
     #: Someone else's run: refused, and logged.
     REFUSE = "refuse"
-    #: A run split over load hosts: several workers take its parts, none binds it.
-    SHARED = "shared"
 
 
-def judge_claim(binding: Binding, sender: Taker, attempt: int) -> Claim:
-    """What a worker's "running" event for a run bound as ``binding`` may do."""
-    if binding.split:
-        return Claim.SHARED
+def judge_claim(binding: Binding, sender: Taker, attempt: int, part: int | None = None) -> Claim:
+    """What a worker's "running" event for a run (or for its part ``part``) bound as ``binding`` may do."""
+    if binding.split or (part is None) != (binding.part is None):
+        # A split run is claimed part by part, a whole run as a whole.
+        return Claim.REFUSE
     if binding.taker is None:
         return Claim.BIND
     if binding.taker == sender:
@@ -87,11 +97,13 @@ def judge_claim(binding: Binding, sender: Taker, attempt: int) -> Claim:
 
 
 def judge_result(binding: Binding, sender: Taker, *, ok: bool, part: bool) -> Claim:
-    """What a worker's result (or a part of one) for a run bound as ``binding`` may do. A split run's
-    parts are merged by the collector, so a whole ok result of such a run comes from no worker."""
+    """What a worker's result (or a part of one, judged on that part's binding) for a run bound as
+    ``binding`` may do. A split run's parts are merged by the collector, so a whole result of such a
+    run comes from a worker only as a failure (a part that gave up before its group started), and
+    only from one of its parts' takers."""
     if binding.split:
-        return Claim.REFUSE if ok and not part else Claim.SHARED
-    if part:
+        return Claim.TAKER if not ok and not part and sender in binding.part_takers else Claim.REFUSE
+    if part != (binding.part is not None):
         return Claim.REFUSE
     if binding.taker is None:
         return Claim.BIND
@@ -108,6 +120,6 @@ def may_fail(binding: Binding, sender: DeadLetterFrom) -> bool:
     if sender.run_spec and binding.publisher is not None and sender.user == binding.publisher:
         return True
     if binding.split:
-        # No one worker took it: a dead letter of any of its parts' workers may end it once it runs.
-        return binding.state == "running"
+        # Several workers took it: a dead letter of any of its parts' takers may end it.
+        return binding.state == "running" and any(t.user == sender.user for t in binding.part_takers)
     return binding.taker is not None and sender.user == binding.taker.user
