@@ -355,9 +355,10 @@ class Collector:
             bus.ack(d.delivery_tag)
             return True
         sender = Taker.of(d.user_id, msg.worker)
-        if answer is None and isinstance(msg, (RunEvent, RunResult)) and self.waiting.holds(msg.run_id):
+        part = _part_about(msg)
+        if answer is None and isinstance(msg, (RunEvent, RunResult)) and self.waiting.holds(msg.run_id, part):
             # After the claim before it, whatever that decides; a sender holding too many is not kept.
-            if not self.waiting.hold(msg.run_id, d):
+            if not self.waiting.hold(msg.run_id, d, part):
                 log.warning("message_refused", run_id=msg.run_id, sender=str(sender), schema=type(msg).__name__,
                             reason="its sender has too many messages held behind takeover claims")
                 bus.ack(d.delivery_tag)
@@ -445,3 +446,12 @@ class Collector:
         self._next_depth_check = now + QUEUE_DEPTH_EVERY_S
         for queue in (bus.names.results, bus.names.dead, *(bus.names.runs_queue(p) for p in self.pools)):
             self.metrics.queue_depth(queue, bus.queue_depth(queue))
+
+
+def _part_about(msg: object) -> int | None:
+    """The part of a split run a run's event or result is about (None: the whole run, or no run's message)."""
+    if isinstance(msg, RunEvent):
+        return msg.part
+    if isinstance(msg, RunResult) and msg.part is not None:
+        return msg.part.index
+    return None

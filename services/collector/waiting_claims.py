@@ -1,5 +1,7 @@
 """Takeover claims waiting for the broker's answer, and what came for their runs after them: held
-unacked, in order, while the collector handles every other message. A broker user may have only a
+unacked, in order, while the collector handles every other message. A claim of one part of a run
+split over load hosts holds that part's later messages and the run's failures as a whole, not its
+other parts'. A broker user may have only a
 few deliveries held at once (its claims and what it sent after them), so a worker sending forged
 claims holds at most that many of the collector's prefetched deliveries.
 
@@ -57,18 +59,28 @@ class WaitingClaims:
         self.per_user = per_user
         #: Where the broker is asked (one thread: the claims are asked about one at a time).
         self.asker = asker or ThreadPoolExecutor(max_workers=1, thread_name_prefix="takeover-check")
-        self._runs: dict[str, _Run] = {}
+        #: By (run id, part index; None: the whole run).
+        self._runs: dict[tuple[str, int | None], _Run] = {}
 
-    def holds(self, run_id: str) -> bool:
-        """Whether a delivery for ``run_id`` must wait behind the run's waiting claim."""
-        return run_id in self._runs
+    def _behind(self, run_id: str, part: int | None) -> tuple[str, int | None] | None:
+        """The waiting claim a message about ``run_id`` (its part ``part``; None: the whole run) waits behind."""
+        if (run_id, part) in self._runs:
+            return (run_id, part)
+        # A split run's failure as a whole may come from a part's new taker: after any claim of its parts.
+        return next((k for k in self._runs if k[0] == run_id), None) if part is None else None
 
-    def hold(self, run_id: str, d: Delivery) -> bool:
-        """Keep ``d`` until the waiting claim of its run is decided; False (not kept) when its sender
+    def holds(self, run_id: str, part: int | None = None) -> bool:
+        """Whether a delivery for ``run_id`` (its part ``part``) must wait behind a waiting claim."""
+        return self._behind(run_id, part) is not None
+
+    def hold(self, run_id: str, d: Delivery, part: int | None = None) -> bool:
+        """Keep ``d`` until the waiting claim it is behind is decided; False (not kept) when its sender
         already has ``per_user`` deliveries held."""
         if self._held_from(d.user_id) >= self.per_user:
             return False
-        self._runs[run_id].after.append(d)
+        key = self._behind(run_id, part)
+        assert key is not None, "hold only what holds() said must wait"
+        self._runs[key].after.append(d)
         return True
 
     def wait(self, step: Waiting, claim: Delivery) -> Decided | None:
@@ -78,7 +90,7 @@ class WaitingClaims:
         if held >= self.per_user:
             return Decided(f"broker user {step.sender.user} already has {held} messages held while its "
                            "takeover claims wait for the broker's answer")
-        self._runs[step.run_id] = _Run(step, claim)
+        self._runs[(step.run_id, step.binding.part)] = _Run(step, claim)
         return None
 
     def _held_from(self, user: str | None) -> int:
@@ -88,7 +100,7 @@ class WaitingClaims:
         """The claims whose answer came, each removed with the deliveries held behind it; the claims
         that have come due are handed to the asker."""
         now = self.check.clock()
-        for run_id, run in list(self._runs.items()):
+        for key, run in list(self._runs.items()):
             if run.asking is None and run.step.due <= now:
                 run.asking = self._ask(run)
             if run.asking is None:
@@ -107,7 +119,7 @@ class WaitingClaims:
             if isinstance(step, Waiting):
                 run.step = step
                 continue
-            del self._runs[run_id]
+            del self._runs[key]
             yield Ready(run.claim, step, tuple(run.after))
 
     def _ask(self, run: _Run) -> Future[Decided | Waiting]:

@@ -86,6 +86,8 @@ def test_each_part_of_a_split_run_is_bound_to_its_own_taker(db_settings):
     with Store(db_settings).open() as store:
         store.campaigns.record("c2", split, plan.run_specs(split, "c2", now=1.0), publisher="scheduler")
         assert store.runs.claim(event(c, None), c) is Claim.REFUSE, "a split run is claimed part by part"
+        # ... but a worker of an earlier version (no part named) leaves the run to the reaper, not pending.
+        assert store.runs.binding(run.run_id).state == "running"
         assert store.runs.claim(event(a, 0), a) is Claim.BIND
         assert store.runs.claim(event(b, 1), b) is Claim.BIND
         assert store.runs.claim(event(c, 1), c) is Claim.REFUSE, "part 1 is b's"
@@ -94,11 +96,14 @@ def test_each_part_of_a_split_run_is_bound_to_its_own_taker(db_settings):
         assert not part_of_a_split_run(store, part(0, b.worker), b), "part 0 is a's"
         assert part_of_a_split_run(store, part(1, b.worker), b)
         assert store.runs.binding(run.run_id).part_takers == {a, b}
+        # b's worker restarted and took part 1 again: the takeover rule counts b's connections from then.
+        assert store.runs.claim(event(b, 1, attempt=2, at=1500.0), b) is Claim.TAKER
+        assert store.runs.binding(run.run_id, 1).claimed_at == 1500.0
         assert not store.runs.fail(run.run_id, "c2", "forged", by=DeadLetterFrom(c.user, run_spec=True))
-        # Part 1 goes back to the queue (b's connection died) and to c at its second attempt.
-        assert store.runs.claim(event(c, 1, attempt=2, at=2000.0), c) is Claim.RETAKE
+        # Part 1 goes back to the queue (b's connection died) and to c at its third attempt.
+        assert store.runs.claim(event(c, 1, attempt=3, at=2000.0), c) is Claim.RETAKE
         bound = store.runs.binding(run.run_id, 1)
-        assert (bound.taker, bound.attempt, bound.claimed_at) == (c, 2, 2000.0)
+        assert (bound.taker, bound.attempt, bound.claimed_at) == (c, 3, 2000.0)
         assert not part_of_a_split_run(store, part(1, b.worker), b), "b no longer holds part 1"
         assert part_of_a_split_run(store, part(1, c.worker), c)
         assert store.runs.fail(run.run_id, "c2", "part 1 gave up", by=DeadLetterFrom(c.user, run_spec=True))

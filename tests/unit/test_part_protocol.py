@@ -11,6 +11,8 @@ import time
 from typing import Iterator
 
 from services.collector.consumer import Collector
+from services.collector.takeover_check import TakeoverCheck
+from services.common.bus.management import BrokerView
 from services.collector.part_intake import store_part
 from services.common.config import Settings
 from services.common.results.histogram import Histogram
@@ -180,11 +182,15 @@ class PartsStore:
 @contextlib.contextmanager
 def fleet(broker: StubBroker, hub: StubPartsHub, store: PartsStore, loads: dict[str, FakeLoad],
           attempts: int) -> Iterator[list[Worker]]:
+    # Each worker host with a broker user of its own, as deploy/ installs them: a part that changes hands
+    # goes through the collector's takeover check, here with a broker that shows no consumer.
     workers = [Worker(Settings(run_attempts=attempts), pool=POOL, identity=WorkerIdentity(name, host=f"host-{name}"),
-                      connect=broker.bus, run_executor=load, retry_pause_s=0, backoff_s=0.01,
+                      connect=lambda n, name=name: broker.bus(n, user=f"user-{name}"), run_executor=load,
+                      retry_pause_s=0, backoff_s=0.01,
                       parts_connect=lambda _n, name=name: hub.link(name), part_options=FAST)
                for name, load in loads.items()]
-    collector = Collector(connect=broker.bus, open_store=store.open, pools=(POOL,), backoff_s=0.01)
+    collector = Collector(connect=broker.bus, open_store=store.open, pools=(POOL,), backoff_s=0.01,
+                          takeover=TakeoverCheck(lambda: BrokerView(())))
     threads = [threading.Thread(target=s.run_forever, daemon=True) for s in (*workers, collector)]
     for t in threads:
         t.start()
@@ -339,6 +345,7 @@ def test_a_part_handed_back_before_the_start_changes_hands_and_its_run_completes
     assert r.status == "ok" and sorted(p.worker for p in r.parts) == ["w1", "w3"]
     taker, attempt = store.takers[(run.run_id, handed)]
     assert taker.worker in ("w1", "w3") and attempt == 2, "the part changed hands at its second attempt"
+    assert taker.user == f"user-{taker.worker}", "from w2's broker user to another's"
     assert (handed, 2) in loads[taker.worker].taken
 
 

@@ -167,6 +167,24 @@ def test_a_sender_keeps_only_a_few_deliveries_held_and_a_decided_claim_brings_it
     assert len(claims) == 0
 
 
+def test_a_parts_waiting_claim_holds_that_parts_messages_and_the_runs_failures_not_its_partners():
+    """A takeover claim of part 1 of a split run: part 1's later messages and a failure of the run as a
+    whole wait behind it; part 0's result is handled meanwhile (its worker's quota untouched)."""
+    now = [0.0]
+    claims = WaitingClaims(TakeoverCheck(lambda: BrokerView(()), clock=lambda: now[0]), asker=_Inline())
+    part1 = Binding(A, 1, False, "running", claimed_at=CLAIMED, part=1)
+
+    def delivery(tag: int) -> Delivery:
+        return Delivery(body=b"{}", delivery_tag=tag, redelivered=False, user_id=B.user)
+
+    assert claims.wait(Waiting("c.r1", part1, B, due=1.0), delivery(1)) is None
+    assert claims.holds("c.r1", 1) and claims.holds("c.r1", None) and not claims.holds("c.r1", 0)
+    assert not claims.holds("c.r2", None), "another run"
+    assert claims.hold("c.r1", delivery(2), 1) and claims.hold("c.r1", delivery(3), None)
+    now[0] = 1.0
+    assert [(r.claim.delivery_tag, [d.delivery_tag for d in r.after]) for r in claims.ready()] == [(1, [2, 3])]
+
+
 def test_the_management_api_is_the_brokers_host_unless_set():
     from services.common.bus.management import ManagementApi, api_url
     from services.common.config import Settings

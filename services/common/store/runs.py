@@ -84,6 +84,11 @@ class Runs:
         binding = self.binding(event.run_id, event.part)
         if binding is None:
             return Claim.REFUSE
+        if binding.split:
+            # A worker of an earlier version names no part: nothing it sends is taken, but its run is
+            # marked running (as every part's claim was then), so the reaper ends it, not left pending.
+            self.mark_running(event)
+            return Claim.REFUSE
         decision = judge_claim(binding, sender, event.attempt, event.part)
         if event.state == "measuring" and decision is Claim.RETAKE:
             decision = Claim.REFUSE  # only a run's start takes it over
@@ -92,6 +97,13 @@ class Runs:
                 return Claim.REFUSE  # a run with its final word is taken by no one any more
             if not self.bind(event.run_id, sender, event.attempt, binding.taker, part=event.part, at=event.at):
                 return Claim.REFUSE  # another claim bound it first
+        elif decision is Claim.TAKER and event.part is not None and event.state == "running":
+            # Its taker took the part again (its worker restarted): the takeover rule counts the
+            # taker's connections from this claim, as a whole run's from its latest start.
+            self.db.execute("UPDATE run_part_takers SET claimed_at=GREATEST(claimed_at, %s),"
+                            " taker_attempt=GREATEST(taker_attempt, %s) WHERE run_id=%s AND part_index=%s"
+                            " AND taker_user=%s AND taker_worker=%s",
+                            (event.at, event.attempt, event.run_id, event.part, sender.user, sender.worker))
         if decision is not Claim.REFUSE:
             self.mark_running(event)
         return decision
