@@ -4,7 +4,7 @@ A reading (docs/studies/<study>.reading.md) writes ``{WORKLOAD/TARGET/THREADS@TA
 number goes; TABLE is ``<spec stem>/<mode>/<metric>`` of one report the page prints (for example
 ``{oltp_simple/10.11.19/8@builds/delta/qps}``). ``*`` in WORKLOAD, TARGET or THREADS with
 ``|min`` or ``|max`` picks the extreme of the matching cells; ``{marks@TABLE}`` names the cells the
-table marks significant (or says none is). The rendered reading holds the
+table marks faster or slower (or says none is). The rendered reading holds the
 value as the table prints it (with its marks) and names the cell it came from, so a claim
 shows what it rests on and no number can be typed. Pure: tables come in already computed.
 """
@@ -100,7 +100,8 @@ def resolve(ref: CellRef, tables: Mapping[str, Table]) -> Resolved:
 
 
 def marks(name: str, tables: Mapping[str, Table]) -> str:
-    """Which cells of table ``name`` are marked significantly faster (+) or slower (-), by name."""
+    """Which cells of table ``name`` are marked faster (+) or slower (-), by name (the table's verdicts,
+    false discoveries controlled over its page)."""
     table = tables.get(name)
     if table is None:
         raise ReadingError(f"reading: {{marks@{name}}}: no table {name!r} on the page "
@@ -112,7 +113,7 @@ def marks(name: str, tables: Mapping[str, Table]) -> str:
                 if mark in cell.mark:
                     found[mark].append(f"`{row.workload}/{row.target}/{threads}`")
     if not any(found.values()):
-        return f"no cell of `{name}` is marked significant"
+        return f"no cell of `{name}` is marked faster or slower"
     return "; ".join(f"marked `{mark}` in `{name}`: {', '.join(cells)}" for mark, cells in found.items() if cells)
 
 

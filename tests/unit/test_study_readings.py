@@ -73,7 +73,7 @@ def test_marks_name_the_significant_cells_or_say_there_are_none():
                                                for i in range(3)],
                                               TableSpec(targets=("off", "32"), baseline="off", workloads=("select",),
                                                         mode="delta")))}
-    assert readings.render("{marks@t/delta/qps}", flat) == "no cell of `t/delta/qps` is marked significant"
+    assert readings.render("{marks@t/delta/qps}", flat) == "no cell of `t/delta/qps` is marked faster or slower"
 
 
 @pytest.mark.parametrize("template, says", [
