@@ -6,12 +6,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 from pathlib import Path
 
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.native.core import runs_blocking
-from services.worker.driver.native.parent import LOOPS_PER_CPU, OWN_PROCESS_MAX_PER_CPU, _plan, loops_for, programs_for
+from services.worker.driver.native import contention
+from services.worker.driver.native.parent import (
+    LOOPS_PER_CPU,
+    OWN_PROCESS_MAX_PER_CPU,
+    SHARED_CPU_BUSY,
+    SHARED_LOOPS_PER_CPU,
+    _plan,
+    loops_for,
+    programs_for,
+)
 from services.worker.driver.native.protocol import Job
 from services.worker.target.connect_params import ConnectParams
 
@@ -40,6 +50,52 @@ def test_event_loops_follow_the_cpus_and_keep_several_connections_each():
     assert [loops_for(n, 1) for n in (1, 5, 7, 8, 12, 16, 256, 4096)] == [1, 1, 1, 2, 3, 4, 4, 4]
     assert loops_for(4096, 2) == 8
     assert loops_for(16, 2) == 4
+
+
+def test_on_client_cpus_another_process_keeps_busy_each_connection_gets_a_loop():
+    """Beside a CPU hog, 4 loops would get 4/5 of the CPU where sysbench's 16 threads get 16/17,
+    so a shared CPU gives each connection a loop of its own, as sysbench gives it a thread, up
+    to SHARED_LOOPS_PER_CPU a CPU (32/33 of it beside one hog)."""
+    assert SHARED_LOOPS_PER_CPU == 32
+    assert [loops_for(n, 1, shared=True) for n in (1, 5, 16, 32, 256, 4096)] == [1, 5, 16, 32, 32, 32]
+    assert loops_for(16, 2, shared=True) == 16
+    assert loops_for(4096, 2, shared=True) == 64
+
+
+#: Two CPUs' lines of /proc/stat (user nice system idle iowait irq softirq steal guest guest_nice).
+_STAT_BEFORE = """cpu  300 0 100 900 0 0 0 0 0 0
+cpu0 100 0 50 800 0 0 0 0 0 0
+cpu1 200 0 50 100 0 0 0 0 0 0
+intr 1 2 3
+"""
+_STAT_AFTER = """cpu  340 0 100 920 20 0 0 0 0 0
+cpu0 100 0 50 820 20 0 0 0 0 0
+cpu1 238 0 52 100 0 0 0 0 0 0
+intr 1 2 3
+"""
+
+
+def test_the_busy_share_of_the_client_cpus_counts_only_their_own_lines():
+    """cpu1 stayed busy (40 of 40 ticks), cpu0 idle or waiting on I/O (0 of 40): each reads
+    alone, and the two together read half busy; the all-CPU line and other lines are ignored."""
+    assert contention.cpu_ticks(_STAT_BEFORE, (1,)) == (250, 350)
+    assert contention.busy_share(contention.cpu_ticks(_STAT_BEFORE, (1,)), contention.cpu_ticks(_STAT_AFTER, (1,))) == 1.0
+    assert contention.busy_share(contention.cpu_ticks(_STAT_BEFORE, (0,)), contention.cpu_ticks(_STAT_AFTER, (0,))) == 0.0
+    assert contention.busy_share(contention.cpu_ticks(_STAT_BEFORE, (0, 1)),
+                                 contention.cpu_ticks(_STAT_AFTER, (0, 1))) == 0.5
+    assert contention.busy_share((5, 10), (5, 10)) == 0.0
+
+
+def test_a_cpu_hog_on_a_client_cpu_reads_as_shared():
+    """A process spinning on the last CPU makes that CPU read busy well past SHARED_CPU_BUSY."""
+    cpu = max(os.sched_getaffinity(0))
+    hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        time.sleep(0.3)
+        assert contention.sample_busy_share((cpu,), 0.5) > max(SHARED_CPU_BUSY, 0.6)
+    finally:
+        hog.kill()
+        hog.wait()
 
 
 def _job(threads: tuple[int, ...], rate: float = 0.0) -> Job:

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Callable, Mapping
 
+from services.common import logs
 from services.common.errors import LoadError
 from services.common.results.histogram import Histogram, summary_ms
 from services.common.messages.results import Latency, Series
@@ -30,6 +31,7 @@ from services.worker.driver.contract import (
     ProgressCallback,
     totals,
 )
+from services.worker.driver.native import contention
 from services.worker.driver.native.arrivals import backlog_share
 from services.worker.driver.native.child import DRAIN_GRACE_S
 from services.worker.driver.native.load_process import LoadProcess
@@ -46,6 +48,8 @@ from services.worker.driver.native.protocol import (
 from services.workload.program import Program
 from services.workload.statements import Generator
 
+log = logs.get(__name__)
+
 #: Seconds the parent gives the load processes to open every connection, per connection.
 CONNECT_BUDGET_S = 0.05
 #: How long before the start the "go" is sent, so every process sees it in time.
@@ -59,18 +63,27 @@ MAX_EVENTS_RUN_S = 24 * 3600.0
 #: epoll saves no wake-up, and N processes get N shares of a busy CPU where one loop gets one,
 #: as sysbench's N threads do. Above it, one load process drives them all with event loops.
 OWN_PROCESS_MAX_PER_CPU = 4
-#: Event loops (OS threads, each with its own epoll set) per client CPU above that: a CPU shared
-#: with another busy process gives each runnable thread one share, so 4 loops get 4/5 of it
-#: beside one CPU hog where a single loop got 1/2 (sysbench's N threads get N/(N+1)).
+#: Event loops (OS threads, each with its own epoll set) per client CPU above that, on client
+#: CPUs nothing else keeps busy.
 LOOPS_PER_CPU = 4
-#: Connections each loop drives at least, so a loop still finds replies waiting when it polls
-#: (fewer would add empty polls and sleeps per query on a quiet CPU).
+#: Connections each loop drives at least there, so a loop still finds replies waiting when it
+#: polls (fewer would add empty polls and sleeps per query on a quiet CPU).
 MIN_CONNECTIONS_PER_LOOP = 4
+#: Client CPUs that other processes kept busy this share of the time just before the run are
+#: shared: a shared CPU gives each runnable thread one share, so 4 loops beside one CPU hog get
+#: 4/5 of it where sysbench's 16 threads get 16/17, and the client, not the server, is measured.
+SHARED_CPU_BUSY = 0.25
+#: There each connection gets a loop of its own, as each gets a thread in sysbench, up to this
+#: many loops per CPU (32 get 32/33 beside one hog; thousands of threads would cost their stacks).
+SHARED_LOOPS_PER_CPU = 32
 
 
-def loops_for(connections: int, cpus: int) -> int:
+def loops_for(connections: int, cpus: int, shared: bool = False) -> int:
     """How many event loops a load process of ``connections`` connections pinned to ``cpus``
-    CPUs runs: LOOPS_PER_CPU per CPU, each with MIN_CONNECTIONS_PER_LOOP connections or more."""
+    CPUs runs: LOOPS_PER_CPU per CPU, each with MIN_CONNECTIONS_PER_LOOP connections or more;
+    on ``shared`` CPUs one per connection, up to SHARED_LOOPS_PER_CPU per CPU."""
+    if shared:
+        return max(1, min(SHARED_LOOPS_PER_CPU * max(1, cpus), connections))
     return max(1, min(LOOPS_PER_CPU * max(1, cpus), connections // MIN_CONNECTIONS_PER_LOOP))
 
 
@@ -112,10 +125,11 @@ def _plan(threads: int, cpus: list[int], processes: int | None) -> list[tuple[tu
     return plan
 
 
-def plan_jobs(r: LoadRequest, cpus: list[int], processes: int | None = None) -> list[Job]:
-    """The load processes' jobs for request ``r``: each its connections, CPUs, part of the events
-    and of the rate, and its share of the run's open-loop backlog bound (a part of a run split
-    over load hosts: its share of the whole run's)."""
+def plan_jobs(r: LoadRequest, cpus: list[int], processes: int | None = None, shared: bool = False) -> list[Job]:
+    """The load processes' jobs for request ``r``: each its connections, CPUs, loops (``shared``:
+    the client CPUs are busy with other processes), part of the events and of the rate, and its
+    share of the run's open-loop backlog bound (a part of a run split over load hosts: its share
+    of the whole run's)."""
     threads, events = r.threads, r.events
     jobs = []
     for tids, mine in _plan(threads, cpus, processes):
@@ -124,7 +138,7 @@ def plan_jobs(r: LoadRequest, cpus: list[int], processes: int | None = None) -> 
         jobs.append(Job(r.params, programs, program_of, ids, of_run, r.seed, mine,
                         None if not events else tuple(events // threads + (t < events % threads) for t in tids),
                         rate=(r.rate or 0.0) * len(tids) / threads, index=len(jobs), by_kind=r.latency_by_kind,
-                        ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine)),
+                        ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine), shared),
                         backlog_limit=backlog_share(len(tids), max(threads, r.run_threads or threads)),
                         compress=bool(r.workload.option("mysql_compression"))))
     return jobs
@@ -154,9 +168,16 @@ def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutco
             raise LoadError("a run needs a duration or a number of events")
         duration = MAX_EVENTS_RUN_S
     cpus = sorted(r.client_cpus) if r.client_cpus else sorted(os.sched_getaffinity(0))
+    # Only a process driving several connections chooses its loops; one with a single connection
+    # is one thread, as in sysbench, so no run pays the sample's wait for nothing.
+    busy = (contention.sample_busy_share(tuple(cpus))
+            if any(len(tids) > 1 for tids, _ in _plan(threads, cpus, processes)) else 0.0)
+    jobs = plan_jobs(r, cpus, processes, shared=busy >= SHARED_CPU_BUSY)
+    log.info("load_planned", threads=threads, client_cpus=cpus, client_cpus_busy=round(busy, 2),
+             processes=len(jobs), loops=sum(j.loops for j in jobs))
     procs: list[LoadProcess] = []
     try:
-        for job in plan_jobs(r, cpus, processes):
+        for job in jobs:
             procs.append(LoadProcess(job))
         pipes = [p.pipe for p in procs]
         if not _await_ready(pipes, procs, r.stop, 30.0 + CONNECT_BUDGET_S * threads):
