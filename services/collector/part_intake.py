@@ -9,7 +9,7 @@ from typing import Protocol
 from services.collector.part_merge import complete, failed_run, merge_parts
 from services.common import logs
 from services.common.messages.results import RunResult
-from services.common.store.takers import Binding, Claim, Taker, judge_result
+from services.common.store.takers import Binding, Claim, Taker, judge_result, refusal_reason
 
 log = logs.get(__name__)
 
@@ -58,11 +58,9 @@ def part_of_a_split_run(store: PartIntake, part: RunResult, sender: Taker) -> bo
     decision = judge_result(binding, sender, ok=part.status == "ok", part=True)
     if decision is Claim.TAKER:
         return True
-    reason = ("a part of a run that is not split over load hosts" if binding.part is None
-              else "another worker took this part" if binding.taker is not None else "no worker claimed this part")
     log.warning("result_refused", run_id=part.run_id, campaign_id=part.campaign_id, status=part.status,
                 part=part.part.index, sender=str(sender), taker=str(binding.taker) if binding.taker else None,
-                reason=reason)
+                reason=refusal_reason(binding, ok=part.status == "ok", part=True))
     return False
 
 def spoils_a_merge(store: PartIntake, result: RunResult) -> bool:

@@ -16,7 +16,16 @@ from services.collector.takeover import LISTING_LAG_S
 from services.collector.takeover_check import TakeoverCheck
 from services.common.bus.management import BrokerView, RunsConsumer
 from services.common.errors import BusError
-from services.common.store.takers import Binding, Claim, DeadLetterFrom, Taker, judge_claim, judge_result, may_fail
+from services.common.store.takers import (
+    Binding,
+    Claim,
+    DeadLetterFrom,
+    Taker,
+    judge_claim,
+    judge_result,
+    may_fail,
+    refusal_reason,
+)
 
 from tests.unit.consumer_fixtures import result, wait_until
 from tests.unit.test_collector_consumer import FakeDb, broker, collecting  # noqa: F401 (fixture)
@@ -109,6 +118,19 @@ def test_another_workers_result_for_a_taken_run_is_refused(broker):
     refused = [e for e in logs if e["event"] == "result_refused"]
     assert len(refused) == 2 and {e["sender"] for e in refused} == {str(B), str(Taker(A.user, B.worker))}
     assert broker.messages(broker.names.dead) == []
+
+
+def test_a_refused_result_says_why_in_the_operators_words():
+    """The collector's ``result_refused`` line names what was wrong: another taker, a part nobody
+    claimed, a part of a whole run, or a whole result of a split run."""
+    whole = Binding(A, 1, False, "running")
+    split = Binding(None, 1, True, "running", part_takers=frozenset({A}))
+    assert refusal_reason(whole, ok=True, part=False) == "another worker took this run"
+    assert refusal_reason(whole, ok=True, part=True) == "a part of a run that is not split over load hosts"
+    assert refusal_reason(Binding(A, 1, False, "running", part=0), ok=True, part=True) == "another worker took this part"
+    assert refusal_reason(Binding(None, 1, False, "pending", part=1), ok=True, part=True) == "no worker claimed this part"
+    assert refusal_reason(split, ok=True, part=False) == "no worker sends this run whole"
+    assert refusal_reason(split, ok=False, part=False) == "a worker that took no part of this split run"
 
 
 def test_a_stored_ok_result_is_not_replaced_by_an_edited_copy_from_its_own_taker(broker):

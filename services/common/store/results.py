@@ -20,7 +20,7 @@ from services.common.results.rows import (CELL_STAT_COLUMNS, COLUMNS, COUNT_COLU
                                           TargetBuild, WINDOW_COLUMNS, count_columns, quality_columns, window_columns)
 from services.common.store.connection import StoreConnection
 from services.common.store.runs import Runs
-from services.common.store.takers import Claim, Taker, judge_result
+from services.common.store.takers import Claim, Taker, judge_result, refusal_reason
 
 log = logs.get(__name__)
 
@@ -146,9 +146,7 @@ class Results:
         if decision is Claim.REFUSE:
             log.warning("result_refused", run_id=result.run_id, campaign_id=result.campaign_id, status=result.status,
                         sender=str(sender), taker=str(binding.taker) if binding.taker else None,
-                        reason=("another worker took this run" if binding.taker
-                                else "a worker that took no part of this split run" if result.status != "ok"
-                                else "no worker sends this run whole"))
+                        reason=refusal_reason(binding, ok=result.status == "ok", part=False))
             return False
         return True
 

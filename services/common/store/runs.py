@@ -45,10 +45,11 @@ class Runs:
             taker = None if user is None else Taker(str(user), str(worker or ""))
             return Binding(taker, int(attempt or 0), False, str(state), publisher,
                            None if started_at is None else float(started_at))
+        one = part is not None and 0 <= part < int(hosts)
         parts = {int(i): (Taker(str(u), str(w)), int(a), float(at)) for i, u, w, a, at in self.db.rows(
             "SELECT part_index, taker_user, taker_worker, taker_attempt, claimed_at FROM run_part_takers"
-            " WHERE run_id=%s", (run_id,))}
-        if part is not None and 0 <= part < int(hosts):
+            " WHERE run_id=%s" + (" AND part_index=%s" if one else ""), (run_id, part) if one else (run_id,))}
+        if one:
             taker, attempt, at = parts.get(part, (None, 0, None))
             return Binding(taker, attempt, False, str(state), publisher, at, part=part)
         return Binding(None, 0, True, str(state), publisher, None if started_at is None else float(started_at),

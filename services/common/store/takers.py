@@ -110,6 +110,18 @@ def judge_result(binding: Binding, sender: Taker, *, ok: bool, part: bool) -> Cl
     return Claim.TAKER if binding.taker == sender else Claim.REFUSE
 
 
+def refusal_reason(binding: Binding, *, ok: bool, part: bool) -> str:
+    """Why judge_result refused a result (or a part, ``part``) for a run bound as ``binding``, in
+    the words of the collector's ``result_refused`` log line."""
+    if part:
+        if binding.part is None:
+            return "a part of a run that is not split over load hosts"
+        return "another worker took this part" if binding.taker is not None else "no worker claimed this part"
+    if binding.split:
+        return "no worker sends this run whole" if ok else "a worker that took no part of this split run"
+    return "another worker took this run"
+
+
 def may_fail(binding: Binding, sender: DeadLetterFrom) -> bool:
     """Whether a dead letter from ``sender`` may fail the run: the run's taker's, or a run spec the
     broker dead-lettered (it keeps the publisher's user_id: the scheduler's, which no worker can
