@@ -9,6 +9,7 @@ import secrets
 
 import mysql.connector
 import pytest
+from structlog.testing import capture_logs
 
 from services.collector.part_intake import part_of_a_split_run, spoils_a_merge, store_part
 from services.common.errors import StoreRefused
@@ -92,8 +93,10 @@ def test_each_part_of_a_split_run_is_bound_to_its_own_taker(db_settings):
         assert store.runs.claim(event(b, 1), b) is Claim.BIND
         assert store.runs.claim(event(c, 1), c) is Claim.REFUSE, "part 1 is b's"
         assert store.runs.claim(event(a, 5), a) is Claim.REFUSE, "the run has 2 parts"
-        assert not part_of_a_split_run(store, part(1, c.worker), c), "c took no part"
-        assert not part_of_a_split_run(store, part(0, b.worker), b), "part 0 is a's"
+        with capture_logs() as logged:
+            assert not part_of_a_split_run(store, part(1, c.worker), c), "c took no part"
+            assert not part_of_a_split_run(store, part(0, b.worker), b), "part 0 is a's"
+        assert [e["reason"] for e in logged if e["event"] == "result_refused"] == ["another worker took this part"] * 2
         assert part_of_a_split_run(store, part(1, b.worker), b)
         assert store.runs.binding(run.run_id).part_takers == {a, b}
         # b's worker restarted and took part 1 again: the takeover rule counts b's connections from then.
