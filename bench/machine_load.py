@@ -13,6 +13,8 @@ import os
 import resource
 from dataclasses import dataclass
 
+from services.worker.driver.native.contention import cpu_ticks
+
 #: Other processes may use this share of the machine's CPU time before a figure is withheld:
 #: the fleet's idle services (broker, system MariaDB) stay well below it.
 FOREIGN_SHARE_LIMIT = 0.10
@@ -27,12 +29,9 @@ def loadavg() -> tuple[float, float, float]:
 def _busy_and_total_s() -> tuple[float, float]:
     """The machine's busy and total CPU seconds since boot (all CPUs), from /proc/stat."""
     with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
+        busy, total = cpu_ticks(f.read(), tuple(range(os.cpu_count() or 1)))
     hz = os.sysconf("SC_CLK_TCK")
-    # user nice system idle iowait irq softirq steal (guest time is already in user)
-    idle = fields[3] + fields[4]
-    total = sum(fields[:8])
-    return (total - idle) / hz, total / hz
+    return busy / hz, total / hz
 
 
 def _own_cpu_s() -> float:
