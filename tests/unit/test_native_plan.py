@@ -15,6 +15,7 @@ from services.worker.driver.native.core import runs_blocking
 from services.worker.driver.native import contention
 from services.worker.driver.native.parent import (
     LOOPS_PER_CPU,
+    LOOPS_PER_CPU_APART,
     OWN_PROCESS_MAX_PER_CPU,
     SHARED_CPU_BUSY,
     SHARED_LOOPS_PER_CPU,
@@ -23,7 +24,11 @@ from services.worker.driver.native.parent import (
     programs_for,
 )
 from services.worker.driver.native.protocol import Job
+from services.common.spec.targets import ManagedTarget
+from services.worker.target.managed_template import ServerBuild
 from services.worker.target.connect_params import ConnectParams
+from services.worker.target.lifecycle import TargetSession
+from services.worker.target.managed_server import ManagedServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,6 +55,40 @@ def test_event_loops_follow_the_cpus_and_keep_several_connections_each():
     assert [loops_for(n, 1) for n in (1, 5, 7, 8, 12, 16, 256, 4096)] == [1, 1, 1, 2, 3, 4, 4, 4]
     assert loops_for(4096, 2) == 8
     assert loops_for(16, 2) == 4
+
+
+def test_a_server_kept_off_the_client_cpus_gets_one_loop_per_cpu():
+    """With the server elsewhere, nothing but the loops runs on a quiet client CPU: one loop per
+    CPU finds the most replies waiting per poll (16 connections on one CPU: one loop, not four);
+    a busy CPU still gives each connection a loop of its own."""
+    assert LOOPS_PER_CPU_APART == 1
+    assert [loops_for(n, 1, server_apart=True) for n in (1, 7, 8, 16, 256, 4096)] == [1, 1, 1, 1, 1, 1]
+    assert loops_for(16, 2, server_apart=True) == 2 and loops_for(4, 2, server_apart=True) == 1
+    assert loops_for(16, 1, shared=True, server_apart=True) == 16
+
+
+def test_the_server_is_apart_only_where_the_worker_knows_it_is():
+    """A managed server pinned to other CPUs, or a server reached at a non-loopback address, is
+    apart; one sharing a client CPU, an unpinned one, or one on this machine's loopback or socket
+    may share the client CPUs."""
+    target = ManagedTarget(kind="managed", name="m")
+    build = ServerBuild("system", Path("/usr/sbin/mariadbd"), None, "10.11.19-MariaDB", None)
+
+    def managed(server_cpus: list[int], client_cpus: list[int]) -> TargetSession:
+        server = ManagedServer(target=target, key="k", build=build, dir=Path("/tmp/x"), port=3307, password="pw",
+                               server_cpus=server_cpus, client_cpus=client_cpus)
+        return TargetSession(params=server.connect_params(), client_cpus=client_cpus, server=server)
+
+    assert managed([0], [1]).server_apart
+    assert not managed([0, 1], [1]).server_apart
+    assert not managed([0], []).server_apart
+
+    def dsn(**where: object) -> bool:
+        return TargetSession(params=ConnectParams(**where), client_cpus=None).server_apart
+
+    assert dsn(host="db1.example", port=3306) and dsn(host="10.0.0.7", port=3306)
+    assert not dsn(host="127.0.0.1", port=3306) and not dsn(host="localhost", port=3306)
+    assert not dsn(host="::1", port=3306) and not dsn(unix_socket="/run/mysqld/mysqld.sock")
 
 
 def test_on_client_cpus_another_process_keeps_busy_each_connection_gets_a_loop():

@@ -88,6 +88,9 @@ class LoadRequest:
     ignore_errors: IgnoreErrors = IGNORE_DEFAULT
     #: The CPUs the load runs on; None: wherever this process may run.
     client_cpus: tuple[int, ...] | None = None
+    #: The target's server is known not to run on ``client_cpus`` (a managed server pinned to other
+    #: CPUs, a server on another host); False: it may share them.
+    server_apart: bool = False
     stop: threading.Event | None = None
     on_progress: ProgressCallback | None = None
     start_gate: Callable[[], float] | None = None

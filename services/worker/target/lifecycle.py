@@ -22,7 +22,7 @@ from services.common.messages.pool import PoolSeries
 from services.common.messages.results import QuiesceReport, ServerCount, ServerReport, Totals
 from services.common.messages.server_work import server_work
 from services.common.config import Settings
-from services.common.spec.targets import SYSTEM_SCHEMAS, DsnTarget, ManagedTarget
+from services.common.spec.targets import SYSTEM_SCHEMAS, DsnTarget, ManagedTarget, is_loopback
 from services.common.spec.workloads import DataShape
 from services.worker.target import account_check, dsn, info, managed, managed_server, pool_figures, pool_probe, quiesce
 from services.worker.target.account_policy import AccountPolicy
@@ -65,6 +65,15 @@ class TargetSession:
     #: and why there are no such figures where there are none.
     pool_probe: pool_probe.PoolProbe | None = None
     pool_reason: str | None = None
+
+    @property
+    def server_apart(self) -> bool:
+        """Whether the server is known not to run on the client CPUs: a managed server pinned to
+        others, or a server reached at an address that is not this machine's loopback (a name or
+        address of this host's own network card is taken for another host's)."""
+        if self.server is not None:
+            return bool(self.client_cpus) and not set(self.server.server_cpus) & set(self.client_cpus)
+        return self.params.unix_socket is None and self.params.host is not None and not is_loopback(self.params.host)
 
 
 def open_target(servers: managed.ServerManager | None, spec_target: DsnTarget | ManagedTarget, data: DataShape,

@@ -63,9 +63,14 @@ MAX_EVENTS_RUN_S = 24 * 3600.0
 #: epoll saves no wake-up, and N processes get N shares of a busy CPU where one loop gets one,
 #: as sysbench's N threads do. Above it, one load process drives them all with event loops.
 OWN_PROCESS_MAX_PER_CPU = 4
-#: Event loops (OS threads, each with its own epoll set) per client CPU above that, on client
-#: CPUs nothing else keeps busy.
+#: Event loops (OS threads, each with its own epoll set) per client CPU above that, on quiet client
+#: CPUs the target's server may share (a server on this host that is not pinned apart): its busy
+#: threads are runnable beside the loops, and each loop is one share of the CPU.
 LOOPS_PER_CPU = 4
+#: On quiet client CPUs the server is known not to use (a managed server pinned to other CPUs, a
+#: server on another host): one loop per CPU, which finds the most replies waiting per poll and
+#: spends the least client CPU per query (docs/drivers.md, "One loop per CPU").
+LOOPS_PER_CPU_APART = 1
 #: Connections each loop drives at least there, so a loop still finds replies waiting when it
 #: polls (fewer would add empty polls and sleeps per query on a quiet CPU).
 MIN_CONNECTIONS_PER_LOOP = 4
@@ -78,13 +83,15 @@ SHARED_CPU_BUSY = 0.25
 SHARED_LOOPS_PER_CPU = 32
 
 
-def loops_for(connections: int, cpus: int, shared: bool = False) -> int:
+def loops_for(connections: int, cpus: int, shared: bool = False, server_apart: bool = False) -> int:
     """How many event loops a load process of ``connections`` connections pinned to ``cpus``
-    CPUs runs: LOOPS_PER_CPU per CPU, each with MIN_CONNECTIONS_PER_LOOP connections or more;
-    on ``shared`` CPUs one per connection, up to SHARED_LOOPS_PER_CPU per CPU."""
+    CPUs runs: LOOPS_PER_CPU per CPU (LOOPS_PER_CPU_APART when ``server_apart``), each with
+    MIN_CONNECTIONS_PER_LOOP connections or more; on ``shared`` CPUs one per connection, up to
+    SHARED_LOOPS_PER_CPU per CPU."""
     if shared:
         return max(1, min(SHARED_LOOPS_PER_CPU * max(1, cpus), connections))
-    return max(1, min(LOOPS_PER_CPU * max(1, cpus), connections // MIN_CONNECTIONS_PER_LOOP))
+    per_cpu = LOOPS_PER_CPU_APART if server_apart else LOOPS_PER_CPU
+    return max(1, min(per_cpu * max(1, cpus), connections // MIN_CONNECTIONS_PER_LOOP))
 
 
 def part_ids(thread_ids: tuple[int, ...], threads: int, first_thread: int,
@@ -138,7 +145,8 @@ def plan_jobs(r: LoadRequest, cpus: list[int], processes: int | None = None, sha
         jobs.append(Job(r.params, programs, program_of, ids, of_run, r.seed, mine,
                         None if not events else tuple(events // threads + (t < events % threads) for t in tids),
                         rate=(r.rate or 0.0) * len(tids) / threads, index=len(jobs), by_kind=r.latency_by_kind,
-                        ignore_errors=r.ignore_errors, loops=loops_for(len(tids), len(mine), shared),
+                        ignore_errors=r.ignore_errors,
+                        loops=loops_for(len(tids), len(mine), shared, r.server_apart),
                         backlog_limit=backlog_share(len(tids), max(threads, r.run_threads or threads)),
                         compress=bool(r.workload.option("mysql_compression"))))
     return jobs
@@ -174,7 +182,7 @@ def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutco
             if any(len(tids) > 1 for tids, _ in _plan(threads, cpus, processes)) else 0.0)
     jobs = plan_jobs(r, cpus, processes, shared=busy >= SHARED_CPU_BUSY)
     log.info("load_planned", threads=threads, client_cpus=cpus, client_cpus_busy=round(busy, 2),
-             processes=len(jobs), loops=sum(j.loops for j in jobs))
+             server_apart=r.server_apart, processes=len(jobs), loops=sum(j.loops for j in jobs))
     procs: list[LoadProcess] = []
     try:
         for job in jobs:
