@@ -21,6 +21,8 @@ from typing import Any
 
 import mysql.connector
 
+from services.common.spec import server_options
+
 #: Options every scratch server gets: small, fast to start, nothing we do not measure.
 BASE_OPTIONS = (
     "--skip-grant-tables",  # root without a password, no user setup: the server lives minutes
@@ -32,6 +34,12 @@ BASE_OPTIONS = (
     "--innodb-flush-log-at-trx-commit=2",
     "--max-prepared-stmt-count=1000000",
 )
+
+
+def cpu_arg(text: str) -> tuple[int, ...]:
+    """A benchmark's ``--server-cpus``/``--client-cpus``: ``0,2-3`` -> (0, 2, 3), as a spec's
+    ``server_cpus`` reads; argparse turns the ValueError into a usage error."""
+    return tuple(server_options.parse_cpus(text))
 
 
 def _free_port() -> int:

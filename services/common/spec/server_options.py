@@ -294,6 +294,12 @@ def format_cpus(cpus: Iterable[int]) -> str:
 
 
 
+def cpus_apart(server: Iterable[int], client: Iterable[int]) -> bool:
+    """Whether a server pinned to ``server`` leaves the ``client`` CPUs (a non-empty list) to the load."""
+    client = set(client)
+    return bool(client) and not set(server) & client
+
+
 def split_cpus(available: Iterable[int], server: str | None = None, client: str | None = None,
                worker_client: Iterable[int] | None = None) -> tuple[list[int], list[int]]:
     """(server CPUs, client CPUs) for a managed target on a worker allowed ``available``.

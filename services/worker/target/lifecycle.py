@@ -72,7 +72,7 @@ class TargetSession:
         others, or a server reached at an address that is not this machine's loopback (a name or
         address of this host's own network card is taken for another host's)."""
         if self.server is not None:
-            return bool(self.client_cpus) and not set(self.server.server_cpus) & set(self.client_cpus)
+            return server_options.cpus_apart(self.server.server_cpus, self.client_cpus or ())
         return self.params.unix_socket is None and self.params.host is not None and not is_loopback(self.params.host)
 
 
