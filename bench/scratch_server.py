@@ -22,6 +22,7 @@ from typing import Any
 import mysql.connector
 
 from services.common.spec import server_options
+from services.worker.target.local_server import LocalServer
 
 #: Options every scratch server gets: small, fast to start, nothing we do not measure.
 BASE_OPTIONS = (
@@ -110,6 +111,15 @@ class ScratchServer:
         """The mariadbd process id (not taskset's, which execs into it)."""
         assert self.proc is not None
         return self.proc.pid
+
+    def placement(self, client_cpus: tuple[int, ...] | None) -> tuple[bool, LocalServer | None]:
+        """(server apart, the server beside the clients), as the worker tells its driver of a
+        managed server: apart when pinned off the client CPUs, else its CPU time on them is not
+        another process's."""
+        everywhere = tuple(sorted(os.sched_getaffinity(0)))
+        server = tuple(self.cpus) if self.cpus else everywhere
+        apart = bool(self.cpus) and server_options.cpus_apart(server, client_cpus or everywhere)
+        return apart, (None if apart else LocalServer(self.pid(), server))
 
     def query(self, sql: str) -> list[tuple]:
         conn = mysql.connector.connect(**self.params, use_pure=False, autocommit=True)

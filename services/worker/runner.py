@@ -102,6 +102,7 @@ def execute(run: RunSpec, who: WorkerIdentity, *, servers: ServerManager | None 
                 params, run.workload, run.data, share.threads, run.warmup, run.duration, share.seed,
                 rate=share.rate, latency_by_kind=bool(run.latency_by_kind), ignore_errors=run.ignored_errors,
                 client_cpus=tuple(client_cpus) if client_cpus else None, server_apart=session.server_apart,
+                local_server=session.local_server,
                 stop=stop, on_progress=on_progress,
                 start_gate=start_gate, first_thread=share.first_thread,
                 run_threads=share.run_threads if run.part is not None else None,

@@ -9,6 +9,7 @@ import sys
 import time
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.native.core import runs_blocking
@@ -28,6 +29,7 @@ from services.common.spec.targets import ManagedTarget
 from services.worker.target.managed_template import ServerBuild
 from services.worker.target.connect_params import ConnectParams
 from services.worker.target.lifecycle import TargetSession
+from services.worker.target.local_server import LocalServer
 from services.worker.target.managed_server import ManagedServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,6 +91,54 @@ def test_the_server_is_apart_only_where_the_worker_knows_it_is():
     assert dsn(host="db1.example", port=3306) and dsn(host="10.0.0.7", port=3306)
     assert not dsn(host="127.0.0.1", port=3306) and not dsn(host="localhost", port=3306)
     assert not dsn(host="::1", port=3306) and not dsn(unix_socket="/run/mysqld/mysqld.sock")
+
+
+def test_only_a_managed_server_that_may_share_the_client_cpus_is_discounted_from_their_busy_share():
+    """The worker knows a managed server's process: where it may run on the client CPUs, its work
+    there is the run's own, not another process's; pinned apart, or not started, or a dsn
+    target's server (whose process the worker does not know), nothing is discounted."""
+    target = ManagedTarget(kind="managed", name="m")
+    build = ServerBuild("system", Path("/usr/sbin/mariadbd"), None, "10.11.19-MariaDB", None)
+
+    def session(server_cpus: list[int], client_cpus: list[int], pid: int | None) -> TargetSession:
+        server = ManagedServer(target=target, key="k", build=build, dir=Path("/tmp/x"), port=3307, password="pw",
+                               server_cpus=server_cpus, client_cpus=client_cpus,
+                               proc=SimpleNamespace(pid=pid) if pid else None)  # type: ignore[arg-type]
+        return TargetSession(params=server.connect_params(), client_cpus=client_cpus, server=server)
+
+    assert session([0, 1], [1], 4321).local_server == LocalServer(4321, (0, 1))
+    assert session([0], [1], 4321).local_server is None
+    assert session([0, 1], [1], None).local_server is None
+    assert TargetSession(params=ConnectParams(host="127.0.0.1", port=3306), client_cpus=None).local_server is None
+    # An unpinned server on two CPUs is taken to spend half its time on a client CPU of them.
+    assert LocalServer(1, (0, 1)).share_on((1,)) == 0.5
+    assert LocalServer(1, (0, 1)).share_on((0, 1)) == 1.0 and LocalServer(1, (0,)).share_on((1,)) == 0.0
+
+
+def test_the_servers_own_ticks_come_out_of_the_busy_share():
+    """cpu1 was busy 40 of 40 ticks; 30 of them the server's own leave a quarter busy, and more
+    than the CPUs' busy ticks never reads below nothing. A process's ticks are its user and system
+    fields, counted after its name, which may hold spaces and parentheses."""
+    before, after = contention.cpu_ticks(_STAT_BEFORE, (1,)), contention.cpu_ticks(_STAT_AFTER, (1,))
+    assert contention.busy_share(before, after, 30) == 0.25
+    assert contention.busy_share(before, after, 80) == 0.0
+    stat = "4321 (mysqld (a) b) S 1 4321 4321 0 -1 4194560 5000 0 0 0 170 35 0 0 20 0 40 0 1234 0 0"
+    assert contention.process_ticks(stat) == 205
+
+
+def test_a_busy_server_beside_the_clients_does_not_read_as_another_process():
+    """The work a run before this one left the server (a purge, a flush) kept a client CPU busy:
+    discounted as the server's own, the CPU reads quiet, so the run keeps its loops instead of
+    taking one a connection; the same process read as a stranger still reads busy."""
+    cpu = max(os.sched_getaffinity(0))
+    busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        time.sleep(0.3)
+        assert contention.sample_busy_share((cpu,), 0.5, server=LocalServer(busy.pid, (cpu,))) < SHARED_CPU_BUSY
+        assert contention.sample_busy_share((cpu,), 0.5) > max(SHARED_CPU_BUSY, 0.6)
+    finally:
+        busy.kill()
+        busy.wait()
 
 
 def test_on_client_cpus_another_process_keeps_busy_each_connection_gets_a_loop():

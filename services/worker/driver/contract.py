@@ -16,6 +16,7 @@ from services.common.messages.results import Latency, Series, Totals, Window
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.worker.driver.counts import Counts
 from services.worker.target.connect_params import ConnectParams
+from services.worker.target.local_server import LocalServer
 
 __all__ = ["ConnectParams", "Counts", "Driver", "IntervalPercentile", "LoadError", "LoadOutcome", "LoadRequest",
            "Phase", "Progress", "ProgressCallback", "totals"]
@@ -91,6 +92,9 @@ class LoadRequest:
     #: The target's server is known not to run on ``client_cpus`` (a managed server pinned to other
     #: CPUs, a server on another host); False: it may share them.
     server_apart: bool = False
+    #: The target's server where it runs on this host and may share ``client_cpus`` (a managed
+    #: server not pinned apart): its CPU time there is not another process's.
+    local_server: LocalServer | None = None
     stop: threading.Event | None = None
     on_progress: ProgressCallback | None = None
     start_gate: Callable[[], float] | None = None

@@ -27,6 +27,7 @@ from services.common.spec.workloads import DataShape
 from services.worker.target import account_check, dsn, info, managed, managed_server, pool_figures, pool_probe, quiesce
 from services.worker.target.account_policy import AccountPolicy
 from services.worker.target.connect_params import ConnectParams
+from services.worker.target.local_server import LocalServer
 from services.worker.target.quiesce import TargetUnsettled
 from services.workload.server_counter import ServerCounter
 
@@ -74,6 +75,14 @@ class TargetSession:
         if self.server is not None:
             return server_options.cpus_apart(self.server.server_cpus, self.client_cpus or ())
         return self.params.unix_socket is None and self.params.host is not None and not is_loopback(self.params.host)
+
+    @property
+    def local_server(self) -> LocalServer | None:
+        """The managed server where it may share the client CPUs (None where it cannot, and for
+        a dsn target, whose server process the worker does not know)."""
+        if self.server is None or self.server.pid is None or self.server_apart:
+            return None
+        return LocalServer(self.server.pid, tuple(self.server.server_cpus))
 
 
 def open_target(servers: managed.ServerManager | None, spec_target: DsnTarget | ManagedTarget, data: DataShape,

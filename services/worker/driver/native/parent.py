@@ -178,7 +178,7 @@ def run_load(request: LoadRequest, *, processes: int | None = None) -> LoadOutco
     cpus = sorted(r.client_cpus) if r.client_cpus else sorted(os.sched_getaffinity(0))
     # Only a process driving several connections chooses its loops; one with a single connection
     # is one thread, as in sysbench, so no run pays the sample's wait for nothing.
-    busy = (contention.sample_busy_share(tuple(cpus))
+    busy = (contention.sample_busy_share(tuple(cpus), server=r.local_server)
             if any(len(tids) > 1 for tids, _ in _plan(threads, cpus, processes)) else 0.0)
     jobs = plan_jobs(r, cpus, processes, shared=busy >= SHARED_CPU_BUSY)
     log.info("load_planned", threads=threads, client_cpus=cpus, client_cpus_busy=round(busy, 2),
