@@ -101,3 +101,18 @@ def test_a_build_the_runner_cannot_fetch_stops_the_study_with_exit_2(capsys):
         run.builds_to_register([spec], {"mariadb-10.11.19"})
     assert e.value.code == 2
     assert "mysql-8.0.40 is not registered" in capsys.readouterr().err
+
+
+def test_the_machine_load_line_says_quiet_or_busy_from_the_start_load_against_the_cpus():
+    """A study started at a 1-minute load below the machine's CPUs reads quiet, above them busy; a
+    record of an earlier runner, without the CPU count, gets its figures and no judgement, and a
+    page whose campaign was not the one recorded says the load is unknown."""
+    line = runner().machine_load_line
+    quiet = {"campaign": "c1", "load_start": "0.51, 0.38, 0.17", "load_end": "7.89, 5.49, 2.59", "cpus": 2}
+    assert "was quiet when the study started" in line(quiet, "c1") and "0.51, 0.38, 0.17" in line(quiet, "c1")
+    assert "shared" not in line(quiet, "c1")
+    busy = dict(quiet, load_start="5.89, 10.97, 11.10")
+    assert "was busy with other jobs when the study started" in line(busy, "c1")
+    old = {k: v for k, v in quiet.items() if k != "cpus"}
+    assert "quiet" not in line(old, "c1") and "busy" not in line(old, "c1") and "7.89, 5.49, 2.59" in line(old, "c1")
+    assert line(quiet, "c2").startswith("**Machine load not recorded**")
