@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from dataclasses import dataclass
 
 from services.worker.driver.native.contention import cpu_ticks
@@ -72,6 +73,7 @@ class LoadWatch:
     """``with LoadWatch() as w: ...`` then ``w.result``; children must be waited for inside the block."""
 
     def __enter__(self) -> "LoadWatch":
+        self.started = time.time()
         self._before = loadavg()
         self._busy0, self._total0 = _busy_and_total_s()
         self._own0 = _own_cpu_s()
