@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import resource
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from services.worker.driver.native.contention import cpu_ticks
 
@@ -78,6 +78,13 @@ class LoadWatch:
         self._busy0, self._total0 = _busy_and_total_s()
         self._own0 = _own_cpu_s()
         return self
+
+    def record(self, argv: list[str]) -> dict[str, object]:
+        """What a benchmark's JSON says of its run: the command (``--json`` left out), when it started,
+        the machine's quietness and why its ratios are withheld (None: they are not)."""
+        return {"command": " ".join(a for a in argv if a != "--json"),
+                "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.started)),
+                "quiet": asdict(self.result), "busy": self.result.busy_reason}
 
     def __exit__(self, *exc: object) -> None:
         busy1, total1 = _busy_and_total_s()
