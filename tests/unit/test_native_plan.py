@@ -128,14 +128,18 @@ def test_the_servers_own_ticks_come_out_of_the_busy_share():
 
 def test_a_busy_server_beside_the_clients_does_not_read_as_another_process():
     """The work a run before this one left the server (a purge, a flush) kept a client CPU busy:
-    discounted as the server's own, the CPU reads quiet, so the run keeps its loops instead of
-    taking one a connection; the same process read as a stranger still reads busy."""
+    discounted as the server's own, its part of the CPU does not count, so on an otherwise quiet CPU
+    the run keeps its loops instead of taking one a connection; read as a stranger it reads busy."""
     cpu = max(os.sched_getaffinity(0))
     busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
     try:
         time.sleep(0.3)
-        assert contention.sample_busy_share((cpu,), 0.5, server=LocalServer(busy.pid, (cpu,))) < SHARED_CPU_BUSY
-        assert contention.sample_busy_share((cpu,), 0.5) > max(SHARED_CPU_BUSY, 0.6)
+        # Other tests may share the CPU too (a parallel suite): the spinner's part, whatever it gets
+        # of the CPU beside them, is what the discount takes out.
+        as_server = contention.sample_busy_share((cpu,), 0.5, server=LocalServer(busy.pid, (cpu,)))
+        as_stranger = contention.sample_busy_share((cpu,), 0.5)
+        assert as_stranger > max(SHARED_CPU_BUSY, 0.6)
+        assert as_server <= as_stranger - SHARED_CPU_BUSY
     finally:
         busy.kill()
         busy.wait()
