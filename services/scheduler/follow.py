@@ -79,7 +79,7 @@ def follow(settings: Settings, campaign_id: str, spec: CampaignSpec, total: int,
     """Show the campaign's progress on stderr until every one of its ``total`` runs is in a final
     state; its last progress. KeyboardInterrupt (Ctrl-C) propagates with the line closed."""
     started = time.time()
-    planned = spec.warmup + sum(map(spec.duration_for, spec.threads)) / len(spec.threads) + plan.RUN_OVERHEAD_S
+    planned = plan.mean_run_seconds(spec)
     shown = ProgressLine(sys.stderr, tty=sys.stderr.isatty(), columns=shutil.get_terminal_size().columns)
     watches = [ConsumerWatch(pool, needed=spec.load_hosts) for pool in spec.pool_names]
     consumers = PoolConsumers(settings)

@@ -112,8 +112,8 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
             workload=spec.workload(p.cell.workload),
             data=spec.workload(p.cell.workload).data_for(spec.data),
             driver=spec.driver,
-            duration=spec.duration_for(p.cell.threads),
-            warmup=spec.warmup,
+            duration=spec.duration_for(p.cell.threads, p.cell.workload),
+            warmup=spec.warmup_for(p.cell.threads, p.cell.workload),
             seed=p.seed,
             published_at=at,
             rate=spec.rate or None,
@@ -127,9 +127,16 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
     ]
 
 
+def mean_run_seconds(spec: CampaignSpec) -> float:
+    """How long one run of the spec takes on average: warm-up, window and overhead."""
+    cells = [(w.key, t) for w in spec.workloads for t in spec.threads]
+    return sum(spec.warmup_for(t, w) + spec.duration_for(t, w) for w, t in cells) / len(cells) + RUN_OVERHEAD_S
+
+
 def estimated_seconds(spec: CampaignSpec, workers: int = 1) -> float:
     """Wall time of the whole campaign with ``workers`` workers, preparation excluded."""
-    per_threads = sum(spec.warmup + spec.duration_for(t) + RUN_OVERHEAD_S for t in spec.threads)
+    per_repetition = sum(spec.warmup_for(t, w.key) + spec.duration_for(t, w.key) + RUN_OVERHEAD_S
+                         for w in spec.workloads for t in spec.threads)
     # A run split over load hosts occupies that many workers at once.
     # Pools run side by side, each on its own ``workers``.
-    return spec.repeat * len(spec.workloads) * len(spec.targets) * per_threads / max(1, workers // spec.load_hosts)
+    return spec.repeat * len(spec.targets) * per_repetition / max(1, workers // spec.load_hosts)

@@ -55,10 +55,28 @@ def run_parts(spec: CampaignSpec) -> list[tuple[str, float]]:
         ("start", max((t.start_timeout for t in managed), default=0.0)),
         ("prepare", rows / PREPARE_ROWS_PER_S),
         ("quiesce", max((t.quiesce.timeout for t in spec.targets if t.quiesce.enabled), default=0.0)),
-        ("warmup", spec.warmup),
-        ("duration", spec.longest_duration),
+        *_longest_window(spec),
         ("overhead", plan.RUN_OVERHEAD_S),
     ]
+
+
+def _longest_window(spec: CampaignSpec) -> list[tuple[str, float]]:
+    """The warm-up and measured time of the spec's longest run."""
+    warmup, duration = max(((spec.warmup_for(t, w.key), spec.duration_for(t, w.key))
+                            for w in spec.workloads for t in spec.threads), key=sum)
+    return [("warmup", warmup), ("duration", duration)]
+
+
+def _longest_window_field(spec: CampaignSpec) -> tuple[str | int, ...]:
+    """The field that gives the spec's longest window: ``duration``, ``duration_by_threads`` or a
+    workload's own ``duration_by_threads``."""
+    index, threads = max(((i, t) for i in range(len(spec.workloads)) for t in spec.threads),
+                         key=lambda c: spec.duration_for(c[1], spec.workloads[c[0]].key))
+    own = [k for k in spec.workloads[index].duration_by_threads or {} if k <= threads]
+    shared = [k for k in spec.duration_by_threads if k <= threads]
+    if own and max(own) >= max(shared, default=0):
+        return ("workloads", index, "duration_by_threads")
+    return ("duration_by_threads",) if shared else ("duration",)
 
 
 def run_length_errors(spec: CampaignSpec, settings: Settings, source: SpecSource) -> list[FieldError]:
@@ -70,7 +88,7 @@ def run_length_errors(spec: CampaignSpec, settings: Settings, source: SpecSource
     consumer_s = settings.consumer_timeout_ms / 1000 - CONSUMER_TIMEOUT_MARGIN_S
     if run_s <= min(settings.max_run_s, consumer_s):
         return []
-    field = "duration" if spec.longest_duration == spec.duration else "duration_by_threads"
+    field = _longest_window_field(spec)
     shown = " + ".join(f"{name} {format_duration(round(s))}" for name, s in parts if s >= 0.5)
     if consumer_s < settings.max_run_s:
         limit = (f"the broker's consumer_timeout {format_duration(round(settings.consumer_timeout_ms / 1000))} "
@@ -79,7 +97,7 @@ def run_length_errors(spec: CampaignSpec, settings: Settings, source: SpecSource
     else:
         limit = (f"the longest allowed run {format_duration(settings.max_run_s)} (BENCHFLEET_MAX_RUN_S; keep it "
                  "below RabbitMQ's consumer_timeout)")
-    return [source.error((field,), f"a run may take {format_duration(round(run_s))} ({shown}), more than {limit}")]
+    return [source.error(field, f"a run may take {format_duration(round(run_s))} ({shown}), more than {limit}")]
 
 
 def results_db_errors(spec: CampaignSpec, settings: Settings, source: SpecSource) -> list[FieldError]:

@@ -29,8 +29,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, key, None)
         if value is not None:
             out[key] = value
+    # --duration and --warmup set every run's.
     if "duration" in out:
-        out["duration_by_threads"] = {}  # --duration sets the measured time of every run
+        out["duration_by_threads"] = {}
+    if "warmup" in out:
+        out["warmup_by_threads"] = {}
     if getattr(args, "threads", None):
         out["threads"] = [int(t) if t.strip().isdigit() else t for t in args.threads.split(",")]
     return out
@@ -82,6 +85,10 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps({"runs": len(runs), "estimated_seconds": est, "workers": args.workers,
                           "load_hosts": spec.load_hosts,
                           "duration_by_threads": {str(t): spec.duration_for(t) for t in spec.threads},
+                          "windows": {w.key: {str(t): {"warmup": spec.warmup_for(t, w.key),
+                                                                "duration": spec.duration_for(t, w.key)}
+                                                      for t in spec.threads}
+                                      for w in spec.workloads},
                           "window_warnings": _window_warnings(spec, settings, args.offline),
                           "power": power.as_data() if power else {"message": [why]},
                           "order": [{"seq": r.seq, "run_id": r.run_id, **r.cell.model_dump(), "repetition": r.repetition,
@@ -90,10 +97,9 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     print(f"campaign {spec.name}: {len(spec.targets)} targets x {len(spec.workloads)} workloads x "
           f"{len(spec.threads)} thread counts x {spec.repeat} repetitions = {len(runs)} runs")
-    measured = ", ".join(f"{format_duration(spec.duration_for(t))} at {t} threads" for t in spec.threads) \
-        if spec.duration_by_threads else format_duration(spec.duration)
-    print(f"each run: {format_duration(spec.warmup)} warm-up + {measured} measured; "
-          f"estimated wall time with {args.workers} worker(s): {format_duration(round(est))}")
+    lines = _window_lines(spec)
+    estimate = f"estimated wall time with {args.workers} worker(s): {format_duration(round(est))}"
+    print("\n".join(lines[:-1] + [f"{lines[-1]}; {estimate}"] if len(lines) == 1 else lines + [estimate]))
     for warning in _window_warnings(spec, settings, args.offline):
         print(f"warning: {warning}", file=sys.stderr)
     print(f"baseline: {spec.baseline_name}; pool: {spec.pool}; data: {spec.data.tables} tables x "
@@ -109,6 +115,25 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     for r in runs:
         print(f"{r.seq:>5}  {r.cell.target:<16} {r.cell.workload:<24} {r.cell.threads:>7}  {r.repetition:>3}  {r.position:>3}")
     return EXIT_OK
+
+
+def _window_lines(spec: CampaignSpec) -> list[str]:
+    """What each run warms up and measures: one line for the whole spec, or one per group of
+    workloads that share their windows; thread counts with the same windows share a clause."""
+    def windows(key: str) -> str:
+        groups: dict[tuple[float, float], list[str]] = {}
+        for t in spec.threads:
+            groups.setdefault((spec.warmup_for(t, key), spec.duration_for(t, key)), []).append(str(t))
+        clauses = [f"{format_duration(w)} warm-up + {format_duration(d)} measured" for w, d in groups]
+        if len(groups) == 1:
+            return clauses[0]
+        return "; ".join(f"{c} at {', '.join(ts)} threads" for c, ts in zip(clauses, groups.values()))
+    shared: dict[str, list[str]] = {}
+    for w in spec.workloads:
+        shared.setdefault(windows(w.key), []).append(w.key)
+    if len(shared) == 1:
+        return [f"each run: {next(iter(shared))}"]
+    return [f"runs of {', '.join(keys)}: {shown}" for shown, keys in shared.items()]
 
 
 def _power(spec: CampaignSpec, settings: Settings, detect: float | None,

@@ -53,7 +53,7 @@ def window_warnings(spec: CampaignSpec, measured: Iterable[MeasuredCell]) -> lis
         return []
     out = []
     for m in sorted(measured, key=lambda m: (m.workload, m.threads, m.target)):
-        window = spec.duration_for(m.threads)
+        window = spec.duration_for(m.threads, m.workload)
         need = MIN_COMPLETED_PER_CONNECTION * m.mean_response_s
         if window < need:
             out.append(f"{m.target} / {m.workload} / {m.threads} threads: a {format_duration(window)} window is "

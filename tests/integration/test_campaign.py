@@ -21,7 +21,8 @@ def spec_text(fleet: Fleet) -> str:
         "name: itest\n"
         f"pool: {fleet.pool}\n"
         "targets:\n" + target_yaml(s, "A", "bf_it_a") + target_yaml(s, "B", "bf_it_b") +
-        "workloads: [oltp_point_select, oltp_read_only]\n"
+        # oltp_read_only's own window at 4 threads: a workload's windows reach its runs.
+        "workloads: [oltp_point_select, {name: oltp_read_only, duration_by_threads: {4: 2s}}]\n"
         "data: {tables: 2, table_size: 2000}\n"
         "threads: [1, 4]\n"
         # Short windows: what is asserted is that every run is stored once with a latency, a
@@ -60,6 +61,9 @@ def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
         assert len(results) == 2 * 2 * 2 * 2
         assert len({r.run_id for r in results}) == len(results)
         assert all(r.status == "ok" and r.qps > 0 for r in results), [(r.run_id, r.error) for r in results]
+        windows = {(r.workload, r.threads): round(r.measured_s) for r in results}
+        assert windows == {("oltp_point_select", 1): 1, ("oltp_point_select", 4): 1, ("oltp_read_only", 1): 1,
+                           ("oltp_read_only", 4): 2}, sorted((r.run_id, r.measured_s) for r in results)
         counts = store.runs.counts(campaign_id)
         assert counts["done"] == 16 and counts["pending"] == counts["running"] == 0
         detail = store.results.get(results[0].run_id)

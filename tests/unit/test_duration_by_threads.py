@@ -3,12 +3,16 @@ when a window is shorter than 10 mean response times the previous campaign measu
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from services.common.config import Settings
 from services.common.messages.runs import Cell
 from services.common.results.rows import HistoryEntry, ResultRow
-from services.common.spec.loading import SpecError, parse_spec
-from services.scheduler import plan
+from services.common.spec.loading import SpecError, load_spec_source, parse_spec
+from services.scheduler import plan, preflight
+from services.scheduler.cli import main
 from services.scheduler.windows import MeasuredCell, previous_measurement, window_warnings
 
 SPEC = """\
@@ -83,3 +87,64 @@ def test_plan_warns_for_a_window_shorter_than_ten_mean_response_times():
     assert window_warnings(longer, [fast, slow]) == []
     open_loop = parse_spec(SPEC + "rate: 100\n", "spec.yaml")
     assert window_warnings(open_loop, [slow]) == []
+
+
+WORKLOAD_WINDOWS = SPEC.replace("workloads: [oltp_point_select]", """workloads:
+  - oltp_point_select
+  - {name: oltp_read_write, duration_by_threads: {2048: 5m}, warmup_by_threads: {4096: 30s}}""") + \
+    "warmup: 5s\nwarmup_by_threads: {1024: 15s}\n"
+
+
+def test_a_workload_s_own_windows_replace_the_campaign_s_from_its_lowest_count_on():
+    """oltp_read_write measures 5 minutes from 2048 threads on, the campaign's 2m at 4096 included;
+    below 2048 it keeps the campaign's windows, and the other workload keeps them all."""
+    spec = parse_spec(WORKLOAD_WINDOWS, "spec.yaml")
+    runs = plan.run_specs(spec, "c1", now=0.0)
+    got = {(r.cell.workload, r.cell.threads): (r.warmup, r.duration) for r in runs}
+    assert got == {("oltp_point_select", 16): (5.0, 30.0), ("oltp_point_select", 1024): (15.0, 60.0),
+                   ("oltp_point_select", 2048): (15.0, 60.0), ("oltp_point_select", 4096): (15.0, 120.0),
+                   ("oltp_read_write", 16): (5.0, 30.0), ("oltp_read_write", 1024): (15.0, 60.0),
+                   ("oltp_read_write", 2048): (15.0, 300.0), ("oltp_read_write", 4096): (30.0, 300.0)}
+    # 2 targets x every cell's warm-up, window and overhead.
+    assert plan.estimated_seconds(spec) == 2 * sum(w + d + plan.RUN_OVERHEAD_S for w, d in got.values())
+    back = type(spec).model_validate_json(spec.model_dump_json())
+    assert back == spec and back.duration_for(4096, "oltp_read_write") == 300.0
+
+
+def test_the_plan_prints_each_workload_s_windows(tmp_path, capsys):
+    path = tmp_path / "spec.yaml"
+    path.write_text(WORKLOAD_WINDOWS)
+    assert main(["plan", "--offline", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "runs of oltp_point_select: 5s warm-up + 30s measured at 16 threads; 15s warm-up + 1m measured at " \
+           "1024, 2048 threads; 15s warm-up + 2m measured at 4096 threads" in out
+    assert "runs of oltp_read_write: 5s warm-up + 30s measured at 16 threads; 15s warm-up + 1m measured at " \
+           "1024 threads; 15s warm-up + 5m measured at 2048 threads; 30s warm-up + 5m measured at 4096 threads" in out
+
+
+def test_duration_and_warmup_on_the_command_line_set_every_run_s(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(WORKLOAD_WINDOWS)
+    spec, _ = load_spec_source(path, {"duration": 7.0, "duration_by_threads": {}, "warmup": 1.0,
+                                      "warmup_by_threads": {}})
+    assert {(r.warmup, r.duration) for r in plan.run_specs(spec, "c1", now=0.0)} == {(1.0, 7.0)}
+
+
+def test_a_run_too_long_for_the_broker_names_the_workload_s_own_field(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(WORKLOAD_WINDOWS.replace("{2048: 5m}", "{2048: 50m}"))
+    spec, source = load_spec_source(path)
+    assert dict(preflight.run_parts(spec))["warmup"] == 30.0   # the longest run's own warm-up
+    errors = preflight.run_length_errors(spec, replace(Settings(), consumer_timeout_ms=1_800_000), source)
+    assert [e.path for e in errors] == ["workloads[1].duration_by_threads"], errors
+    assert "a run may take 50m32s" in str(errors[0])
+
+
+@pytest.mark.parametrize("field, expected", [
+    ("{1024: -1s}", "workloads[1].warmup_by_threads[1024]"),
+    ("{zero: 1s}", "workloads[1].warmup_by_threads: 'zero' is not a thread count"),
+])
+def test_a_bad_workload_warm_up_is_refused_naming_the_field(field, expected):
+    with pytest.raises(SpecError) as info:
+        parse_spec(WORKLOAD_WINDOWS.replace("{4096: 30s}", field), "spec.yaml")
+    assert any(expected in line for line in str(info.value).splitlines()), str(info.value)

@@ -8,7 +8,8 @@ from pydantic import Field, model_validator
 
 from services.common.messages.base import MAX_RUN_SEED, RUN_SCHEMA, _Message
 from services.common.messages.parts import PartOf
-from services.common.spec.campaign import DEFAULT_PERCENTILE, PoolName, MAX_DURATION_S, MAX_EVENTS, MAX_RATE, MAX_RUNS, MAX_THREADS
+from services.common.spec.campaign import DEFAULT_PERCENTILE, PoolName, MAX_EVENTS, MAX_RATE, MAX_RUNS
+from services.common.spec.windows import MAX_DURATION_S, MAX_THREADS
 from services.common.spec.ignore_errors import DEFAULT as IGNORE_DEFAULT
 from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.spec.targets import Target

@@ -10,7 +10,9 @@ Version history of the spec format (``spec_version``):
      Managed targets name a registered ``build`` (and a ``malloc``); their ``binary`` and
      ``basedir`` paths were removed (a spec names no path on a worker).
      ``load_hosts`` joined version 1 (optional; 1, one worker per run, by default).
-     ``duration_by_threads`` joined version 1 (optional; every run measures ``duration`` without it).
+     ``duration_by_threads`` joined version 1 (optional; every run measures ``duration`` without it);
+     ``warmup_by_threads``, and a workload's own ``duration_by_threads`` and ``warmup_by_threads``,
+     too (optional; without them every workload's runs keep the campaign's).
      ``events`` and ``percentile`` joined version 1 (sysbench's --events, --percentile); a workload's
      ``script``, ``tables`` and ``table_size``, and the options rand_spec_*, rand_pareto_h,
      rand_zipfian_exp, db_ps_mode and mysql_compression too; ``data.engine`` takes any engine name.
@@ -18,17 +20,13 @@ Version history of the spec format (``spec_version``):
 
 from __future__ import annotations
 
-import re
-
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BeforeValidator,
     Field,
     Strict,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -39,17 +37,16 @@ from services.common.spec.ignore_errors import IgnoreErrors
 from services.common.spec.load_hosts import check_load_hosts
 from services.common.spec.problems import FieldProblems, Problem, closest, did_you_mean
 from services.common.spec.fields import (
-    DURATION_JSON_SCHEMA,
     STORED,
     Frozen,
     Int,
     Name,
     Number,
-    Seconds,
     is_stored,
-    shown,
 )
 from services.common.spec.targets import PRIVATE_TARGET_FIELDS, DsnTarget, ManagedTarget, Target
+from services.common.spec.windows import (MAX_THREAD_COUNTS, MAX_THREADS, Duration, DurationByThreads, Warmup,
+                                          WarmupByThreads, at_threads)
 from services.common.spec.workloads import DataShape, WorkloadSpec
 from services.common.terminal import first_control
 from services.workload.registry import WORKLOADS
@@ -64,16 +61,10 @@ SPEC_VERSION = 1
 #: load_hosts: each part is a delivery and a result of its own): at a few seconds each that is
 #: days of measuring; the scheduler publishes them in one transaction.
 MAX_RUNS = 100_000
-#: Concurrent connections of one run (a client port range; the worker also needs the fds).
-MAX_THREADS = 65_535
 MAX_TARGETS = 64
 #: Worker pools (platforms) one campaign may compare: each multiplies the runs.
 MAX_POOLS = 8
 MAX_WORKLOADS = 128
-MAX_THREAD_COUNTS = 1024
-#: The longest duration or warm-up a spec may ask for (a week). The scheduler also refuses runs
-#: longer than its settings' max_run_s (2 h by default), where the settings are known.
-MAX_DURATION_S = 7 * 86_400
 #: Open-loop arrivals per second for a whole run: far above what one worker can drive. Without
 #: a bound, `.inf` made the arrival schedule loop for ever and a huge rate grew it without end.
 MAX_RATE = 1_000_000
@@ -84,23 +75,6 @@ MAX_EVENTS = 2**40
 DEFAULT_PERCENTILE = 95
 MAX_DESCRIPTION = 2_000
 
-
-
-def _thread_count_keys(v: Any) -> Any:
-    """Keys of ``duration_by_threads`` as thread counts; a stored spec comes back from JSON,
-    whose object keys are text, so "1024" is the count 1024 (true, 2.5, "many", and "04" or other
-    spellings the editor's schema would refuse, are refused)."""
-    if not isinstance(v, dict):
-        return v
-    out = {}
-    for key, value in v.items():
-        n = int(key) if isinstance(key, str) and re.fullmatch(r"[1-9][0-9]{0,4}", key) else key
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_THREADS:
-            raise ValueError(f"{shown(str(key))!r} is not a thread count (keys are thread counts, 1 to {MAX_THREADS})")
-        if n in out:
-            raise ValueError(f"{n} is given twice")
-        out[n] = value
-    return out
 
 
 def _printable(v: str) -> str:
@@ -134,7 +108,7 @@ class CampaignSpec(Frozen):
     data: DataShape = DataShape()
     threads: Annotated[list[Annotated[Int, Field(gt=0, le=MAX_THREADS)]],
                        Field(min_length=1, max_length=MAX_THREAD_COUNTS)]
-    duration: Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]
+    duration: Duration
     #: sysbench's --events: a run measures this many transactions, or ``duration`` if that ends
     #: first (sysbench's --events=N --time=T); 0: no limit but the duration.
     events: Annotated[Int, Field(ge=0, le=MAX_EVENTS)] = 0
@@ -144,12 +118,11 @@ class CampaignSpec(Frozen):
     #: Longer windows for higher thread counts: {from this many threads: measured time}; a run
     #: measures the duration of the highest key at or below its threads, ``duration`` below
     #: every key (a run must hold enough transactions per connection to measure its response time).
-    duration_by_threads: Annotated[dict[int, Annotated[Seconds, Field(gt=0, le=MAX_DURATION_S)]],
-                                   BeforeValidator(_thread_count_keys), Field(max_length=MAX_THREAD_COUNTS),
-                                   WithJsonSchema({"type": "object", "maxProperties": MAX_THREAD_COUNTS,
-                                                   "propertyNames": {"pattern": "^[1-9][0-9]{0,4}$"},
-                                                   "additionalProperties": DURATION_JSON_SCHEMA})] = {}
-    warmup: Annotated[Seconds, Field(le=MAX_DURATION_S)] = 0.0
+    duration_by_threads: DurationByThreads = {}
+    warmup: Warmup = 0.0
+    #: Longer warm-ups for higher thread counts, read as ``duration_by_threads`` is: every
+    #: connection logs in and completes a transaction or two before the window opens.
+    warmup_by_threads: WarmupByThreads = {}
     repeat: Annotated[Int, Field(ge=1, le=1000)] = 1
     seed: Annotated[Int, Field(ge=0, le=MAX_SEED)] = 0
     #: Open loop: transactions/s for the whole run, arriving as a Poisson stream (sysbench's
@@ -326,16 +299,17 @@ class CampaignSpec(Frozen):
                 return w
         raise KeyError(key)
 
-    def duration_for(self, threads: int) -> float:
-        """The measured time of a run at ``threads``: ``duration_by_threads``'s entry of the highest
-        count at or below it, else ``duration``."""
-        keys = [k for k in self.duration_by_threads if k <= threads]
-        return self.duration_by_threads[max(keys)] if keys else self.duration
+    def duration_for(self, threads: int, workload: str | None = None) -> float:
+        """The measured time of a run at ``threads`` (of ``workload``, whose own windows by thread
+        count replace the campaign's from their lowest count on)."""
+        own = self.workload(workload).duration_by_threads if workload is not None else None
+        return at_threads(threads, self.duration, self.duration_by_threads, own)
 
-    @property
-    def longest_duration(self) -> float:
-        """The longest measured time of any run of the spec."""
-        return max(self.duration_for(t) for t in self.threads)
+    def warmup_for(self, threads: int, workload: str | None = None) -> float:
+        """The warm-up of a run at ``threads`` (of ``workload``), read as ``duration_for`` reads
+        windows."""
+        own = self.workload(workload).warmup_by_threads if workload is not None else None
+        return at_threads(threads, self.warmup, self.warmup_by_threads, own)
 
     @property
     def total_runs(self) -> int:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field, Strict, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
 from services.common.spec.fields import NAME_PATTERN, Frozen, Int, shown
+from services.common.spec.windows import DurationByThreads, WarmupByThreads
 from services.common.spec.problems import FieldProblems, Problem, closest, did_you_mean
 from services.workload.registry import (
     COMMON_OPTIONS,
@@ -83,6 +84,11 @@ class WorkloadSpec(Frozen):
     #: This workload's --tables and --table_size, over the spec's ``data``.
     tables: Annotated[Int, Field(ge=1, le=MAX_TABLES)] | None = None
     table_size: Annotated[Int, Field(ge=1, le=MAX_TABLE_SIZE)] | None = None
+    #: This workload's windows by thread count, replacing the campaign's from its lowest count on
+    #: (a read-write transaction outlasts a point select at the same clients).
+    duration_by_threads: DurationByThreads | None = None
+    #: This workload's longer warm-ups by thread count, read as its ``duration_by_threads``.
+    warmup_by_threads: WarmupByThreads | None = None
     options: dict[str, Annotated[int, Strict()] | Annotated[float, Strict()] | Annotated[bool, Strict()] | str] = Field(
         default_factory=dict)
 
