@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 from services.common import logs
 from services.common.bus.broker import QUEUE_HEADER, SENDER_HEADER, Broker, Delivery
 from services.common.errors import StoreError
-from services.common.messages.base import RESULT_SCHEMA, RUN_SCHEMA
-from services.common.messages.runs import Cell, RunSpec
+from services.common.messages.base import RESULT_SCHEMA, RUN_SCHEMA, RUN_SCHEMA_V2
+from services.common.messages.runs import Cell, RunOrder, RunSpec
 from services.common.messages.results import RunResult
 from services.common.messages.codec import decode
 from services.common.store.takers import DeadLetterFrom
@@ -103,13 +103,14 @@ def failure_of(d: Delivery) -> RunFailure | None:
 
 def _named_run(body: bytes) -> tuple[str, str, str, Cell] | None:
     try:
-        msg = decode(body, expect=(RunSpec, RunResult))
-        return ("its run spec" if isinstance(msg, RunSpec) else "its result"), msg.run_id, msg.campaign_id, msg.cell
+        msg = decode(body, expect=(RunSpec, RunOrder, RunResult))
+        what = "its result" if isinstance(msg, RunResult) else "its run spec"
+        return what, msg.run_id, msg.campaign_id, msg.cell
     except Exception:  # any undecodable body (even one that breaks the decoder): look closer below
         pass
     try:
         doc = json.loads(body)
-        what = {RUN_SCHEMA: "its run spec", RESULT_SCHEMA: "its result"}[doc["schema"]]
+        what = {RUN_SCHEMA: "its run spec", RUN_SCHEMA_V2: "its run spec", RESULT_SCHEMA: "its result"}[doc["schema"]]
         run_id, campaign_id = doc["run_id"], doc["campaign_id"]
         if not isinstance(run_id, str) or not isinstance(campaign_id, str):
             return None

@@ -14,7 +14,7 @@ from typing import Callable, Protocol, Sequence
 
 from services.common.bus.broker import Broker
 from services.common.errors import SubmitLockBusy
-from services.common.messages.runs import RunSpec
+from services.common.messages.runs import RunSpec, TargetDefinition
 from services.common.messages.parts import PartOf
 from services.common.spec.campaign import CampaignSpec
 from services.common.store import Store
@@ -122,12 +122,16 @@ def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id:
             if interrupted():
                 ledger.delete(campaign_id)
                 return RolledBack(campaign_id, recorded=True, published=False)
+            # Each target once, on the control log, before the runs that name it by digest: a
+            # worker has every definition before a run that needs it (services/common/bus/control.py).
+            bus.publish_definitions(definitions(runs))
             # A run split over load hosts goes out as its parts, side by side in the queue, so
             # that as many free workers take them together.
             # Each pool's runs go to its own queue; once one pool's are out, a failure later is a
             # cancel (the collector relays it to the workers), not a silent delete.
             for pool in spec.pool_names:
-                mine = [p.encode() for r in runs if (r.pool or spec.pool) == pool for p in split_run(r, spec.load_hosts)]
+                mine = [p.order().encode() for r in runs if (r.pool or spec.pool) == pool
+                        for p in split_run(r, spec.load_hosts)]
                 bus.publish_runs(pool, mine)
                 published = True
             if interrupted():
@@ -151,6 +155,12 @@ def _cancel(ledger: CampaignLedger, bus: Broker, campaign_id: str) -> None:
     """Cancel a campaign whose runs were published: the collector, seeing it cancelled in the
     results DB, tells the workers, who drop its queued runs unmeasured (services/collector/cancel_relay.py)."""
     ledger.cancel(campaign_id)
+
+
+def definitions(runs: Sequence[RunSpec]) -> list[bytes]:
+    """The target definitions the runs name, each once, in the order the runs first name them."""
+    targets = {r.target.name: r.target for r in runs}  # a campaign's target names are distinct
+    return list({d.digest: d.encode() for d in map(TargetDefinition.of, targets.values())}.values())
 
 
 def split_run(run: RunSpec, load_hosts: int) -> list[RunSpec]:

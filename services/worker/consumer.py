@@ -27,9 +27,10 @@ from services.common.messages.builds import BuildInfo
 from services.common.messages.events import RunEvent
 from services.common.messages.results import RunResult
 from services.common.messages.parts import part_failure
-from services.common.messages.runs import RunSpec
+from services.common.messages.runs import RunOrder, RunSpec
 from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
 from services.common.messages.codec import decode
+from services.worker.known_targets import KNOWN_TARGETS, KnownTargets
 from services.worker.parts.link import PartsFactory
 from services.worker.driver.contract import ProgressCallback
 from services.worker.metrics import WorkerMetrics
@@ -102,7 +103,8 @@ class Worker:
                  servers: ServerManager | None = None, retry_pause_s: float = RETRY_PAUSE_S,
                  backoff_s: float = BACKOFF_S, scrape_address: str | None = None,
                  announce_every_s: float = ANNOUNCE_EVERY_S,
-                 parts_connect: PartsFactory | None = None, part_options: Mapping[str, float] | None = None):
+                 parts_connect: PartsFactory | None = None, part_options: Mapping[str, float] | None = None,
+                 known_targets: int = KNOWN_TARGETS):
         self.settings = settings
         self.pool = pool
         self.identity = identity
@@ -132,6 +134,9 @@ class Worker:
         #: Cancelled campaigns (heard on the control exchange, or replayed from the control log
         #: at connect): their runs are acked unmeasured.
         self._cancelled: set[str] = set()
+        self._targets = KnownTargets(known_targets)
+        #: A run order whose target is not known yet, and its delivery (unacked).
+        self._held: tuple[Delivery, RunOrder] | None = None
         self._active_campaign: str | None = None
         #: Targets (as their spec JSON) whose last run here failed or was cancelled: the next run
         #: on one ends the statements it may have left running before it waits for the target.
@@ -166,7 +171,7 @@ class Worker:
                 delay = self.backoff_s
                 log.info("worker_consuming", pool=self.pool, worker=self.identity.worker_id)
                 bus.consume(bus.names.runs_queue(self.pool), 1, lambda d: self._on_message(bus, d), self._should_stop,
-                            on_tick=lambda: self._announce_again(bus))
+                            on_tick=lambda: self._tick(bus))
             except BusError as e:
                 log.warning("worker_bus_lost", error=f"{type(e).__name__}: {e}", retry_in_s=delay)
                 if isinstance(e, TopologyMissing):
@@ -181,6 +186,12 @@ class Worker:
             finally:
                 bus.close()
         self._withdraw()
+
+    def _tick(self, bus: Broker) -> None:
+        """Outside the broker's callbacks: find a held run's target, announce when it is time."""
+        if self._held is not None:
+            self._find_held_target(bus)
+        self._announce_again(bus)
 
     def _announce_again(self, bus: Broker) -> None:
         """Every ANNOUNCE_EVERY_S (on the consumer's I/O thread, during runs too): announce the
@@ -235,12 +246,13 @@ class Worker:
         if self.scrape_address is not None:
             # Every connect: a broker or collector that lost track of the fleet learns it again.
             bus.publish_result(self._announcement("up", self.scrape_address))
-        # Listen first, then replay: a cancel published from now on reaches this connection,
-        # and every earlier one is in the log before this worker's marker.
-        bus.subscribe_control(self._apply_control)
-        n = bus.replay_control_log(self.identity.worker_id, self._apply_control,
+        # Listen first, then replay: a cancel or target definition published from now on reaches
+        # this connection, and every earlier one is in the log before this worker's marker.
+        self._held = None  # a held delivery is the broker's again once the connection is gone
+        bus.subscribe_control(self._apply_control, self._targets.learn)
+        n = bus.replay_control_log(self.identity.worker_id, self._apply_control, on_definition=self._targets.learn,
                                    should_stop=self.stopping.is_set, timeout_s=CONTROL_REPLAY_TIMEOUT_S)
-        log.info("control_log_replayed", cancels=n, cancelled_campaigns=len(self._cancelled))
+        log.info("control_log_replayed", cancels=n, cancelled_campaigns=len(self._cancelled), targets=len(self._targets))
 
     def _announce(self, bus: Broker) -> None:
         """Tell the fleet which builds this host has (the collector keeps the last announcement
@@ -269,12 +281,38 @@ class Worker:
 
     def _on_message(self, bus: Broker, d: Delivery) -> None:
         try:
-            run = decode(d.body, expect=(RunSpec,))
+            msg = decode(d.body, expect=(RunSpec, RunOrder))
         except DecodeError as e:
-            log.error("run_message_undecodable", reason=str(e))
-            bus.dead_letter(d.body, f"undecodable run message: {e}", bus.names.runs_queue(self.pool))
-            bus.ack(d.delivery_tag)
+            self._refuse(bus, d, f"undecodable run message: {e}")
             return
+        if isinstance(msg, RunOrder) and not self._targets.knows(msg):
+            # Not from a callback: the control log is read in the consumer's next tick, the
+            # delivery held (unacked) meanwhile.
+            self._held = (d, msg)
+            return
+        self._take_run(bus, d, msg)
+
+    def _find_held_target(self, bus: Broker) -> None:
+        """Run the held order with its target from the control log, or dead-letter it (not there)."""
+        assert self._held is not None
+        (d, order), self._held = self._held, None
+        self._take_run(bus, d, self._targets.read_log_for(order, bus, self.identity.worker_id, self._apply_control,
+                                                          should_stop=self.stopping.is_set,
+                                                          timeout_s=CONTROL_REPLAY_TIMEOUT_S))
+
+    def _take_run(self, bus: Broker, d: Delivery, msg: RunSpec | RunOrder | str) -> None:
+        run = self._targets.run_of(msg) if isinstance(msg, RunOrder) else msg
+        if isinstance(run, str):
+            self._refuse(bus, d, run, event="run_target_unknown")
+        else:
+            self._take(bus, d, run)
+
+    def _refuse(self, bus: Broker, d: Delivery, reason: str, event: str = "run_message_undecodable") -> None:
+        log.error(event, reason=reason)
+        bus.dead_letter(d.body, reason, bus.names.runs_queue(self.pool))
+        bus.ack(d.delivery_tag)
+
+    def _take(self, bus: Broker, d: Delivery, run: RunSpec) -> None:
         if _done_key(run) in self._recent:
             log.info("run_already_done", run_id=run.run_id)
             bus.ack(d.delivery_tag)

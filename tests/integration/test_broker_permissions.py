@@ -20,6 +20,8 @@ from services.common.config import Settings, with_password
 from services.common.bus.control import ControlMessage
 from services.common.errors import BusError, TopologyMissing
 from services.common.messages.events import RunEvent
+from services.common.messages.runs import TargetDefinition
+from services.common.spec.loading import parse_spec
 
 from tests.integration.broker_admin import BrokerAdmin
 from tests.missing import missing
@@ -200,6 +202,41 @@ def test_a_worker_cannot_forge_a_cancel_for_the_others(deployed):
         later.replay_control_log("later", heard.append, should_stop=lambda: False, timeout_s=30)
     # The log may hold the scheduler's own cancels of the tests before; the forged one is obeyed nowhere.
     assert "victim" not in {m.campaign_id for m in heard}, heard
+
+
+def test_only_the_scheduler_defines_targets_and_every_worker_hears_them(deployed):
+    """A target goes out once per campaign, on the control log: the scheduler's definition reaches a
+    connected worker live and a later one by replay; a worker's user cannot publish one to the
+    definitions exchange, and one it slips through the sync exchange is no definition."""
+    tag, tmp_path, runs, _ = deployed
+    sched, work, coll = (_settings(tmp_path, tag, r) for r in ("scheduler", "worker", "collector"))
+    with _bus(coll, Role.COLLECTOR) as c:
+        c.declare((POOL,))
+    spec = parse_spec("name: t\ntargets: [{name: a, user: bench, database: sb}, {name: b, host: 203.0.113.9, "
+                      "user: bench, database: sb}]\nworkloads: [oltp_point_select]\nthreads: [1]\nduration: 1s\n",
+                      "spec.yaml")
+    real, forged = (TargetDefinition.of(t) for t in spec.targets)
+    live: list[bytes] = []
+    with _bus(work, Role.WORKER) as victim:
+        victim.declare((POOL,))
+        victim.subscribe_control(lambda m: None, live.append)
+        with _bus(sched, Role.SCHEDULER) as s:
+            s.declare((POOL,))
+            s.publish_definitions([real.encode()])
+        with _bus(work, Role.WORKER) as rogue:
+            rogue.declare((POOL,))
+            _refused(lambda: rogue.publish(rogue.names.definitions, "", forged.encode()))
+        with _bus(work, Role.WORKER) as rogue:
+            rogue.publish(rogue.names.control_sync, "", forged.encode())
+        victim.replay_control_log("victim", lambda m: None, on_definition=live.append, should_stop=lambda: False,
+                                  timeout_s=30)
+    replayed: list[bytes] = []
+    with _bus(work, Role.WORKER) as later:
+        later.declare((POOL,))
+        later.replay_control_log("later", lambda m: None, on_definition=replayed.append, should_stop=lambda: False,
+                                 timeout_s=30)
+    assert real.encode() in live and real.encode() in replayed
+    assert forged.encode() not in live + replayed
 
 
 def test_a_worker_cannot_delete_or_redefine_the_fleets_queues(deployed):

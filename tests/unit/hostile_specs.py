@@ -57,8 +57,16 @@ def _bomb(levels: int = 9) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _many_windows_runs() -> str:
+    """5 workloads each with 1000 windows by thread count, 100,000 runs: every run order holds its workload."""
+    windows = "{" + ", ".join(f"{t}: 1s" for t in range(1, 1001)) + "}"
+    return ("name: x\ntargets: [{name: a, user: bench, database: sb}]\nworkloads:\n"
+            + "".join(f"  - {{name: oltp_point_select, label: w{i}, duration_by_threads: {windows}}}\n" for i in range(5))
+            + "threads: [" + ", ".join(str(i) for i in range(1, 1001)) + "]\nduration: 1s\nrepeat: 20\n")
+
+
 def _many_options_runs() -> str:
-    """10 managed targets each with 63 server options, 100,000 runs: every run message holds its target."""
+    """10 managed targets each with 63 server options, 100,000 runs: each target goes out once."""
     from services.common.spec.server_allowed import ALLOWED
 
     opts = "{" + ", ".join(f"{k}: {int(r.lo)}" for k, r in ALLOWED.items() if r.kind == "int") + "}"
@@ -276,7 +284,7 @@ def _cases() -> list[tuple[str, str | bytes, str]]:
         ("2 billion rows", spec(extra="data: {tables: 1024, table_size: 2000000}\n"), "data"),
         ("rows prepared again per layout", spec(workloads="[oltp_point_select, oltp_simple]",
                                                 extra="data: {table_size: 200000000}\nrepeat: 10\n"), "data"),
-        ("gigabytes of run messages", _many_options_runs(), "targets"),
+        ("gigabytes of run messages", _many_windows_runs(), "workloads"),
         # -- secrets
         ("literal password", spec(targets=target(password="hunter2")), "targets[0].password"),
         ("space in password_env", spec(targets=target(password_env='"BENCHFLEET AMQP"')), "targets[0].password_env"),

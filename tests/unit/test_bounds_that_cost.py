@@ -74,12 +74,14 @@ def test_workloads_on_other_table_layouts_prepare_again_and_count_again():
 
 
 def test_the_bytes_run_messages_carry_are_bounded():
-    """Each run message carries its whole target: targets x workloads x thread counts x repetitions
-    x load hosts copies of them count, and a campaign may not publish gigabytes of them."""
-    assert costs.message_bytes([100, 200], [10], per_cell=3) == 3 * (300 + 20)
-    from tests.unit.hostile_specs import _many_options_runs
-    assert re.search(r"targets: the run messages would carry \d{3} MiB of targets and workloads .* at most 128 MiB",
-                     refusal(_many_options_runs()))
+    """Each target goes out once, and each run order carries its whole workload: targets x thread counts x
+    repetitions x load hosts copies of the workloads count, and a campaign may not publish gigabytes of them."""
+    assert costs.message_bytes([100, 200], [10], per_cell=3) == 300 + 3 * 10 * 2
+    from tests.unit.hostile_specs import _many_options_runs, _many_windows_runs
+    assert re.search(r"workloads: the campaign's messages would carry [\d,]+ MiB of targets and workloads .* at most "
+                     r"128 MiB", refusal(_many_windows_runs()))
+    # 10 targets of 63 server options each over 100,000 runs: sent once, they are a few kB.
+    assert parse_spec(_many_options_runs(), "spec.yaml").run_count == 100_000
 
 
 @pytest.mark.parametrize("workloads, repeat, prepares", [

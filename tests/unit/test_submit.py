@@ -135,7 +135,8 @@ def test_a_submit_that_did_not_get_the_lock_is_refused_and_does_nothing(broker):
 
 
 def control_messages(broker: StubBroker) -> list:
-    return [read_control(m.body, "test") for m in broker._queues[broker.names.control_log].log]
+    return [read_control(m.body, "test") for m in broker._queues[broker.names.control_log].log
+            if m.exchange == broker.names.control]
 
 
 @pytest.mark.parametrize("pressed_at", [1, 2], ids=["before-recording", "before-publishing"])

@@ -129,16 +129,16 @@ def test_undecodable_runs_are_dead_lettered_with_the_reason_and_the_worker_goes_
     with broker.bus("test") as bus:
         bus.declare((POOL,))
         bus.publish(bus.names.runs_exchange, POOL, b"\xff not json")
-        bus.publish(bus.names.runs_exchange, POOL, b'{"schema": "benchfleet.run/2", "run_id": "x"}')
+        bus.publish(bus.names.runs_exchange, POOL, b'{"schema": "benchfleet.run/9", "run_id": "x"}')
         bus.publish(bus.names.runs_exchange, POOL, good.encode())
     fake = FakeRuns()
     with serving(worker(broker, fake)):
         broker.join(broker.names.runs_queue(POOL))
     parked = dead(broker)
-    assert [d.body for d in parked] == [b"\xff not json", b'{"schema": "benchfleet.run/2", "run_id": "x"}']
+    assert [d.body for d in parked] == [b"\xff not json", b'{"schema": "benchfleet.run/9", "run_id": "x"}']
     assert all(d.headers["x-benchfleet-queue"] == "benchfleet.runs.default" for d in parked)
     assert "undecodable run message: not JSON" in parked[0].dead_letter_reason
-    assert "benchfleet.run/2" in parked[1].dead_letter_reason
+    assert "benchfleet.run/9" in parked[1].dead_letter_reason
     assert fake.calls == [(good.run_id, 1)] and [r.run_id for r in results(broker)] == [good.run_id]
 
 

@@ -74,6 +74,12 @@ class Names:
         return f"{self.namespace}.control.sync"
 
     @property
+    def definitions(self) -> str:
+        """Fanout exchange bound to the control log, where only the scheduler publishes: the
+        campaigns' target definitions, which run orders name by digest."""
+        return f"{self.namespace}.definitions"
+
+    @property
     def dead_watch(self) -> str:
         """Queue bound to the dead-letter exchange beside the dead queue: the collector reads it
         to give the runs of dead letters their final state; the dead queue keeps them for people."""
@@ -199,16 +205,25 @@ class Broker(Protocol):
         """Tell every worker (connected now, or replaying the control log later), confirmed."""
         ...
 
-    def subscribe_control(self, on_control: Callable[[ControlMessage], None]) -> None:
+    def publish_definitions(self, bodies: list[bytes]) -> None:
+        """Append target definitions to the control log through the definitions exchange,
+        confirmed, before the runs that name them are published."""
+        ...
+
+    def subscribe_control(self, on_control: Callable[[ControlMessage], None],
+                          on_definition: Callable[[bytes], None] | None = None) -> None:
         """From now on, control messages published to every worker reach ``on_control`` on
-        this thread while it consumes; undecodable ones are logged and dropped."""
+        this thread while it consumes (undecodable ones are logged and dropped), and the bodies
+        published to the definitions exchange reach ``on_definition``, in the order they came."""
         ...
 
     def replay_control_log(self, reader: str, on_control: Callable[[ControlMessage], None], *,
-                           should_stop: Callable[[], bool], timeout_s: float) -> int:
-        """Feed every control message of the control log, oldest first, to ``on_control``, up to
-        a marker this reader appends now; returns how many. BusError when the marker does not
-        come back within ``timeout_s`` (the caller reconnects)."""
+                           should_stop: Callable[[], bool], timeout_s: float,
+                           on_definition: Callable[[bytes], None] | None = None) -> int:
+        """Feed every control message of the control log, oldest first, to ``on_control`` (and
+        the definitions' bodies to ``on_definition``), up to a marker this reader appends now;
+        returns how many control messages. BusError when the marker does not come back within
+        ``timeout_s`` (the caller reconnects)."""
         ...
 
 

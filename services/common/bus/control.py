@@ -29,6 +29,14 @@ counts only when it came through the control exchange, and a marker only through
 exchange: a worker's broker user cannot forge a cancel for the other workers by sending one
 through the sync exchange.
 
+The log also carries the campaigns' target definitions (benchfleet.target/1), published once per
+campaign through the definitions exchange, which only the scheduler may write and the log and
+the workers' private queues are bound to. A run order (benchfleet.run/2) names its target by the
+definition's digest, so a target crosses the broker once, not once per run; a worker learns the
+definitions live on its private queue (ahead of the runs that name them: they are published and
+confirmed first, and reach the worker on the same connection) and from the replay after it
+connects. Only entries through the definitions exchange are definitions.
+
 This module holds the contract and the pure pieces; declaring and replaying live with the
 broker implementations (services/common/bus/rabbitmq.py, services/common/bus/stub.py).
 """
@@ -81,13 +89,19 @@ def decode_control(body: bytes) -> ControlMessage:
 
 
 def read_log_entry(exchange: str, headers: Mapping[str, object], body: bytes, token: str, *,
-                   control_exchange: str, sync_exchange: str) -> tuple[str, ControlMessage | None]:
+                   control_exchange: str, sync_exchange: str,
+                   definitions_exchange: str | None = None) -> tuple[str, ControlMessage | None]:
     """Classify one message read from the control log, published through ``exchange``, by the
     reader whose marker is ``token``: ("end", None) for that reader's own marker (the replay is
     complete), ("marker", None) for another reader's marker, ("control", message) for a control
-    message. DecodeError for anything else, including a control message that did not come
-    through ``control_exchange`` or a marker that did not come through ``sync_exchange``."""
+    message, ("definition", None) for a target definition (its body is the caller's to decode).
+    DecodeError for anything else, including a control message that did not come through
+    ``control_exchange`` or a marker that did not come through ``sync_exchange``."""
     marker = headers.get(SYNC_HEADER)
+    if definitions_exchange is not None and exchange == definitions_exchange:
+        if marker is not None:
+            raise DecodeError("exchange", f"a sync marker through {definitions_exchange}, not {sync_exchange}")
+        return "definition", None
     if exchange == sync_exchange:
         if marker is None:
             raise DecodeError("exchange", f"a message through {sync_exchange} that is not a sync marker "

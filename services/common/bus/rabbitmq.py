@@ -239,12 +239,16 @@ class RabbitBus(Broker):
                        self._ensure(f"exchange {n.control_sync!r}", lambda ch, passive: ch.exchange_declare(
                            n.control_sync, exchange_type="fanout", durable=True, passive=passive), configures=own,
                            owner=owner),
+                       self._ensure(f"exchange {n.definitions!r}", lambda ch, passive: ch.exchange_declare(
+                           n.definitions, exchange_type="fanout", durable=True, passive=passive), configures=own,
+                           owner=owner),
                        self._ensure(f"queue {n.control_log!r}", lambda ch, passive: ch.queue_declare(
                            n.control_log, durable=True, arguments=CONTROL_LOG_ARGS, passive=passive), configures=own,
                            owner=owner)]
             if own or any(created):
                 self._ch.queue_bind(n.control_log, n.control)
                 self._ch.queue_bind(n.control_log, n.control_sync)
+                self._ch.queue_bind(n.control_log, n.definitions)
 
     # -- publishing -------------------------------------------------------------------------
     def publish(self, exchange: str, routing_key: str, body: bytes, headers: Mapping[str, object] | None = None) -> None:
@@ -378,10 +382,21 @@ class RabbitBus(Broker):
         self.declare_control_log()
         self.publish(self.names.control, "", message.encode())
 
-    def subscribe_control(self, on_control: Callable[[ControlMessage], None]) -> None:
+    def publish_definitions(self, bodies: list[bytes]) -> None:
+        # Mandatory and confirmed, as a cancel: the log is always bound, and a run order whose
+        # definition the log did not get could not be run.
+        self.declare_control_log()
+        for body in bodies:
+            self.publish(self.names.definitions, "", body)
+
+    def subscribe_control(self, on_control: Callable[[ControlMessage], None],
+                          on_definition: Callable[[bytes], None] | None = None) -> None:
         self.declare_control_log()
 
         def on_body(_c: object, method: object, _p: object, body: bytes) -> None:
+            if on_definition is not None and method.exchange == self.names.definitions:  # type: ignore[attr-defined]
+                on_definition(body)
+                return
             # Only the control exchange speaks for the fleet: the collector alone publishes there
             # (see services/common/bus/control.py).
             if method.exchange != self.names.control:  # type: ignore[attr-defined]
@@ -397,10 +412,15 @@ class RabbitBus(Broker):
             # each control message; private, so auto-ack loses nothing another worker needed.
             queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
             ch.queue_bind(queue, self.names.control)
+            if on_definition is not None:
+                # The same queue and channel as the control messages and the runs: a definition,
+                # confirmed before its runs were published, is handled before them.
+                ch.queue_bind(queue, self.names.definitions)
             ch.basic_consume(queue, on_body, auto_ack=True)
 
     def replay_control_log(self, reader: str, on_control: Callable[[ControlMessage], None], *,
-                           should_stop: Callable[[], bool], timeout_s: float) -> int:
+                           should_stop: Callable[[], bool], timeout_s: float,
+                           on_definition: Callable[[bytes], None] | None = None) -> int:
         """Reads the stream from its first message on a channel of its own, after appending this
         reader's marker through the sync exchange (see services/common/bus/control.py for why the
         marker is how the replay knows it is complete)."""
@@ -414,11 +434,15 @@ class RabbitBus(Broker):
                 return  # past the marker: the private queue delivers these
             try:
                 kind, msg = read_log_entry(method.exchange, dict(props.headers or {}), body, token,  # type: ignore[attr-defined]
-                                           control_exchange=self.names.control, sync_exchange=self.names.control_sync)
+                                           control_exchange=self.names.control, sync_exchange=self.names.control_sync,
+                                           definitions_exchange=self.names.definitions)
             except DecodeError as e:
                 log.error("control_message_undecodable", reason=str(e), source="control_log")
                 return
-            if kind == "end":
+            if kind == "definition":
+                if on_definition is not None:
+                    on_definition(body)
+            elif kind == "end":
                 state["end"] = True
             elif msg is not None:
                 state["replayed"] += 1
@@ -468,5 +492,6 @@ class RabbitBus(Broker):
             for q in (*(n.runs_queue(p) for p in pools), n.results, n.dead, n.dead_watch, n.control_log):
                 self._ch.queue_delete(q)
             # n.results: the results exchange of earlier versions, if a collector never removed it.
-            for ex in (n.runs_exchange, n.results_exchange, n.results, n.dead, n.control, n.control_sync, n.parts):
+            for ex in (n.runs_exchange, n.results_exchange, n.results, n.dead, n.control, n.control_sync, n.definitions,
+                       n.parts):
                 self._ch.exchange_delete(ex)

@@ -219,7 +219,7 @@ class StubBus(Broker):
         self._tags = itertools.count(1)
         self._unacked: dict[int, _Unacked] = {}
         self._callbacks: collections.deque[Callable[[], None]] = collections.deque()
-        self._control: tuple[str, Callable[[ControlMessage], None]] | None = None
+        self._control: tuple[str, Callable[[ControlMessage], None], Callable[[bytes], None] | None] | None = None
 
     # -- connection -------------------------------------------------------------------------
     def connect(self, attempts: int | None = None) -> "StubBus":
@@ -285,9 +285,11 @@ class StubBus(Broker):
         b, n = self.broker, self.names
         b._declare_exchange(n.control, "fanout")
         b._declare_exchange(n.control_sync, "fanout")
+        b._declare_exchange(n.definitions, "fanout")
         b._declare_queue(n.control_log, "stream")
         b._bind(n.control_log, n.control)
         b._bind(n.control_log, n.control_sync)
+        b._bind(n.control_log, n.definitions)
 
     # -- publishing -------------------------------------------------------------------------
     def publish(self, exchange: str, routing_key: str, body: bytes, headers: Mapping[str, object] | None = None) -> None:
@@ -406,18 +408,24 @@ class StubBus(Broker):
             self._check()
             callbacks = list(self._callbacks)
             self._callbacks.clear()
-            controls: list[tuple[bytes, Callable[[ControlMessage], None]]] = []
+            controls: list[tuple[str, bytes]] = []
+            on_control: Callable[[ControlMessage], None] | None = None
+            on_definition: Callable[[bytes], None] | None = None
             if self._control is not None:
-                queue, on_control = self._control
+                queue, on_control, on_definition = self._control
                 ready = self.broker._queue(queue).ready
-                # Only the control exchange speaks for the scheduler, as in the real bus.
-                controls = [(m.body, on_control) for m in ready if m.exchange == self.names.control]  # auto-acked
+                # Only the control exchange speaks for the scheduler, as in the real bus; the
+                # definitions exchange carries the scheduler's target definitions.
+                controls = [(m.exchange, m.body) for m in ready
+                            if m.exchange == self.names.control or m.exchange == self.names.definitions]  # auto-acked
                 ready.clear()
         for fn in callbacks:
             fn()
-        for body, on_control in controls:
-            msg = read_control(body, "control")
-            if msg is not None:
+        for exchange, body in controls:
+            if exchange == self.names.definitions:
+                if on_definition is not None:
+                    on_definition(body)
+            elif (msg := read_control(body, "control")) is not None and on_control is not None:
                 on_control(msg)
         return bool(callbacks or controls)
 
@@ -434,7 +442,15 @@ class StubBus(Broker):
             self._declare_control_log()
         self.publish(self.names.control, "", message.encode())
 
-    def subscribe_control(self, on_control: Callable[[ControlMessage], None]) -> None:
+    def publish_definitions(self, bodies: list[bytes]) -> None:
+        with self.broker._lock:
+            self._check()
+            self._declare_control_log()
+        for body in bodies:
+            self.publish(self.names.definitions, "", body)
+
+    def subscribe_control(self, on_control: Callable[[ControlMessage], None],
+                          on_definition: Callable[[bytes], None] | None = None) -> None:
         b = self.broker
         with b._lock:
             self._check()
@@ -442,10 +458,13 @@ class StubBus(Broker):
             queue = f"amq.gen-stub-{next(b._private)}"
             b._declare_queue(queue, "classic", owner=self)
             b._bind(queue, self.names.control)
-            self._control = (queue, on_control)
+            if on_definition is not None:
+                b._bind(queue, self.names.definitions)
+            self._control = (queue, on_control, on_definition)
 
     def replay_control_log(self, reader: str, on_control: Callable[[ControlMessage], None], *,
-                           should_stop: Callable[[], bool], timeout_s: float) -> int:
+                           should_stop: Callable[[], bool], timeout_s: float,
+                           on_definition: Callable[[bytes], None] | None = None) -> int:
         b = self.broker
         token = f"{reader}-{secrets.token_hex(8)}"
         with b._lock:
@@ -460,11 +479,15 @@ class StubBus(Broker):
                 break
             try:
                 kind, msg = read_log_entry(m.exchange, m.headers, m.body, token, control_exchange=self.names.control,
-                                           sync_exchange=self.names.control_sync)
+                                           sync_exchange=self.names.control_sync,
+                                           definitions_exchange=self.names.definitions)
             except DecodeError:
                 read_control(m.body, "control_log")  # logs it, as the real replay does
                 continue
-            if kind == "end":
+            if kind == "definition":
+                if on_definition is not None:
+                    on_definition(m.body)
+            elif kind == "end":
                 break
             if msg is not None:
                 replayed += 1

@@ -1,7 +1,12 @@
 """What every message on the bus shares: its schema names, bounds and base model (codec.py decodes them).
 
 Schema history (the ``schema`` field of each message):
-  benchfleet.run/1         a run spec the scheduler publishes for a worker
+  benchfleet.run/1         a run spec the scheduler publishes for a worker, its whole target in it
+                           (workers still run it; schedulers publish /2)
+  benchfleet.run/2         a run order: run/1's fields with ``target_digest`` and ``target_name``
+                           instead of ``target`` (messages/runs.py)
+  benchfleet.target/1      a campaign's target and its SHA-256 digest, on the control log once per
+                           campaign (bus/control.py)
   benchfleet.run-event/1   a worker's "started"/"progress" note about a run (messages/events.py: /2 too)
   benchfleet.result/1      what a run measured (or why it failed)
   benchfleet.worker-builds/1  a worker's builds (host, pool), sent on the results exchange at
@@ -9,7 +14,8 @@ Schema history (the ``schema`` field of each message):
   benchfleet.worker/1      a worker's /metrics address ("up"), or its withdrawal ("down"), for
                            the collector's Prometheus service discovery
   benchfleet.part/1        a barrier signal between the workers of one run's parts (parts.py)
-Additive, optional fields (no version change): run ``rate``, ``latency_by_kind``,
+Additive, optional fields (no version change): the workloads' ``duration_by_threads`` and
+``warmup_by_threads`` in runs; run ``rate``, ``latency_by_kind``,
 ``ignore_errors`` and ``part``; result ``part``, ``parts`` (spec ``load_hosts``), ``series.queue``,
 ``series.ignored_errors``, ``series.reconnects``, ``latency.by_kind``, ``quiesce``, and ``server.build``, ``server.build_version``,
 ``server.server_sha256``, ``server.malloc``; result ``server``: context switches
@@ -38,6 +44,9 @@ from pydantic import ConfigDict, Field
 from services.common.spec.fields import Frozen
 
 RUN_SCHEMA = "benchfleet.run/1"
+#: A run that names its target by the digest of a definition sent once per campaign.
+RUN_SCHEMA_V2 = "benchfleet.run/2"
+TARGET_SCHEMA = "benchfleet.target/1"
 RESULT_SCHEMA = "benchfleet.result/1"
 BUILDS_SCHEMA = "benchfleet.worker-builds/1"
 WORKER_SCHEMA = "benchfleet.worker/1"

@@ -14,17 +14,17 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from services.common.errors import DecodeError
 from services.common.messages.announcements import WorkerAnnouncement, WorkerBuilds
 from services.common.messages.base import (BUILDS_SCHEMA, MAX_BODY_BYTES, MAX_JSON_DEPTH, RESULT_SCHEMA, RUN_SCHEMA,
-                                           WORKER_SCHEMA)
+                                           RUN_SCHEMA_V2, TARGET_SCHEMA, WORKER_SCHEMA)
 from services.common.messages.checks import check_numbers as _check_numbers
 from services.common.messages.checks import nested_deeper_than as _nested_deeper_than
 from services.common.messages.checks import shown as _shown
 from services.common.messages.events import EVENT_SCHEMA, EVENT_SCHEMA_V2, EVENT_SCHEMA_V3, RunEvent
 from services.common.messages.parts import PART_SCHEMA, PartSignal
 from services.common.messages.results import RunResult
-from services.common.messages.runs import RunSpec
+from services.common.messages.runs import RunOrder, RunSpec, TargetDefinition
 
 
-Message = Union[RunSpec, RunEvent, RunResult, WorkerBuilds, WorkerAnnouncement, PartSignal]
+Message = Union[RunSpec, RunOrder, TargetDefinition, RunEvent, RunResult, WorkerBuilds, WorkerAnnouncement, PartSignal]
 _BY_SCHEMA: dict[str, type[BaseModel]] = {}
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
 
@@ -45,6 +45,8 @@ def unregister(schema: str) -> None:
 
 
 register(RUN_SCHEMA, RunSpec)
+register(RUN_SCHEMA_V2, RunOrder)
+register(TARGET_SCHEMA, TargetDefinition)
 register(EVENT_SCHEMA, RunEvent)
 register(EVENT_SCHEMA_V2, RunEvent)  # "measuring" (messages/events.py)
 register(EVENT_SCHEMA_V3, RunEvent)  # a part's event (messages/events.py)

@@ -1,12 +1,21 @@
-"""The run spec the scheduler publishes for a worker, its cell, and the run id both are filed under."""
+"""The run spec the scheduler publishes for a worker, its cell, and the run id both are filed under.
+
+Schema history:
+  benchfleet.run/1     RunSpec: every field of the run, its whole target included.
+  benchfleet.run/2     RunOrder: the same fields, with ``target_digest`` instead of ``target``; the
+                       target goes out once per campaign as a TargetDefinition (benchfleet.target/1)
+                       on the control log, which only the scheduler may write definitions to. A
+                       worker reads both run schemas.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from services.common.messages.base import MAX_RUN_SEED, RUN_SCHEMA, _Message
+from services.common.messages.base import MAX_RUN_SEED, RUN_SCHEMA, RUN_SCHEMA_V2, TARGET_SCHEMA, _Message
 from services.common.messages.parts import PartOf
 from services.common.spec.campaign import DEFAULT_PERCENTILE, PoolName, MAX_EVENTS, MAX_RATE, MAX_RUNS
 from services.common.spec.windows import MAX_DURATION_S, MAX_THREADS
@@ -39,10 +48,39 @@ class Cell(_Message):
     threads: Annotated[int, Field(gt=0, le=MAX_THREADS)]
 
 
-class RunSpec(_Message):
-    """One run for a worker: everything it needs, so workers share no state with the scheduler."""
+def target_digest(target: Target) -> str:
+    """The SHA-256 of a target's JSON, defaults left out (so a field added later with its default
+    does not change the digest of a target that does not set it)."""
+    return hashlib.sha256(target.model_dump_json(by_alias=True, exclude_defaults=True).encode()).hexdigest()
 
-    schema_: Literal["benchfleet.run/1"] = Field(RUN_SCHEMA, alias="schema")
+
+Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class TargetDefinition(_Message):
+    """A campaign's target, sent once on the control log and named by its digest in the run orders."""
+
+    schema_: Literal["benchfleet.target/1"] = Field(TARGET_SCHEMA, alias="schema")
+    digest: Digest
+    target: Target
+
+    @model_validator(mode="after")
+    def _digest_is_the_target_s(self) -> "TargetDefinition":
+        if self.digest != target_digest(self.target):
+            raise ValueError(f"digest: {self.digest} is not the digest of target {self.target.name!r}")
+        return self
+
+    @classmethod
+    def of(cls, target: Target) -> "TargetDefinition":
+        return cls(digest=target_digest(target), target=target)
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+class _RunFields(_Message):
+    """What every run message holds but its target."""
+
     run_id: Annotated[str, Field(max_length=255)]
     campaign_id: Annotated[str, Field(max_length=128)]
     campaign_name: str
@@ -50,7 +88,6 @@ class RunSpec(_Message):
     total_runs: Annotated[int, Field(ge=1, le=MAX_RUNS)]
     cell: Cell
     repetition: Annotated[int, Field(ge=1, le=MAX_RUNS)]
-    target: Target
     workload: WorkloadSpec
     data: DataShape
     driver: str = "native"
@@ -77,21 +114,58 @@ class RunSpec(_Message):
     #: None (left out): the campaign's one pool. Part of the run id, so pools' runs never collide.
     pool: PoolName | None = None
 
-    @model_validator(mode="after")
-    def _agrees_with_its_cell(self) -> "RunSpec":
-        # A worker measures ``target`` with ``workload`` and files the result under ``cell`` and
-        # ``run_id``: a spec where they disagree would store one target's numbers as another's.
-        if self.cell.target != self.target.name:
-            raise ValueError(f"cell.target: {self.cell.target!r} is not the run's target {self.target.name!r}")
+    def _check_cell(self, target_name: str) -> None:
+        # A worker measures the target with ``workload`` and files the result under ``cell`` and
+        # ``run_id``: a message where they disagree would store one target's numbers as another's.
+        if self.cell.target != target_name:
+            raise ValueError(f"cell.target: {self.cell.target!r} is not the run's target {target_name!r}")
         if self.cell.workload != self.workload.key:
             raise ValueError(f"cell.workload: {self.cell.workload!r} is not the run's workload {self.workload.key!r}")
         expected = run_id_of(self.campaign_id, self.cell, self.repetition, self.pool)
         if self.run_id != expected:
             raise ValueError(f"run_id: {self.run_id!r} is not the id of its campaign, cell and repetition ({expected!r})")
-        return self
+
+    def _fields(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in _RunFields.model_fields}
 
     def encode(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+class RunOrder(_RunFields):
+    """A run as the scheduler publishes it: the target named by its definition's digest."""
+
+    schema_: Literal["benchfleet.run/2"] = Field(RUN_SCHEMA_V2, alias="schema")
+    target_digest: Digest
+    #: The target's name, so that the cell is checked before the definition is at hand.
+    target_name: Annotated[str, Field(min_length=1, max_length=64)]
+
+    @model_validator(mode="after")
+    def _agrees_with_its_cell(self) -> "RunOrder":
+        self._check_cell(self.target_name)
+        return self
+
+    def with_target(self, definition: TargetDefinition) -> "RunSpec":
+        """The whole run, with the target ``definition`` holds (ValueError unless it is the one named)."""
+        if definition.digest != self.target_digest:
+            raise ValueError(f"target_digest: the definition given is {definition.digest}, not {self.target_digest}")
+        return RunSpec(**self._fields(), target=definition.target)
+
+
+class RunSpec(_RunFields):
+    """One run for a worker: everything it needs, so workers share no state with the scheduler."""
+
+    schema_: Literal["benchfleet.run/1"] = Field(RUN_SCHEMA, alias="schema")
+    target: Target
+
+    @model_validator(mode="after")
+    def _agrees_with_its_cell(self) -> "RunSpec":
+        self._check_cell(self.target.name)
+        return self
+
+    def order(self) -> RunOrder:
+        """This run as the scheduler publishes it (benchfleet.run/2): its target by digest."""
+        return RunOrder(**self._fields(), target_digest=target_digest(self.target), target_name=self.target.name)
 
     @property
     def report_percentile(self) -> int:

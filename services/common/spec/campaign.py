@@ -220,10 +220,11 @@ class CampaignSpec(Frozen):
                                    [len(w.model_dump_json()) for w in self.workloads],
                                    len(self.threads) * self.repeat * self.load_hosts)
         if size > costs.MAX_MESSAGE_BYTES:
-            out.append(Problem("targets", f"the run messages would carry {size >> 20:,} MiB of targets and workloads "
-                                          f"(each run holds its whole target); a campaign may publish at most "
-                                          f"{costs.MAX_MESSAGE_BYTES >> 20} MiB: fewer server options, runs or "
-                                          "repetitions"))
+            out.append(Problem("workloads", f"the campaign's messages would carry {size >> 20:,} MiB of targets and "
+                                            f"workloads (each run order holds its whole workload, each target goes "
+                                            f"out once); a campaign may publish at most "
+                                            f"{costs.MAX_MESSAGE_BYTES >> 20} MiB: fewer workload options, runs or "
+                                            "repetitions"))
         rows = costs.rows_prepared(self.workloads, self.data, self.repeat) * len(self.targets)
         if rows > costs.MAX_ROWS_PREPARED:
             out.append(Problem("data", f"{len(self.targets)} targets would load {rows:,} rows in all (each "

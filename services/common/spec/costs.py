@@ -15,16 +15,16 @@ from services.workload.registry import SYSBENCH_10
 MAX_ROWS_PREPARED = 2_000_000_000
 
 
-#: The most bytes of targets and workloads a campaign's run messages may carry in all: each run
-#: message holds its whole target and workload, so 200 long server options times 100,000 runs
-#: would be gigabytes on the broker.
+#: The most bytes of targets and workloads a campaign's messages may carry in all: each run order
+#: holds its whole workload, and each target goes out once (a definition on the control log).
 MAX_MESSAGE_BYTES = 128 << 20
 
 
 def message_bytes(target_sizes: Sequence[int], workload_sizes: Sequence[int], per_cell: int) -> int:
-    """Bytes of target and workload the run messages carry: every target with every workload,
-    ``per_cell`` times (thread counts x repetitions x load hosts); sizes are their JSON's."""
-    return per_cell * (sum(target_sizes) * len(workload_sizes) + sum(workload_sizes) * len(target_sizes))
+    """Bytes of target and workload the campaign's messages carry: each target once, and every
+    workload with every target ``per_cell`` times (thread counts x repetitions x load hosts);
+    sizes are their JSON's."""
+    return sum(target_sizes) + per_cell * sum(workload_sizes) * len(target_sizes)
 
 
 def messages(runs: int, load_hosts: int) -> int:
