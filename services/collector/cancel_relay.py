@@ -18,7 +18,7 @@ log = logs.get(__name__)
 #: within about this long of `scheduler cancel`.
 CHECK_EVERY_S = 1.0
 #: Campaigns created longer ago than this are not looked at: the control log keeps a cancel this
-#: long (bus.CONTROL_LOG_MAX_AGE, 30 days), so a worker connecting later would not learn of an
+#: long (control.CONTROL_LOG_MAX_AGE, 30 days), so a worker connecting later would not learn of an
 #: older one either.
 WINDOW_S = 30 * 86400.0
 #: After the broker refused a cancel (the collector's user lacks the grant: deploy/ensure-services

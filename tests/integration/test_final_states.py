@@ -15,7 +15,7 @@ import pytest
 
 from services.common.bus.rabbitmq import RabbitBus
 from services.common.messages.results import RunResult
-from services.common.messages.runs import RunSpec
+from services.common.messages.runs import RunOrder
 from services.common.messages.codec import decode
 from services.common.store import Store
 
@@ -57,7 +57,7 @@ def test_a_run_whose_result_is_dead_lettered_fails_with_the_reason(fleet, tmp_pa
         bus.declare((fleet.pool,))
         deliveries = []
         wait_for(lambda: deliveries.append(bus.get(bus.names.runs_queue(fleet.pool))) or deliveries[-1], 60, "the run spec")
-        run = decode(deliveries[-1].body, expect=(RunSpec,))
+        run = decode(deliveries[-1].body, expect=(RunOrder,))
         # A worker name longer than the results DB's column: the collector refuses the result.
         good = RunResult(run_id=run.run_id, campaign_id=run.campaign_id, cell=run.cell, repetition=run.repetition,
                          status="ok", worker="w", host="h", started_at=time.time() - 3, ended_at=time.time(),

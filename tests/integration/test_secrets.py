@@ -39,8 +39,11 @@ def test_passwords_never_leak(fleet, tmp_path):
         fleet.extra_env["BF_TARGET_PW"] = password
         with RabbitBus(fleet.settings) as bus:
             bus.declare((fleet.pool,))
+            bus.declare_control_log()
             n = bus.names
+            # The run orders, the targets they name (sent once, on the control log) and the results.
             for q, ex, key in ((f"{n.namespace}.capture.runs", n.runs_exchange, fleet.pool),
+                               (f"{n.namespace}.capture.targets", n.definitions, ""),
                                (f"{n.namespace}.capture.results", n.results_exchange, "")):
                 bus.tap(q, ex, key)
         fleet.start_collector()
@@ -87,7 +90,8 @@ def test_passwords_never_leak(fleet, tmp_path):
         reports.append((tmp_path / "export.json").read_text())
         status = fleet.cli("scheduler", "status", cid, "--json").stdout
         with RabbitBus(fleet.settings) as bus:
-            for q in (f"{bus.names.namespace}.capture.runs", f"{bus.names.namespace}.capture.results"):
+            for q in (f"{bus.names.namespace}.capture.runs", f"{bus.names.namespace}.capture.targets",
+                      f"{bus.names.namespace}.capture.results"):
                 while (d := bus.get(q)) is not None:
                     captured.append(d.body)
                     bus.ack(d.delivery_tag)

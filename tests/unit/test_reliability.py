@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from services.common.bus.broker import Names
-from services.common.bus.rabbitmq import CONTROL_LOG_ARGS, connection_parameters
+from services.common.bus.control import CONTROL_LOG_ARGS
+from services.common.bus.rabbitmq import connection_parameters
 from services.common.config import Settings, settings_from
 from services.common.errors import SettingsError
 from services.common.bus.control import SYNC_HEADER, ControlMessage, decode_control, read_log_entry

@@ -8,7 +8,7 @@ Schema history:
 
 Each worker binds an exclusive, auto-deleted queue to the control exchange, so a control
 message reaches every worker connected at that moment. The control log, a RabbitMQ stream
-queue (``Names.control_log``, kept ``bus.CONTROL_LOG_MAX_AGE``), is bound to the same exchange, so the
+queue (``Names.control_log``, kept ``control.CONTROL_LOG_MAX_AGE``), is bound to the same exchange, so the
 one publish that tells the connected workers also appends the message to the log. A worker that
 connects later (or reconnects after a broker restart) replays the log from its first message
 before it takes a run, so it drops the queued runs of a campaign cancelled while it was away.
@@ -59,6 +59,19 @@ log = logs.get(__name__)
 
 #: Header of a sync marker in the control log; its value is the token of the reader that wrote it.
 SYNC_HEADER = "x-benchfleet-sync"
+
+#: How long the control log keeps a message. A campaign's queued runs outlive their cancel by
+#: far less than this; a worker that connects later than that replays nothing about it.
+CONTROL_LOG_MAX_AGE = "30D"
+#: Stream segments of 1 MB, so the age limit frees old messages (retention drops whole segments
+#: only, and the default 500 MB segment would never fill with control messages and markers).
+CONTROL_LOG_ARGS: dict[str, object] = {
+    "x-queue-type": "stream", "x-max-age": CONTROL_LOG_MAX_AGE, "x-stream-max-segment-size-bytes": 1_000_000,
+}
+#: Seconds a submit waits for a starting collector to bind the control log to the definitions exchange.
+DEFINITIONS_BIND_WAIT_S = 15.0
+#: Unacked control-log messages in flight during a replay (a stream consumer needs a prefetch).
+CONTROL_REPLAY_PREFETCH = 500
 
 
 class ControlMessage(Record):

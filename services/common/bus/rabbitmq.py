@@ -21,7 +21,8 @@ from services.common import logs
 from services.common.bus import topology
 from services.common.bus.broker import QUEUE_HEADER, REASON_HEADER, SENDER_HEADER, Broker, BusFactory, Delivery, Names
 from services.common.config import MAX_RUN_ATTEMPTS, Settings
-from services.common.bus.control import SYNC_HEADER, ControlMessage, read_control, read_log_entry
+from services.common.bus.control import (CONTROL_LOG_ARGS, CONTROL_REPLAY_PREFETCH, DEFINITIONS_BIND_WAIT_S, SYNC_HEADER,
+                                        ControlMessage, read_control, read_log_entry)
 from services.common.errors import BusError, DecodeError, TopologyMissing, Unroutable
 from services.common.bus.topology import Role
 
@@ -34,17 +35,6 @@ CONNECT_ATTEMPTS = 8
 BACKOFF_CAP_S = 8.0
 #: Seconds ``consume`` serves the connection between two checks of ``should_stop``/``on_tick``.
 TICK_S = 0.5
-
-#: How long the control log keeps a message. A campaign's queued runs outlive their cancel by
-#: far less than this; a worker that connects later than that replays nothing about it.
-CONTROL_LOG_MAX_AGE = "30D"
-#: Stream segments of 1 MB, so the age limit frees old messages (retention drops whole segments
-#: only, and the default 500 MB segment would never fill with control messages and markers).
-CONTROL_LOG_ARGS: dict[str, object] = {
-    "x-queue-type": "stream", "x-max-age": CONTROL_LOG_MAX_AGE, "x-stream-max-segment-size-bytes": 1_000_000,
-}
-#: Unacked control-log messages in flight during a replay (a stream consumer needs a prefetch).
-CONTROL_REPLAY_PREFETCH = 500
 
 log = logs.get(__name__)
 
@@ -383,11 +373,24 @@ class RabbitBus(Broker):
         self.publish(self.names.control, "", message.encode())
 
     def publish_definitions(self, bodies: list[bytes]) -> None:
-        # Mandatory and confirmed, as a cancel: the log is always bound, and a run order whose
-        # definition the log did not get could not be run.
-        self.declare_control_log()
-        for body in bodies:
-            self.publish(self.names.definitions, "", body)
+        # Mandatory and confirmed, as a cancel. A collector starting beside this submit may not have
+        # bound the log yet (a stream takes a moment to create): try again a while (duplicates are harmless).
+        deadline = time.monotonic() + DEFINITIONS_BIND_WAIT_S
+        while True:
+            try:
+                self.declare_control_log()
+                for body in bodies:
+                    self.publish(self.names.definitions, "", body)
+                return
+            except TopologyMissing:
+                if time.monotonic() > deadline:
+                    raise
+            except Unroutable:
+                if time.monotonic() > deadline:
+                    raise Unroutable(f"no control log is bound to {self.names.definitions!r} after "
+                                     f"{DEFINITIONS_BIND_WAIT_S:.0f} s: the collector binds it when it starts; start "
+                                     "the collector, then submit again") from None
+            time.sleep(0.2)
 
     def subscribe_control(self, on_control: Callable[[ControlMessage], None],
                           on_definition: Callable[[bytes], None] | None = None) -> None:
