@@ -14,6 +14,7 @@ from services.common.config import Settings, with_db_password
 from services.common.errors import ConnectError, SettingsError, SpecError, StoreError
 from services.common.spec.campaign import CampaignSpec
 from services.common.spec.durations import format_duration
+from services.common.spec.windows import workload_windows
 from services.common.spec.json_schema import spec_json_schema
 from services.common.spec.loading import load_spec_source
 from services.common.store import Store
@@ -119,21 +120,12 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
 
 def _window_lines(spec: CampaignSpec) -> list[str]:
     """What each run warms up and measures: one line for the whole spec, or one per group of
-    workloads that share their windows; thread counts with the same windows share a clause."""
-    def windows(key: str) -> str:
-        groups: dict[tuple[float, float], list[str]] = {}
-        for t in spec.threads:
-            groups.setdefault((spec.warmup_for(t, key), spec.duration_for(t, key)), []).append(str(t))
-        clauses = [f"{format_duration(w)} warm-up + {format_duration(d)} measured" for w, d in groups]
-        if len(groups) == 1:
-            return clauses[0]
-        return "; ".join(f"{c} at {', '.join(ts)} threads" for c, ts in zip(clauses, groups.values()))
-    shared: dict[str, list[str]] = {}
-    for w in spec.workloads:
-        shared.setdefault(windows(w.key), []).append(w.key)
-    if len(shared) == 1:
-        return [f"each run: {next(iter(shared))}"]
-    return [f"runs of {', '.join(keys)}: {shown}" for shown, keys in shared.items()]
+    workloads that share their windows."""
+    groups = workload_windows([w.key for w in spec.workloads], spec.threads,
+                              lambda w, t: (spec.warmup_for(t, w), spec.duration_for(t, w)), format_duration)
+    if len(groups) == 1:
+        return [f"each run: {groups[0][1]}"]
+    return [f"runs of {', '.join(keys)}: {text}" for keys, text in groups]
 
 
 def _power(spec: CampaignSpec, settings: Settings, detect: float | None,

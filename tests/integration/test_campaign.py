@@ -8,6 +8,8 @@ import mysql.connector
 import pytest
 
 from services.common.bus.rabbitmq import RabbitBus
+from services.common.messages.codec import decode
+from services.common.messages.runs import RunOrder, TargetDefinition
 from services.common.store import Store
 
 from tests.integration.fleet import Fleet, target_yaml
@@ -89,6 +91,38 @@ def test_campaign_end_to_end_with_a_poison_message(fleet, tmp_path):
         out = fleet.cli("collector", "report", campaign_id, "--format", fmt, "--out", str(path))
         assert out.returncode == 0 and path.stat().st_size > 1000, (fmt, out.stderr)
     assert "throughput-vs-threads" in (tmp_path / "report.html").read_text()
+
+
+def test_each_target_crosses_the_broker_once_and_run_orders_name_it(fleet, tmp_path):
+    """A campaign of 2 targets and 24 runs: 2 target definitions on the control log's exchange, and 24
+    run orders on the runs exchange that name their target by digest and carry none of it (not its
+    database): targets are sent once per campaign, not once per run."""
+    text = spec_text(fleet).replace("threads: [1, 4]\n", "threads: [1, 2, 4]\n").replace("name: itest\n", "name: once\n")
+    fleet.start_collector()
+    with RabbitBus(fleet.settings) as bus:
+        bus.declare((fleet.pool,))
+        bus.declare_control_log()
+        n = bus.names
+        bus.tap(f"{n.namespace}.tap.runs", n.runs_exchange, fleet.pool)
+        bus.tap(f"{n.namespace}.tap.targets", n.definitions)
+    spec = tmp_path / "once.yaml"
+    spec.write_text(text)
+    out = fleet.cli("scheduler", "submit", str(spec))
+    assert out.returncode == 0, out.stderr + fleet.logs()
+    with RabbitBus(fleet.settings) as bus:
+        def drain(queue: str) -> list[bytes]:
+            bodies = []
+            while (d := bus.get(queue)) is not None:
+                bodies.append(d.body)
+                bus.ack(d.delivery_tag)
+            bus.delete_queue(queue)
+            return bodies
+        orders = [decode(b, expect=(RunOrder,)) for b in drain(f"{bus.names.namespace}.tap.runs")]
+        targets = [decode(b, expect=(TargetDefinition,)) for b in drain(f"{bus.names.namespace}.tap.targets")]
+    assert len(orders) == 2 * 2 * 3 * 2 and sorted(t.target.name for t in targets) == ["A", "B"]
+    by_digest = {t.digest: t.target for t in targets}
+    assert all(by_digest[o.target_digest].name == o.target_name == o.cell.target for o in orders)
+    assert all(b"bf_it_a" not in o.encode() and b"bf_it_b" not in o.encode() for o in orders)
 
 
 def _assert_both_counts_shown_and_agree(text: str, fleet: Fleet, campaign_id: str) -> None:

@@ -286,6 +286,24 @@ def test_settings_block_single_run_without_warmup():
     assert render_settings({"duration": 300, "repeat": 1}) == ["Each test was run once for 5 minutes without warm-up."]
 
 
+def test_settings_block_says_each_tests_windows_when_they_differ():
+    """Windows by thread count, the campaign's and a workload's own, are said by test (the report
+    must not claim one length for runs that measured others)."""
+    settings = {"duration": "10s", "warmup": 5, "repeat": 3, "threads": [16, 1024, 4096],
+                "warmup_by_threads": {"1024": "15s"},
+                "workloads": [{"name": "oltp_point_select"},
+                              {"name": "oltp_read_write", "duration_by_threads": {"1024": "30s", "4096": "9m"}}]}
+    assert render_settings(settings) == [
+        "Each test was run 3 times:",
+        "  oltp_point_select: 5s warm-up + 10s measured at 16 threads; 15s warm-up + 10s measured at 1024, 4096 threads",
+        "  oltp_read_write: 5s warm-up + 10s measured at 16 threads; 15s warm-up + 30s measured at 1024 threads; "
+        "15s warm-up + 9m measured at 4096 threads",
+    ]
+    same = {"duration": 8, "repeat": 1, "threads": [1, 2], "workloads": ["oltp_point_select"],
+            "duration_by_threads": {"1": "8s"}}
+    assert render_settings(same) == ["Each test was run once: 0s warm-up + 8s measured."]
+
+
 def test_absolute_small_values_keep_decimals():
     """Absolute latencies in milliseconds keep two decimals, while q/s in the thousands are whole numbers."""
     data = runs("A", "select", 4, [1.25, 1.5]) + runs("B", "select", 4, [2.0, 2.25])

@@ -4,7 +4,7 @@ count, shared by the campaign and its workloads (a workload may lengthen its own
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Callable, Sequence
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
@@ -58,3 +58,25 @@ def at_threads(threads: int, default: float, by_threads: dict[int, float],
         by_threads = {**{k: v for k, v in by_threads.items() if k < min(own)}, **own}
     keys = [k for k in by_threads if k <= threads]
     return by_threads[max(keys)] if keys else default
+
+
+def describe_windows(threads: Sequence[int], windows: Callable[[int], tuple[float, float]],
+                     show: Callable[[float], str]) -> str:
+    """``W warm-up + D measured``, or, when thread counts differ, one such clause per group of
+    thread counts that share it (``... at 16, 64 threads; ...``); ``show`` writes a duration."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    for t in threads:
+        groups.setdefault(windows(t), []).append(str(t))
+    clauses = [f"{show(w)} warm-up + {show(d)} measured" for w, d in groups]
+    if len(groups) == 1:
+        return clauses[0]
+    return "; ".join(f"{c} at {', '.join(ts)} threads" for c, ts in zip(clauses, groups.values()))
+
+
+def workload_windows(workloads: Sequence[str], threads: Sequence[int], windows: Callable[[str, int], tuple[float, float]],
+                     show: Callable[[float], str]) -> list[tuple[list[str], str]]:
+    """The workloads grouped by the windows they share, each group with its description."""
+    shared: dict[str, list[str]] = {}
+    for w in workloads:
+        shared.setdefault(describe_windows(threads, lambda t, w=w: windows(w, t), show), []).append(w)
+    return [(keys, text) for text, keys in shared.items()]

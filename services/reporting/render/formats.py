@@ -11,7 +11,8 @@ import math
 import re
 from typing import Any, Mapping
 
-from services.common.spec.durations import parse_duration
+from services.common.spec.durations import format_duration, parse_duration
+from services.common.spec.windows import at_threads, workload_windows
 from services.common.spec.server_options import HIDDEN_VALUE, is_secret_name
 from services.reporting.tables import (
     NO_DATA,
@@ -126,6 +127,37 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} seconds"
 
 
+def _run_lengths(settings: Mapping[str, Any]) -> list[str]:
+    """How long each test warmed up and measured: one sentence when every run did the same, else
+    the windows by test and thread count (``duration_by_threads``, ``warmup_by_threads``, and a
+    workload's own)."""
+    repeat = int(settings.get("repeat", 1))
+    times = "once" if repeat == 1 else f"{repeat} times"
+    duration = parse_duration(settings["duration"])
+    warmup = parse_duration(settings.get("warmup", 0) or 0)
+
+    def by_threads(d: Any) -> dict[int, float]:
+        return {int(k): parse_duration(v) for k, v in (d or {}).items()}
+
+    workloads = {(w.get("label") or w.get("name")) if isinstance(w, Mapping) else str(w):
+                 (by_threads(w.get("duration_by_threads")), by_threads(w.get("warmup_by_threads")))
+                 if isinstance(w, Mapping) else ({}, {}) for w in settings.get("workloads") or []}
+    shared = (by_threads(settings.get("duration_by_threads")), by_threads(settings.get("warmup_by_threads")))
+    if not any(shared) and not any(d or w for d, w in workloads.values()):
+        text = f"Each test was run {times} for {_duration(duration)}"
+        return [text + (f" with {_duration(warmup)} warm-up." if warmup else " without warm-up.")]
+
+    def windows(workload: str, threads: int) -> tuple[float, float]:
+        own_d, own_w = workloads.get(workload, ({}, {}))
+        return (at_threads(threads, warmup, shared[1], own_w), at_threads(threads, duration, shared[0], own_d))
+
+    threads = [int(t) for t in settings.get("threads") or []]
+    groups = workload_windows(list(workloads), threads, windows, format_duration)
+    if len(groups) == 1:
+        return [f"Each test was run {times}: {groups[0][1]}."]
+    return [f"Each test was run {times}:"] + [f"  {', '.join(keys)}: {text}" for keys, text in groups]
+
+
 def _is_secret(key: str) -> bool:
     # Reports are shared; a password (or where to find one) never belongs in them.
     return is_secret_name(key)
@@ -177,12 +209,7 @@ def render_settings(settings: Mapping[str, Any]) -> list[str]:
             shape += f" x {size} rows"
         lines.append(f"Table shape: {shape}" + (f", {data['engine']}" if data.get("engine") else ""))
     if "duration" in settings:
-        repeat = int(settings.get("repeat", 1))
-        times = "once" if repeat == 1 else f"{repeat} times"
-        text = f"Each test was run {times} for {_duration(parse_duration(settings['duration']))}"
-        warmup = parse_duration(settings.get("warmup", 0) or 0)
-        text += f" with {_duration(warmup)} warm-up." if warmup else " without warm-up."
-        lines.append(text)
+        lines.extend(_run_lengths(settings))
     hosts = int(settings.get("load_hosts", 1) or 1)
     if hosts > 1:
         lines.append(f"Each run was driven from {hosts} load hosts at once (load_hosts: {hosts}), its parts "
