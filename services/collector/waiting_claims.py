@@ -12,10 +12,11 @@ answers; a claim whose answer does not come within ASK_LIMIT_S is refused."""
 from __future__ import annotations
 
 import contextvars
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from services.collector.daemon_asker import DaemonAsker
 from services.collector.takeover_check import Decided, TakeoverCheck, Waiting
 from services.common.bus.broker import Delivery
 
@@ -57,8 +58,9 @@ class WaitingClaims:
     def __init__(self, check: TakeoverCheck, *, per_user: int = MAX_HELD_PER_USER, asker: Executor | None = None):
         self.check = check
         self.per_user = per_user
-        #: Where the broker is asked (one thread: the claims are asked about one at a time).
-        self.asker = asker or ThreadPoolExecutor(max_workers=1, thread_name_prefix="takeover-check")
+        #: Where the broker is asked (one daemon thread: the claims are asked about one at a time, and
+        #: a hanging question does not hold the collector's exit).
+        self.asker = asker or DaemonAsker("takeover-check")
         #: By (run id, part index; None: the whole run).
         self._runs: dict[tuple[str, int | None], _Run] = {}
 
