@@ -116,3 +116,20 @@ def test_the_machine_load_line_says_quiet_or_busy_from_the_start_load_against_th
     old = {k: v for k, v in quiet.items() if k != "cpus"}
     assert "quiet" not in line(old, "c1") and "busy" not in line(old, "c1") and "7.89, 5.49, 2.59" in line(old, "c1")
     assert line(quiet, "c2").startswith("**Machine load not recorded**")
+
+
+def test_the_page_says_each_tests_windows_and_when_a_quick_run_shortened_them():
+    """The thread-pool study gives its tests windows of their own: the page says each, not one length
+    for all, and a --quick run says what it ran against what the spec asks."""
+    from services.common.spec.loading import load_spec
+
+    study = runner()
+    spec = load_spec(ROOT / "examples" / "studies" / "thread-pool.yaml")
+    said = study.spec_differences(spec, spec.public_dump())[1]
+    assert "oltp_read_write: 5s warm-up + 10s measured at 16, 64, 256 threads;" in said
+    assert "30s warm-up + 9m measured at 4096 threads." in said and "shortened" not in said
+    quick = {"duration": "3s", "warmup": "1s", "repeat": 2, "duration_by_threads": {}, "warmup_by_threads": {},
+             "workloads": [{"name": w.name} for w in spec.workloads]}
+    said = study.spec_differences(spec, quick)[1]
+    assert said.startswith("`study-thread-pool` was run **shortened**")
+    assert "Each test was run 2 times for 3 seconds with 1 second warm-up. The spec asks: Each test was run 3 times:" in said

@@ -127,7 +127,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} seconds"
 
 
-def _run_lengths(settings: Mapping[str, Any]) -> list[str]:
+def run_lengths(settings: Mapping[str, Any]) -> list[str]:
     """How long each test warmed up and measured: one sentence when every run did the same, else
     the windows by test and thread count (``duration_by_threads``, ``warmup_by_threads``, and a
     workload's own)."""
@@ -209,7 +209,7 @@ def render_settings(settings: Mapping[str, Any]) -> list[str]:
             shape += f" x {size} rows"
         lines.append(f"Table shape: {shape}" + (f", {data['engine']}" if data.get("engine") else ""))
     if "duration" in settings:
-        lines.extend(_run_lengths(settings))
+        lines.extend(run_lengths(settings))
     hosts = int(settings.get("load_hosts", 1) or 1)
     if hosts > 1:
         lines.append(f"Each run was driven from {hosts} load hosts at once (load_hosts: {hosts}), its parts "
