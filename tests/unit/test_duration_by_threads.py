@@ -53,8 +53,13 @@ def test_a_stored_spec_read_back_from_json_keeps_the_durations():
     ("[60s]", "duration_by_threads: must be a mapping"),
 ])
 def test_a_bad_entry_is_refused_naming_the_field(field, expected):
+    assert_refused(SPEC.replace("{1024: 60s, 4096: 2m}", field), expected)
+
+
+def assert_refused(text: str, expected: str) -> None:
+    """The spec is refused with a line that says ``expected``."""
     with pytest.raises(SpecError) as info:
-        parse_spec(SPEC.replace("{1024: 60s, 4096: 2m}", field), "spec.yaml")
+        parse_spec(text, "spec.yaml")
     assert any(expected in line for line in str(info.value).splitlines()), str(info.value)
 
 
@@ -145,6 +150,4 @@ def test_a_run_too_long_for_the_broker_names_the_workload_s_own_field(tmp_path):
     ("{zero: 1s}", "workloads[1].warmup_by_threads: 'zero' is not a thread count"),
 ])
 def test_a_bad_workload_warm_up_is_refused_naming_the_field(field, expected):
-    with pytest.raises(SpecError) as info:
-        parse_spec(WORKLOAD_WINDOWS.replace("{4096: 30s}", field), "spec.yaml")
-    assert any(expected in line for line in str(info.value).splitlines()), str(info.value)
+    assert_refused(WORKLOAD_WINDOWS.replace("{4096: 30s}", field), expected)
