@@ -127,16 +127,21 @@ def run_specs(spec: CampaignSpec, campaign_id: str, now: float | None = None) ->
     ]
 
 
+def _run_seconds(spec: CampaignSpec) -> list[float]:
+    """Each cell's run of one target: warm-up, window and overhead."""
+    return [spec.warmup_for(t, w.key) + spec.duration_for(t, w.key) + RUN_OVERHEAD_S
+            for w in spec.workloads for t in spec.threads]
+
+
 def mean_run_seconds(spec: CampaignSpec) -> float:
     """How long one run of the spec takes on average: warm-up, window and overhead."""
-    cells = [(w.key, t) for w in spec.workloads for t in spec.threads]
-    return sum(spec.warmup_for(t, w) + spec.duration_for(t, w) for w, t in cells) / len(cells) + RUN_OVERHEAD_S
+    runs = _run_seconds(spec)
+    return sum(runs) / len(runs)
 
 
 def estimated_seconds(spec: CampaignSpec, workers: int = 1) -> float:
     """Wall time of the whole campaign with ``workers`` workers, preparation excluded."""
-    per_repetition = sum(spec.warmup_for(t, w.key) + spec.duration_for(t, w.key) + RUN_OVERHEAD_S
-                         for w in spec.workloads for t in spec.threads)
+    per_repetition = sum(_run_seconds(spec))
     # A run split over load hosts occupies that many workers at once.
     # Pools run side by side, each on its own ``workers``.
     return spec.repeat * len(spec.targets) * per_repetition / max(1, workers // spec.load_hosts)

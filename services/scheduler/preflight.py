@@ -60,23 +60,28 @@ def run_parts(spec: CampaignSpec) -> list[tuple[str, float]]:
     ]
 
 
+def _longest_run(spec: CampaignSpec) -> tuple[int, int]:
+    """The workload (its index) and thread count of the spec's longest warm-up and window."""
+    def length(cell: tuple[int, int]) -> float:
+        key = spec.workloads[cell[0]].key
+        return spec.warmup_for(cell[1], key) + spec.duration_for(cell[1], key)
+    return max(((i, t) for i in range(len(spec.workloads)) for t in spec.threads), key=length)
+
+
 def _longest_window(spec: CampaignSpec) -> list[tuple[str, float]]:
     """The warm-up and measured time of the spec's longest run."""
-    warmup, duration = max(((spec.warmup_for(t, w.key), spec.duration_for(t, w.key))
-                            for w in spec.workloads for t in spec.threads), key=sum)
-    return [("warmup", warmup), ("duration", duration)]
+    index, threads = _longest_run(spec)
+    key = spec.workloads[index].key
+    return [("warmup", spec.warmup_for(threads, key)), ("duration", spec.duration_for(threads, key))]
 
 
 def _longest_window_field(spec: CampaignSpec) -> tuple[str | int, ...]:
-    """The field that gives the spec's longest window: ``duration``, ``duration_by_threads`` or a
-    workload's own ``duration_by_threads``."""
-    index, threads = max(((i, t) for i in range(len(spec.workloads)) for t in spec.threads),
-                         key=lambda c: spec.duration_for(c[1], spec.workloads[c[0]].key))
-    own = [k for k in spec.workloads[index].duration_by_threads or {} if k <= threads]
-    shared = [k for k in spec.duration_by_threads if k <= threads]
-    if own and max(own) >= max(shared, default=0):
+    """The field that gives the longest run its window: a workload's own ``duration_by_threads``
+    (which wins from its lowest count on), the campaign's, or ``duration``."""
+    index, threads = _longest_run(spec)
+    if any(k <= threads for k in spec.workloads[index].duration_by_threads or {}):
         return ("workloads", index, "duration_by_threads")
-    return ("duration_by_threads",) if shared else ("duration",)
+    return ("duration_by_threads",) if any(k <= threads for k in spec.duration_by_threads) else ("duration",)
 
 
 def run_length_errors(spec: CampaignSpec, settings: Settings, source: SpecSource) -> list[FieldError]:

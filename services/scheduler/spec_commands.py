@@ -30,11 +30,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, key, None)
         if value is not None:
             out[key] = value
-    # --duration and --warmup set every run's.
-    if "duration" in out:
-        out["duration_by_threads"] = {}
-    if "warmup" in out:
-        out["warmup_by_threads"] = {}
     if getattr(args, "threads", None):
         out["threads"] = [int(t) if t.strip().isdigit() else t for t in args.threads.split(",")]
     return out
@@ -100,7 +95,7 @@ def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
           f"{len(spec.threads)} thread counts x {spec.repeat} repetitions = {len(runs)} runs")
     lines = _window_lines(spec)
     estimate = f"estimated wall time with {args.workers} worker(s): {format_duration(round(est))}"
-    print("\n".join(lines[:-1] + [f"{lines[-1]}; {estimate}"] if len(lines) == 1 else lines + [estimate]))
+    print(f"{lines[0]}; {estimate}" if len(lines) == 1 else "\n".join([*lines, estimate]))
     for warning in _window_warnings(spec, settings, args.offline):
         print(f"warning: {warning}", file=sys.stderr)
     print(f"baseline: {spec.baseline_name}; pool: {spec.pool}; data: {spec.data.tables} tables x "
@@ -122,7 +117,7 @@ def _window_lines(spec: CampaignSpec) -> list[str]:
     """What each run warms up and measures: one line for the whole spec, or one per group of
     workloads that share their windows."""
     groups = workload_windows([w.key for w in spec.workloads], spec.threads,
-                              lambda w, t: (spec.warmup_for(t, w), spec.duration_for(t, w)), format_duration)
+                              lambda w, t: (spec.warmup_for(t, w), spec.duration_for(t, w)))
     if len(groups) == 1:
         return [f"each run: {groups[0][1]}"]
     return [f"runs of {', '.join(keys)}: {text}" for keys, text in groups]

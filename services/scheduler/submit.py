@@ -124,13 +124,14 @@ def submit(ledger: CampaignLedger, bus: Broker, spec: CampaignSpec, campaign_id:
                 return RolledBack(campaign_id, recorded=True, published=False)
             # Each target once, on the control log, before the runs that name it by digest: a
             # worker has every definition before a run that needs it (services/common/bus/control.py).
-            bus.publish_definitions(definitions(runs))
+            defined = definitions(runs)
+            bus.publish_definitions([d.encode() for d in defined.values()])
             # A run split over load hosts goes out as its parts, side by side in the queue, so
             # that as many free workers take them together.
             # Each pool's runs go to its own queue; once one pool's are out, a failure later is a
             # cancel (the collector relays it to the workers), not a silent delete.
             for pool in spec.pool_names:
-                mine = [p.order().encode() for r in runs if (r.pool or spec.pool) == pool
+                mine = [p.order(defined[p.target.name].digest).encode() for r in runs if (r.pool or spec.pool) == pool
                         for p in split_run(r, spec.load_hosts)]
                 bus.publish_runs(pool, mine)
                 published = True
@@ -157,10 +158,11 @@ def _cancel(ledger: CampaignLedger, bus: Broker, campaign_id: str) -> None:
     ledger.cancel(campaign_id)
 
 
-def definitions(runs: Sequence[RunSpec]) -> list[bytes]:
-    """The target definitions the runs name, each once, in the order the runs first name them."""
-    targets = {r.target.name: r.target for r in runs}  # a campaign's target names are distinct
-    return list({d.digest: d.encode() for d in map(TargetDefinition.of, targets.values())}.values())
+def definitions(runs: Sequence[RunSpec]) -> dict[str, TargetDefinition]:
+    """The definitions of the targets the runs name, by target name (a campaign's are distinct), in
+    the order the runs first name them: each target's digest is computed once."""
+    targets = {r.target.name: r.target for r in runs}
+    return {name: TargetDefinition.of(t) for name, t in targets.items()}
 
 
 def split_run(run: RunSpec, load_hosts: int) -> list[RunSpec]:

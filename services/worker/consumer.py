@@ -296,11 +296,11 @@ class Worker:
         """Run the held order with its target from the control log, or dead-letter it (not there)."""
         assert self._held is not None
         (d, order), self._held = self._held, None
-        self._take_run(bus, d, self._targets.read_log_for(order, bus, self.identity.worker_id, self._apply_control,
-                                                          should_stop=self.stopping.is_set,
-                                                          timeout_s=CONTROL_REPLAY_TIMEOUT_S))
+        self._targets.recall(order, bus, self.identity.worker_id, self._apply_control,
+                             should_stop=self.stopping.is_set, timeout_s=CONTROL_REPLAY_TIMEOUT_S)
+        self._take_run(bus, d, order)
 
-    def _take_run(self, bus: Broker, d: Delivery, msg: RunSpec | RunOrder | str) -> None:
+    def _take_run(self, bus: Broker, d: Delivery, msg: RunSpec | RunOrder) -> None:
         run = self._targets.run_of(msg) if isinstance(msg, RunOrder) else msg
         if isinstance(run, str):
             self._refuse(bus, d, run, event="run_target_unknown")

@@ -46,10 +46,10 @@ class KnownTargets:
         while len(self._by_digest) > self.limit:
             self._by_digest.popitem(last=False)
 
-    def read_log_for(self, order: RunOrder, bus: Broker, reader: str, on_control: Callable[[ControlMessage], None],
-                     *, should_stop: Callable[[], bool], timeout_s: float) -> RunSpec | str:
+    def recall(self, order: RunOrder, bus: Broker, reader: str, on_control: Callable[[ControlMessage], None],
+               *, should_stop: Callable[[], bool], timeout_s: float) -> None:
         """Replay the control log (outside the broker's callbacks) for the target ``order`` names,
-        kept even if later definitions of the log would push it out; the whole run, or why not."""
+        kept even if later definitions of the log would push it out."""
         found: list[TargetDefinition] = []
 
         def learn(body: bytes) -> None:
@@ -60,7 +60,6 @@ class KnownTargets:
         bus.replay_control_log(reader, on_control, on_definition=learn, should_stop=should_stop, timeout_s=timeout_s)
         if found:
             self._remember(found[-1])
-        return self.run_of(order)
 
     def knows(self, order: RunOrder) -> bool:
         return order.target_digest in self._by_digest

@@ -47,7 +47,7 @@ def worker(broker: StubBroker, fake: FakeRuns, known_targets: int = 4096) -> Wor
 def define(broker: StubBroker, planned: list[RunSpec]) -> None:
     with broker.bus("scheduler") as bus:
         bus.declare((POOL,))
-        bus.publish_definitions(definitions(planned))
+        bus.publish_definitions([d.encode() for d in definitions(planned).values()])
 
 
 def test_an_order_round_trips_to_the_same_run_and_carries_no_target():

@@ -163,9 +163,11 @@ class RunSpec(_RunFields):
         self._check_cell(self.target.name)
         return self
 
-    def order(self) -> RunOrder:
-        """This run as the scheduler publishes it (benchfleet.run/2): its target by digest."""
-        return RunOrder(**self._fields(), target_digest=target_digest(self.target), target_name=self.target.name)
+    def order(self, digest: str | None = None) -> RunOrder:
+        """This run as the scheduler publishes it (benchfleet.run/2): its target by digest (``digest``,
+        the target's own, when the caller has it already)."""
+        return RunOrder(**self._fields(), target_digest=digest or target_digest(self.target),
+                        target_name=self.target.name)
 
     @property
     def report_percentile(self) -> int:

@@ -211,12 +211,14 @@ def load_spec_source(path: str | Path, overrides: dict[str, Any] | None = None) 
         return spec, SpecSource(str(path), lines)
     data = spec.model_dump(mode="json", exclude_none=True)
     data.update(overrides)
-    # --duration and --warmup set every run's, so a workload's own windows go with the campaign's.
-    dropped = {"duration": "duration_by_threads", "warmup": "warmup_by_threads"}
-    for workload in data["workloads"] if "workloads" not in overrides else []:
-        for flag, own in dropped.items():
-            if flag in overrides:
-                workload.pop(own, None)
+    # A duration or warm-up given here sets every run's: the windows by thread count go, the
+    # campaign's and the workloads' own.
+    for flag, by_threads in (("duration", "duration_by_threads"), ("warmup", "warmup_by_threads")):
+        if flag in overrides:
+            if by_threads not in overrides:
+                data[by_threads] = {}
+            for workload in data["workloads"] if "workloads" not in overrides else []:
+                workload.pop(by_threads, None)
     name = f"{path} (with command-line overrides)"
     try:
         return CampaignSpec.model_validate(data), SpecSource(name, {k: v for k, v in lines.items()

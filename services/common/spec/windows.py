@@ -8,6 +8,7 @@ from typing import Annotated, Any, Callable, Sequence
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
+from services.common.spec.durations import format_duration
 from services.common.spec.fields import DURATION_JSON_SCHEMA, Seconds, shown
 
 #: Concurrent connections of one run (a client port range; the worker also needs the fds).
@@ -19,7 +20,7 @@ MAX_DURATION_S = 7 * 86_400
 
 
 def thread_count_keys(v: Any) -> Any:
-    """Keys of ``duration_by_threads`` as thread counts; a stored spec comes back from JSON,
+    """Keys of a ``*_by_threads`` mapping as thread counts; a stored spec comes back from JSON,
     whose object keys are text, so "1024" is the count 1024 (true, 2.5, "many", and "04" or other
     spellings the editor's schema would refuse, are refused)."""
     if not isinstance(v, dict):
@@ -60,23 +61,22 @@ def at_threads(threads: int, default: float, by_threads: dict[int, float],
     return by_threads[max(keys)] if keys else default
 
 
-def describe_windows(threads: Sequence[int], windows: Callable[[int], tuple[float, float]],
-                     show: Callable[[float], str]) -> str:
+def describe_windows(threads: Sequence[int], windows: Callable[[int], tuple[float, float]]) -> str:
     """``W warm-up + D measured``, or, when thread counts differ, one such clause per group of
-    thread counts that share it (``... at 16, 64 threads; ...``); ``show`` writes a duration."""
+    thread counts that share it (``... at 16, 64 threads; ...``)."""
     groups: dict[tuple[float, float], list[str]] = {}
     for t in threads:
         groups.setdefault(windows(t), []).append(str(t))
-    clauses = [f"{show(w)} warm-up + {show(d)} measured" for w, d in groups]
+    clauses = [f"{format_duration(w)} warm-up + {format_duration(d)} measured" for w, d in groups]
     if len(groups) == 1:
         return clauses[0]
     return "; ".join(f"{c} at {', '.join(ts)} threads" for c, ts in zip(clauses, groups.values()))
 
 
-def workload_windows(workloads: Sequence[str], threads: Sequence[int], windows: Callable[[str, int], tuple[float, float]],
-                     show: Callable[[float], str]) -> list[tuple[list[str], str]]:
+def workload_windows(workloads: Sequence[str], threads: Sequence[int],
+                     windows: Callable[[str, int], tuple[float, float]]) -> list[tuple[list[str], str]]:
     """The workloads grouped by the windows they share, each group with its description."""
     shared: dict[str, list[str]] = {}
     for w in workloads:
-        shared.setdefault(describe_windows(threads, lambda t, w=w: windows(w, t), show), []).append(w)
+        shared.setdefault(describe_windows(threads, lambda t, w=w: windows(w, t)), []).append(w)
     return [(keys, text) for text, keys in shared.items()]

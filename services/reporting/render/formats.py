@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any, Mapping
 
-from services.common.spec.durations import format_duration, parse_duration
+from services.common.spec.durations import parse_duration
 from services.common.spec.windows import at_threads, workload_windows
 from services.common.spec.server_options import HIDDEN_VALUE, is_secret_name
 from services.reporting.tables import (
@@ -136,13 +136,15 @@ def run_lengths(settings: Mapping[str, Any]) -> list[str]:
     duration = parse_duration(settings["duration"])
     warmup = parse_duration(settings.get("warmup", 0) or 0)
 
-    def by_threads(d: Any) -> dict[int, float]:
-        return {int(k): parse_duration(v) for k, v in (d or {}).items()}
+    def by_threads(fields: Mapping[str, Any]) -> tuple[dict[int, float], dict[int, float]]:
+        """A spec's (or a workload's) windows and warm-ups by thread count."""
+        return tuple({int(k): parse_duration(v) for k, v in (fields.get(name) or {}).items()}  # type: ignore[return-value]
+                     for name in ("duration_by_threads", "warmup_by_threads"))
 
-    workloads = {(w.get("label") or w.get("name")) if isinstance(w, Mapping) else str(w):
-                 (by_threads(w.get("duration_by_threads")), by_threads(w.get("warmup_by_threads")))
-                 if isinstance(w, Mapping) else ({}, {}) for w in settings.get("workloads") or []}
-    shared = (by_threads(settings.get("duration_by_threads")), by_threads(settings.get("warmup_by_threads")))
+    # A workload is its name or its fields (keyed by its label, else its name).
+    fields = [w if isinstance(w, Mapping) else {"name": str(w)} for w in settings.get("workloads") or []]
+    workloads = {str(w.get("label") or w.get("name")): by_threads(w) for w in fields}
+    shared = by_threads(settings)
     if not any(shared) and not any(d or w for d, w in workloads.values()):
         text = f"Each test was run {times} for {_duration(duration)}"
         return [text + (f" with {_duration(warmup)} warm-up." if warmup else " without warm-up.")]
@@ -152,7 +154,7 @@ def run_lengths(settings: Mapping[str, Any]) -> list[str]:
         return (at_threads(threads, warmup, shared[1], own_w), at_threads(threads, duration, shared[0], own_d))
 
     threads = [int(t) for t in settings.get("threads") or []]
-    groups = workload_windows(list(workloads), threads, windows, format_duration)
+    groups = workload_windows(list(workloads), threads, windows)
     if len(groups) == 1:
         return [f"Each test was run {times}: {groups[0][1]}."]
     return [f"Each test was run {times}:"] + [f"  {', '.join(keys)}: {text}" for keys, text in groups]
