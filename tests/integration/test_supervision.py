@@ -108,3 +108,20 @@ def test_first_start_that_ends_at_once_is_reported_as_a_failure(command, status)
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == status, p.stderr
     assert "supervised_failed_at_start" in p.stderr
+
+
+def test_a_supervisor_killed_outright_takes_its_child_with_it(tmp_path):
+    """SIGKILL to the supervisor (what a user finding the worker's pid file does): the child it
+    supervised stops too, so the next `up` does not run a second worker beside an orphan."""
+    state = tmp_path / "svc.child"
+    sup = subprocess.Popen([str(ROOT / "deploy/local/supervise"), "svc", "--state", str(state), "--",
+                            "sleep", "600"], stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: state.exists() and alive(json.loads(state.read_text())["pid"]), 10, "the child")
+        pid = json.loads(state.read_text())["pid"]
+        os.kill(sup.pid, signal.SIGKILL)
+        sup.wait(10)
+        wait_for(lambda: not alive(pid), 10, "the orphaned child to stop")
+    finally:
+        if sup.poll() is None:
+            sup.kill()
