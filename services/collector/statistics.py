@@ -13,6 +13,7 @@ import dataclasses
 from typing import Sequence
 
 from services.common.messages.runs import Cell
+from services.common.results.cut_windows import rejudge_rows
 from services.common.results.rows import CellStatRow
 from services.common.store import Store
 from services.reporting.analysis import CampaignData
@@ -78,8 +79,8 @@ def _cell_rows(store: Store, campaign_id: str, cell: Cell, opts: ReportOptions) 
         raise LookupError(f"no campaign {campaign_id!r} in the results DB")
     baseline = c.spec.baseline_name
     mine = cell.target == baseline
-    runs = store.results.rows(c.campaign_id, cell.workload, tuple({cell.target, baseline}),
-                         or_threads=cell.threads if mine else None)
+    runs = rejudge_rows(store.results.rows(c.campaign_id, cell.workload, tuple({cell.target, baseline}),
+                                           or_threads=cell.threads if mine else None), c.spec)
     data = CampaignData(campaign_id=c.campaign_id, name=c.name, state=c.state,
                         targets=tuple(t.name for t in c.spec.targets), baseline=baseline,
                         workloads=(cell.workload,), threads=tuple(sorted(c.spec.threads)), runs=tuple(runs))
@@ -93,7 +94,8 @@ def _cell_rows(store: Store, campaign_id: str, cell: Cell, opts: ReportOptions) 
                  for s in store.results.cell_stats(c.campaign_id, metric="qps", workload=cell.workload, threads=cell.threads)
                  if s.target != baseline}
         if not others <= set(known):
-            data = dataclasses.replace(data, runs=tuple(store.results.rows(c.campaign_id, cell.workload)))
+            data = dataclasses.replace(data, runs=tuple(rejudge_rows(store.results.rows(c.campaign_id, cell.workload),
+                                                                     c.spec)))
             known = None
     failures = store.runs.unstored_failures(c.campaign_id, cell.workload)
     return [r for r in cell_stat_rows(data, opts, failures, known_collapse=known, judged=False)

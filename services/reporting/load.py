@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from services.common.errors import UsageError
 from services.common.messages.runs import pool_of_run_id
+from services.common.results.cut_windows import rejudge_rows
 from services.common.results.rows import ResultRow, TargetBuild
 from services.common.store import Store
 from services.reporting.analysis import CampaignData
@@ -48,6 +49,7 @@ def load(store: Store, ref: str, *, with_results: bool = True, workload: str | N
     if not with_results:
         rows = _whole_where_behind(store, c.campaign_id, rows)
     spec = c.spec
+    rows = rejudge_rows(rows, spec)
     settings = spec.public_dump()  # no password_env/password_file in reports and exports
     settings["campaign_id"] = c.campaign_id
     describe_builds(settings, store.results.target_builds(c.campaign_id))

@@ -96,9 +96,33 @@ def test_the_window_is_half_open_and_a_completion_after_it_is_in_flight():
 
 
 def test_the_measured_interval_ends_at_the_window_or_at_the_last_completion_before_it():
-    assert measured_seconds(last_end=25.0, window_end=20.0, t_measure=10.0) == 10.0
-    assert measured_seconds(last_end=14.0, window_end=20.0, t_measure=10.0) == 4.0
-    assert measured_seconds(last_end=5.0, window_end=20.0, t_measure=10.0) == 0.0
+    assert measured_seconds(last_end=25.0, window_end=20.0, t_measure=10.0, in_flight=True) == 10.0
+    assert measured_seconds(last_end=14.0, window_end=20.0, t_measure=10.0, in_flight=False) == 4.0
+    assert measured_seconds(last_end=5.0, window_end=20.0, t_measure=10.0, in_flight=False) == 0.0
+    # Transactions still in flight: the window ran to its end, whenever the last one completed.
+    assert measured_seconds(last_end=14.0, window_end=20.0, t_measure=10.0, in_flight=True) == 10.0
+
+
+def test_a_server_that_stops_answering_mid_window_lowers_the_rate_instead_of_shortening_the_window():
+    """Connections answered every 10 ms until 8 s into a 10 s window, then never again (a server
+    hung past the drain grace, as a pool of threads did on the thread-pool study): the rate is the
+    completions over the whole window, and every connection is in flight since the hang."""
+    deadline = (5.0, 15.0)
+    tally = Tally(4, deadline)
+    for c in range(4):
+        t = 0.0
+        while t + 0.01 <= 13.0:
+            tally.completed(c, t, t + 0.01)
+            t += 0.01
+        tally.running(c, t)
+    assert tally.transactions() == pytest.approx(4 * 800, abs=4)
+    assert tally.rate() == pytest.approx(tally.transactions() / 10.0)
+    w = tally.window()
+    assert w.in_flight_at_end == 4 and w.oldest_in_flight_s == pytest.approx(2.0, abs=0.02)
+    # A transaction the load gave up on that began after the window counts nowhere.
+    late = Tally(1, deadline)
+    late.running(0, 15.5)
+    assert late.window().in_flight_at_end == 0
 
 
 def test_summarize_counts_starved_connections_and_the_median():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from services.common.errors import ExportFileError
 from services.common.messages.results import RunResult
+from services.common.results.cut_windows import rejudge_rows
 from services.common.results.rows import ResultRow, TargetBuild
 from services.common.store.campaign_file import CampaignExport, decode_export
 from services.reporting.analysis import CampaignData
@@ -50,7 +51,7 @@ def load_export(export: CampaignExport) -> CampaignData:
     settings = spec.public_dump()
     settings["campaign_id"] = c.campaign_id
     describe_builds(settings, _builds(export.results))
-    rows = sorted((ResultRow.of(r) for r in export.results),
+    rows = sorted(rejudge_rows((ResultRow.of(r) for r in export.results), spec),
                   key=lambda r: (r.workload, r.threads, r.target, r.repetition))
     return CampaignData(
         campaign_id=c.campaign_id, name=c.name, state=c.state,

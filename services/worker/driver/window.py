@@ -27,9 +27,13 @@ def window_of(completed_at: float, deadline: Sequence[float]) -> int:
     return WARMUP if completed_at < deadline[0] else AFTER
 
 
-def measured_seconds(last_end: float, window_end: float, t_measure: float) -> float:
+def measured_seconds(last_end: float, window_end: float, t_measure: float, *, in_flight: bool) -> float:
     """The measured interval: from ``t_measure`` to the window's end, or to the last completion
-    when every connection stopped before it (fixed events, a cancelled run)."""
+    when every connection stopped before it (fixed events) with nothing ``in_flight`` at the end.
+    A server that stops answering mid-window leaves transactions in flight: its silent seconds
+    are part of the window (and its stall), not cut off it, which would raise the rate."""
+    if in_flight:
+        return max(0.0, window_end - t_measure)
     return max(0.0, min(last_end, window_end) - t_measure)
 
 
@@ -70,12 +74,18 @@ class Tally:
         self.last_end = max(self.last_end, ended)
         return where
 
+    def running(self, connection: int, began: float) -> None:
+        """Record a transaction of ``connection`` begun at ``began`` that never completed (the load
+        gave up on it): in flight at the window's end when it began before it."""
+        if began < self.deadline[1]:
+            self.in_flight.setdefault(connection, began)
+
     def transactions(self) -> int:
         return sum(self.measured)
 
     def rate(self) -> float:
         """Transactions per second over the measured interval, as the driver reports it."""
-        s = measured_seconds(self.last_end, self.deadline[1], self.deadline[0])
+        s = measured_seconds(self.last_end, self.deadline[1], self.deadline[0], in_flight=bool(self.in_flight))
         return self.transactions() / s if s > 0 else 0.0
 
     def window(self) -> Window:

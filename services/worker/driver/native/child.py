@@ -161,6 +161,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
             break
     window_end = end()
     driver.join(max(0.1, window_end + DRAIN_GRACE_S - time.monotonic()) if window_end else DRAIN_GRACE_S)
+    loop_end = time.monotonic()
     last = seconds.close()  # the last (partial) second, with transactions that drained after it
     cpu_s, switches = time.process_time() - cpu0, _switches() - switches0
     pipe.send(last)
@@ -182,6 +183,7 @@ def _run(pipe: multiprocessing.connection.Connection, job: Job) -> None:
         completed=tuple(c[0] for c in connections),
         in_flight_ages=_in_flight_ages(connections, window_end, blocking=core.blocking, stuck=stuck),
         window_end=window_end,
+        loop_end=loop_end,
     ))
     if stuck:
         # A connection stuck past the grace period, maybe inside a blocking call: closing it

@@ -316,7 +316,11 @@ def _sum_series(parts: list[list[int]]) -> list[int]:
 def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> LoadOutcome:
     counts = sum((p.counts for p in parts), Counts())
     last_end = max(p.last_end for p in parts)
-    measured = measured_seconds(last_end, max(p.window_end for p in parts), t_measure)
+    in_flight = [a for p in parts for a in p.in_flight_ages]
+    measured = measured_seconds(last_end, max(p.window_end for p in parts), t_measure, in_flight=bool(in_flight))
+    # The load ended when its last loop did: with transactions stuck past the drain grace that is
+    # well after the last completion, and the run's wall time (its overrun) must show it.
+    ended = max([last_end, *(p.loop_end for p in parts)])
     # Drop trailing empty seconds of a run cancelled during warm-up or at a boundary.
     n = math.ceil(measured) if measured > 0 else 0
     series = Series(
@@ -335,10 +339,10 @@ def _merge(parts: list[Done], t0: float, wall0: float, t_measure: float) -> Load
         warmup_s=max(0.0, min(last_end, t_measure) - t0),
         measured_s=measured,
         started_at=wall0,
-        ended_at=wall0 + (last_end - t0),
+        ended_at=wall0 + (ended - t0),
         client_cpu_s=sum(p.cpu_s for p in parts),
         client_ctxt_switches=sum(p.ctxt_switches for p in parts),
-        window=summarize([n for p in parts for n in p.completed], [a for p in parts for a in p.in_flight_ages]),
+        window=summarize([n for p in parts for n in p.completed], in_flight),
     )
 
 

@@ -148,6 +148,9 @@ class Done:
     in_flight_ages: tuple[float, ...] = ()
     #: Where the window ended (monotonic clock): the planned end, or the instant of a Stop.
     window_end: float = 0.0
+    #: When the process's load loop ended (monotonic clock): after the last completion, or when it
+    #: gave up on transactions still running past the drain grace; 0.0: not recorded.
+    loop_end: float = 0.0
 
 
 def merged_kinds(parts: Iterable[Mapping[str, Histogram]]) -> dict[str, Histogram]:
