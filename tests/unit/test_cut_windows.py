@@ -11,7 +11,7 @@ from services.common.results.rows import ResultRow
 from services.common.spec.campaign import CampaignSpec
 from services.reporting.stalls import stalled_runs
 
-SPEC = {"name": "pool", "targets": [{"kind": "dsn", "name": "a", "host": "127.0.0.1"}],
+SPEC = {"name": "pool", "targets": [{"kind": "dsn", "name": "a", "host": "127.0.0.1", "user": "bench"}],
         "workloads": ["oltp_update_non_index", {"name": "oltp_read_write", "duration_by_threads": {4096: "80s"}}],
         "threads": [64, 4096], "duration": "10s", "repeat": 1}
 
