@@ -66,7 +66,7 @@ def test_a_failing_study_does_not_stop_the_others(monkeypatch, capsys):
     run = runner()
     ran = []
 
-    def run_study(name, report_only, quick):
+    def run_study(name, report_only, quick, repeat=None):
         ran.append(name)
         if name == "keycache":
             raise SystemExit("error: study keycache: premise not met: the key cache misses")
@@ -127,9 +127,30 @@ def test_the_page_says_each_tests_windows_and_when_a_quick_run_shortened_them():
     spec = load_spec(ROOT / "examples" / "studies" / "thread-pool.yaml")
     said = study.spec_differences(spec, spec.public_dump())[1]
     assert "oltp_read_write: 5s warm-up + 10s measured at 16, 64, 256 threads;" in said
-    assert "30s warm-up + 9m measured at 4096 threads." in said and "shortened" not in said
+    assert "30s warm-up + 15m measured at 4096 threads." in said and "shortened" not in said
     quick = {"duration": "3s", "warmup": "1s", "repeat": 2, "duration_by_threads": {}, "warmup_by_threads": {},
              "workloads": [{"name": w.name} for w in spec.workloads]}
     said = study.spec_differences(spec, quick)[1]
     assert said.startswith("`study-thread-pool` was run **shortened**")
     assert "Each test was run 2 times for 3 seconds with 1 second warm-up. The spec asks: Each test was run 3 times:" in said
+
+
+def test_fewer_repetitions_keep_the_windows_and_the_page_says_so():
+    """--repeat 2 on a spec of 3 runs the spec's windows twice a cell; the page names it shortened, and
+    --repeat never adds repetitions the spec did not ask for."""
+    from services.common.spec.loading import load_spec
+
+    study = runner()
+    spec = load_spec(ROOT / "examples" / "studies" / "thread-pool.yaml")
+    assert study.repeat_flags(spec, 2) == ["--repeat", "2"]
+    assert study.repeat_flags(spec, 3) == [] and study.repeat_flags(spec, 5) == [] and study.repeat_flags(spec, None) == []
+    said = study.spec_differences(spec, {**spec.public_dump(), "repeat": 2})[1]
+    assert said.startswith("`study-thread-pool` was run **shortened**")
+    assert "30s warm-up + 15m measured at 4096 threads" in said.split("The spec asks:")[0]
+
+
+def test_a_repeat_that_is_not_a_count_is_refused_before_anything_runs(capsys):
+    study = runner()
+    assert study.main(["--repeat", "two", "thread-pool"]) == 2
+    assert "--repeat wants a whole number" in capsys.readouterr().err
+    assert study.main(["--quick", "--repeat", "2", "thread-pool"]) == 2
