@@ -4,10 +4,12 @@ marked and listed as a stall (services/common/results/cut_windows.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from services.common.results.cut_windows import rejudge_rows
-from services.common.results.rows import ResultRow
+from services.common.results.cut_windows import rejudge_entries, rejudge_rows
+from services.common.results.rows import HistoryEntry, ResultRow
 from services.common.spec.campaign import CampaignSpec
 from services.reporting.stalls import stalled_runs
 
@@ -62,3 +64,13 @@ def test_the_planned_window_is_the_cells_own_and_open_loops_and_event_budgets_ar
 def test_a_run_already_marked_keeps_its_marks_and_adds_the_silent_seconds():
     [cut] = rejudge_rows([row(6.5, flags="overrun")], spec())
     assert cut.flags == ("stall", "overrun") and cut.stalled_s == 3
+
+
+def test_a_cells_history_reads_each_night_as_its_report_does():
+    """`collector history` and `--changes` read a night cut short by a hang as its report does; a
+    night whose campaign is gone from the results DB is left as stored."""
+    cut, whole = HistoryEntry("pool", 1.0, row(7.8836)), HistoryEntry("pool", 2.0, row(10.0))
+    gone = HistoryEntry("pool", 3.0, dataclasses.replace(row(7.8836), campaign_id="gone", run_id="gone.a.x.t64.r1"))
+    read = rejudge_entries([cut, whole, gone], {"c": spec()})
+    assert [e.row.measured_s for e in read] == [10.0, 10.0, 7.8836]
+    assert read[0].row.flags == ("stall",) and read[0].created_at == 1.0 and read[1] == whole and read[2] == gone

@@ -14,6 +14,7 @@ from services.collector.commands.output import options
 from services.common.cli import EXIT_OK, error, write_output
 from services.common.config import Settings
 from services.common.errors import BenchfleetRegression, UsageError
+from services.common.results.cut_windows import rejudge_entries
 from services.common.results.rows import CampaignNight, HistoryEntry
 from services.common.store import Store
 from services.common.store.judgements import GateRecord, outcome
@@ -61,10 +62,22 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         # Metrics beyond the result columns (p50, CPU, status deltas) need the whole results.
         entries = store.results.history(args.target, args.workload, args.threads,
                                         with_results=not opts.table_metric.column)
+        entries = _as_reported(store, entries)
     entries = _one_pool(entries, "history")
     cell = f"{args.target} / {args.workload} / {args.threads} threads"
     write_output(None, r.render_history(History(cell, tuple(history_points(entries, opts)), opts)))
     return EXIT_OK
+
+
+def _as_reported(store: Store, entries: list[HistoryEntry]) -> list[HistoryEntry]:
+    """The entries as their campaigns' reports read them: a window a hung server cut short, stored
+    before the worker measured it to its end, over its planned length (cut_windows)."""
+    specs = {}
+    for cid in dict.fromkeys(e.row.campaign_id for e in entries):
+        c = store.campaigns.get(cid)
+        if c is not None:
+            specs[cid] = c.spec
+    return rejudge_entries(entries, specs)
 
 
 def _one_pool(entries: list[HistoryEntry], what: str) -> list[HistoryEntry]:
@@ -84,7 +97,7 @@ def _changes(args: argparse.Namespace, settings: Settings, r: registry.Renderer)
         nights = store.campaigns.named(args.spec)
         if not nights:
             raise UsageError(f"{args.spec}: no campaign of that name in the results DB")
-        entries = store.results.of_spec(args.spec)
+        entries = _as_reported(store, store.results.of_spec(args.spec))
         entries = _one_pool(entries, f"history {args.spec} --changes")
         changes = spec_changes(args.spec, nights, entries, metrics=metrics, alpha=args.alpha)
         if args.fail_on_slower is not None:

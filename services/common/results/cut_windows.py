@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterable
+from typing import Iterable, Mapping
 
-from services.common.results.rows import ResultRow
+from services.common.results.rows import HistoryEntry, ResultRow
 from services.common.results.stalls import full_seconds
 from services.common.spec.campaign import CampaignSpec
 
@@ -47,3 +47,13 @@ def rejudge_rows(rows: Iterable[ResultRow], spec: CampaignSpec) -> list[ResultRo
         return list(rows)
     keys = {w.key for w in spec.workloads}
     return [rejudged(r, spec.duration_for(r.threads, r.workload)) if r.workload in keys else r for r in rows]
+
+
+def rejudge_entries(entries: Iterable[HistoryEntry], specs: Mapping[str, CampaignSpec]) -> list[HistoryEntry]:
+    """A cell's history (or a spec's nights) with each row read as its campaign's report reads it;
+    a row whose campaign has no spec in ``specs`` is left as stored."""
+    out = []
+    for e in entries:
+        spec = specs.get(e.row.campaign_id)
+        out.append(dataclasses.replace(e, row=rejudge_rows([e.row], spec)[0]) if spec is not None else e)
+    return out
