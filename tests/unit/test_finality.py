@@ -210,3 +210,22 @@ def test_dead_letter_reasons():
         "RabbitMQ dead-lettered it from q: rejected"
     assert dead_letter_reason({}) == "dead-lettered without a reason"
     assert failure_of(Delivery(b"{}", 1, False)) is None
+
+
+def test_a_cells_own_long_window_is_not_taken_for_a_vanished_worker():
+    """The thread-pool study: a 15-minute window at 4096 clients in a campaign whose default window
+    is 10 s was reaped 922 s after it began measuring, while its worker was still measuring it."""
+    from services.common.spec.campaign import CampaignSpec
+    from services.common.store.finality import deadline, run_span
+
+    doc = {"name": "pool", "targets": [{"kind": "dsn", "name": "a", "host": "127.0.0.1", "user": "bench"}],
+           "workloads": ["oltp_point_select",
+                         {"name": "oltp_read_write", "duration_by_threads": {4096: "15m"}, "warmup_by_threads": {4096: "30s"}}],
+           "threads": [16, 4096], "duration": "10s", "warmup": "5s", "warmup_by_threads": {1024: "15s"}}
+    spec = CampaignSpec.model_validate(doc)
+    assert run_span(doc, spec, 4096, "oltp_read_write") == 930.0
+    assert run_span(doc, spec, 4096, "oltp_point_select") == 25.0 and run_span(doc, spec, 16, "oltp_read_write") == 15.0
+    assert run_span(doc, spec, 4096, "gone_workload") == 25.0   # not in the spec: the campaign's own
+    assert run_span(doc, None, 4096, "oltp_read_write") == 15.0  # an unreadable stored spec: as before
+    measuring = 1000.0
+    assert deadline(0.0, measuring, run_span(doc, spec, 4096, "oltp_read_write"), 60.0, 900.0) > measuring + 922 + 15

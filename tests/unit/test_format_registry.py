@@ -46,11 +46,19 @@ class _Results:
                 for cid, at in (("c1", 100.0), ("c2", 200.0)) for rep in (1, 2, 3)]
 
 
+class _NoCampaigns:
+    """History reads each row's campaign spec; these literal rows have none stored."""
+
+    def get(self, campaign_id):
+        return None
+
+
 class _Store:
     """What the report commands ask of the results DB, from literals."""
 
     def __init__(self, settings=None):
         self.results, self.runs = _Results(), FinishedRuns()
+        self.campaigns = _NoCampaigns()
 
     def __enter__(self):
         return self

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.common.spec.campaign import CampaignSpec
 from services.common.spec.durations import parse_duration
 
 #: What the reaper allows for a managed server's start and for quiesce when the stored spec does
@@ -50,6 +51,17 @@ def start_allowance(spec: dict, target: str) -> float:
     data = spec.get("data") or {}
     rows = int(data.get("tables") or 1) * int(data.get("table_size") or 10_000)
     return allowance + PREPARE_FLOOR_S + rows / PREPARE_ROWS_PER_S
+
+
+def run_span(spec: dict, parsed: CampaignSpec | None, threads: int | None, workload: str | None) -> float:
+    """Warm-up plus measured time of one run: its cell's own (windows by thread count, a workload's
+    own) when the stored spec reads with this version, else the campaign's (``spec``, the JSON)."""
+    if parsed is not None and threads is not None:
+        try:
+            return parsed.warmup_for(threads, workload) + parsed.duration_for(threads, workload)
+        except KeyError:  # a workload the spec no longer names: the campaign's lengths
+            return parsed.warmup_for(threads) + parsed.duration_for(threads)
+    return parse_duration(spec.get("warmup") or 0) + parse_duration(spec["duration"])
 
 
 def deadline(started_at: float, measuring_at: float | None, span_s: float, start_s: float, grace_s: float) -> float:

@@ -10,9 +10,11 @@ import time
 from services.common import logs
 from services.common.messages.events import RunEvent
 from services.common.messages.runs import Cell
-from services.common.spec.durations import parse_duration
+from services.common.errors import StoreError
+from services.common.spec.campaign import CampaignSpec
+from services.common.spec.stored import read_stored_spec
 from services.common.store.connection import StoreConnection
-from services.common.store.finality import FailedRun, OverdueRun, deadline, start_allowance
+from services.common.store.finality import FailedRun, OverdueRun, deadline, run_span, start_allowance
 from services.common.store.takers import Binding, Claim, DeadLetterFrom, Taker, judge_claim, may_fail
 
 log = logs.get(__name__)
@@ -203,16 +205,23 @@ class Runs:
         """Runs still marked running past their deadline (see finality.deadline). updated_at is
         later than started_at once the worker said the warm-up began (``mark_running``)."""
         rows = self.db.rows(
-            "SELECT r.run_id, r.campaign_id, r.worker, r.started_at, r.updated_at, r.target, c.spec_json, r.workload"
-            " FROM runs r"
+            "SELECT r.run_id, r.campaign_id, r.worker, r.started_at, r.updated_at, r.target, c.spec_json, r.workload,"
+            " r.threads FROM runs r"
             " JOIN campaigns c ON c.campaign_id = r.campaign_id WHERE r.state='running' AND r.started_at IS NOT NULL")
-        specs: dict[str, dict] = {}
+        specs: dict[str, tuple[dict, CampaignSpec | None]] = {}
         out = []
-        for run_id, campaign_id, worker, started_at, updated_at, target, spec_json, workload in rows:
+        for run_id, campaign_id, worker, started_at, updated_at, target, spec_json, workload, threads in rows:
             if campaign_id not in specs:
-                specs[campaign_id] = json.loads(spec_json)  # recorded by the scheduler from a validated spec
-            spec = specs[campaign_id]
-            span = parse_duration(spec.get("warmup") or 0) + parse_duration(spec["duration"])
+                try:
+                    parsed: CampaignSpec | None = read_stored_spec(spec_json, campaign_id)
+                except StoreError:  # read leniently below, by the campaign's own lengths
+                    parsed = None
+                # recorded by the scheduler from a validated spec
+                specs[campaign_id] = (json.loads(spec_json), parsed)
+            spec, parsed_spec = specs[campaign_id]
+            # A cell's own windows (by thread count, by workload): a 15-minute window at 4096
+            # clients is not overdue 15 s after the campaign's default window.
+            span = run_span(spec, parsed_spec, None if threads is None else int(threads), workload)
             started = float(started_at)
             measuring = float(updated_at) if updated_at is not None and float(updated_at) > started else None
             due = deadline(started, measuring, span, start_allowance(spec, str(target)), grace_s)
