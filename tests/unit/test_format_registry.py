@@ -49,8 +49,8 @@ class _Results:
 class _NoCampaigns:
     """History reads each row's campaign spec; these literal rows have none stored."""
 
-    def get(self, campaign_id):
-        return None
+    def specs(self, campaign_ids):
+        return {}
 
 
 class _Store:

@@ -72,12 +72,7 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
 def _as_reported(store: Store, entries: list[HistoryEntry]) -> list[HistoryEntry]:
     """The entries as their campaigns' reports read them: a window a hung server cut short, stored
     before the worker measured it to its end, over its planned length (cut_windows)."""
-    specs = {}
-    for cid in dict.fromkeys(e.row.campaign_id for e in entries):
-        c = store.campaigns.get(cid)
-        if c is not None:
-            specs[cid] = c.spec
-    return rejudge_entries(entries, specs)
+    return rejudge_entries(entries, store.campaigns.specs([e.row.campaign_id for e in entries]))
 
 
 def _one_pool(entries: list[HistoryEntry], what: str) -> list[HistoryEntry]:

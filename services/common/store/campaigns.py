@@ -111,6 +111,15 @@ class Campaigns:
         # Leniently: a campaign recorded by an earlier spec model stays readable (stored_spec).
         return CampaignRow(cid, name, read_stored_spec(spec_json, cid), baseline, int(total), state, float(created))
 
+    def specs(self, campaign_ids: Sequence[str]) -> dict[str, CampaignSpec]:
+        """The recorded specs of these campaigns, by id, in one query (a campaign not in the DB is absent)."""
+        ids = list(dict.fromkeys(campaign_ids))
+        if not ids:
+            return {}
+        rows = self.db.rows("SELECT campaign_id, spec_json FROM campaigns WHERE campaign_id IN ("
+                            + ",".join(["%s"] * len(ids)) + ")", tuple(ids))
+        return {cid: read_stored_spec(spec_json, cid) for cid, spec_json in rows}
+
     def named(self, name: str) -> list[CampaignNight]:
         """Every campaign of one name (a spec's nights), oldest first."""
         return [CampaignNight(r[0], float(r[1]), r[2]) for r in self.db.rows(

@@ -53,10 +53,10 @@ def start_allowance(spec: dict, target: str) -> float:
     return allowance + PREPARE_FLOOR_S + rows / PREPARE_ROWS_PER_S
 
 
-def run_span(spec: dict, parsed: CampaignSpec | None, threads: int | None, workload: str | None) -> float:
+def run_span(spec: dict, parsed: CampaignSpec | None, threads: int, workload: str | None) -> float:
     """Warm-up plus measured time of one run: its cell's own (windows by thread count, a workload's
     own) when the stored spec reads with this version, else the campaign's (``spec``, the JSON)."""
-    if parsed is not None and threads is not None:
+    if parsed is not None:
         try:
             return parsed.warmup_for(threads, workload) + parsed.duration_for(threads, workload)
         except KeyError:  # a workload the spec no longer names: the campaign's lengths

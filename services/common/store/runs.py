@@ -221,7 +221,7 @@ class Runs:
             spec, parsed_spec = specs[campaign_id]
             # A cell's own windows (by thread count, by workload): a 15-minute window at 4096
             # clients is not overdue 15 s after the campaign's default window.
-            span = run_span(spec, parsed_spec, None if threads is None else int(threads), workload)
+            span = run_span(spec, parsed_spec, int(threads), workload)
             started = float(started_at)
             measuring = float(updated_at) if updated_at is not None and float(updated_at) > started else None
             due = deadline(started, measuring, span, start_allowance(spec, str(target)), grace_s)
